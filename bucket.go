@@ -1,0 +1,140 @@
+package spigot
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Never is the RetryAfter of a request that no amount of waiting can admit:
+// its cost is larger than the bucket's capacity.
+const Never = time.Duration(math.MaxInt64)
+
+// MaxExact is the largest scaled quantity a bucket may hold: 2^53, the
+// largest integer below which every integer is exact in a float64, so that
+// the Lua twin of Take (Lua numbers are doubles) computes exactly what Go
+// does. NewBucket rejects buckets whose capacity, in scaled units, exceeds
+// it.
+const MaxExact = 1 << 53
+
+// A Bucket is a named token bucket: it holds up to Capacity tokens and
+// refills continuously at Rate. A request takes cost tokens when the bucket
+// holds at least that many, and nothing otherwise.
+//
+// A Bucket is an immutable value: copy it freely and share it between
+// goroutines. The zero Bucket is invalid; every store rejects it with
+// ErrInvalidBucket. Create one with NewBucket or MustBucket.
+//
+// Internally the bucket counts in scaled units so that its arithmetic is
+// exact: with the period p in microseconds and g = gcd(Rate.Tokens, p), one
+// token is p/g units and the bucket gains Rate.Tokens/g units every
+// microsecond. Every quantity is then an integer, and no rate drifts.
+type Bucket struct {
+	name     string
+	capacity int64
+	rate     Rate
+	scale    int64 // units per token: period_µs / g
+	refill   int64 // units per microsecond: Rate.Tokens / g
+	max      int64 // capacity in units: capacity × scale
+}
+
+// NewBucket returns a bucket named name that holds up to capacity tokens and
+// refills at rate. The name identifies the bucket's state in a store: two
+// buckets with the same name share state, so a deploy that changes a
+// bucket's capacity or rate keeps each key's tokens (clamped to the new
+// capacity).
+//
+// It rejects, with an error that wraps ErrInvalidBucket, an empty name, a
+// negative capacity, a rate that refills less than one token, a period that
+// is under a microsecond or not a whole number of microseconds, and a bucket
+// whose exact arithmetic would not fit (a capacity in scaled units above
+// MaxExact). A capacity of 0 is valid: such a bucket admits only cost 0.
+func NewBucket(name string, capacity int64, rate Rate) (Bucket, error) {
+	bad := func(format string, args ...any) (Bucket, error) {
+		return Bucket{}, fmt.Errorf("%w %q: %s", ErrInvalidBucket, name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case name == "":
+		return Bucket{}, fmt.Errorf("%w: the name is empty", ErrInvalidBucket)
+	case capacity < 0:
+		return bad("capacity %d is negative", capacity)
+	case rate.Tokens < 1:
+		return bad("rate %v: a rate must refill at least one token", rate)
+	case rate.Period < time.Microsecond:
+		return bad("rate %v: the period must be at least 1µs", rate)
+	case rate.Period%time.Microsecond != 0:
+		return bad("rate %v: the period must be a whole number of microseconds", rate)
+	}
+	period := int64(rate.Period / time.Microsecond)
+	g := gcd(rate.Tokens, period)
+	b := Bucket{
+		name:     name,
+		capacity: capacity,
+		rate:     rate,
+		scale:    period / g,
+		refill:   rate.Tokens / g,
+	}
+	switch {
+	case b.scale > MaxExact:
+		return bad("rate %v: one token is %d scaled units, more than 2^53; use a shorter period or more tokens", rate, b.scale)
+	case b.refill > MaxExact:
+		return bad("rate %v: refills %d scaled units per microsecond, more than 2^53", rate, b.refill)
+	case capacity > MaxExact/b.scale:
+		return bad("capacity %d at rate %v is %d×%d scaled units, more than 2^53; lower the capacity or use a rate with a period that divides more evenly",
+			capacity, rate, capacity, b.scale)
+	}
+	b.max = capacity * b.scale
+	return b, nil
+}
+
+// MustBucket is like NewBucket but panics on invalid input. It is meant for
+// package-level variables whose arguments are constants.
+func MustBucket(name string, capacity int64, rate Rate) Bucket {
+	b, err := NewBucket(name, capacity, rate)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Name returns the bucket's name.
+func (b Bucket) Name() string { return b.name }
+
+// Capacity returns the most tokens the bucket holds.
+func (b Bucket) Capacity() int64 { return b.capacity }
+
+// Rate returns how fast the bucket refills.
+func (b Bucket) Rate() Rate { return b.rate }
+
+// Scale returns how many scaled units make one token (see Bucket). Stores
+// that run the model outside Go, such as the Redis Lua script, pass it
+// along with Refill and the capacity. It is 0 for the zero Bucket.
+func (b Bucket) Scale() int64 { return b.scale }
+
+// Refill returns how many scaled units the bucket gains per microsecond.
+func (b Bucket) Refill() int64 { return b.refill }
+
+// String describes the bucket, as in login(cap 20, 1/3s).
+func (b Bucket) String() string {
+	return fmt.Sprintf("%s(cap %d, %v)", b.name, b.capacity, b.rate)
+}
+
+// Check returns the error a store must return, before doing anything else,
+// for a request of cost tokens on b: ErrInvalidBucket for the zero Bucket,
+// ErrInvalidCost for a negative cost, and nil otherwise.
+func (b Bucket) Check(cost int64) error {
+	if b.scale == 0 {
+		return fmt.Errorf("%w: the zero Bucket; create one with NewBucket", ErrInvalidBucket)
+	}
+	if cost < 0 {
+		return fmt.Errorf("%w %d: a cost must be 0 or more", ErrInvalidCost, cost)
+	}
+	return nil
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

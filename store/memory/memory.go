@@ -1,0 +1,270 @@
+// Package memory is an in-process spigot.Store: the fastest store, for a
+// single replica, for tests, and as the local side of store/hybrid.
+//
+// It runs spigot's model (Bucket.Take) on a sharded map, so parallel callers
+// on different keys rarely contend on a lock, and an Acquire on a key that
+// already has state allocates nothing. A key's state is forgotten once its
+// bucket is full again, so idle keys cost nothing; WithMaxKeys caps the
+// number of keys held at once against floods of distinct keys. It starts no
+// goroutine and needs no Close.
+package memory
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+)
+
+var _ spigot.Store = (*Store)(nil)
+
+const (
+	maxShards = 256
+	// minKeysPerShard keeps small WithMaxKeys caps exact: a cap is split
+	// between shards, and shards with few keys each would fill unevenly.
+	minKeysPerShard = 64
+	// sample is how many keys an insert at the cap looks at to choose one
+	// to evict.
+	sample = 8
+	// firstSweep is the size at which a shard first sweeps expired state.
+	firstSweep = 64
+)
+
+// Store is an in-process store. It is safe for concurrent use. The zero
+// Store is not usable; call New.
+type Store struct {
+	clock   clock.Clock
+	seed    maphash.Seed
+	mask    uint64
+	shards  []shard
+	maxKeys int
+}
+
+type shard struct {
+	mu        sync.Mutex
+	m         map[mkey]entry
+	sweepAt   int // a new key that makes the shard this big sweeps it first
+	perShard  int // this shard's cap, 0 when unbounded
+	evictions int
+	_         [64]byte // keep shards' locks on separate cache lines
+}
+
+type mkey struct{ bucket, key string }
+
+type entry struct {
+	state   spigot.State
+	expires int64 // µs since the epoch at which the bucket is full again
+}
+
+// An Option configures a Store.
+type Option func(*Store)
+
+// WithClock makes the store read the time from c instead of the system
+// clock, as tests with clocktest do.
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// WithMaxKeys caps the number of keys the store holds at once at n (n ≤ 0
+// means no cap, the default), to bound its memory under a flood of
+// distinct keys, such as random source addresses.
+//
+// A new key that arrives when its part of the store is at the cap (the cap
+// is split between shards, so eviction can begin a little below n) takes
+// the place of an existing key: among a few keys sampled from that part,
+// one whose bucket is already full again if there is one, otherwise the one
+// nearest to full. An evicted key's next request finds a full bucket, so
+// it may be admitted up to the tokens its bucket was short of full; keys
+// the store keeps are never admitted beyond their limit. Evicting the
+// nearest-to-full key keeps that error small and keeps the state of the
+// keys that are being limited hardest (a flooder's empty bucket is the last
+// to go).
+func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{clock: clock.System(), seed: maphash.MakeSeed()}
+	for _, o := range opts {
+		o(s)
+	}
+	n := maxShards
+	if s.maxKeys > 0 {
+		for n > 1 && s.maxKeys/n < minKeysPerShard {
+			n /= 2
+		}
+	}
+	s.shards = make([]shard, n)
+	s.mask = uint64(n - 1)
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.m = make(map[mkey]entry)
+		sh.sweepAt = firstSweep
+		if s.maxKeys > 0 {
+			// Split the cap exactly: the first maxKeys%n shards hold one more.
+			sh.perShard = s.maxKeys / n
+			if i < s.maxKeys%n {
+				sh.perShard++
+			}
+		}
+	}
+	return s
+}
+
+func (s *Store) shard(key string) *shard {
+	return &s.shards[maphash.String(s.seed, key)&s.mask]
+}
+
+// Acquire implements spigot.Store.
+func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	if err := b.Check(cost); err != nil {
+		return spigot.Admission{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return spigot.Admission{}, err
+	}
+	now := s.clock.Now()
+	t := now.UnixMicro()
+	k := mkey{b.Name(), key}
+	sh := s.shard(key)
+
+	sh.mu.Lock()
+	e, ok := sh.m[k]
+	if ok && e.expires <= t {
+		e.state = spigot.State{} // full again: same as never seen
+	}
+	next, a := b.Take(e.state, now, cost)
+	switch {
+	case a.ResetAfter == 0: // full: nothing worth keeping
+		if ok {
+			delete(sh.m, k)
+		}
+	case ok:
+		sh.m[k] = entry{next, t + a.ResetAfter.Microseconds()}
+	default:
+		sh.insert(k, entry{next, t + a.ResetAfter.Microseconds()}, t)
+	}
+	sh.mu.Unlock()
+	return a, nil
+}
+
+// insert adds a new key, making room first when the shard is at its cap,
+// and sweeping expired state whenever the shard has doubled since its last
+// sweep (amortized O(1) per insert).
+func (sh *shard) insert(k mkey, e entry, t int64) {
+	switch n := len(sh.m); {
+	case sh.perShard > 0 && n >= sh.perShard:
+		sh.evict(t)
+	case n+1 >= sh.sweepAt:
+		sh.sweep(t)
+	}
+	sh.m[k] = e
+}
+
+// evict removes one key, sampled as WithMaxKeys says. Map iteration starts
+// at a random place, so the sample is spread over the shard.
+func (sh *shard) evict(t int64) {
+	var victim mkey
+	var earliest int64
+	i := 0
+	for k, e := range sh.m {
+		if i == 0 || e.expires < earliest {
+			victim, earliest = k, e.expires
+		}
+		i++
+		if e.expires <= t || i == sample {
+			break
+		}
+	}
+	if i > 0 {
+		delete(sh.m, victim)
+		if earliest > t {
+			sh.evictions++
+		}
+	}
+}
+
+// sweep forgets every key whose bucket is full again at t, and gives the
+// map's memory back when most of it is gone (Go maps never shrink).
+func (sh *shard) sweep(t int64) {
+	before := len(sh.m)
+	for k, e := range sh.m {
+		if e.expires <= t {
+			delete(sh.m, k)
+		}
+	}
+	n := len(sh.m)
+	if n < before/4 {
+		m := make(map[mkey]entry, n)
+		for k, e := range sh.m {
+			m[k] = e
+		}
+		sh.m = m
+	}
+	sh.sweepAt = max(2*n, firstSweep)
+}
+
+// Reset implements spigot.Store: it forgets key's state and reports
+// whether its bucket was not full.
+func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+	if err := b.Check(0); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	now := s.clock.Now()
+	k := mkey{b.Name(), key}
+	sh := s.shard(key)
+
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[k]
+	if !ok {
+		return false, nil
+	}
+	delete(sh.m, k)
+	if e.expires <= now.UnixMicro() {
+		return false, nil
+	}
+	_, a := b.Take(e.state, now, 0) // the bucket as it is now, under b's config
+	return a.ResetAfter > 0, nil
+}
+
+// Len reports how many keys hold state: those whose bucket is not yet full
+// again. It first forgets, and frees the memory of, every key whose bucket
+// is full again, so after a flood of distinct keys, Len reaches 0 once the
+// clock passes their refill time. It takes each shard's lock in turn and
+// costs time proportional to the number of keys held.
+func (s *Store) Len() int {
+	t := s.clock.Now().UnixMicro()
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.sweep(t)
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Sweep forgets every key whose bucket is full again and frees its memory,
+// as Len does. State is forgotten as it expires whatever happens (an
+// expired key is a full bucket), but its memory is reclaimed only as the
+// store grows; a process that may sit idle after a flood of distinct keys
+// can call Sweep from a time.Ticker to give that memory back.
+func (s *Store) Sweep() { s.Len() }
+
+// Evictions reports how many keys WithMaxKeys has evicted before their
+// bucket was full again: each is a key whose limit the store may have
+// relaxed.
+func (s *Store) Evictions() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.evictions
+		sh.mu.Unlock()
+	}
+	return n
+}

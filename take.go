@@ -1,0 +1,130 @@
+package spigot
+
+import (
+	"math"
+	"time"
+)
+
+// State is what a store keeps for one key of one bucket, between requests:
+// everything Take needs, as integers a store can persist anywhere (a Redis
+// hash, a SQL row, an etcd value). A store that runs Take inside an atomic
+// read-modify-write of a State keeps spigot's whole model.
+//
+// The zero State is a full bucket, so a key with no stored state (never
+// seen, expired or evicted) needs no special case.
+type State struct {
+	// Tokens is what the bucket held at Stamp, in scaled units of Scale
+	// per token.
+	Tokens int64
+	// Stamp is the instant of the last update, in microseconds since the
+	// Unix epoch.
+	Stamp int64
+	// Scale is the bucket's Scale when the state was stored. It lets Take
+	// carry tokens over exactly when a bucket's rate changes. A Scale of 0
+	// marks the zero State.
+	Scale int64
+}
+
+// Admission is a store's decision on one request.
+type Admission struct {
+	// Allowed reports whether the request took its tokens.
+	Allowed bool
+	// Remaining is the whole number of tokens left in the bucket after the
+	// request, allowed or denied.
+	Remaining int64
+	// RetryAfter is 0 when the request was allowed. Otherwise it is how long
+	// to wait, rounded up to the millisecond, before the same request would
+	// be allowed if nothing else takes tokens meanwhile; a retry after
+	// exactly RetryAfter is allowed. It is Never when the cost exceeds the
+	// bucket's capacity.
+	RetryAfter time.Duration
+	// ResetAfter is how long, rounded up to the millisecond, until the
+	// bucket is full again; 0 when it is full. Stores that expire state
+	// use it as the key's time to live.
+	ResetAfter time.Duration
+}
+
+// Take applies one request of cost tokens, made at now, to the state s of
+// a key of bucket b, and returns the new state to store and the decision.
+// It is a pure function: it neither reads a clock nor keeps anything, so a
+// store only has to make the read of s, the call, and the write of the
+// result atomic.
+//
+// Time counts in whole microseconds (now is truncated). The bucket first
+// refills for the time since s.Stamp (none if now is earlier: a clock that
+// steps back never adds tokens, and the stamp never moves back). Then a
+// cost above b.Capacity() is denied with RetryAfter Never; a cost the
+// bucket holds is taken and allowed; anything else is denied and takes
+// nothing. A cost of 0 is always allowed and still refills the state.
+//
+// When s was stored under another rate (s.Scale differs from b.Scale()) its
+// whole tokens carry over, clamped to the capacity; the fraction of a token
+// is dropped, so a config change never admits more than either config
+// would. A state the bucket cannot hold (more tokens than its capacity,
+// negative tokens) is clamped.
+//
+// Take does not validate its input: with the zero Bucket or a negative cost
+// (see Check) it returns s unchanged and a denial with RetryAfter Never.
+func (b Bucket) Take(s State, now time.Time, cost int64) (State, Admission) {
+	if b.Check(cost) != nil {
+		return s, Admission{RetryAfter: Never}
+	}
+	t := now.UnixMicro()
+	tokens, stamp := b.max, t
+	if s.Scale > 0 {
+		tokens, stamp = b.carry(s), s.Stamp
+	}
+	if t > stamp {
+		// Refill for the elapsed time without overflow: past deficit/refill
+		// microseconds the bucket is full whatever the time.
+		if e, deficit := t-stamp, b.max-tokens; e > deficit/b.refill {
+			tokens = b.max
+		} else {
+			tokens += e * b.refill
+		}
+		stamp = t
+	}
+	lag := stamp - t // > 0 only when the clock stepped back
+
+	a := Admission{}
+	switch need := cost * b.scale; {
+	case cost > b.capacity:
+		a.RetryAfter = Never
+	case tokens >= need:
+		tokens -= need
+		a.Allowed = true
+	default:
+		a.RetryAfter = ceilMs(lag, ceilDiv(need-tokens, b.refill))
+	}
+	if tokens < b.max {
+		a.ResetAfter = ceilMs(lag, ceilDiv(b.max-tokens, b.refill))
+	}
+	a.Remaining = tokens / b.scale
+	return State{Tokens: tokens, Stamp: stamp, Scale: b.scale}, a
+}
+
+// carry returns s's tokens in b's units, clamped to [0, b.max].
+func (b Bucket) carry(s State) int64 {
+	tokens := s.Tokens
+	if s.Scale != b.scale {
+		whole := s.Tokens / s.Scale
+		if whole >= b.capacity {
+			return b.max
+		}
+		tokens = whole * b.scale
+	}
+	return min(max(tokens, 0), b.max)
+}
+
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// ceilMs returns lag+us microseconds rounded up to the millisecond, as a
+// Duration, saturating at Never.
+func ceilMs(lag, us int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Millisecond) // whole ms a Duration holds
+	if lag > limit*1000-us {
+		return Never
+	}
+	return time.Duration(ceilDiv(lag+us, 1000)) * time.Millisecond
+}
