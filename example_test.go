@@ -1,0 +1,122 @@
+package spigot_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store/memory"
+)
+
+// A login limiter: 20 attempts per IP address, refilled one every 3 s. A
+// failed password costs an attempt; a successful login resets the bucket.
+func Example_login() {
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	limiter := spigot.New(memory.New(memory.WithClock(clk)), login)
+	ctx := context.Background()
+
+	for range 20 {
+		limiter.Allow(ctx, "203.0.113.7") // 20 wrong passwords
+	}
+	a, err := limiter.Allow(ctx, "203.0.113.7")
+	if err != nil {
+		panic(err) // the store failed: a denial is never an error
+	}
+	if !a.Allowed {
+		// Retry-After is in whole seconds: round up, never down.
+		secs := int64(math.Ceil(a.RetryAfter.Seconds()))
+		fmt.Println(http.StatusTooManyRequests, "Retry-After:", strconv.FormatInt(secs, 10))
+	}
+
+	clk.Advance(3 * time.Second)
+	a, _ = limiter.Allow(ctx, "203.0.113.7") // the right password, at last
+	fmt.Println("allowed:", a.Allowed)
+	wasLimited, _ := limiter.Reset(ctx, "203.0.113.7")
+	fmt.Println("reset:", wasLimited)
+	// Output:
+	// 429 Retry-After: 3
+	// allowed: true
+	// reset: true
+}
+
+// Weighted costs: an export quota of 10 000 rows, refilled at 50 rows per
+// second, charged by the rows each export returns.
+func ExampleLimiter_Acquire() {
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	rows := spigot.MustBucket("export-rows", 10_000, spigot.PerSecond(50))
+	limiter := spigot.New(memory.New(memory.WithClock(clk)), rows)
+	ctx := context.Background()
+
+	for _, n := range []int64{4000, 4000, 3000} {
+		a, _ := limiter.Acquire(ctx, "account-42", n)
+		fmt.Printf("%d rows: allowed=%v remaining=%d retry-after=%v\n", n, a.Allowed, a.Remaining, a.RetryAfter)
+	}
+	// Output:
+	// 4000 rows: allowed=true remaining=6000 retry-after=0s
+	// 4000 rows: allowed=true remaining=2000 retry-after=0s
+	// 3000 rows: allowed=false remaining=2000 retry-after=20s
+}
+
+// Wait blocks until the tokens are taken; with a fake clock it waits for the
+// test to move the clock.
+func ExampleLimiter_Wait() {
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	b := spigot.MustBucket("jobs", 1, spigot.PerSecond(2))
+	limiter := spigot.New(memory.New(memory.WithClock(clk)), b, spigot.WithClock(clk))
+	ctx := context.Background()
+
+	limiter.Allow(ctx, "worker")
+	go func() {
+		clk.BlockUntil(1) // the Wait below is sleeping
+		clk.Advance(500 * time.Millisecond)
+	}()
+	a, err := limiter.Wait(ctx, "worker", 1)
+	fmt.Println(a.Allowed, err)
+
+	_, err = limiter.Wait(ctx, "worker", 2)
+	fmt.Println(err)
+	// Output:
+	// true <nil>
+	// spigot: cost exceeds the bucket's capacity and can never be admitted: cost 2, capacity 1
+}
+
+// Take is the whole model as a pure function: a store for any database only
+// has to read a State, call Take and write the result atomically.
+func ExampleBucket_Take() {
+	b := spigot.MustBucket("api", 2, spigot.PerSecond(1))
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	var st spigot.State // the zero State is a full bucket
+	for _, at := range []time.Duration{0, 0, 0, 1500 * time.Millisecond} {
+		var a spigot.Admission
+		st, a = b.Take(st, t0.Add(at), 1)
+		fmt.Printf("t0+%v: %+v\n", at, a)
+	}
+	// Output:
+	// t0+0s: {Allowed:true Remaining:1 RetryAfter:0s ResetAfter:1s}
+	// t0+0s: {Allowed:true Remaining:0 RetryAfter:0s ResetAfter:2s}
+	// t0+0s: {Allowed:false Remaining:0 RetryAfter:1s ResetAfter:2s}
+	// t0+1.5s: {Allowed:true Remaining:0 RetryAfter:0s ResetAfter:1.5s}
+}
+
+func ExampleParseRate() {
+	r, err := spigot.ParseRate("20/3s")
+	fmt.Println(r.Tokens, r.Period, err)
+	fmt.Println(spigot.Per(7, 10*time.Second), spigot.PerMinute(60), spigot.Per(1000, time.Millisecond))
+	// Output:
+	// 20 3s <nil>
+	// 7/10s 60/m 1000/ms
+}
+
+func ExampleNewBucket() {
+	_, err := spigot.NewBucket("login", 20, spigot.Per(0, time.Second))
+	fmt.Println(err)
+	// Output:
+	// spigot: invalid bucket "login": rate 0/s: a rate must refill at least one token
+}

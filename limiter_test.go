@@ -1,0 +1,202 @@
+package spigot_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store/memory"
+)
+
+func newLimiter(t *testing.T, capacity int64, r spigot.Rate) (*spigot.Limiter, *clocktest.Clock) {
+	t.Helper()
+	l, clk, _ := newMemoryLimiter(t, "test", capacity, r)
+	return l, clk
+}
+
+func TestLimiterAllowAcquireReset(t *testing.T) {
+	l, _ := newLimiter(t, 2, spigot.PerSecond(1))
+	ctx := context.Background()
+	steps := []struct {
+		do   func() (spigot.Admission, error)
+		want spigot.Admission
+	}{
+		{func() (spigot.Admission, error) { return l.Allow(ctx, "k") }, allow(1, 1*s)},
+		{func() (spigot.Admission, error) { return l.Acquire(ctx, "k", 2) }, deny(1, 1*s, 1*s)},
+		{func() (spigot.Admission, error) { return l.Acquire(ctx, "k", 1) }, allow(0, 2*s)},
+		{func() (spigot.Admission, error) { return l.Allow(ctx, "other") }, allow(1, 1*s)},
+	}
+	for i, st := range steps {
+		got, err := st.do()
+		if err != nil || got != st.want {
+			t.Errorf("step %d: got %+v, %v; want %+v", i, got, err, st.want)
+		}
+	}
+	if ok, err := l.Reset(ctx, "k"); !ok || err != nil {
+		t.Errorf("Reset of an empty bucket = %v, %v; want true", ok, err)
+	}
+	if a, err := l.Acquire(ctx, "k", 2); !a.Allowed || err != nil {
+		t.Errorf("after Reset: %+v, %v; want a full bucket", a, err)
+	}
+	if l.Bucket().Name() != "test" {
+		t.Errorf("Bucket().Name() = %q", l.Bucket().Name())
+	}
+}
+
+// TestWait waits on the fake clock: the goroutine in Wait blocks until the
+// test advances the clock past RetryAfter.
+func TestWait(t *testing.T) {
+	l, clk := newLimiter(t, 3, spigot.Per(1, 3*s))
+	ctx := context.Background()
+	if _, err := l.Acquire(ctx, "k", 3); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan spigot.Admission)
+	go func() {
+		a, err := l.Wait(ctx, "k", 2)
+		if err != nil {
+			t.Errorf("Wait: %v", err)
+		}
+		done <- a
+	}()
+	clk.BlockUntil(1)
+	clk.Advance(5999 * ms) // 1.999… tokens: Wait must not return yet
+	select {
+	case a := <-done:
+		t.Fatalf("Wait returned %+v before the clock reached RetryAfter", a)
+	default:
+	}
+	clk.Advance(1 * ms)
+	if a := <-done; a != allow(0, 9*s) {
+		t.Errorf("Wait = %+v, want %+v", a, allow(0, 9*s))
+	}
+}
+
+// TestWaitRetriesWhenRaced: another caller takes the tokens the waiter was
+// waiting for, so Wait sleeps again instead of returning a denial.
+func TestWaitRetriesWhenRaced(t *testing.T) {
+	l, clk := newLimiter(t, 1, spigot.PerSecond(1))
+	ctx := context.Background()
+	l.Allow(ctx, "k")
+	done := make(chan spigot.Admission)
+	go func() {
+		a, err := l.Wait(ctx, "k", 1)
+		if err != nil {
+			t.Errorf("Wait: %v", err)
+		}
+		done <- a
+	}()
+	clk.BlockUntil(1)
+	clk.Advance(1 * s)
+	if a, _ := l.Allow(ctx, "k"); !a.Allowed { // may race with the waiter's retry
+		// The waiter won: it returns now.
+		if a := <-done; !a.Allowed {
+			t.Errorf("Wait = %+v, want allowed", a)
+		}
+		return
+	}
+	clk.BlockUntil(1) // the waiter lost and sleeps again
+	clk.Advance(1 * s)
+	if a := <-done; a != allow(0, 1*s) {
+		t.Errorf("Wait = %+v, want %+v", a, allow(0, 1*s))
+	}
+}
+
+func TestWaitReturnsAtOnce(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	short, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel2()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		cost int64
+		want error
+	}{
+		{"cost above capacity", context.Background(), 4, spigot.ErrNeverAdmitted},
+		{"negative cost", context.Background(), -1, spigot.ErrInvalidCost},
+		{"cancelled context", cancelled, 1, context.Canceled},
+		{"deadline before the retry", short, 3, context.DeadlineExceeded}, // retry in 2 h
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, clk := newLimiter(t, 3, spigot.PerHour(1))
+			l.Acquire(context.Background(), "k", 2)
+			_, err := l.Wait(tt.ctx, "k", tt.cost)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("Wait = %v, want %v", err, tt.want)
+			}
+			if n := clk.Waiters(); n != 0 {
+				t.Errorf("Wait left %d timers waiting on the clock", n)
+			}
+			// Nothing was taken: the 1 token left is still there.
+			if a, _ := l.Acquire(context.Background(), "k", 0); a.Remaining != 1 {
+				t.Errorf("after Wait, Remaining = %d, want 1", a.Remaining)
+			}
+		})
+	}
+}
+
+func TestWaitCancelledWhileWaiting(t *testing.T) {
+	l, clk := newLimiter(t, 1, spigot.PerSecond(1))
+	l.Allow(context.Background(), "k")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() {
+		_, err := l.Wait(ctx, "k", 1)
+		errc <- err
+	}()
+	clk.BlockUntil(1)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait = %v, want context.Canceled", err)
+	}
+}
+
+// wallClock is a clock without After, so Wait falls back to a real timer.
+type wallClock struct{ clock.Clock }
+
+func TestWaitRealTimerCancelled(t *testing.T) {
+	clk := clocktest.New(t0)
+	b := spigot.MustBucket("test", 1, spigot.PerHour(1))
+	l := spigot.New(memory.New(memory.WithClock(clk)), b, spigot.WithClock(wallClock{clk}))
+	l.Allow(context.Background(), "k")
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() {
+		_, err := l.Wait(ctx, "k", 1)
+		errc <- err
+	}()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait = %v, want context.Canceled", err)
+	}
+}
+
+// failing is a store whose every call fails.
+type failing struct{}
+
+var errDown = errors.New("store down")
+
+func (failing) Acquire(context.Context, spigot.Bucket, string, int64) (spigot.Admission, error) {
+	return spigot.Admission{}, errDown
+}
+func (failing) Reset(context.Context, spigot.Bucket, string) (bool, error) { return false, errDown }
+
+func TestWaitReturnsStoreError(t *testing.T) {
+	l := spigot.New(failing{}, spigot.MustBucket("b", 1, spigot.PerSecond(1)))
+	if _, err := l.Wait(context.Background(), "k", 1); !errors.Is(err, errDown) {
+		t.Errorf("Wait = %v, want the store's error", err)
+	}
+}
+
+func newMemoryLimiter(t *testing.T, name string, capacity int64, r spigot.Rate) (*spigot.Limiter, *clocktest.Clock, *memory.Store) {
+	t.Helper()
+	clk := clocktest.New(t0)
+	store := memory.New(memory.WithClock(clk))
+	return spigot.New(store, spigot.MustBucket(name, capacity, r), spigot.WithClock(clk)), clk, store
+}

@@ -1,0 +1,217 @@
+package spigot_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+)
+
+// t0 is the fixed instant every step table starts from.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+const ms, s = time.Millisecond, time.Second
+
+type step struct {
+	at   time.Duration // since t0
+	cost int64
+	want spigot.Admission
+}
+
+func allow(remaining int64, reset time.Duration) spigot.Admission {
+	return spigot.Admission{Allowed: true, Remaining: remaining, ResetAfter: reset}
+}
+
+func deny(remaining int64, retry, reset time.Duration) spigot.Admission {
+	return spigot.Admission{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+}
+
+// play applies steps to one key's state with Take and checks each admission.
+func play(t *testing.T, b spigot.Bucket, st spigot.State, steps []step) spigot.State {
+	t.Helper()
+	for i, s := range steps {
+		var got spigot.Admission
+		st, got = b.Take(st, t0.Add(s.at), s.cost)
+		if got != s.want {
+			t.Errorf("%v step %d (t0+%v, cost %d): got %+v, want %+v", b, i, s.at, s.cost, got, s.want)
+		}
+	}
+	return st
+}
+
+func TestTake(t *testing.T) {
+	tests := []struct {
+		name   string
+		bucket spigot.Bucket
+		steps  []step
+	}{
+		{"login burst then one per 3s", spigot.MustBucket("login", 3, spigot.Per(1, 3*s)), []step{
+			{0, 1, allow(2, 3*s)},
+			{0, 1, allow(1, 6*s)},
+			{0, 1, allow(0, 9*s)},
+			{0, 1, deny(0, 3*s, 9*s)},
+			{2 * s, 1, deny(0, 1*s, 7*s)}, // denied: took nothing
+			{3 * s, 1, allow(0, 9*s)},     // exactly RetryAfter
+			{3*s + 1*ms, 0, allow(0, 8999*ms)},
+			{12 * s, 0, allow(3, 0)},
+		}},
+		{"3/s has no drift", spigot.MustBucket("b", 1, spigot.PerSecond(3)), []step{
+			{0, 1, allow(0, 334*ms)}, // 1/3 s = 333.333… ms, rounded up
+			{333 * ms, 1, deny(0, 1*ms, 1*ms)},
+			{333334 * time.Microsecond, 1, allow(0, 334*ms)},
+			{666667 * time.Microsecond, 1, deny(0, 1*ms, 1*ms)}, // 1/3 token minus 1/3 µs short
+			{666668 * time.Microsecond, 1, allow(0, 334*ms)},
+			{1666668 * time.Microsecond, 3, deny(1, spigot.Never, 0)}, // takes nothing
+			{1666668 * time.Microsecond, 1, allow(0, 334*ms)},
+		}},
+		{"7/10s", spigot.MustBucket("b", 7, spigot.Per(7, 10*s)), []step{
+			{0, 7, allow(0, 10 * s)},
+			{1 * s, 1, deny(0, 429*ms, 9*s)},     // a token is 10/7 s = 1428.57… ms; 0.7 held
+			{1429 * ms, 1, allow(0, 10000 * ms)}, // 1.0003 held: 1 taken, 0.0003 left
+			{11429 * ms, 7, allow(0, 10 * s)},
+		}},
+		{"cost above capacity", spigot.MustBucket("b", 5, spigot.PerSecond(1)), []step{
+			{0, 6, deny(5, spigot.Never, 0)},
+			{0, 5, allow(0, 5*s)},
+			{0, 6, deny(0, spigot.Never, 5*s)},
+		}},
+		{"capacity 0", spigot.MustBucket("b", 0, spigot.PerSecond(1)), []step{
+			{0, 1, deny(0, spigot.Never, 0)},
+			{0, 0, allow(0, 0)},
+			{time.Hour, 1, deny(0, spigot.Never, 0)},
+		}},
+		{"cost 0 peeks", spigot.MustBucket("b", 2, spigot.PerSecond(1)), []step{
+			{0, 0, allow(2, 0)},
+			{0, 2, allow(0, 2*s)},
+			{0, 0, allow(0, 2*s)},
+			{500 * ms, 0, allow(0, 1500*ms)},
+			{1500 * ms, 0, allow(1, 500*ms)},
+		}},
+		{"sub-millisecond refill", spigot.MustBucket("b", 2, spigot.Per(1000, ms)), []step{
+			{0, 2, allow(0, 1*ms)}, // 2 µs to full, rounded up to 1 ms
+			{0, 1, deny(0, 1*ms, 1*ms)},
+			{1 * time.Microsecond, 1, allow(0, 1*ms)},
+			{3 * time.Microsecond, 2, allow(0, 1*ms)},
+		}},
+		{"1/24h", spigot.MustBucket("b", 2, spigot.Per(1, 24*time.Hour)), []step{
+			{0, 2, allow(0, 48*time.Hour)},
+			{time.Hour, 1, deny(0, 23*time.Hour, 47*time.Hour)},
+			{24 * time.Hour, 1, allow(0, 48*time.Hour)},
+		}},
+		{"10/13s", spigot.MustBucket("b", 10, spigot.Per(10, 13*s)), []step{
+			{0, 10, allow(0, 13*s)},
+			{1 * s, 1, deny(0, 300*ms, 12*s)}, // a token is 1.3 s
+			{1300 * ms, 1, allow(0, 13*s)},
+			{14300 * ms, 10, allow(0, 13*s)},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { play(t, tt.bucket, spigot.State{}, tt.steps) })
+	}
+}
+
+// TestTakeNoDrift checks over a long run that a rate with a period that is
+// not a whole number of milliseconds per token neither gains nor loses: the
+// k-th token of 7/10s arrives at exactly k×10/7 s.
+func TestTakeNoDrift(t *testing.T) {
+	// Capacity 2 so that the fraction left after each token is never
+	// clamped away by a full bucket.
+	b := spigot.MustBucket("b", 2, spigot.Per(7, 10*s))
+	st, _ := b.Take(spigot.State{}, t0, 2)
+	for k := int64(1); k <= 20_000; k++ {
+		due := t0.Add(time.Duration((k*10_000_000+6)/7) * time.Microsecond) // ⌈k×10/7 s⌉ in µs
+		var a spigot.Admission
+		if _, a = b.Take(st, due.Add(-time.Microsecond), 1); a.Allowed {
+			t.Fatalf("token %d admitted 1µs before it is due at t0+%v", k, due.Sub(t0))
+		}
+		if st, a = b.Take(st, due, 1); !a.Allowed {
+			t.Fatalf("token %d denied when due at t0+%v: %+v", k, due.Sub(t0), a)
+		}
+	}
+}
+
+func TestTakeConfigChange(t *testing.T) {
+	login := spigot.MustBucket("login", 10, spigot.PerSecond(1))
+	st := play(t, login, spigot.State{}, []step{{0, 4, allow(6, 4*s)}})
+
+	tests := []struct {
+		name   string
+		bucket spigot.Bucket
+		steps  []step
+	}{
+		{"capacity lowered clamps", spigot.MustBucket("login", 3, spigot.PerSecond(1)), []step{
+			{0, 0, allow(3, 0)}, {0, 3, allow(0, 3*s)}}},
+		{"capacity raised keeps tokens", spigot.MustBucket("login", 100, spigot.PerSecond(1)), []step{
+			{0, 0, allow(6, 94*s)}, {0, 7, deny(6, 1*s, 94*s)}}},
+		{"rate changed keeps whole tokens", spigot.MustBucket("login", 10, spigot.PerSecond(2)), []step{
+			{0, 0, allow(6, 2*s)}, {500 * ms, 7, allow(0, 5*s)}}},
+		{"rate and capacity changed", spigot.MustBucket("login", 5, spigot.Per(7, 10*s)), []step{
+			{0, 0, allow(5, 0)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { play(t, tt.bucket, st, tt.steps) })
+	}
+
+	// A fraction of a token is dropped when the scale changes, never
+	// rounded up: 0.5 token at 1/s (10^6 units a token) becomes 0 at 2/s
+	// (5×10^5 units a token). At 3/s the scale is 10^6 again, and the half
+	// token carries over exactly.
+	half, _ := login.Take(spigot.State{}, t0, 10)
+	half, _ = login.Take(half, t0.Add(500*ms), 0)
+	play(t, spigot.MustBucket("login", 10, spigot.PerSecond(2)), half, []step{{500 * ms, 1, deny(0, 500*ms, 5000*ms)}})
+	play(t, spigot.MustBucket("login", 10, spigot.PerSecond(3)), half, []step{{500 * ms, 1, deny(0, 167*ms, 3167*ms)}})
+}
+
+func TestTakeClockSteppedBack(t *testing.T) {
+	b := spigot.MustBucket("b", 2, spigot.PerSecond(1))
+	play(t, b, spigot.State{}, []step{
+		{10 * s, 2, allow(0, 2*s)},
+		{9 * s, 1, deny(0, 2*s, 3*s)}, // the stamp stays at t0+10s: 1 s of lag
+		{10 * s, 1, deny(0, 1*s, 2*s)},
+		{11 * s, 1, allow(0, 2*s)}, // the second 9..10 was not counted twice
+	})
+}
+
+func TestTakeCorruptState(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	stamp := t0.UnixMicro()
+	tests := []struct {
+		name  string
+		state spigot.State
+		want  spigot.Admission
+	}{
+		{"negative tokens", spigot.State{Tokens: -7, Stamp: stamp, Scale: b.Scale()}, deny(0, 1*s, 5*s)},
+		{"too many tokens", spigot.State{Tokens: 99 * b.Scale(), Stamp: stamp, Scale: b.Scale()}, allow(4, 1*s)},
+		{"negative scale", spigot.State{Tokens: 1, Stamp: stamp, Scale: -3}, allow(4, 1*s)},
+		{"far future stamp", spigot.State{Tokens: 0, Stamp: 1 << 62, Scale: b.Scale()}, deny(0, spigot.Never, spigot.Never)},
+	}
+	for _, tt := range tests {
+		if _, got := b.Take(tt.state, t0, 1); got != tt.want {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestTakeInvalid(t *testing.T) {
+	st := spigot.State{Tokens: 1, Stamp: 2, Scale: 3}
+	never := spigot.Admission{RetryAfter: spigot.Never}
+	if got, a := (spigot.Bucket{}).Take(st, t0, 1); got != st || a != never {
+		t.Errorf("zero Bucket: got %+v, %+v; want the state unchanged and %+v", got, a, never)
+	}
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	if got, a := b.Take(st, t0, -1); got != st || a != never {
+		t.Errorf("cost -1: got %+v, %+v; want the state unchanged and %+v", got, a, never)
+	}
+}
+
+func TestTakeTruncatesToMicroseconds(t *testing.T) {
+	b := spigot.MustBucket("b", 1, spigot.Per(1000, ms)) // 1 token per µs
+	st, _ := b.Take(spigot.State{}, t0, 1)
+	// 999 ns later is the same microsecond: no refill yet.
+	if _, a := b.Take(st, t0.Add(999*time.Nanosecond), 1); a.Allowed {
+		t.Errorf("admitted 999ns after emptying a 1/µs bucket: %+v", a)
+	}
+	if _, a := b.Take(st, t0.Add(time.Microsecond), 1); !a.Allowed {
+		t.Errorf("denied 1µs after emptying a 1/µs bucket: %+v", a)
+	}
+}
