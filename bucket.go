@@ -3,6 +3,7 @@ package spigot
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -45,6 +46,8 @@ type Bucket struct {
 // capacity).
 //
 // It rejects, with an error that wraps ErrInvalidBucket, an empty name, a
+// name with a ':' (stores name a key's state prefix+name+":"+key, so the
+// name must end at the first ':' for two buckets never to share a key), a
 // negative capacity, a rate that refills less than one token, a period that
 // is under a microsecond or not a whole number of microseconds, and a bucket
 // whose exact arithmetic would not fit (a capacity in scaled units above
@@ -56,6 +59,8 @@ func NewBucket(name string, capacity int64, rate Rate) (Bucket, error) {
 	switch {
 	case name == "":
 		return Bucket{}, fmt.Errorf("%w: the name is empty", ErrInvalidBucket)
+	case strings.Contains(name, ":"):
+		return bad("the name must not contain ':', which separates it from the key in a store")
 	case capacity < 0:
 		return bad("capacity %d is negative", capacity)
 	case rate.Tokens < 1:

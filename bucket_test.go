@@ -18,6 +18,7 @@ func TestNewBucketRejects(t *testing.T) {
 		want     string // in the message
 	}{
 		{"empty name", "", 1, spigot.PerSecond(1), "the name is empty"},
+		{"colon in name", "api:v2", 1, spigot.PerSecond(1), "must not contain ':'"},
 		{"negative capacity", "b", -1, spigot.PerSecond(1), "capacity -1 is negative"},
 		{"zero rate", "b", 1, spigot.Rate{}, "a rate must refill at least one token"},
 		{"negative tokens", "b", 1, spigot.Per(-1, time.Second), "a rate must refill at least one token"},

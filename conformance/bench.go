@@ -1,0 +1,85 @@
+package conformance
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spigot-go/spigot"
+)
+
+// benchKeys is the number of distinct keys of the many-keys benchmark.
+const benchKeys = 100_000
+
+// RunBenchmarks measures s with the workloads of spigot's own benchmarks,
+// as sub-benchmarks that run in parallel (b.RunParallel) and report
+// allocations:
+//
+//   - hot-key: every goroutine on one key, always allowed;
+//   - keys=100000: goroutines spread over 100 000 distinct keys, allowed,
+//     each key holding state between its requests;
+//   - denied: one key of an empty bucket, always denied;
+//   - cost=10: one key, 10 tokens a request, allowed;
+//   - cost=0: one key, peeks.
+//
+// The store uses its own clock. The buckets refill fast enough (or, for
+// denied, slowly enough) that the outcome does not depend on how fast the
+// store is; a request with another outcome, or an error, fails the
+// benchmark. Set the parallelism with go test's -cpu flag.
+func RunBenchmarks(b *testing.B, s spigot.Store) {
+	// A trillion tokens a second: one key never runs dry.
+	fast := spigot.MustBucket("conformance-bench", 1e12, spigot.PerSecond(1e12))
+	// A billion tokens refilled slowly: each of many keys holds state (its
+	// bucket is not full) between its requests, and never runs dry.
+	spread := spigot.MustBucket("conformance-bench-keys", 1e9, spigot.PerSecond(1))
+	slow := spigot.MustBucket("conformance-bench-denied", 1, spigot.PerHour(1))
+	keys := make([]string, benchKeys)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+
+	b.Run("hot-key", func(b *testing.B) {
+		bench(b, s, fast, func(int) string { return "hot" }, 1, true)
+	})
+	b.Run("keys="+strconv.Itoa(benchKeys), func(b *testing.B) {
+		bench(b, s, spread, func(i int) string { return keys[i%len(keys)] }, 1, true)
+	})
+	b.Run("denied", func(b *testing.B) {
+		if _, err := s.Acquire(b.Context(), slow, "hot", 1); err != nil { // empty it
+			b.Fatalf("Acquire: %v", err)
+		}
+		bench(b, s, slow, func(int) string { return "hot" }, 1, false)
+	})
+	b.Run("cost=10", func(b *testing.B) {
+		bench(b, s, fast, func(int) string { return "hot" }, 10, true)
+	})
+	b.Run("cost=0", func(b *testing.B) {
+		bench(b, s, fast, func(int) string { return "hot" }, 0, true)
+	})
+}
+
+// bench runs parallel requests of cost on bucket bk, the i-th request of a
+// goroutine on key(start+i), where each goroutine starts at a different
+// place, and fails if an admission is not allowed as expected.
+func bench(b *testing.B, s spigot.Store, bk spigot.Bucket, key func(int) string, cost int64, allowed bool) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)) * 7919 // a prime: goroutines start far apart
+		for pb.Next() {
+			a, err := s.Acquire(ctx, bk, key(i), cost)
+			if err != nil {
+				b.Errorf("bucket %v: Acquire(%q, %d): %v", bk, key(i), cost, err)
+				return
+			}
+			if a.Allowed != allowed {
+				b.Errorf("bucket %v: Acquire(%q, %d) = %+v, want Allowed %v", bk, key(i), cost, a, allowed)
+				return
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,98 @@
+package conformance_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
+)
+
+// MapStore is a complete spigot.Store in a few lines: a map of
+// spigot.State behind a mutex, updated by Bucket.Take, which holds the
+// whole model. A store for another backend (SQL, etcd, DynamoDB) does the
+// same inside one atomic read-modify-write: read the State, call Take,
+// write the new State. MapStore passes conformance.Run and RunRealTime;
+// see conformance_test.go.
+//
+// It never forgets a key; a store that must bound its memory deletes a
+// key's state after the Admission's ResetAfter (store/memory does).
+type MapStore struct {
+	Clock clock.Clock // where the store reads the time
+
+	mu sync.Mutex
+	m  map[mapKey]spigot.State
+}
+
+// mapKey names a key's state by bucket name and key as a pair, so that no
+// two pairs collide.
+type mapKey struct{ bucket, key string }
+
+// Acquire implements spigot.Store.
+func (s *MapStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	if err := b.Check(cost); err != nil { // the zero Bucket, a negative cost
+		return spigot.Admission{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return spigot.Admission{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[mapKey]spigot.State)
+	}
+	k := mapKey{b.Name(), key}
+	next, a := b.Take(s.m[k], s.Clock.Now(), cost) // a missing key is the zero State: full
+	s.m[k] = next
+	return a, nil
+}
+
+// Reset implements spigot.Store.
+func (s *MapStore) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+	if err := b.Check(0); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := mapKey{b.Name(), key}
+	state, ok := s.m[k]
+	delete(s.m, k)
+	_, a := b.Take(state, s.Clock.Now(), 0) // a peek: is the bucket full now?
+	return ok && a.ResetAfter > 0, nil
+}
+
+// A store of your own, such as MapStore, is used like any other; its tests
+// call conformance.Run:
+//
+//	func TestConformance(t *testing.T) {
+//		conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+//			return &MapStore{Clock: clk}
+//		})
+//	}
+func Example() {
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	store := &MapStore{Clock: clk}
+	login := spigot.MustBucket("login", 3, spigot.Per(1, 3*time.Second))
+	limiter := spigot.New(store, login)
+	ctx := context.Background()
+
+	for range 4 {
+		a, _ := limiter.Allow(ctx, "203.0.113.7")
+		fmt.Printf("allowed %-5v remaining %d retry after %v\n", a.Allowed, a.Remaining, a.RetryAfter)
+	}
+	clk.Advance(3 * time.Second)
+	a, _ := limiter.Allow(ctx, "203.0.113.7")
+	fmt.Printf("3s later: allowed %v\n", a.Allowed)
+	// Output:
+	// allowed true  remaining 2 retry after 0s
+	// allowed true  remaining 1 retry after 0s
+	// allowed true  remaining 0 retry after 0s
+	// allowed false remaining 0 retry after 3s
+	// 3s later: allowed true
+}

@@ -1,0 +1,175 @@
+package conformance
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+)
+
+// realTimeCases are the cases of RunRealTime. The store reads the real
+// clock, so they only assert what holds however long the test takes
+// between requests: time moves forward, so a bucket holds at least what it
+// refilled since a request the test saw answered, and at most what it
+// refilled since before the first request. The slow buckets (1 token an
+// hour) make their Remaining exact for any test shorter than an hour.
+var realTimeCases = []testCase{
+	{"burst-then-denial", testRealBurst},
+	{"retry-after", testRealRetryAfter},
+	{"refill", testRealRefill},
+	{"reset", testRealReset},
+	{"cost-over-capacity", testRealCostOverCapacity},
+	{"concurrent", testRealConcurrent},
+	{"invalid-input", testInvalidInput},
+	{"cancelled-context", testCancelledContext},
+}
+
+// runID returns a random number that tells runs of the suite apart.
+func runID() uint32 { return rand.Uint32() }
+
+// acquire calls Acquire and fails the test on an error.
+func acquire(t testing.TB, e env, b spigot.Bucket, key string, cost int64) spigot.Admission {
+	t.Helper()
+	a, err := e.s.Acquire(t.Context(), b, key, cost)
+	if err != nil {
+		t.Fatalf("bucket %v: Acquire(%q, %d): unexpected error: %v", b, key, cost, err)
+	}
+	return a
+}
+
+// within reports whether d is in [lo, hi].
+func within(d, lo, hi time.Duration) bool { return lo <= d && d <= hi }
+
+// testRealBurst: a full bucket admits its capacity, Remaining counting down
+// exactly, then denies and takes nothing.
+func testRealBurst(t testing.TB, e env) {
+	const slack = time.Minute // more than the test can take
+	b := e.bucket(t, "rt-burst", 5, spigot.PerHour(1))
+	for i := range int64(5) {
+		a := acquire(t, e, b, "k", 1)
+		want := time.Duration(i+1) * time.Hour
+		if !a.Allowed || a.Remaining != 4-i || a.RetryAfter != 0 || !within(a.ResetAfter, want-slack, want) {
+			t.Fatalf("bucket %v: request %d of cost 1 = %s; want allowed, Remaining %d, RetryAfter 0, ResetAfter just under or at %v",
+				b, i+1, show(a), 4-i, want)
+		}
+	}
+	a := acquire(t, e, b, "k", 1)
+	if a.Allowed || a.Remaining != 0 || !within(a.RetryAfter, time.Hour-slack, time.Hour) || !within(a.ResetAfter, 5*time.Hour-slack, 5*time.Hour) {
+		t.Fatalf("bucket %v: request 6 of cost 1 on the empty bucket = %s; want denied, Remaining 0, RetryAfter just under or at 1h, ResetAfter just under or at 5h", b, show(a))
+	}
+
+	w := e.bucket(t, "rt-burst-weighted", 5, spigot.PerHour(1))
+	for i, c := range []struct {
+		cost      int64
+		allowed   bool
+		remaining int64
+	}{
+		{2, true, 3},
+		{4, false, 3}, // denied: takes nothing
+		{3, true, 0},
+	} {
+		a := acquire(t, e, w, "k", c.cost)
+		if a.Allowed != c.allowed || a.Remaining != c.remaining {
+			t.Fatalf("bucket %v: step %d (cost %d) = %s; want Allowed %v, Remaining %d", w, i+1, c.cost, show(a), c.allowed, c.remaining)
+		}
+	}
+}
+
+// testRealRetryAfter: sleeping RetryAfter after a denial admits the retry.
+func testRealRetryAfter(t testing.TB, e env) {
+	const token = 50 * time.Millisecond
+	b := e.bucket(t, "rt-retry", 1, spigot.Per(1, token))
+	for round := range 3 {
+		// Take until denied: a request can be late enough to find the
+		// token back.
+		var a spigot.Admission
+		for range 50 {
+			if a = acquire(t, e, b, "k", 1); !a.Allowed {
+				break
+			}
+		}
+		if a.Allowed {
+			t.Fatalf("bucket %v: 50 requests in a row were allowed; a bucket of 1 token every %v must deny some", b, token)
+		}
+		if !within(a.RetryAfter, ms, token) || a.RetryAfter%ms != 0 {
+			t.Fatalf("bucket %v, round %d: a denial of cost 1 has RetryAfter %v; want a whole number of milliseconds in [1ms, %v]", b, round+1, a.RetryAfter, token)
+		}
+		time.Sleep(a.RetryAfter)
+		if r := acquire(t, e, b, "k", 1); !r.Allowed {
+			t.Fatalf("bucket %v, round %d: the retry after sleeping exactly RetryAfter (%v) was denied: %s", b, round+1, a.RetryAfter, show(r))
+		}
+	}
+}
+
+// testRealRefill: an emptied bucket refills at its rate: no faster than
+// the time elapsed, and at least as fast.
+func testRealRefill(t testing.TB, e env) {
+	const token = 20 * time.Millisecond
+	b := e.bucket(t, "rt-refill", 4, spigot.Per(1, token))
+	before := time.Now()
+	if a := acquire(t, e, b, "k", 4); !a.Allowed || a.Remaining != 0 {
+		t.Fatalf("bucket %v: cost 4 on a full bucket = %s; want allowed, Remaining 0", b, show(a))
+	}
+	drained := time.Now()
+	a := acquire(t, e, b, "k", 0)
+	if most := int64(time.Since(before) / token); a.Remaining > most {
+		t.Errorf("bucket %v: a peek right after emptying it = %s; want Remaining at most %d: only %v passed", b, show(a), most, time.Since(before))
+	}
+	// Sleep 3 tokens' time since the drain was answered: at least 3 are back.
+	time.Sleep(3*token - time.Since(drained))
+	if a := acquire(t, e, b, "k", 3); !a.Allowed {
+		t.Errorf("bucket %v: cost 3, %v after emptying it = %s; want allowed: 3 tokens refilled", b, time.Since(drained), show(a))
+	}
+	time.Sleep(5 * token)
+	if a := acquire(t, e, b, "k", 0); a.Remaining != 4 || a.ResetAfter != 0 {
+		t.Errorf("bucket %v: a peek 5 tokens' time after the last request = %s; want Remaining 4 and ResetAfter 0: full, and no fuller", b, show(a))
+	}
+}
+
+// testRealReset: Reset fills a bucket again and reports whether it was not
+// full.
+func testRealReset(t testing.TB, e env) {
+	ctx := t.Context()
+	b := e.bucket(t, "rt-reset", 3, spigot.PerHour(1))
+	check := func(key string, want bool, why string) {
+		t.Helper()
+		got, err := e.s.Reset(ctx, b, key)
+		if err != nil || got != want {
+			t.Errorf("bucket %v: Reset(%q) = %v, %v; want %v: %s", b, key, got, err, want, why)
+		}
+	}
+	check("untouched", false, "the key was never used")
+	acquire(t, e, b, "used", 3)
+	check("used", true, "the key took 3 tokens")
+	if a := acquire(t, e, b, "used", 3); !a.Allowed {
+		t.Errorf("bucket %v: cost 3 right after Reset = %s; want allowed: Reset fills the bucket", b, show(a))
+	}
+
+	f := e.bucket(t, "rt-reset-refilled", 1, spigot.Per(1, 20*time.Millisecond))
+	a := acquire(t, e, f, "k", 1)
+	time.Sleep(a.ResetAfter)
+	if got, err := e.s.Reset(ctx, f, "k"); err != nil || got {
+		t.Errorf("bucket %v: Reset after sleeping ResetAfter (%v) = %v, %v; want false: the bucket is full again", f, a.ResetAfter, got, err)
+	}
+}
+
+// testRealCostOverCapacity: a cost above the capacity is denied with
+// RetryAfter Never and takes nothing.
+func testRealCostOverCapacity(t testing.TB, e env) {
+	b := e.bucket(t, "rt-over", 3, spigot.PerHour(1))
+	if a := acquire(t, e, b, "k", 4); a.Allowed || a.RetryAfter != spigot.Never || a.Remaining != 3 || a.ResetAfter != 0 {
+		t.Errorf("bucket %v: cost 4 on a full bucket = %s; want denied, RetryAfter Never, Remaining 3, ResetAfter 0", b, show(a))
+	}
+	if a := acquire(t, e, b, "k", 3); !a.Allowed || a.Remaining != 0 {
+		t.Errorf("bucket %v: cost 3 after the denial = %s; want allowed, Remaining 0: the denial took nothing", b, show(a))
+	}
+}
+
+// testRealConcurrent: goroutines racing on one key are admitted exactly the
+// capacity, each token once.
+func testRealConcurrent(t testing.TB, e env) {
+	b := e.bucket(t, "rt-concurrent", 50, spigot.PerHour(1))
+	results := race(t, e, 8, 20, func(int, int) (spigot.Bucket, string, int64) { return b, "hot", 1 })
+	checkRace(t, b, "hot", 1, results)
+}

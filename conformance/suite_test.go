@@ -1,0 +1,568 @@
+package conformance
+
+// The suite's own tests: the suite must fail a broken store, naming what
+// it got wrong, and its hand-computed tables must agree with an
+// implementation of the model that does not use Bucket.Take.
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
+)
+
+// recorder is a testing.TB that records failures instead of failing the
+// test. Like testing.T, its Fatal and Skip methods end the goroutine, so a
+// case must run in a goroutine of its own (see runCase).
+type recorder struct {
+	testing.TB // the real test, for Helper, Context, Cleanup, Log
+
+	mu      sync.Mutex
+	msgs    []string
+	failed  bool
+	skipped bool
+}
+
+func (r *recorder) fail(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = true
+	if msg != "" {
+		r.msgs = append(r.msgs, msg)
+	}
+}
+
+func (r *recorder) Error(args ...any)                 { r.fail(fmt.Sprint(args...)) }
+func (r *recorder) Errorf(format string, args ...any) { r.fail(fmt.Sprintf(format, args...)) }
+func (r *recorder) Fail()                             { r.fail("") }
+func (r *recorder) FailNow()                          { r.fail(""); runtime.Goexit() }
+func (r *recorder) Fatal(args ...any)                 { r.Error(args...); runtime.Goexit() }
+func (r *recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...); runtime.Goexit() }
+func (r *recorder) SkipNow()                          { r.mu.Lock(); r.skipped = true; r.mu.Unlock(); runtime.Goexit() }
+func (r *recorder) Skip(args ...any)                  { r.SkipNow() }
+func (r *recorder) Skipf(format string, args ...any)  { r.SkipNow() }
+
+func (r *recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func (r *recorder) Skipped() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.skipped
+}
+
+// record runs f with a recorder, in a goroutine of its own, and returns
+// what it recorded.
+func record(t *testing.T, f func(testing.TB)) *recorder {
+	t.Helper()
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
+	return r
+}
+
+// runCase runs c against the store newStore builds on a fresh fake clock.
+func runCase(t *testing.T, c testCase, newStore func(clk clock.Clock) spigot.Store) *recorder {
+	t.Helper()
+	clk := clocktest.New(t0)
+	return record(t, func(r testing.TB) { c.run(r, env{s: newStore(clk), clk: clk}) })
+}
+
+// takeStore is a store on Bucket.Take, like the example's MapStore, with
+// hooks that break it on purpose.
+type takeStore struct {
+	clk clock.Clock
+
+	// take replaces Bucket.Take.
+	take func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission)
+	// name replaces the bucket's name in the state's key.
+	name func(b spigot.Bucket) string
+	// Skip checks of the input and of the context.
+	noCheck, noContext bool
+	// resetExisted makes Reset report whether the key had state, rather
+	// than whether its bucket was not full.
+	resetExisted bool
+
+	mu sync.Mutex
+	m  map[[2]string]held
+}
+
+type held struct {
+	b spigot.Bucket
+	s spigot.State
+}
+
+func newTakeStore(clk clock.Clock) *takeStore {
+	return &takeStore{
+		clk:  clk,
+		take: spigot.Bucket.Take,
+		name: spigot.Bucket.Name,
+		m:    make(map[[2]string]held),
+	}
+}
+
+func (s *takeStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	if err := b.Check(cost); err != nil && !s.noCheck {
+		return spigot.Admission{}, err
+	}
+	if err := ctx.Err(); err != nil && !s.noContext {
+		return spigot.Admission{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{s.name(b), key}
+	next, a := s.take(b, s.m[k].s, s.clk.Now(), cost)
+	s.m[k] = held{b, next}
+	return a, nil
+}
+
+func (s *takeStore) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+	if err := b.Check(0); err != nil && !s.noCheck {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil && !s.noContext {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{s.name(b), key}
+	h, ok := s.m[k]
+	delete(s.m, k)
+	if s.resetExisted {
+		return ok, nil
+	}
+	_, a := b.Take(h.s, s.clk.Now(), 0)
+	return ok && a.ResetAfter > 0, nil
+}
+
+// lenStore adds Len to a takeStore.
+type lenStore struct {
+	*takeStore
+	countFull bool // count keys whose bucket is full again too
+}
+
+func (s lenStore) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, h := range s.m {
+		if _, a := h.b.Take(h.s, s.clk.Now(), 0); a.ResetAfter > 0 || s.countFull {
+			n++
+		}
+	}
+	return n
+}
+
+// A mutant is a broken store, and the cases that must catch it.
+type mutant struct {
+	name     string
+	store    func(clk clock.Clock) spigot.Store
+	mustFail []string // names of cases, or their prefix ending in '*'
+	msg      string   // a part of a failure message that names the fault
+}
+
+// mutate returns a store whose Take result goes through f.
+func mutate(f func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission)) func(clock.Clock) spigot.Store {
+	return func(clk clock.Clock) spigot.Store {
+		s := newTakeStore(clk)
+		s.take = f
+		return s
+	}
+}
+
+// ignoreCost takes at most 1 token.
+func ignoreCost(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+	return b.Take(s, now, min(cost, 1))
+}
+
+// neverRefill keeps a key at the instant of its first request.
+func neverRefill(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+	if s.Scale != 0 {
+		now = time.UnixMicro(s.Stamp)
+	}
+	return b.Take(s, now, cost)
+}
+
+var mutants = []mutant{
+	{
+		name:     "ignores the cost",
+		store:    mutate(ignoreCost),
+		mustFail: []string{"burst-weighted", "cost-over-capacity", "concurrent", "never-more-than", "retry-after-*"},
+		msg:      "allowed, want denied",
+	},
+	{
+		name:     "never refills",
+		store:    mutate(neverRefill),
+		mustFail: []string{"burst", "steady-refill", "refill-fractions", "retry-after-*", "never-more-than"},
+		msg:      "denied, want allowed",
+	},
+	{
+		name: "reads the system clock",
+		store: func(clock.Clock) spigot.Store {
+			return newTakeStore(clock.System())
+		},
+		mustFail: []string{"steady-refill", "refill-fractions", "retry-after-*", "never-more-than"},
+	},
+	{
+		name: "RetryAfter 1ms short",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			next, a := b.Take(s, now, cost)
+			if !a.Allowed && a.RetryAfter != spigot.Never {
+				a.RetryAfter -= time.Millisecond
+			}
+			return next, a
+		}),
+		mustFail: []string{"burst", "exact-fields-*", "retry-after-*", "never-more-than"},
+		msg:      "RetryAfter = 2.999s, want 3s",
+	},
+	{
+		name: "RetryAfter 1ms long",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			next, a := b.Take(s, now, cost)
+			if !a.Allowed && a.RetryAfter != spigot.Never {
+				a.RetryAfter += time.Millisecond
+			}
+			return next, a
+		}),
+		mustFail: []string{"burst", "exact-fields-*", "retry-after-*", "never-more-than"},
+		msg:      "RetryAfter = 3.001s, want 3s",
+	},
+	{
+		name: "RetryAfter Never is 0",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			next, a := b.Take(s, now, cost)
+			if a.RetryAfter == spigot.Never {
+				a.RetryAfter = 0
+			}
+			return next, a
+		}),
+		mustFail: []string{"cost-over-capacity", "capacity-0"},
+		msg:      "RetryAfter = 0s, want Never",
+	},
+	{
+		name: "ResetAfter rounded down",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			next, a := b.Take(s, now, cost)
+			us := (b.Capacity()*b.Scale() - next.Tokens) / b.Refill()
+			a.ResetAfter = time.Duration(us/1000) * time.Millisecond
+			return next, a
+		}),
+		mustFail: []string{"exact-fields-7-per-10s", "retry-after-3-per-s", "retry-after-7-per-10s"},
+		msg:      "ResetAfter = ",
+	},
+	{
+		name: "Remaining rounded up",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			next, a := b.Take(s, now, cost)
+			a.Remaining = (next.Tokens + next.Scale - 1) / next.Scale
+			return next, a
+		}),
+		mustFail: []string{"refill-fractions", "never-more-than"},
+		msg:      "Remaining = 1, want 0",
+	},
+	{
+		name: "charges denied requests",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			next, a := b.Take(s, now, cost)
+			if !a.Allowed && a.RetryAfter != spigot.Never {
+				next.Tokens = 0 // takes what there was
+			}
+			return next, a
+		}),
+		mustFail: []string{"denied-takes-nothing", "retry-after-3-per-s", "never-more-than"},
+	},
+	{
+		name: "peeks take a token",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			if cost == 0 {
+				if next, a := b.Take(s, now, 1); a.Allowed {
+					return next, a
+				}
+			}
+			return b.Take(s, now, cost)
+		}),
+		mustFail: []string{"cost-0", "refill-fractions"},
+	},
+	{
+		name: "a config change refills",
+		store: func(clk clock.Clock) spigot.Store {
+			s := newTakeStore(clk)
+			s.name = spigot.Bucket.String // state keyed by name and config
+			return s
+		},
+		mustFail: []string{"config-change"},
+		msg:      "Remaining = 20, want 3",
+	},
+	{
+		name: "a config change keeps fractions across scales",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			if s.Scale != 0 && s.Scale != b.Scale() { // convert exactly, rounding down
+				s.Tokens = s.Tokens * b.Scale() / s.Scale
+				s.Scale = b.Scale()
+			}
+			return b.Take(s, now, cost)
+		}),
+		mustFail: []string{"config-change"},
+		msg:      "ResetAfter = 3.75s, want 4s",
+	},
+	{
+		name: "ignores bucket names",
+		store: func(clk clock.Clock) spigot.Store {
+			s := newTakeStore(clk)
+			s.name = func(spigot.Bucket) string { return "" }
+			return s
+		},
+		mustFail: []string{"bucket-names"},
+	},
+	{
+		name: "Reset reports whether the key had state",
+		store: func(clk clock.Clock) spigot.Store {
+			s := newTakeStore(clk)
+			s.resetExisted = true
+			return s
+		},
+		mustFail: []string{"reset"},
+		msg:      "bucket is full",
+	},
+	{
+		name: "accepts bad input",
+		store: func(clk clock.Clock) spigot.Store {
+			s := newTakeStore(clk)
+			s.noCheck = true
+			return s
+		},
+		mustFail: []string{"invalid-input"},
+		msg:      "want an error matching spigot: invalid bucket",
+	},
+	{
+		name: "ignores the context",
+		store: func(clk clock.Clock) spigot.Store {
+			s := newTakeStore(clk)
+			s.noContext = true
+			return s
+		},
+		mustFail: []string{"cancelled-context"},
+		msg:      "want an error matching context canceled",
+	},
+	{
+		name: "not atomic",
+		store: func(clk clock.Clock) spigot.Store {
+			return &racyStore{takeStore: newTakeStore(clk)}
+		},
+		mustFail: []string{"concurrent"},
+		msg:      "must be atomic",
+	},
+	{
+		name: "Len counts full buckets",
+		store: func(clk clock.Clock) spigot.Store {
+			return lenStore{takeStore: newTakeStore(clk), countFull: true}
+		},
+		mustFail: []string{"ttl"},
+		msg:      "Len() at t0+1s = 600, want 500",
+	},
+}
+
+// racyStore reads a key's state and writes it back in two critical
+// sections, and lets the first two requests on a key both read before
+// either writes, so it loses an update for sure.
+type racyStore struct {
+	*takeStore
+	gates sync.Map // key → *gate
+}
+
+// gate holds the first two requests on a key until both have read.
+type gate struct {
+	n  atomic.Int32
+	wg sync.WaitGroup
+}
+
+func (s *racyStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	if err := b.Check(cost); err != nil {
+		return spigot.Admission{}, err
+	}
+	k := [2]string{b.Name(), key}
+	s.mu.Lock()
+	state := s.m[k].s
+	s.mu.Unlock()
+
+	g := new(gate)
+	g.wg.Add(2)
+	if v, loaded := s.gates.LoadOrStore(k, g); loaded {
+		g = v.(*gate)
+	}
+	if g.n.Add(1) <= 2 { // the first two requests read the same state
+		g.wg.Done()
+		g.wg.Wait()
+	}
+
+	next, a := b.Take(state, s.clk.Now(), cost)
+	s.mu.Lock()
+	s.m[k] = held{b, next}
+	s.mu.Unlock()
+	return a, nil
+}
+
+// matches reports whether case name is one of patterns, where a pattern
+// ending in '*' matches a prefix.
+func matches(name string, patterns []string) bool {
+	for _, p := range patterns {
+		if p == name || strings.HasSuffix(p, "*") && strings.HasPrefix(name, p[:len(p)-1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSuiteCatchesMutants runs every case against broken stores: the cases
+// named for each must fail it, with a message that says what is wrong.
+func TestSuiteCatchesMutants(t *testing.T) {
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			var msgs []string
+			for _, c := range cases {
+				if !matches(c.name, m.mustFail) {
+					continue
+				}
+				r := runCase(t, c, m.store)
+				if r.Skipped() || !r.Failed() {
+					t.Errorf("case %s passed the broken store; it must fail it", c.name)
+				} else if len(r.msgs) > 0 {
+					t.Logf("case %s: %s", c.name, r.msgs[0])
+				}
+				msgs = append(msgs, r.msgs...)
+			}
+			if m.msg != "" && !slices.ContainsFunc(msgs, func(s string) bool { return strings.Contains(s, m.msg) }) {
+				t.Errorf("no failure message contains %q; got:\n%s", m.msg, strings.Join(msgs, "\n"))
+			}
+		})
+	}
+}
+
+// TestSuitePassesCorrectStores checks the harness of the test above: the
+// unbroken takeStore passes every case through the recorder, and the Len
+// case runs (is not skipped) when the store has Len.
+func TestSuitePassesCorrectStores(t *testing.T) {
+	for _, c := range cases {
+		r := runCase(t, c, func(clk clock.Clock) spigot.Store { return lenStore{takeStore: newTakeStore(clk)} })
+		if r.Failed() || r.Skipped() {
+			t.Errorf("case %s: the correct store failed or skipped: %s", c.name, strings.Join(r.msgs, "; "))
+		}
+	}
+	r := runCase(t, testCase{"ttl", testTTL}, func(clk clock.Clock) spigot.Store { return newTakeStore(clk) })
+	if !r.Skipped() || r.Failed() {
+		t.Errorf("the ttl case on a store without Len: skipped %v, failed %v; want skipped", r.Skipped(), r.Failed())
+	}
+}
+
+// TestRealTimeCatchesMutants runs the real-time cases that matter against
+// a few broken stores on the system clock.
+func TestRealTimeCatchesMutants(t *testing.T) {
+	for _, m := range []struct {
+		name  string
+		store spigot.Store
+		cases []string
+	}{
+		{"ignores the cost", mutate(ignoreCost)(clock.System()), []string{"burst-then-denial", "cost-over-capacity", "refill"}},
+		{"never refills", mutate(neverRefill)(clock.System()), []string{"retry-after", "refill"}},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			for _, c := range realTimeCases {
+				if !slices.Contains(m.cases, c.name) {
+					continue
+				}
+				r := record(t, func(r testing.TB) { c.run(r, env{s: m.store, suffix: fmt.Sprintf("-%08x", runID())}) })
+				if !r.Failed() {
+					t.Errorf("real-time case %s passed the broken store; it must fail it", c.name)
+				}
+			}
+		})
+	}
+}
+
+// modelStore runs the suite's reference model (model.go) instead of
+// Bucket.Take, so that Run against it checks the tables of expected
+// admissions, worked out by hand, against an implementation other than
+// Take (TestMemory checks them against Take).
+type modelStore struct {
+	clk clock.Clock
+	mu  sync.Mutex
+	m   map[[2]string]*model
+}
+
+func (s *modelStore) get(b spigot.Bucket, key string) *model {
+	k := [2]string{b.Name(), key}
+	m := s.m[k]
+	if m == nil {
+		m = newModel(b.Capacity(), b.Rate())
+		s.m[k] = m
+	}
+	// A config change: whole tokens carry over when the refill's
+	// denominator (the scale) changes, all of them otherwise; clamped.
+	next := newModel(b.Capacity(), b.Rate())
+	if m.tokens != nil && (m.capacity.Cmp(next.capacity) != 0 || m.refill.Cmp(next.refill) != 0) {
+		tokens := m.tokens
+		if m.refill.Denom().Cmp(next.refill.Denom()) != 0 {
+			tokens = new(big.Rat).SetInt64(floor(tokens))
+		}
+		if tokens.Cmp(next.capacity) > 0 {
+			tokens = new(big.Rat).Set(next.capacity)
+		}
+		next.tokens, next.stamp = tokens, m.stamp
+		m = next
+		s.m[k] = m
+	}
+	return m
+}
+
+func (s *modelStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	if err := b.Check(cost); err != nil {
+		return spigot.Admission{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return spigot.Admission{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.get(b, key).take(s.clk.Now(), cost), nil
+}
+
+func (s *modelStore) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+	if err := b.Check(0); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{b.Name(), key}
+	if _, ok := s.m[k]; !ok {
+		return false, nil
+	}
+	m := s.get(b, key)
+	delete(s.m, k)
+	return m.tokens != nil && m.take(s.clk.Now(), 0).ResetAfter > 0, nil
+}
+
+func TestModelStore(t *testing.T) {
+	Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+		return &modelStore{clk: clk, m: make(map[[2]string]*model)}
+	})
+}
