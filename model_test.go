@@ -1,0 +1,605 @@
+package spigot_test
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"math/bits"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+)
+
+// This file checks Bucket.Take against refModel, an independent statement of
+// DESIGN.md's model in exact rational arithmetic (math/big), on random and
+// fuzzed sequences of requests: every field of every Admission, the tokens
+// left, and the interval bound capacity + floor(T × refill).
+
+// refModel is DESIGN.md's model of one key, written from its formulas with
+// tokens as an exact rational number of tokens and time in whole
+// microseconds. It shares nothing with take.go but the formulas.
+type refModel struct {
+	capacity int64
+	refill   *big.Rat // tokens per microsecond: Rate.Tokens / period in µs
+	tokens   *big.Rat // nil: no state yet (a full bucket)
+	stamp    int64    // µs of the last update; never moves back
+}
+
+func newRefModel(capacity int64, r spigot.Rate) *refModel {
+	return &refModel{capacity: capacity, refill: refRefill(r)}
+}
+
+// refRefill returns r as tokens per microsecond, in lowest terms.
+func refRefill(r spigot.Rate) *big.Rat {
+	return big.NewRat(r.Tokens, int64(r.Period/time.Microsecond))
+}
+
+// reconfigure applies a config change under the same name: the tokens carry
+// over, clamped to the new capacity; when the scale (the denominator of the
+// refill in lowest terms) changes, only whole tokens carry over.
+func (m *refModel) reconfigure(capacity int64, r spigot.Rate) {
+	refill := refRefill(r)
+	if m.tokens != nil {
+		if m.refill.Denom().Cmp(refill.Denom()) != 0 {
+			m.tokens = new(big.Rat).SetInt(refFloor(m.tokens))
+		}
+		m.tokens = refMin(m.tokens, refInt(capacity))
+	}
+	m.capacity, m.refill = capacity, refill
+}
+
+// take applies one request of cost tokens at now (µs).
+func (m *refModel) take(now, cost int64) spigot.Admission {
+	capacity := refInt(m.capacity)
+	if m.tokens == nil {
+		m.tokens, m.stamp = capacity, now
+	}
+	var lag int64 // > 0 when the clock is behind the stamp
+	if now > m.stamp {
+		gain := new(big.Rat).Mul(refInt(now-m.stamp), m.refill)
+		m.tokens = refMin(new(big.Rat).Add(m.tokens, gain), capacity)
+		m.stamp = now
+	} else {
+		lag = m.stamp - now
+	}
+	var a spigot.Admission
+	c := refInt(cost)
+	switch {
+	case cost > m.capacity:
+		a.RetryAfter = spigot.Never
+	case m.tokens.Cmp(c) >= 0:
+		m.tokens = new(big.Rat).Sub(m.tokens, c)
+		a.Allowed = true
+	default:
+		a.RetryAfter = m.wait(lag, new(big.Rat).Sub(c, m.tokens))
+	}
+	if deficit := new(big.Rat).Sub(capacity, m.tokens); deficit.Sign() > 0 {
+		a.ResetAfter = m.wait(lag, deficit)
+	}
+	a.Remaining = refFloor(m.tokens).Int64()
+	return a
+}
+
+// wait returns ceil_ms(lag + deficit/refill), or Never past what a Duration
+// holds.
+func (m *refModel) wait(lag int64, deficit *big.Rat) time.Duration {
+	us := new(big.Rat).Add(refInt(lag), new(big.Rat).Quo(deficit, m.refill))
+	ms := refCeil(new(big.Rat).Quo(us, refInt(1000)))
+	if ms.Cmp(big.NewInt(math.MaxInt64/int64(time.Millisecond))) > 0 {
+		return spigot.Never
+	}
+	return time.Duration(ms.Int64()) * time.Millisecond
+}
+
+func refInt(n int64) *big.Rat { return new(big.Rat).SetInt64(n) }
+
+func refMin(a, b *big.Rat) *big.Rat {
+	if a.Cmp(b) <= 0 {
+		return a
+	}
+	return b
+}
+
+// refFloor returns ⌊x⌋ (Int.Div rounds toward -∞ for a positive divisor).
+func refFloor(x *big.Rat) *big.Int { return new(big.Int).Div(x.Num(), x.Denom()) }
+
+// refCeil returns ⌈x⌉.
+func refCeil(x *big.Rat) *big.Int {
+	return new(big.Int).Neg(refFloor(new(big.Rat).Neg(x)))
+}
+
+// refStart is the instant the sequences start from.
+var refStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixMicro()
+
+// refLimit bounds the sequences' clock (µs) far from int64 overflow.
+const refLimit = 1 << 61
+
+// refOp is one step of a sequence.
+type refOp struct {
+	dt    int64          // µs to move the clock, possibly back
+	ns    int64          // sub-microsecond nanoseconds of the new instant, which Take must ignore
+	cost  int64          // tokens asked for
+	retry bool           // dt is the last RetryAfter and cost the last cost: must be allowed
+	b     *spigot.Bucket // non-nil: the config changes to b before the step
+}
+
+// refEvent is one step, for the interval check.
+type refEvent struct {
+	at       int64 // the model's stamp after the step
+	admitted int64 // the cost taken, 0 if denied
+}
+
+// refPast is a step done, for failure messages.
+type refPast struct {
+	step, now int64
+	op        refOp
+}
+
+func (p refPast) String() string {
+	s := fmt.Sprintf("step %d: t%+dµs (+%dns) cost %d", p.step, p.now-refStart, p.op.ns, p.op.cost)
+	if p.op.b != nil {
+		s = fmt.Sprintf("%s, after a config change to %v", s, *p.op.b)
+	}
+	return s
+}
+
+// refRun drives Bucket.Take and refModel side by side.
+type refRun struct {
+	b        spigot.Bucket
+	s        spigot.State
+	m        *refModel
+	now      int64 // µs
+	step     int
+	last     spigot.Admission
+	lastCost int64
+	lastNow  int64
+	seg      []refEvent // the steps since the last config change
+	history  []refPast  // the last steps, for failure messages
+}
+
+func newRefRun(b spigot.Bucket) (*refRun, error) {
+	if err := refCheckBucket(b); err != nil {
+		return nil, err
+	}
+	return &refRun{b: b, m: newRefModel(b.Capacity(), b.Rate()), now: refStart, lastNow: refStart}, nil
+}
+
+// refCheckBucket checks that b's scaled units are what DESIGN.md says: the
+// refill Rate.Tokens/period in lowest terms is Refill()/Scale().
+func refCheckBucket(b spigot.Bucket) error {
+	r := refRefill(b.Rate())
+	if r.Denom().Cmp(big.NewInt(b.Scale())) != 0 || r.Num().Cmp(big.NewInt(b.Refill())) != 0 {
+		return fmt.Errorf("%v: Refill()/Scale() = %d/%d, want %v tokens per µs in lowest terms", b, b.Refill(), b.Scale(), r)
+	}
+	return nil
+}
+
+// do runs one step on both and reports the first difference.
+func (r *refRun) do(op refOp) error {
+	r.step++
+	if op.b != nil {
+		if err := refCheckBucket(*op.b); err != nil {
+			return err
+		}
+		if err := r.checkIntervals(); err != nil {
+			return err
+		}
+		r.b, r.seg = *op.b, r.seg[:0]
+		r.m.reconfigure(r.b.Capacity(), r.b.Rate())
+	}
+	r.now += op.dt
+	now := time.UnixMicro(r.now).Add(time.Duration(op.ns))
+	r.note(refPast{int64(r.step), r.now, op})
+
+	s, got := r.b.Take(r.s, now, op.cost)
+	want := r.m.take(r.now, op.cost)
+	if got != want {
+		return r.fail("got %+v, want %+v", got, want)
+	}
+	if s.Scale != r.b.Scale() || s.Stamp != r.m.stamp {
+		return r.fail("state %+v: want Scale %d, Stamp %d", s, r.b.Scale(), r.m.stamp)
+	}
+	if tokens := big.NewRat(s.Tokens, s.Scale); tokens.Cmp(r.m.tokens) != 0 {
+		return r.fail("state %+v holds %v tokens, want %v", s, tokens, r.m.tokens)
+	}
+	if op.retry && !got.Allowed {
+		return r.fail("a retry after exactly RetryAfter %v was denied: %+v", r.last.RetryAfter, got)
+	}
+	// A store may drop the state once ResetAfter has passed (it is the TTL):
+	// a zero State must then decide exactly as the kept one. (A ResetAfter
+	// of Never is one that saturated, after the clock stepped back years.)
+	if reset := r.last.ResetAfter; op.b == nil && reset > 0 && reset != spigot.Never && r.now-r.lastNow >= reset.Microseconds() {
+		if s0, a0 := r.b.Take(spigot.State{}, now, op.cost); s0 != s || a0 != got {
+			return r.fail("%v after ResetAfter %v: the zero State gives %+v %+v, the kept state %+v %+v",
+				now.Sub(time.UnixMicro(r.lastNow)), r.last.ResetAfter, s0, a0, s, got)
+		}
+	}
+
+	e := refEvent{at: r.m.stamp}
+	if got.Allowed {
+		e.admitted = op.cost
+	}
+	r.seg = append(r.seg, e)
+	r.s, r.last, r.lastCost, r.lastNow = s, got, op.cost, r.now
+	return nil
+}
+
+// checkIntervals checks that no run of steps i…j of the current config
+// admitted more than capacity + floor((t_j - t_i) × refill) tokens. As the
+// admitted sum is whole, that is (sum - capacity) ≤ (t_j - t_i) × refill.
+func (r *refRun) checkIntervals() error {
+	c := r.b.Capacity()
+	excess, span := new(big.Rat), new(big.Rat)
+	for i := range r.seg {
+		var sum int64
+		for j := i; j < len(r.seg); j++ {
+			sum += r.seg[j].admitted
+			if sum <= c {
+				continue // within the burst alone
+			}
+			excess.SetInt64(sum - c)
+			span.SetInt64(r.seg[j].at - r.seg[i].at)
+			if excess.Cmp(span.Mul(span, r.m.refill)) > 0 {
+				return fmt.Errorf("%v: the steps at t%+dµs…t%+dµs admitted %d tokens, more than %d + ⌊%v⌋",
+					r.b, r.seg[i].at-refStart, r.seg[j].at-refStart, sum, c, span)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *refRun) note(p refPast) {
+	const keep = 8
+	if len(r.history) == keep {
+		r.history = append(r.history[:0], r.history[1:]...)
+	}
+	r.history = append(r.history, p)
+}
+
+func (r *refRun) fail(format string, args ...any) error {
+	var past strings.Builder
+	for _, p := range r.history {
+		fmt.Fprintf(&past, "\n\t%v", p)
+	}
+	return fmt.Errorf("step %d, %v: %s\n\tfrom state %+v; the last steps (t0 = %v):%s",
+		r.step, r.b, fmt.Sprintf(format, args...), r.s, time.UnixMicro(refStart).UTC(), past.String())
+}
+
+// refRates are rates the issue names, plus a few more; refRate adds random ones.
+var refRates = []spigot.Rate{
+	spigot.PerSecond(3),
+	spigot.Per(7, 10*time.Second),
+	spigot.Per(10, 13*time.Second),
+	spigot.Per(1, 3*time.Second),
+	spigot.Per(1000, time.Millisecond),
+	spigot.Per(1, 24*time.Hour),
+	spigot.Per(20, 3*time.Second),
+	spigot.Per(1, time.Microsecond),
+	spigot.PerSecond(50),
+	spigot.PerMinute(7),
+}
+
+// refLogUniform returns an int64 in [1, n], log-uniformly.
+func refLogUniform(rng *rand.Rand, n int64) int64 {
+	l := rng.IntN(bits.Len64(uint64(n))) // a bit length below n's, less one
+	return min(int64(1)<<l+rng.Int64N(int64(1)<<l), n)
+}
+
+func refRate(rng *rand.Rand) spigot.Rate {
+	if rng.IntN(2) == 0 {
+		return refRates[rng.IntN(len(refRates))]
+	}
+	return spigot.Per(refLogUniform(rng, 1e9), time.Duration(refLogUniform(rng, 1e12))*time.Microsecond)
+}
+
+// refSameScale returns a rate with b's scale, so that a config change to it
+// carries b's tokens over exactly.
+func refSameScale(rng *rand.Rand, b spigot.Bucket) spigot.Rate {
+	for {
+		n := refLogUniform(rng, 1e6)
+		if new(big.Int).GCD(nil, nil, big.NewInt(n), big.NewInt(b.Scale())).Int64() == 1 {
+			return spigot.Per(n, time.Duration(b.Scale())*time.Microsecond)
+		}
+	}
+}
+
+// refCapacity returns a capacity NewBucket accepts at rate r.
+func refCapacity(rng *rand.Rand, r spigot.Rate) int64 {
+	limit := spigot.MaxExact / refRefill(r).Denom().Int64()
+	var c int64
+	switch rng.IntN(7) {
+	case 0:
+		c = 0
+	case 1:
+		c = 1
+	case 2:
+		c = rng.Int64N(50) + 2
+	case 3:
+		c = limit - rng.Int64N(4) // at the limit
+	case 4:
+		c = rng.Int64N(1000)
+	default:
+		c = refLogUniform(rng, max(limit, 1))
+	}
+	return max(0, min(c, limit))
+}
+
+func refBucket(name string, capacity int64, r spigot.Rate) (spigot.Bucket, bool) {
+	b, err := spigot.NewBucket(name, capacity, r)
+	return b, err == nil
+}
+
+// refNext returns a random next step for r.
+func refNext(rng *rand.Rand, r *refRun) refOp {
+	c := r.b.Capacity()
+	var op refOp
+	switch rng.IntN(8) {
+	case 0:
+		op.cost = 0
+	case 1:
+		op.cost = c
+	case 2:
+		op.cost = c + 1
+	case 3:
+		if rng.IntN(8) == 0 {
+			op.cost = math.MaxInt64
+		} else {
+			op.cost = c + 1 + rng.Int64N(100)
+		}
+	case 4, 5:
+		op.cost = rng.Int64N(min(c, 5) + 1)
+	default:
+		op.cost = rng.Int64N(c + 1)
+	}
+
+	token := max(1, refCeil(new(big.Rat).Inv(r.m.refill)).Int64()) // µs per token
+	fill := max(1, refCeil(new(big.Rat).Quo(refInt(c), r.m.refill)).Int64())
+	switch rng.IntN(10) {
+	case 0:
+		op.dt = 0
+	case 1:
+		op.dt = 1
+	case 2:
+		op.dt = rng.Int64N(token + 1)
+	case 3:
+		op.dt = rng.Int64N(min(fill, refLimit/1024) + 1)
+	case 4, 5:
+		if !r.last.Allowed && r.last.RetryAfter != spigot.Never && r.step > 0 {
+			op.dt, op.cost, op.retry = r.last.RetryAfter.Microseconds(), r.lastCost, true
+		}
+	case 6:
+		op.dt = r.last.ResetAfter.Microseconds()
+	case 7:
+		op.dt = -rng.Int64N(min(r.now-refStart, 4*token) + 1) // back, at most to the start
+	case 8:
+		op.dt = rng.Int64N(1000)
+	default:
+		op.dt = rng.Int64N(min(2*fill, refLimit/1024) + 1)
+	}
+	if r.now+op.dt > refLimit {
+		op.dt, op.retry = 0, false
+	}
+	if rng.IntN(4) == 0 {
+		op.ns = rng.Int64N(1000)
+	}
+	return op
+}
+
+// refSequence runs one random sequence from seed; with reconfig, the
+// bucket's capacity and rate change now and then under the same name.
+func refSequence(seed uint64, reconfig bool) error {
+	rng := rand.New(rand.NewPCG(seed, 0x5b160))
+	var b spigot.Bucket
+	for ok := false; !ok; {
+		r := refRate(rng)
+		b, ok = refBucket("model", refCapacity(rng, r), r)
+	}
+	run, err := newRefRun(b)
+	if err != nil {
+		return err
+	}
+	for range rng.IntN(60) + 1 {
+		op := refNext(rng, run)
+		if reconfig && rng.IntN(6) == 0 {
+			op.retry = false
+			nb := run.reconfigure(rng)
+			op.b = &nb
+		}
+		if err := run.do(op); err != nil {
+			return err
+		}
+	}
+	return run.checkIntervals()
+}
+
+// reconfigure returns a new config for r's bucket: another capacity, another
+// rate (sometimes with the same scale), or both.
+func (r *refRun) reconfigure(rng *rand.Rand) spigot.Bucket {
+	for {
+		rate, capacity := r.b.Rate(), r.b.Capacity()
+		switch rng.IntN(4) {
+		case 0:
+			capacity = refCapacity(rng, rate)
+		case 1:
+			rate = refSameScale(rng, r.b)
+		case 2:
+			rate = refRate(rng)
+		default:
+			rate = refRate(rng)
+			capacity = refCapacity(rng, rate)
+		}
+		if b, ok := refBucket(r.b.Name(), capacity, rate); ok {
+			return b
+		}
+	}
+}
+
+// TestTakeModel checks Take against refModel on random sequences of
+// requests on one bucket.
+func TestTakeModel(t *testing.T) {
+	for seed := range uint64(1000) {
+		if err := refSequence(seed, false); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+// TestTakeModelConfigChange checks Take against refModel on random
+// sequences whose bucket changes capacity and rate under the same name.
+func TestTakeModelConfigChange(t *testing.T) {
+	for seed := range uint64(700) {
+		if err := refSequence(1<<32+seed, true); err != nil {
+			t.Fatalf("seed %d: %v", 1<<32+seed, err)
+		}
+	}
+}
+
+// TestRefModel pins refModel (and Take) to values worked out by hand from
+// DESIGN.md, so that the model cannot drift along with Take.
+func TestRefModel(t *testing.T) {
+	const (
+		s  = int64(time.Second / time.Microsecond)
+		ms = int64(time.Millisecond / time.Microsecond)
+	)
+	// capacity 2, 7 tokens every 10 s: 0.7 token per second.
+	b := spigot.MustBucket("model", 2, spigot.Per(7, 10*time.Second))
+	steps := []struct {
+		at   int64 // µs after t0
+		cost int64
+		want spigot.Admission
+	}{
+		// t0: full; 2/0.7 s = 2.857142…s to refill.
+		{0, 2, spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
+		// t1 = t0+1s: 0.7 tokens; 0.3/0.7 s = 428.57…ms to 1.
+		{1 * s, 1, spigot.Admission{RetryAfter: 429 * time.Millisecond, ResetAfter: 1858 * time.Millisecond}},
+		// t2 = t1+429ms: 0.7 + 0.3003 = 1.0003 tokens, takes 1, 0.0003 left.
+		{1*s + 429*ms, 1, spigot.Admission{Allowed: true, ResetAfter: 2857 * time.Millisecond}},
+		// t3 = t1: the clock steps back 429ms; no refill, and the wait
+		// counts from the stamp: 429ms + 1.9997/0.7 s = 3285.71…ms to
+		// full, 429ms + 0.9997/0.7 s = 1857.14…ms to 1 token.
+		{1 * s, 0, spigot.Admission{Allowed: true, ResetAfter: 3286 * time.Millisecond}},
+		{1 * s, 1, spigot.Admission{RetryAfter: 1858 * time.Millisecond, ResetAfter: 3286 * time.Millisecond}},
+		// t4 = t2+2857ms: full again.
+		{1*s + 429*ms + 2857*ms, 3, spigot.Admission{Remaining: 2, RetryAfter: spigot.Never}},
+	}
+	m := newRefModel(b.Capacity(), b.Rate())
+	var st spigot.State
+	for i, step := range steps {
+		if got := m.take(refStart+step.at, step.cost); got != step.want {
+			t.Errorf("step %d: model: got %+v, want %+v", i, got, step.want)
+		}
+		var got spigot.Admission
+		st, got = b.Take(st, time.UnixMicro(refStart+step.at), step.cost)
+		if got != step.want {
+			t.Errorf("step %d: Take: got %+v, want %+v", i, got, step.want)
+		}
+	}
+}
+
+// FuzzTake checks Take against refModel on a bucket of rate tokens per
+// period µs holding capacity, and a sequence of up to 64 steps encoded in ops,
+// four bytes a step: [k, x₁, x₀, c], with x = x₁x₀ as a uint16 and
+//
+//	k&7        the clock: 0 stays; 1 +1µs; 2 +x µs; 3 +x<<(5×(k>>5)) µs;
+//	           4 +RetryAfter with the last cost (a retry); 5 +ResetAfter;
+//	           6 −x<<(5×(k>>5)) µs; 7 +x µs and c×4 ns
+//	(k>>3)&3   the cost: 0 c; 1 capacity−c; 2 capacity+c; 3 zero if c is 0,
+//	           else 1 after a config change (see refFuzzConfig)
+func FuzzTake(f *testing.F) {
+	f.Add(int64(1), int64(3_000_000), int64(20), []byte{
+		0, 0, 0, 1, 0, 0, 0, 19, 0, 0, 0, 1, 4, 0, 0, 0, 0o20, 0, 0, 0, 5, 0, 0, 0,
+	})
+	f.Add(int64(7), int64(10_000_000), int64(2), []byte{
+		0o20, 0, 0, 0, 2, 0x10, 0, 1, 4, 0, 0, 0, 6, 0x10, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0,
+	})
+	f.Add(int64(10), int64(13_000_000), int64(0), []byte{0o30, 0, 0, 0, 0o10, 0, 0, 0, 1, 0, 0, 1, 3, 0, 0, 0})
+	f.Add(int64(1000), int64(1000), int64(1<<53), []byte{0o10, 0, 0, 0, 0o323, 0xff, 0xff, 1, 0o10, 0, 0, 7, 4, 0, 0, 0, 7, 0, 1, 0xff})
+	f.Add(int64(1), int64(86_400_000_000), int64(104249), []byte{0o10, 0, 0, 0, 0o343, 0, 1, 0, 0o16, 0x20, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0})
+	f.Add(int64(3), int64(1_000_000), int64(1), []byte{2, 0, 1, 1, 2, 0, 1, 1, 4, 0, 0, 0, 0o26, 0, 7, 2, 0o27, 1, 2, 3})
+	f.Add(int64(3), int64(1_000_000), int64(20), []byte{ // config changes: same scale, then another
+		0o10, 0, 0, 0, 2, 0x10, 0, 5, 0o30, 0, 5, 0x24, 4, 0, 0, 0, 0o30, 0, 0, 0x23, 5, 0, 0, 0, 0o12, 0x40, 0, 0,
+	})
+	f.Fuzz(func(t *testing.T, tokens, periodUs, capacity int64, ops []byte) {
+		if periodUs < 1 || periodUs > math.MaxInt64/int64(time.Microsecond) {
+			return // not a Duration
+		}
+		b, err := spigot.NewBucket("fuzz", capacity, spigot.Per(tokens, time.Duration(periodUs)*time.Microsecond))
+		if err != nil {
+			return
+		}
+		run, err := newRefRun(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(ops) >= 4 && run.step < 64 {
+			k, x, c := ops[0], int64(ops[1])<<8|int64(ops[2]), int64(ops[3])
+			ops = ops[4:]
+			var op refOp
+			switch full := run.b.Capacity(); (k >> 3) & 3 {
+			case 0:
+				op.cost = c
+			case 1:
+				op.cost = max(full-c, 0)
+			case 2:
+				op.cost = full + c
+			default:
+				if c != 0 {
+					op.b, op.cost = refFuzzConfig(b, x, c), 1
+				}
+			}
+			shift := 5 * (k >> 5)
+			switch k & 7 {
+			case 1:
+				op.dt = 1
+			case 2:
+				op.dt = x
+			case 3:
+				op.dt = x << shift
+			case 4:
+				if !run.last.Allowed && run.last.RetryAfter != spigot.Never && run.step > 0 {
+					op.dt, op.cost, op.retry = run.last.RetryAfter.Microseconds(), run.lastCost, true
+				}
+			case 5:
+				op.dt = run.last.ResetAfter.Microseconds()
+			case 6:
+				op.dt = -(x << shift)
+			case 7:
+				op.dt, op.ns = x, c*4%1000
+			}
+			if run.now+op.dt > refLimit || run.now+op.dt < -refLimit {
+				op.dt, op.retry = 0, false
+			}
+			if op.b != nil {
+				op.retry = false // the config changed: RetryAfter no longer holds
+			}
+			if err := run.do(op); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := run.checkIntervals(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// refFuzzConfig returns a config for b's name made from x and c: capacity x
+// (or b's when c is odd), and b's rate with its tokens times 1…8 and its
+// period times 1…8. It returns nil if NewBucket rejects that.
+func refFuzzConfig(b spigot.Bucket, x, c int64) *spigot.Bucket {
+	capacity, r := x, b.Rate()
+	if c&1 != 0 {
+		capacity = b.Capacity()
+	}
+	tm, pm := (c>>1)&7+1, (c>>4)&7+1
+	if r.Tokens > math.MaxInt64/tm || r.Period > math.MaxInt64/time.Duration(pm) {
+		return nil
+	}
+	nb, err := spigot.NewBucket(b.Name(), capacity, spigot.Per(r.Tokens*tm, r.Period*time.Duration(pm)))
+	if err != nil {
+		return nil
+	}
+	return &nb
+}
