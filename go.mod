@@ -2,4 +2,4 @@ module github.com/spigot-go/spigot
 
 go 1.26.0
 
-require golang.org/x/time v0.16.0 // indirect
+require golang.org/x/time v0.16.0

@@ -65,10 +65,10 @@ func TestTake(t *testing.T) {
 			{1666668 * time.Microsecond, 1, allow(0, 334*ms)},
 		}},
 		{"7/10s", spigot.MustBucket("b", 7, spigot.Per(7, 10*s)), []step{
-			{0, 7, allow(0, 10 * s)},
-			{1 * s, 1, deny(0, 429*ms, 9*s)},     // a token is 10/7 s = 1428.57… ms; 0.7 held
-			{1429 * ms, 1, allow(0, 10000 * ms)}, // 1.0003 held: 1 taken, 0.0003 left
-			{11429 * ms, 7, allow(0, 10 * s)},
+			{0, 7, allow(0, 10*s)},
+			{1 * s, 1, deny(0, 429*ms, 9*s)},   // a token is 10/7 s = 1428.57… ms; 0.7 held
+			{1429 * ms, 1, allow(0, 10000*ms)}, // 1.0003 held: 1 taken, 0.0003 left
+			{11429 * ms, 7, allow(0, 10*s)},
 		}},
 		{"cost above capacity", spigot.MustBucket("b", 5, spigot.PerSecond(1)), []step{
 			{0, 6, deny(5, spigot.Never, 0)},

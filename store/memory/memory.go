@@ -12,6 +12,7 @@ package memory
 import (
 	"context"
 	"hash/maphash"
+	"strings"
 	"sync"
 
 	"github.com/spigot-go/spigot"
@@ -42,20 +43,27 @@ type Store struct {
 	maxKeys int
 }
 
+// A shard holds the keys whose hash selects it, under one lock. Its map is
+// indexed by the key's hash, which the store computes anyway to choose the
+// shard, so a request hashes its key once and the map hashes only an
+// integer; the entries of one hash (the same key in several buckets, or a
+// collision) are chained.
 type shard struct {
 	mu        sync.Mutex
-	m         map[mkey]entry
+	m         map[uint64]*entry
+	n         int // entries held
+	peak      int // the most entries held since m was made
 	sweepAt   int // a new key that makes the shard this big sweeps it first
 	perShard  int // this shard's cap, 0 when unbounded
 	evictions int
 	_         [64]byte // keep shards' locks on separate cache lines
 }
 
-type mkey struct{ bucket, key string }
-
 type entry struct {
-	state   spigot.State
-	expires int64 // µs since the epoch at which the bucket is full again
+	bucket, key string
+	state       spigot.State
+	expires     int64  // µs since the epoch at which the bucket is full again
+	next        *entry // the next entry with the same hash
 }
 
 // An Option configures a Store.
@@ -97,7 +105,7 @@ func New(opts ...Option) *Store {
 	s.mask = uint64(n - 1)
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.m = make(map[mkey]entry)
+		sh.m = make(map[uint64]*entry)
 		sh.sweepAt = firstSweep
 		if s.maxKeys > 0 {
 			// Split the cap exactly: the first maxKeys%n shards hold one more.
@@ -110,9 +118,9 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
-}
+// hash returns key's hash: its low bits choose the shard, and the shard's
+// map is indexed by all of it.
+func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
 
 // Acquire implements spigot.Store.
 func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
@@ -124,83 +132,130 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 	}
 	now := s.clock.Now()
 	t := now.UnixMicro()
-	k := mkey{b.Name(), key}
-	sh := s.shard(key)
+	h := s.hash(key)
+	sh := &s.shards[h&s.mask]
 
 	sh.mu.Lock()
-	e, ok := sh.m[k]
-	if ok && e.expires <= t {
-		e.state = spigot.State{} // full again: same as never seen
+	e := sh.find(h, b.Name(), key)
+	var state spigot.State // an expired key is full again: same as never seen
+	if e != nil && e.expires > t {
+		state = e.state
 	}
-	next, a := b.Take(e.state, now, cost)
+	next, a := b.Take(state, now, cost)
 	switch {
 	case a.ResetAfter == 0: // full: nothing worth keeping
-		if ok {
-			delete(sh.m, k)
+		if e != nil {
+			sh.remove(h, e)
 		}
-	case ok:
-		sh.m[k] = entry{next, t + a.ResetAfter.Microseconds()}
+	case e != nil:
+		e.state, e.expires = next, t+a.ResetAfter.Microseconds()
 	default:
-		sh.insert(k, entry{next, t + a.ResetAfter.Microseconds()}, t)
+		// The key is copied, so that holding it cannot pin a larger string
+		// it was cut from (a request line, a header).
+		sh.insert(h, &entry{bucket: b.Name(), key: strings.Clone(key), state: next, expires: t + a.ResetAfter.Microseconds()}, t)
 	}
 	sh.mu.Unlock()
 	return a, nil
 }
 
-// insert adds a new key, making room first when the shard is at its cap,
-// and sweeping expired state whenever the shard has doubled since its last
-// sweep (amortized O(1) per insert).
-func (sh *shard) insert(k mkey, e entry, t int64) {
-	switch n := len(sh.m); {
-	case sh.perShard > 0 && n >= sh.perShard:
-		sh.evict(t)
-	case n+1 >= sh.sweepAt:
-		sh.sweep(t)
+// find returns the entry of key in bucket, or nil.
+func (sh *shard) find(h uint64, bucket, key string) *entry {
+	for e := sh.m[h]; e != nil; e = e.next {
+		if e.key == key && e.bucket == bucket {
+			return e
+		}
 	}
-	sh.m[k] = e
+	return nil
 }
 
-// evict removes one key, sampled as WithMaxKeys says. Map iteration starts
-// at a random place, so the sample is spread over the shard.
-func (sh *shard) evict(t int64) {
-	var victim mkey
-	var earliest int64
-	i := 0
-	for k, e := range sh.m {
-		if i == 0 || e.expires < earliest {
-			victim, earliest = k, e.expires
+// remove unlinks e, held under hash h.
+func (sh *shard) remove(h uint64, e *entry) {
+	sh.n--
+	head := sh.m[h]
+	switch {
+	case head != e:
+		p := head
+		for p.next != e {
+			p = p.next
 		}
-		i++
-		if e.expires <= t || i == sample {
-			break
+		p.next = e.next
+	case e.next != nil:
+		sh.m[h] = e.next
+	default:
+		delete(sh.m, h)
+	}
+}
+
+// insert adds a new entry under hash h, making room first when the shard is
+// at its cap, and sweeping expired state whenever the shard has doubled
+// since its last sweep (amortized O(1) per insert).
+func (sh *shard) insert(h uint64, e *entry, t int64) {
+	switch {
+	case sh.perShard > 0 && sh.n >= sh.perShard:
+		sh.evict(t)
+	case sh.n+1 >= sh.sweepAt:
+		sh.sweep(t)
+	}
+	e.next = sh.m[h]
+	sh.m[h] = e
+	sh.n++
+	sh.peak = max(sh.peak, sh.n)
+}
+
+// evict removes one entry, sampled as WithMaxKeys says. Map iteration
+// starts at a random place, so the sample is spread over the shard.
+func (sh *shard) evict(t int64) {
+	var victim *entry
+	var vh uint64
+	i := 0
+scan:
+	for h, head := range sh.m {
+		for e := head; e != nil; e = e.next {
+			if victim == nil || e.expires < victim.expires {
+				victim, vh = e, h
+			}
+			if i++; e.expires <= t || i == sample {
+				break scan
+			}
 		}
 	}
-	if i > 0 {
-		delete(sh.m, victim)
-		if earliest > t {
+	if victim != nil {
+		sh.remove(vh, victim)
+		if victim.expires > t {
 			sh.evictions++
 		}
 	}
 }
 
-// sweep forgets every key whose bucket is full again at t, and gives the
-// map's memory back when most of it is gone (Go maps never shrink).
+// sweep forgets every entry whose bucket is full again at t, and gives the
+// map's memory back when it holds under a quarter of its peak (Go maps
+// never shrink).
 func (sh *shard) sweep(t int64) {
-	before := len(sh.m)
-	for k, e := range sh.m {
-		if e.expires <= t {
-			delete(sh.m, k)
+	for h, head := range sh.m {
+		kept := head
+		for p := &kept; *p != nil; {
+			if e := *p; e.expires <= t {
+				*p = e.next
+				sh.n--
+			} else {
+				p = &e.next
+			}
+		}
+		switch {
+		case kept == nil:
+			delete(sh.m, h)
+		case kept != head:
+			sh.m[h] = kept
 		}
 	}
-	n := len(sh.m)
-	if n < before/4 {
-		m := make(map[mkey]entry, n)
-		for k, e := range sh.m {
-			m[k] = e
+	if sh.n < sh.peak/4 {
+		m := make(map[uint64]*entry, sh.n)
+		for h, e := range sh.m {
+			m[h] = e
 		}
-		sh.m = m
+		sh.m, sh.peak = m, sh.n
 	}
-	sh.sweepAt = max(2*n, firstSweep)
+	sh.sweepAt = max(2*sh.n, firstSweep)
 }
 
 // Reset implements spigot.Store: it forgets key's state and reports
@@ -213,16 +268,16 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 		return false, err
 	}
 	now := s.clock.Now()
-	k := mkey{b.Name(), key}
-	sh := s.shard(key)
+	h := s.hash(key)
+	sh := &s.shards[h&s.mask]
 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.m[k]
-	if !ok {
+	e := sh.find(h, b.Name(), key)
+	if e == nil {
 		return false, nil
 	}
-	delete(sh.m, k)
+	sh.remove(h, e)
 	if e.expires <= now.UnixMicro() {
 		return false, nil
 	}
@@ -242,7 +297,7 @@ func (s *Store) Len() int {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		sh.sweep(t)
-		n += len(sh.m)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n

@@ -1,0 +1,793 @@
+package memory
+
+// These tests cover what is specific to the memory store: expiry of idle
+// keys, the key cap, sharding, allocation and concurrency. The model itself
+// is checked for every store by package conformance.
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+)
+
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// newStore returns a store on a fake clock that reads t0.
+func newStore(t *testing.T, opts ...Option) (*Store, *clocktest.Clock) {
+	t.Helper()
+	clk := clocktest.New(t0)
+	return New(append([]Option{WithClock(clk)}, opts...)...), clk
+}
+
+func acquire(t testing.TB, s *Store, b spigot.Bucket, key string, cost int64) spigot.Admission {
+	t.Helper()
+	a, err := s.Acquire(context.Background(), b, key, cost)
+	if err != nil {
+		t.Fatalf("Acquire(%v, %q, %d): %v", b, key, cost, err)
+	}
+	return a
+}
+
+// held reports whether the store holds state for key in b, without
+// sweeping or refilling anything.
+func held(s *Store, b spigot.Bucket, key string) bool {
+	h := s.hash(key)
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.find(h, b.Name(), key) != nil
+}
+
+// count reports how many entries the store holds, expired or not, without
+// sweeping.
+func count(s *Store) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// mapIDs returns the identity of every shard's map, to tell whether a sweep
+// replaced it. The pointers keep the maps alive, so that a new map cannot
+// take an old one's address.
+func mapIDs(s *Store) []unsafe.Pointer {
+	ids := make([]unsafe.Pointer, len(s.shards))
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		ids[i] = reflect.ValueOf(sh.m).UnsafePointer()
+		sh.mu.Unlock()
+	}
+	return ids
+}
+
+func ip(i int) string {
+	return "10." + strconv.Itoa(i>>16) + "." + strconv.Itoa(i>>8&0xff) + "." + strconv.Itoa(i&0xff)
+}
+
+// TestMillionKeys touches a million distinct keys and checks that the store
+// holds them all until their buckets are full again, and then nothing, with
+// its maps' memory given back.
+func TestMillionKeys(t *testing.T) {
+	const n = 1_000_000
+	b := spigot.MustBucket("flood", 5, spigot.PerSecond(1))
+	s, clk := newStore(t)
+	ids := mapIDs(s)
+
+	// Two goroutines (the machine's cores), each on its half of the keys.
+	var wg sync.WaitGroup
+	var denied atomic.Int64
+	for w := range 2 {
+		wg.Go(func() {
+			for i := w; i < n; i += 2 {
+				a, err := s.Acquire(context.Background(), b, strconv.Itoa(i), 1)
+				if err != nil || !a.Allowed || a.Remaining != 4 {
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if d := denied.Load(); d != 0 {
+		t.Fatalf("%d of %d first requests were not allowed with 4 tokens left", d, n)
+	}
+
+	// TestExpiryBoundary checks the microsecond before the boundary.
+	steps := []struct {
+		at   time.Duration
+		want int
+	}{
+		{0, n},
+		{time.Second, 0},
+	}
+	for i, st := range steps {
+		clk.Set(t0.Add(st.at))
+		if got := s.Len(); got != st.want {
+			t.Errorf("step %d: at t0+%v, Len() = %d, want %d", i, st.at, got, st.want)
+		}
+	}
+	for i, id := range mapIDs(s) {
+		if id == ids[i] {
+			t.Errorf("shard %d still has the map it was created with; want a new one once it emptied", i)
+		}
+		if sh := &s.shards[i]; len(sh.m) != 0 || sh.peak != 0 {
+			t.Errorf("shard %d: %d hashes held, peak %d; want 0, 0", i, len(sh.m), sh.peak)
+		}
+	}
+}
+
+// TestMemoryGivenBackAfterAcquire checks that a shard's map is rebuilt when
+// its keys left through Acquire (a request that found the bucket full again)
+// rather than through a sweep.
+func TestMemoryGivenBackAfterAcquire(t *testing.T) {
+	const n = 20_000
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	s, clk := newStore(t)
+	for i := range n {
+		acquire(t, s, b, ip(i), 1)
+	}
+	ids := mapIDs(s)
+	clk.Advance(time.Second)
+	for i := range n {
+		if a := acquire(t, s, b, ip(i), 0); a.Remaining != 5 || a.ResetAfter != 0 {
+			t.Fatalf("key %d: a peek after the refill = %+v, want a full bucket", i, a)
+		}
+	}
+	if got := count(s); got != 0 {
+		t.Fatalf("after peeks at full buckets, %d entries held; want 0", got)
+	}
+	if got := s.Len(); got != 0 {
+		t.Fatalf("Len() = %d, want 0", got)
+	}
+	for i, id := range mapIDs(s) {
+		if id == ids[i] {
+			t.Errorf("shard %d kept its grown map; want a new one", i)
+		}
+	}
+}
+
+// TestExpiryBoundary checks that a key is held until exactly its ResetAfter
+// and not one microsecond longer, for keys with different deficits.
+func TestExpiryBoundary(t *testing.T) {
+	// 3 tokens a second: one token is 333333⅓ µs, so ResetAfter rounds
+	// up: 334 ms for one token, 1 s for three, 3334 ms for ten.
+	b := spigot.MustBucket("b", 10, spigot.PerSecond(3))
+	s, clk := newStore(t)
+	for _, c := range []struct {
+		key  string
+		cost int64
+		want time.Duration
+	}{
+		{"one", 1, 334 * time.Millisecond},
+		{"three", 3, time.Second},
+		{"ten", 10, 3334 * time.Millisecond},
+		{"none", 0, 0},
+	} {
+		if a := acquire(t, s, b, c.key, c.cost); !a.Allowed || a.ResetAfter != c.want {
+			t.Fatalf("Acquire(%q, %d) = %+v, want allowed with ResetAfter %v", c.key, c.cost, a, c.want)
+		}
+	}
+
+	const µs = time.Microsecond
+	steps := []struct {
+		at   time.Duration
+		held []string
+	}{
+		{0, []string{"one", "three", "ten"}},
+		{334*time.Millisecond - µs, []string{"one", "three", "ten"}},
+		{334 * time.Millisecond, []string{"three", "ten"}},
+		{time.Second - µs, []string{"three", "ten"}},
+		{time.Second, []string{"ten"}},
+		{3334*time.Millisecond - µs, []string{"ten"}},
+		{3334 * time.Millisecond, nil},
+	}
+	for i, st := range steps {
+		clk.Set(t0.Add(st.at))
+		if got := s.Len(); got != len(st.held) {
+			t.Errorf("step %d: at t0+%v, Len() = %d, want %d", i, st.at, got, len(st.held))
+		}
+		for _, k := range []string{"one", "three", "ten", "none"} {
+			want := false
+			for _, h := range st.held {
+				want = want || h == k
+			}
+			if got := held(s, b, k); got != want {
+				t.Errorf("step %d: at t0+%v, key %q held = %v, want %v", i, st.at, k, got, want)
+			}
+		}
+	}
+}
+
+// TestExpiryUnderNewConfig checks that state past its expiry, even while
+// still in the map (nothing swept it), is a full bucket, whatever the
+// bucket's config has become since, as a key with a TTL would be.
+func TestExpiryUnderNewConfig(t *testing.T) {
+	small := spigot.MustBucket("b", 2, spigot.PerSecond(1))
+	large := spigot.MustBucket("b", 10, spigot.PerSecond(1))
+	for i, c := range []struct {
+		at   time.Duration
+		want int64 // Remaining of a peek under large
+	}{
+		{2*time.Second - time.Microsecond, 1}, // the state holds 1.999999 tokens
+		{2 * time.Second, 10},                 // expired: forgotten
+	} {
+		s, clk := newStore(t)
+		acquire(t, s, small, "k", 2) // empty, full again in 2 s
+		clk.Set(t0.Add(c.at))
+		if !held(s, large, "k") {
+			t.Fatalf("step %d: the key is not in the map; the test needs it there", i)
+		}
+		if a := acquire(t, s, large, "k", 0); a.Remaining != c.want {
+			t.Errorf("step %d: at t0+%v, Remaining = %d, want %d", i, c.at, a.Remaining, c.want)
+		}
+	}
+}
+
+func TestAcquireAllocs(t *testing.T) {
+	ctx := context.Background()
+	roomy := spigot.MustBucket("roomy", 1_000_000, spigot.PerSecond(1))
+	empty := spigot.MustBucket("empty", 1, spigot.PerHour(1))
+	other := spigot.MustBucket("other", 1_000_000, spigot.PerSecond(1))
+	for _, c := range []struct {
+		name  string
+		s     *Store
+		b     spigot.Bucket
+		after []spigot.Bucket // stored for the key after b: ahead of b in its chain
+	}{
+		{"allowed/fake-clock", New(WithClock(clocktest.New(t0))), roomy, nil},
+		{"allowed/system-clock", New(), roomy, nil},
+		{"denied/system-clock", New(), empty, nil},
+		{"chained", New(), roomy, []spigot.Bucket{other, empty}},
+		{"capped", New(WithMaxKeys(10)), roomy, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			acquire(t, c.s, c.b, "k", 1) // the key has state from now on
+			for _, o := range c.after {
+				acquire(t, c.s, o, "k", 1)
+			}
+			n := testing.AllocsPerRun(1000, func() {
+				if _, err := c.s.Acquire(ctx, c.b, "k", 1); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if n != 0 {
+				t.Errorf("Acquire on a key with state: %v allocations, want 0", n)
+			}
+		})
+	}
+}
+
+func TestMaxKeysCap(t *testing.T) {
+	// Nothing expires during the flood: every insert at the cap evicts a
+	// key whose bucket is not full.
+	b := spigot.MustBucket("b", 5, spigot.PerMinute(1))
+	for _, c := range []struct {
+		max, flood int
+		exact      bool // a single shard: the cap is reached exactly
+	}{
+		{1, 50, true},
+		{3, 50, true},
+		{100, 1000, true},
+		{127, 1000, true},
+		{128, 1000, false},
+		{1000, 5000, false},
+		{20_000, 60_000, false},
+	} {
+		t.Run("max="+strconv.Itoa(c.max), func(t *testing.T) {
+			s, _ := newStore(t, WithMaxKeys(c.max))
+			if total := perShardTotal(s); total != c.max {
+				t.Fatalf("the shards' caps add up to %d, want %d", total, c.max)
+			}
+			for i := range c.flood {
+				acquire(t, s, b, ip(i), 1)
+				// Counting takes every shard's lock: count as often as
+				// there are shards, to keep the test linear.
+				if i%len(s.shards) == 0 {
+					if got := count(s); got > c.max {
+						t.Fatalf("after %d keys, %d held; want at most %d", i+1, got, c.max)
+					}
+				}
+			}
+			got := s.Len()
+			if got > c.max || c.exact && got != c.max || got < c.max/2 {
+				t.Errorf("Len() = %d after %d keys, want %d (at most, exactly: %v)", got, c.flood, c.max, c.exact)
+			}
+			if ev := s.Evictions(); ev != c.flood-got {
+				t.Errorf("Evictions() = %d, want %d (keys touched minus keys held)", ev, c.flood-got)
+			}
+		})
+	}
+}
+
+func perShardTotal(s *Store) int {
+	n := 0
+	for i := range s.shards {
+		n += s.shards[i].perShard
+	}
+	return n
+}
+
+func TestMaxKeysUnbounded(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerMinute(1))
+	for _, n := range []int{0, -1} {
+		t.Run("max="+strconv.Itoa(n), func(t *testing.T) {
+			s, _ := newStore(t, WithMaxKeys(n))
+			if len(s.shards) != maxShards {
+				t.Errorf("%d shards, want %d", len(s.shards), maxShards)
+			}
+			const keys = 5000
+			for i := range keys {
+				acquire(t, s, b, ip(i), 1)
+			}
+			if got := s.Len(); got != keys {
+				t.Errorf("Len() = %d, want %d", got, keys)
+			}
+			if got := s.Evictions(); got != 0 {
+				t.Errorf("Evictions() = %d, want 0", got)
+			}
+		})
+	}
+}
+
+// TestEvictionOrder checks which key an insert at the cap evicts: an
+// expired one if any, otherwise the one nearest to full.
+func TestEvictionOrder(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	type use struct {
+		key  string
+		cost int64
+	}
+	for _, c := range []struct {
+		name      string
+		keys      []use         // taken at t0, in this order
+		at        time.Duration // when the new key arrives
+		evicted   string
+		evictions int // the eviction of an expired key is not counted
+	}{
+		{"nearest-to-full", []use{{"a", 3}, {"b", 1}, {"c", 5}}, 500 * time.Millisecond, "b", 1},
+		{"nearest-to-full-last", []use{{"a", 5}, {"b", 4}, {"c", 2}}, 0, "c", 1},
+		{"expired", []use{{"a", 5}, {"b", 2}, {"c", 4}}, 2 * time.Second, "b", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, clk := newStore(t, WithMaxKeys(len(c.keys)))
+			want := map[string]int64{} // Remaining of a peek at t0+c.at
+			for _, u := range c.keys {
+				acquire(t, s, b, u.key, u.cost)
+				want[u.key] = min(5, 5-u.cost+int64(c.at/time.Second))
+			}
+			clk.Set(t0.Add(c.at))
+			acquire(t, s, b, "new", 1)
+			for _, u := range c.keys {
+				if got := held(s, b, u.key); got != (u.key != c.evicted) {
+					t.Errorf("key %q held = %v, want %v", u.key, got, u.key != c.evicted)
+				}
+			}
+			for _, u := range c.keys {
+				w := want[u.key]
+				if u.key == c.evicted {
+					w = 5 // forgotten: a full bucket
+				}
+				if a := acquire(t, s, b, u.key, 0); a.Remaining != w {
+					t.Errorf("key %q: Remaining = %d, want %d", u.key, a.Remaining, w)
+				}
+			}
+			if got := s.Evictions(); got != c.evictions {
+				t.Errorf("Evictions() = %d, want %d", got, c.evictions)
+			}
+		})
+	}
+}
+
+// TestHardLimitedKeySurvivesFlood checks that a key with an empty bucket is
+// kept, and stays denied, while a flood of distinct keys that take one token
+// each fills the store to its cap many times over.
+func TestHardLimitedKeySurvivesFlood(t *testing.T) {
+	login := spigot.MustBucket("login", 5, spigot.PerMinute(1))
+	for _, maxKeys := range []int{3, 100, 1000, 20_000} {
+		t.Run("max="+strconv.Itoa(maxKeys), func(t *testing.T) {
+			s, clk := newStore(t, WithMaxKeys(maxKeys))
+			acquire(t, s, login, "attacker", 5)
+			flood := min(10*maxKeys, 50_000) // 1 ms apart: under a minute in all
+			for i := range flood {
+				clk.Advance(time.Millisecond)
+				acquire(t, s, login, ip(i), 1)
+			}
+			elapsed := time.Duration(flood) * time.Millisecond
+			// The attacker's bucket has refilled for elapsed (under a minute:
+			// no whole token yet), and a request is still denied.
+			a := acquire(t, s, login, "attacker", 1)
+			if want := time.Minute - elapsed; a.Allowed || a.Remaining != 0 || a.RetryAfter != want {
+				t.Errorf("after a flood of %d keys, the attacker's request = %+v, want denied with RetryAfter %v", flood, a, want)
+			}
+			if got := s.Len(); got > maxKeys {
+				t.Errorf("Len() = %d, want at most %d", got, maxKeys)
+			}
+		})
+	}
+}
+
+func TestConcurrentOneKey(t *testing.T) {
+	const (
+		capacity   = 100
+		goroutines = 16
+		attempts   = 40 // per goroutine: 640 in all
+	)
+	b := spigot.MustBucket("b", capacity, spigot.PerMinute(1))
+	s, _ := newStore(t) // the clock stands still: nothing refills
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range attempts {
+				a, err := s.Acquire(context.Background(), b, "k", 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if a.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != capacity {
+		t.Errorf("%d of %d requests admitted, want %d", got, goroutines*attempts, capacity)
+	}
+	if a := acquire(t, s, b, "k", 0); a.Remaining != 0 {
+		t.Errorf("Remaining = %d after the burst, want 0", a.Remaining)
+	}
+}
+
+func TestConcurrentManyKeys(t *testing.T) {
+	const (
+		capacity   = 10
+		keys       = 500
+		goroutines = 16 // each sends one request to every key
+	)
+	b := spigot.MustBucket("b", capacity, spigot.PerMinute(1))
+	for _, opts := range []struct {
+		name string
+		opts []Option
+	}{
+		{"uncapped", nil},
+		{"capped", []Option{WithMaxKeys(2 * keys)}}, // room for every key: no eviction
+	} {
+		t.Run(opts.name, func(t *testing.T) {
+			s, _ := newStore(t, opts.opts...)
+			admitted := make([]atomic.Int64, keys)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for i := range keys {
+						k := (i + g*31) % keys // each goroutine from its own place
+						a, err := s.Acquire(context.Background(), b, ip(k), 1)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if a.Allowed {
+							admitted[k].Add(1)
+						}
+					}
+				})
+			}
+			// Readers alongside the writers, for the race detector.
+			wg.Go(func() {
+				for range 50 {
+					s.Len()
+					s.Evictions()
+				}
+			})
+			wg.Wait()
+			for k := range admitted {
+				if got := admitted[k].Load(); got != capacity {
+					t.Errorf("key %d: %d of %d requests admitted, want %d", k, got, goroutines, capacity)
+				}
+			}
+			if got := s.Len(); got != keys {
+				t.Errorf("Len() = %d, want %d", got, keys)
+			}
+			if got := s.Evictions(); got != 0 {
+				t.Errorf("Evictions() = %d, want 0", got)
+			}
+		})
+	}
+}
+
+// TestConcurrentFlood runs a flood of distinct keys, resets and reads
+// against a small cap from many goroutines, for the race detector and the
+// cap.
+func TestConcurrentFlood(t *testing.T) {
+	const maxKeys = 300
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	s, clk := newStore(t, WithMaxKeys(maxKeys))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				k := ip(g<<16 | i)
+				if _, err := s.Acquire(context.Background(), b, k, 1); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%7 == 0 {
+					if _, err := s.Reset(context.Background(), b, k); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if i%100 == 0 {
+					clk.Advance(10 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			if n := s.Len(); n > maxKeys {
+				t.Errorf("Len() = %d, want at most %d", n, maxKeys)
+			}
+		}
+	})
+	wg.Wait()
+	if n := s.Len(); n > maxKeys {
+		t.Errorf("Len() = %d, want at most %d", n, maxKeys)
+	}
+}
+
+// TestReset covers what Reset owes to expiry: state that has expired but is
+// still in the map reports false, and so does a bucket full under a newer,
+// smaller config. Either way the state is gone afterwards.
+func TestReset(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	smaller := spigot.MustBucket("b", 3, spigot.PerSecond(1))
+	larger := spigot.MustBucket("b", 10, spigot.PerSecond(1))
+	for i, c := range []struct {
+		cost  int64         // taken at t0
+		at    time.Duration // the Reset
+		under spigot.Bucket
+		want  bool
+	}{
+		{1, time.Second - time.Microsecond, b, true},
+		{1, time.Second, b, false}, // expired, still in the map
+		{1, 3 * time.Second, b, false},
+		{5, 4 * time.Second, b, true},
+		{5, 5 * time.Second, b, false},
+		{2, 0, smaller, false}, // 3 tokens left: full under capacity 3
+		{3, 0, smaller, true},
+		{3, time.Second, smaller, false},
+		{1, time.Second - time.Microsecond, larger, true}, // 4.999999 of 10
+		{1, time.Second, larger, false},                   // expired: full under any config
+		{0, 0, b, false},                                  // never stored
+	} {
+		s, clk := newStore(t)
+		acquire(t, s, b, "k", c.cost)
+		clk.Set(t0.Add(c.at))
+		wasHeld := held(s, b, "k")
+		got, err := s.Reset(context.Background(), c.under, "k")
+		if err != nil {
+			t.Fatalf("step %d: Reset: %v", i, err)
+		}
+		if got != c.want {
+			t.Errorf("step %d: cost %d at t0, Reset at t0+%v under %v = %v, want %v (held before: %v)", i, c.cost, c.at, c.under, got, c.want, wasHeld)
+		}
+		if held(s, b, "k") {
+			t.Errorf("step %d: the key is still held after Reset", i)
+		}
+	}
+}
+
+// TestConfigChange checks that a bucket redefined under the same name finds
+// the stored state and clamps it, and that state full under the new config
+// is dropped.
+func TestConfigChange(t *testing.T) {
+	old := spigot.MustBucket("login", 10, spigot.PerSecond(1))
+	for i, c := range []struct {
+		next      spigot.Bucket
+		cost      int64 // at t0+500ms, with 8.5 tokens stored under old
+		want      spigot.Admission
+		wantCount int // keys held afterwards
+	}{
+		// Clamped to 3: full, so the state is dropped.
+		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 0,
+			spigot.Admission{Allowed: true, Remaining: 3}, 0},
+		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 3,
+			spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}, 1},
+		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 4,
+			spigot.Admission{Remaining: 3, RetryAfter: spigot.Never}, 0},
+		// A capacity of 0: nothing is ever stored.
+		{spigot.MustBucket("login", 0, spigot.PerSecond(1)), 1,
+			spigot.Admission{Remaining: 0, RetryAfter: spigot.Never}, 0},
+		// Raised, at the same scale: 8.5 tokens carry over exactly.
+		{spigot.MustBucket("login", 20, spigot.PerSecond(1)), 0,
+			spigot.Admission{Allowed: true, Remaining: 8, ResetAfter: 11500 * time.Millisecond}, 1},
+		// Another scale (7/10s): the 8 whole tokens carry over; 3 missing
+		// tokens refill in 30/7 s = 4285714.3 µs.
+		{spigot.MustBucket("login", 10, spigot.Per(7, 10*time.Second)), 1,
+			spigot.Admission{Allowed: true, Remaining: 7, ResetAfter: 4286 * time.Millisecond}, 1},
+	} {
+		s, clk := newStore(t)
+		acquire(t, s, old, "ip", 2)
+		clk.Set(t0.Add(500 * time.Millisecond))
+		acquire(t, s, old, "ip", 0) // stores 8.5 tokens
+		if got := acquire(t, s, c.next, "ip", c.cost); got != c.want {
+			t.Errorf("step %d: Acquire under %v, cost %d = %+v, want %+v", i, c.next, c.cost, got, c.want)
+		}
+		if got, want := held(s, c.next, "ip"), c.wantCount == 1; got != want {
+			t.Errorf("step %d: held = %v, want %v", i, got, want)
+		}
+		if got := s.Len(); got != c.wantCount {
+			t.Errorf("step %d: Len() = %d, want %d", i, got, c.wantCount)
+		}
+	}
+}
+
+// TestBucketsOfOneKey checks that one key in several buckets (entries that
+// share a hash) keeps one state per bucket, and that dropping any of them
+// leaves the others.
+func TestBucketsOfOneKey(t *testing.T) {
+	bs := []spigot.Bucket{
+		spigot.MustBucket("a", 5, spigot.PerSecond(1)),
+		spigot.MustBucket("b", 5, spigot.PerSecond(1)),
+		spigot.MustBucket("c", 5, spigot.PerSecond(1)),
+	}
+	for drop := range bs {
+		t.Run("drop="+bs[drop].Name(), func(t *testing.T) {
+			s, _ := newStore(t)
+			for i, b := range bs {
+				acquire(t, s, b, "k", int64(i+1))
+			}
+			if ok, err := s.Reset(context.Background(), bs[drop], "k"); err != nil || !ok {
+				t.Fatalf("Reset(%s) = %v, %v; want true, nil", bs[drop].Name(), ok, err)
+			}
+			for i, b := range bs {
+				want := int64(5 - (i + 1))
+				if i == drop {
+					want = 5
+				}
+				if a := acquire(t, s, b, "k", 0); a.Remaining != want {
+					t.Errorf("bucket %s: Remaining = %d, want %d", b.Name(), a.Remaining, want)
+				}
+			}
+		})
+	}
+}
+
+// TestHashCollision drives a shard directly with distinct keys under one
+// hash, which real 64-bit hashes make too rare to meet in a test.
+func TestHashCollision(t *testing.T) {
+	sh := &shard{m: make(map[uint64]*entry), sweepAt: firstSweep}
+	const h = 42
+	es := make([]*entry, 4)
+	for i := range es {
+		// Each insert goes ahead of the chain: es[3], es[2], es[1], es[0],
+		// expiring at 10, 20, 30, 40.
+		es[i] = &entry{bucket: "b", key: "k" + strconv.Itoa(i), expires: int64(10 * (4 - i))}
+		sh.insert(h, es[i], 0)
+	}
+	check := func(step int, want ...int) {
+		t.Helper()
+		if sh.n != len(want) {
+			t.Errorf("step %d: %d entries, want %d", step, sh.n, len(want))
+		}
+		for i, e := range es {
+			found := sh.find(h, "b", e.key) == e
+			w := false
+			for _, j := range want {
+				w = w || i == j
+			}
+			if found != w {
+				t.Errorf("step %d: entry %d found = %v, want %v", step, i, found, w)
+			}
+		}
+		if sh.find(h, "other", "k0") != nil {
+			t.Errorf("step %d: found k0 in another bucket", step)
+		}
+	}
+	check(0, 0, 1, 2, 3)
+	sh.remove(h, es[2]) // in the middle of the chain
+	check(1, 0, 1, 3)
+	sh.sweep(30) // drops es[3] (the head) and es[1]
+	check(2, 0)
+	sh.remove(h, es[0])
+	check(3)
+	if len(sh.m) != 0 {
+		t.Errorf("%d hashes left in the map, want 0", len(sh.m))
+	}
+}
+
+// TestSharding checks that keys spread over the shards, so that callers on
+// different keys take different locks.
+func TestSharding(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerMinute(1))
+	s, _ := newStore(t)
+	if len(s.shards) != maxShards {
+		t.Fatalf("%d shards, want %d", len(s.shards), maxShards)
+	}
+	const n = 10_000
+	for i := range n {
+		acquire(t, s, b, ip(i), 1)
+	}
+	mean := n / len(s.shards)
+	lo, hi := n, 0
+	for i := range s.shards {
+		lo, hi = min(lo, s.shards[i].n), max(hi, s.shards[i].n)
+	}
+	// About 39 keys a shard, with a standard deviation of about 6.
+	if lo < mean/3 || hi > 3*mean {
+		t.Errorf("%d keys over %d shards: from %d to %d a shard, want between %d and %d", n, len(s.shards), lo, hi, mean/3, 3*mean)
+	}
+
+	// Two stores do not share a hash seed: a flooder who finds keys that
+	// crowd one shard of one process has not found them for another.
+	if s1, s2 := New(), New(); s1.seed == s2.seed {
+		t.Error("two stores have the same hash seed")
+	}
+}
+
+func TestShardsForCap(t *testing.T) {
+	for _, c := range []struct{ max, shards int }{
+		{1, 1}, {127, 1}, {128, 2}, {1000, 8}, {16_384, 256}, {1 << 40, 256},
+	} {
+		s := New(WithMaxKeys(c.max))
+		if len(s.shards) != c.shards || perShardTotal(s) != c.max {
+			t.Errorf("WithMaxKeys(%d): %d shards holding %d keys, want %d holding %d", c.max, len(s.shards), perShardTotal(s), c.shards, c.max)
+		}
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	s, _ := newStore(t)
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i, c := range []struct {
+		ctx  context.Context
+		b    spigot.Bucket
+		cost int64
+		want error
+	}{
+		{context.Background(), spigot.Bucket{}, 1, spigot.ErrInvalidBucket},
+		{context.Background(), b, -1, spigot.ErrInvalidCost},
+		{ctx, b, 1, context.Canceled},
+	} {
+		if _, err := s.Acquire(c.ctx, c.b, "k", c.cost); !errors.Is(err, c.want) {
+			t.Errorf("step %d: Acquire error = %v, want %v", i, err, c.want)
+		}
+	}
+	if got := count(s); got != 0 {
+		t.Errorf("%d entries held after rejected requests, want 0", got)
+	}
+}
+
+// TestKeyCopied checks that the store keeps its own copy of a key, so that
+// a key cut from a large string does not keep that string alive.
+func TestKeyCopied(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	s, _ := newStore(t)
+	line := "GET /login HTTP/1.1 from 203.0.113.7"
+	key := line[len(line)-11:]
+	acquire(t, s, b, key, 1)
+	h := s.hash(key)
+	e := s.shards[h&s.mask].find(h, "b", key)
+	if e == nil {
+		t.Fatal("the key is not held")
+	}
+	if unsafe.StringData(e.key) == unsafe.StringData(key) {
+		t.Error("the store holds the caller's string, not a copy")
+	}
+}
