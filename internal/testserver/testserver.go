@@ -1,0 +1,253 @@
+// Package testserver runs real redis-server and valkey-server processes for
+// tests: each on a free loopback port, without persistence, stopped when
+// the test ends. A test can also kill, pause, resume and restart a server
+// to see how a store behaves when its server fails.
+//
+// When the server's binary is not installed the test is skipped, unless the
+// environment sets SPIGOT_REQUIRE_SERVERS=1 (CI does), which makes it fail.
+package testserver
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A Kind names a server binary.
+type Kind string
+
+const (
+	Redis  Kind = "redis-server"
+	Valkey Kind = "valkey-server"
+)
+
+// Kinds lists every kind, for tests that run on each.
+var Kinds = []Kind{Redis, Valkey}
+
+// RequireEnv is the environment variable that turns a missing server binary
+// from a skip into a failure.
+const RequireEnv = "SPIGOT_REQUIRE_SERVERS"
+
+// Server is one running server process. Its methods are safe for
+// concurrent use.
+type Server struct {
+	Kind Kind
+	Addr string // 127.0.0.1:port
+
+	tb    testing.TB
+	dir   string
+	port  int
+	extra []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// Binary returns the path of kind's binary, or skips tb (fails it when
+// SPIGOT_REQUIRE_SERVERS=1) when it is not installed.
+func Binary(tb testing.TB, kind Kind) string {
+	tb.Helper()
+	path, err := exec.LookPath(string(kind))
+	if err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			tb.Fatalf("testserver: %s is not installed and %s=1", kind, RequireEnv)
+		}
+		tb.Skipf("testserver: %s is not installed (set %s=1 to fail instead)", kind, RequireEnv)
+	}
+	return path
+}
+
+// Start starts a server of kind on a free loopback port, waits until it
+// answers PING, and stops it when tb ends.
+func Start(tb testing.TB, kind Kind, extra ...string) *Server {
+	tb.Helper()
+	Binary(tb, kind)
+	s := &Server{Kind: kind, tb: tb, dir: tb.TempDir(), extra: extra}
+	var err error
+	for range 5 { // another process may take the free port before we bind it
+		if s.port, err = freePort(); err != nil {
+			break
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		if err = s.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatalf("testserver: %v", err)
+	}
+	tb.Cleanup(s.stop)
+	return s
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func (s *Server) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--loglevel", "warning",
+		"--logfile", "server.log",
+	}
+	cmd := exec.Command(string(s.Kind), append(args, s.extra...)...)
+	cmd.Dir = s.dir
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.Kind, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if Ping(s.Addr) == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			log, _ := os.ReadFile(s.dir + "/server.log")
+			return fmt.Errorf("%s on %s exited: %v\n%s", s.Kind, s.Addr, err, log)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			return fmt.Errorf("%s on %s did not answer PING within 10s", s.Kind, s.Addr)
+		}
+	}
+	s.mu.Lock()
+	s.cmd = cmd
+	s.mu.Unlock()
+	go func() { // reap, so that Kill and stop can wait for the exit
+		<-exited
+		s.mu.Lock()
+		if s.cmd == cmd {
+			s.cmd = nil
+		}
+		s.mu.Unlock()
+	}()
+	return nil
+}
+
+// Ping sends PING to the server at addr and checks for PONG.
+func Ping(addr string) error {
+	reply, err := Do(addr, "PING")
+	if err != nil {
+		return err
+	}
+	if reply != "PONG" {
+		return fmt.Errorf("PING answered %q", reply)
+	}
+	return nil
+}
+
+// Do sends one command to addr on a new connection and returns the first
+// line of the reply without its RESP type byte ("+OK" gives "OK", ":5"
+// gives "5"); an error reply is an error. It is for test set-up (SCRIPT
+// FLUSH, PTTL, DEBUG), not for traffic.
+func Do(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", fmt.Errorf("empty reply")
+	}
+	if line[0] == '-' {
+		return "", fmt.Errorf("%s", line[1:])
+	}
+	return line[1:], nil
+}
+
+// Do sends one command to the server; see the function Do.
+func (s *Server) Do(args ...string) (string, error) { return Do(s.Addr, args...) }
+
+// Kill stops the server at once with SIGKILL (it loses its data) and waits
+// for the process to end.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT) // a paused process must run to die
+	cmd.Process.Kill()
+	for range 1000 {
+		s.mu.Lock()
+		gone := s.cmd != cmd
+		s.mu.Unlock()
+		if gone {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.tb.Errorf("testserver: %s on %s did not exit after SIGKILL", s.Kind, s.Addr)
+}
+
+// Pause stops the server process with SIGSTOP: it keeps its connections
+// but answers nothing until Resume.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		s.tb.Errorf("testserver: %s on %s is not running", s.Kind, s.Addr)
+		return
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Errorf("testserver: signal %v: %v", sig, err)
+	}
+}
+
+// Restart kills the server if it runs and starts a fresh one, empty, on the
+// same port.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Kill()
+	var err error
+	for range 50 { // the port may linger briefly after the kill
+		if err = s.start(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.tb.Fatalf("testserver: restart: %v", err)
+}
+
+func (s *Server) stop() { s.Kill() }

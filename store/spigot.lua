@@ -1,0 +1,120 @@
+-- spigot's token bucket: the line-by-line twin of Bucket.Take (take.go).
+--
+-- KEYS[1]  the bucket's state: "tokens stamp scale", integers in the
+--          bucket's scaled units (see spigot.Bucket), stamp in µs
+-- ARGV[1]  capacity in tokens
+-- ARGV[2]  scale: units per token
+-- ARGV[3]  refill: units per µs
+-- ARGV[4]  cost in tokens, or "reset"
+-- ARGV[5]  now in µs since the epoch, or "" to read the server's TIME
+-- ARGV[6]  ms added to the key's TTL (0 with the server's clock)
+--
+-- Returns {allowed (0/1), remaining, retry_ms (-1: Never), reset_ms} for a
+-- cost, or 1/0 (the bucket was not full) for "reset".
+--
+-- Lua numbers are doubles: every integer here stays below 2^53 (NewBucket
+-- guarantees it), where doubles are exact; divisions go through math.fmod,
+-- which is exact, and numbers leave the script through string.format('%d')
+-- or an integer reply, never tostring.
+
+local capacity = tonumber(ARGV[1])
+local scale = tonumber(ARGV[2])
+local refill = tonumber(ARGV[3])
+local now = tonumber(ARGV[5])
+if not now then
+	if redis.replicate_commands then
+		redis.replicate_commands() -- TIME before a write, on Redis < 5
+	end
+	local t = redis.call('TIME')
+	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local max = capacity * scale
+
+-- quo returns a/b truncated toward zero, like Go's integer division.
+local function quo(a, b)
+	return (a - math.fmod(a, b)) / b
+end
+
+local function ceildiv(a, b)
+	local q = quo(a, b)
+	if q * b < a then
+		q = q + 1
+	end
+	return q
+end
+
+-- ceilms returns lag+us µs rounded up to the ms, or -1 (Never) past what a
+-- Go Duration holds.
+local function ceilms(lag, us)
+	if lag > 9223372036854 * 1000 - us then
+		return -1
+	end
+	return ceildiv(lag + us, 1000)
+end
+
+-- The state now: a missing key is a full bucket.
+local tokens, stamp = max, now
+local v = redis.call('GET', KEYS[1])
+if v then
+	local t, s, sc = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
+	t, s, sc = tonumber(t), tonumber(s), tonumber(sc)
+	if sc and sc > 0 then
+		if sc ~= scale then -- stored under another rate: whole tokens carry
+			local whole = quo(t, sc)
+			if whole >= capacity then
+				t = max
+			else
+				t = whole * scale
+			end
+		end
+		if t < 0 then
+			t = 0
+		elseif t > max then
+			t = max
+		end
+		tokens, stamp = t, s
+	end
+end
+if now > stamp then
+	local e = now - stamp
+	if e * refill >= max - tokens then
+		tokens = max
+	else
+		tokens = tokens + e * refill
+	end
+	stamp = now
+end
+local lag = stamp - now -- > 0 only when the clock stepped back
+
+if ARGV[4] == 'reset' then
+	redis.call('DEL', KEYS[1])
+	if tokens < max then
+		return 1
+	end
+	return 0
+end
+
+local cost = tonumber(ARGV[4])
+local allowed, retry, reset = 0, 0, 0
+if cost > capacity then
+	retry = -1
+elseif tokens >= cost * scale then
+	tokens = tokens - cost * scale
+	allowed = 1
+else
+	retry = ceilms(lag, ceildiv(cost * scale - tokens, refill))
+end
+if tokens < max then
+	reset = ceilms(lag, ceildiv(max - tokens, refill))
+end
+
+if reset == 0 then
+	redis.call('DEL', KEYS[1])
+else
+	local ttl = reset + tonumber(ARGV[6])
+	if reset < 0 then
+		ttl = 9223372036854 -- Never: keep it as long as a Duration holds
+	end
+	redis.call('SET', KEYS[1], string.format('%d %d %d', tokens, stamp, scale), 'PX', ttl)
+end
+return {allowed, quo(tokens, scale), retry, reset}

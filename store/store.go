@@ -1,0 +1,198 @@
+// Package store holds what every Redis-protocol store shares: the Lua
+// script that runs spigot's model on the server, the encoding of its
+// arguments, key naming, and the decoding of its replies. The stores
+// themselves are in its subpackages: redis (go-redis), valkey (valkey-go)
+// and rueidis; memory is the in-process store.
+//
+// The script (spigot.lua) is the line-by-line twin of spigot.Bucket.Take:
+// it keeps a key's State as the string "tokens stamp scale", touches only
+// that key, deletes it when the bucket is full and otherwise sets its TTL
+// to ResetAfter (never below 1 ms). By default it reads the server's TIME,
+// so every replica shares one clock.
+package store
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+)
+
+// Script is the Lua source of the token bucket, run with EVALSHA (and
+// EVAL after a NOSCRIPT reply) with one key, Key(...), and the arguments
+// of Args.Acquire or Args.Reset.
+//
+//go:embed spigot.lua
+var Script string
+
+// SHA1 is the hex SHA-1 of Script, its name for EVALSHA.
+var SHA1 = func() string {
+	sum := sha1.Sum([]byte(Script))
+	return hex.EncodeToString(sum[:])
+}()
+
+// DefaultPrefix starts the name of every key a store writes, unless the
+// store is given another with its WithPrefix option.
+const DefaultPrefix = "spigot:"
+
+// ClockTTLSlack is added to a key's TTL when a store takes the time from
+// the caller's clock (WithClock) rather than from the server: the TTL runs
+// on the server's clock, which the caller's does not follow, and a key
+// kept longer than ResetAfter is harmless (its state reads as full), while
+// a key dropped early would refill a bucket before its time.
+const ClockTTLSlack = time.Minute
+
+// Key returns the name of the state of key in bucket b: prefix + b.Name() +
+// ":" + key. Bucket names have no ':', so two buckets never share a key.
+// A {hash tag} in key decides the Redis Cluster slot.
+func Key(prefix string, b spigot.Bucket, key string) string {
+	return prefix + b.Name() + ":" + key
+}
+
+// Args builds the script's arguments. It formats a bucket's parameters
+// once and keeps them for the next request, so a request on a known bucket
+// formats only its cost and, with a caller's clock, the time. The zero
+// Args reads the server's clock. It is safe for concurrent use.
+type Args struct {
+	clock  clock.Clock // nil: the server's TIME
+	slack  string      // ARGV[6]
+	cached atomic.Pointer[map[spigot.Bucket]*[3]string]
+	mu     sync.Mutex // serializes additions to cached
+}
+
+// maxCached bounds the buckets Args remembers; past it, parameters are
+// formatted on every request.
+const maxCached = 256
+
+// NewArgs returns the arguments for a store that takes the time from c, or
+// from the server's TIME when c is nil.
+func NewArgs(c clock.Clock) *Args {
+	a := &Args{clock: c, slack: "0"}
+	if c != nil {
+		a.slack = strconv.FormatInt(ClockTTLSlack.Milliseconds(), 10)
+	}
+	return a
+}
+
+// Acquire returns ARGV for a request of cost tokens on b.
+func (a *Args) Acquire(b spigot.Bucket, cost int64) []string {
+	return a.argv(b, strconv.FormatInt(cost, 10))
+}
+
+// Reset returns ARGV for a reset of b.
+func (a *Args) Reset(b spigot.Bucket) []string { return a.argv(b, "reset") }
+
+func (a *Args) argv(b spigot.Bucket, op string) []string {
+	p := a.params(b)
+	now := ""
+	if a.clock != nil {
+		now = strconv.FormatInt(a.clock.Now().UnixMicro(), 10)
+	}
+	slack := a.slack
+	if slack == "" {
+		slack = "0"
+	}
+	return []string{p[0], p[1], p[2], op, now, slack}
+}
+
+func (a *Args) params(b spigot.Bucket) *[3]string {
+	if m := a.cached.Load(); m != nil {
+		if p, ok := (*m)[b]; ok {
+			return p
+		}
+	}
+	p := &[3]string{
+		strconv.FormatInt(b.Capacity(), 10),
+		strconv.FormatInt(b.Scale(), 10),
+		strconv.FormatInt(b.Refill(), 10),
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.cached.Load()
+	if old != nil && len(*old) >= maxCached {
+		return p
+	}
+	m := make(map[spigot.Bucket]*[3]string, 1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[b] = p
+	a.cached.Store(&m)
+	return p
+}
+
+// DecodeAcquire turns the script's reply to a request into an Admission.
+// The reply is what a client decodes from RESP: a slice of four integers
+// (int64; go-redis, valkey-go and rueidis all give that). Anything else,
+// or values the model cannot produce, is an error that names the problem.
+func DecodeAcquire(reply any) (spigot.Admission, error) {
+	vals, ok := reply.([]any)
+	if !ok {
+		return spigot.Admission{}, malformed(reply, "want an array of 4 integers, got %T", reply)
+	}
+	if len(vals) != 4 {
+		return spigot.Admission{}, malformed(reply, "want 4 integers, got %d values", len(vals))
+	}
+	var n [4]int64
+	for i, v := range vals {
+		x, ok := v.(int64)
+		if !ok {
+			return spigot.Admission{}, malformed(reply, "value %d is %T, want an integer", i+1, v)
+		}
+		n[i] = x
+	}
+	allowed, remaining, retry, reset := n[0], n[1], n[2], n[3]
+	const maxMs = int64(spigot.Never / time.Millisecond)
+	switch {
+	case allowed != 0 && allowed != 1:
+		return spigot.Admission{}, malformed(reply, "allowed is %d, want 0 or 1", allowed)
+	case remaining < 0:
+		return spigot.Admission{}, malformed(reply, "remaining is %d, want 0 or more", remaining)
+	case retry < -1 || retry > maxMs:
+		return spigot.Admission{}, malformed(reply, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
+	case reset < -1 || reset > maxMs:
+		return spigot.Admission{}, malformed(reply, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
+	case allowed == 1 && retry != 0:
+		return spigot.Admission{}, malformed(reply, "allowed with a retry-after of %d ms", retry)
+	case allowed == 0 && retry == 0:
+		return spigot.Admission{}, malformed(reply, "denied with no retry-after")
+	}
+	return spigot.Admission{
+		Allowed:    allowed == 1,
+		Remaining:  remaining,
+		RetryAfter: msDuration(retry),
+		ResetAfter: msDuration(reset),
+	}, nil
+}
+
+// DecodeReset turns the script's reply to a reset into whether the bucket
+// was not full: the integer 1 or 0.
+func DecodeReset(reply any) (bool, error) {
+	switch reply {
+	case int64(1):
+		return true, nil
+	case int64(0):
+		return false, nil
+	}
+	return false, malformed(reply, "want the integer 0 or 1")
+}
+
+func msDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return spigot.Never
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func malformed(reply any, format string, args ...any) error {
+	return fmt.Errorf("spigot: malformed reply from the script: %s: %.100v", fmt.Sprintf(format, args...), reply)
+}
