@@ -1,7 +1,10 @@
 -- spigot's token bucket: the line-by-line twin of Bucket.Take (take.go).
 --
--- KEYS[1]  the bucket's state: "tokens stamp scale", integers in the
---          bucket's scaled units (see spigot.Bucket), stamp in µs
+-- KEYS[1]  the bucket's state: "tokens stamp scale expires", integers:
+--          spigot.State (tokens in the bucket's scaled units, stamp in µs)
+--          and the µs at which the bucket is full again, after which the
+--          state counts as absent whatever the key's TTL (as in
+--          store/memory)
 -- ARGV[1]  capacity in tokens
 -- ARGV[2]  scale: units per token
 -- ARGV[3]  refill: units per µs
@@ -56,9 +59,9 @@ end
 local tokens, stamp = max, now
 local v = redis.call('GET', KEYS[1])
 if v then
-	local t, s, sc = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
-	t, s, sc = tonumber(t), tonumber(s), tonumber(sc)
-	if sc and sc > 0 then
+	local t, s, sc, exp = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+	t, s, sc, exp = tonumber(t), tonumber(s), tonumber(sc), tonumber(exp)
+	if sc and sc > 0 and now < exp then
 		if sc ~= scale then -- stored under another rate: whole tokens carry
 			local whole = quo(t, sc)
 			if whole >= capacity then
@@ -111,10 +114,11 @@ end
 if reset == 0 then
 	redis.call('DEL', KEYS[1])
 else
-	local ttl = reset + tonumber(ARGV[6])
-	if reset < 0 then
-		ttl = 9223372036854 -- Never: keep it as long as a Duration holds
+	local ms = reset
+	if ms < 0 then -- Never: keep it as long as a Duration holds
+		ms = 9223372036854
 	end
-	redis.call('SET', KEYS[1], string.format('%d %d %d', tokens, stamp, scale), 'PX', ttl)
+	local state = string.format('%d %d %d %d', tokens, stamp, scale, now + ms * 1000)
+	redis.call('SET', KEYS[1], state, 'PX', ms + tonumber(ARGV[6]))
 end
 return {allowed, quo(tokens, scale), retry, reset}

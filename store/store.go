@@ -5,8 +5,8 @@
 // and rueidis; memory is the in-process store.
 //
 // The script (spigot.lua) is the line-by-line twin of spigot.Bucket.Take:
-// it keeps a key's State as the string "tokens stamp scale", touches only
-// that key, deletes it when the bucket is full and otherwise sets its TTL
+// it keeps a key's State, and the instant its bucket is full again, as the
+// string "tokens stamp scale expires", touches only that key, deletes it when the bucket is full and otherwise sets its TTL
 // to ResetAfter (never below 1 ms). By default it reads the server's TIME,
 // so every replica shares one clock.
 package store
