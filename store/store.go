@@ -63,8 +63,20 @@ func Key(prefix string, b spigot.Bucket, key string) string {
 type Args struct {
 	clock  clock.Clock // nil: the server's TIME
 	slack  string      // ARGV[6]
-	cached atomic.Pointer[map[spigot.Bucket]*[3]string]
+	cached atomic.Pointer[map[spigot.Bucket]*params]
 	mu     sync.Mutex // serializes additions to cached
+}
+
+// Argv is the script's ARGV: capacity, scale, refill, cost or "reset", now
+// in µs or "" for the server's TIME, and the ms added to the key's TTL. It
+// is an array, not a slice, so that building one allocates nothing.
+type Argv [6]string
+
+// params are a bucket's ARGV[1..3], as strings and as interface values for
+// clients that take ...any (boxed once, here, rather than per request).
+type params struct {
+	s [3]string
+	v [3]any
 }
 
 // maxCached bounds the buckets Args remembers; past it, parameters are
@@ -82,36 +94,59 @@ func NewArgs(c clock.Clock) *Args {
 }
 
 // Acquire returns ARGV for a request of cost tokens on b.
-func (a *Args) Acquire(b spigot.Bucket, cost int64) []string {
+func (a *Args) Acquire(b spigot.Bucket, cost int64) Argv {
 	return a.argv(b, strconv.FormatInt(cost, 10))
 }
 
 // Reset returns ARGV for a reset of b.
-func (a *Args) Reset(b spigot.Bucket) []string { return a.argv(b, "reset") }
+func (a *Args) Reset(b spigot.Bucket) Argv { return a.argv(b, "reset") }
 
-func (a *Args) argv(b spigot.Bucket, op string) []string {
+func (a *Args) argv(b spigot.Bucket, op string) Argv {
 	p := a.params(b)
-	now := ""
-	if a.clock != nil {
-		now = strconv.FormatInt(a.clock.Now().UnixMicro(), 10)
-	}
-	slack := a.slack
-	if slack == "" {
-		slack = "0"
-	}
-	return []string{p[0], p[1], p[2], op, now, slack}
+	return Argv{p.s[0], p.s[1], p.s[2], op, a.now(), a.slackMs()}
 }
 
-func (a *Args) params(b spigot.Bucket) *[3]string {
+// AcquireAny is Acquire for clients that take arguments as ...any, such as
+// go-redis: the bucket's parameters come boxed from the cache, and the cost
+// is passed as an int64 for the client to format.
+func (a *Args) AcquireAny(b spigot.Bucket, cost int64) [6]any {
+	p := a.params(b)
+	return [6]any{p.v[0], p.v[1], p.v[2], cost, a.now(), a.slackMs()}
+}
+
+// ResetAny is Reset for clients that take arguments as ...any.
+func (a *Args) ResetAny(b spigot.Bucket) [6]any {
+	p := a.params(b)
+	return [6]any{p.v[0], p.v[1], p.v[2], "reset", a.now(), a.slackMs()}
+}
+
+func (a *Args) now() string {
+	if a.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(a.clock.Now().UnixMicro(), 10)
+}
+
+func (a *Args) slackMs() string {
+	if a.slack == "" { // the zero Args
+		return "0"
+	}
+	return a.slack
+}
+
+func (a *Args) params(b spigot.Bucket) *params {
 	if m := a.cached.Load(); m != nil {
 		if p, ok := (*m)[b]; ok {
 			return p
 		}
 	}
-	p := &[3]string{
+	p := &params{s: [3]string{
 		strconv.FormatInt(b.Capacity(), 10),
 		strconv.FormatInt(b.Scale(), 10),
 		strconv.FormatInt(b.Refill(), 10),
+	}}
+	for i, s := range p.s {
+		p.v[i] = s
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -119,7 +154,7 @@ func (a *Args) params(b spigot.Bucket) *[3]string {
 	if old != nil && len(*old) >= maxCached {
 		return p
 	}
-	m := make(map[spigot.Bucket]*[3]string, 1)
+	m := make(map[spigot.Bucket]*params, 1)
 	if old != nil {
 		for k, v := range *old {
 			m[k] = v
@@ -131,40 +166,82 @@ func (a *Args) params(b spigot.Bucket) *[3]string {
 }
 
 // DecodeAcquire turns the script's reply to a request into an Admission.
-// The reply is what a client decodes from RESP: a slice of four integers
-// (int64; go-redis, valkey-go and rueidis all give that). Anything else,
+// The reply is what a client decodes from RESP: a slice of four integers,
+// as []any of int64 (go-redis, and ToAny of valkey-go and rueidis) or
+// []int64. Anything else,
 // or values the model cannot produce, is an error that names the problem.
 func DecodeAcquire(reply any) (spigot.Admission, error) {
-	vals, ok := reply.([]any)
-	if !ok {
+	var n [4]int64
+	switch vals := reply.(type) {
+	case []int64:
+		if len(vals) != 4 {
+			return spigot.Admission{}, malformed(reply, "want 4 integers, got %d values", len(vals))
+		}
+		copy(n[:], vals)
+	case []any:
+		if len(vals) != 4 {
+			return spigot.Admission{}, malformed(reply, "want 4 integers, got %d values", len(vals))
+		}
+		for i, v := range vals {
+			x, ok := v.(int64)
+			if !ok {
+				return spigot.Admission{}, malformed(reply, "value %d is %T, want an integer", i+1, v)
+			}
+			n[i] = x
+		}
+	default:
 		return spigot.Admission{}, malformed(reply, "want an array of 4 integers, got %T", reply)
 	}
-	if len(vals) != 4 {
-		return spigot.Admission{}, malformed(reply, "want 4 integers, got %d values", len(vals))
+	return DecodeInts(n)
+}
+
+// IntMessage is a client's decoded RESP value that may be an integer, such
+// as *rueidis.RedisMessage and *valkey.ValkeyMessage.
+type IntMessage interface {
+	IsInt64() bool
+	AsInt64() (int64, error)
+}
+
+// Ints returns the four integers of a reply that is exactly an array of
+// four RESP integers, without allocating, and false for any other reply
+// (which the caller then hands to DecodeAcquire for an error that says what
+// came back).
+func Ints[M any, P interface {
+	*M
+	IntMessage
+}](msgs []M) (n [4]int64, ok bool) {
+	if len(msgs) != 4 {
+		return n, false
 	}
-	var n [4]int64
-	for i, v := range vals {
-		x, ok := v.(int64)
-		if !ok {
-			return spigot.Admission{}, malformed(reply, "value %d is %T, want an integer", i+1, v)
+	for i := range msgs {
+		m := P(&msgs[i])
+		if !m.IsInt64() {
+			return n, false
 		}
-		n[i] = x
+		n[i], _ = m.AsInt64()
 	}
+	return n, true
+}
+
+// DecodeInts is DecodeAcquire for a reply already read as four integers:
+// allowed, remaining, retry-after ms (-1 for Never), reset-after ms. It
+// rejects values the model cannot produce.
+func DecodeInts(n [4]int64) (spigot.Admission, error) {
 	allowed, remaining, retry, reset := n[0], n[1], n[2], n[3]
 	const maxMs = int64(spigot.Never / time.Millisecond)
 	switch {
 	case allowed != 0 && allowed != 1:
-		return spigot.Admission{}, malformed(reply, "allowed is %d, want 0 or 1", allowed)
+		return spigot.Admission{}, malformed(n, "allowed is %d, want 0 or 1", allowed)
 	case remaining < 0:
-		return spigot.Admission{}, malformed(reply, "remaining is %d, want 0 or more", remaining)
+		return spigot.Admission{}, malformed(n, "remaining is %d, want 0 or more", remaining)
 	case retry < -1 || retry > maxMs:
-		return spigot.Admission{}, malformed(reply, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
+		return spigot.Admission{}, malformed(n, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
 	case reset < -1 || reset > maxMs:
-		return spigot.Admission{}, malformed(reply, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
+		return spigot.Admission{}, malformed(n, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
 	case allowed == 1 && retry != 0:
-		return spigot.Admission{}, malformed(reply, "allowed with a retry-after of %d ms", retry)
+		return spigot.Admission{}, malformed(n, "allowed with a retry-after of %d ms", retry)
 	case allowed == 0 && retry == 0:
-		return spigot.Admission{}, malformed(reply, "denied with no retry-after")
+		return spigot.Admission{}, malformed(n, "denied with no retry-after")
 	}
 	return spigot.Admission{
 		Allowed:    allowed == 1,

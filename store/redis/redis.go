@@ -72,7 +72,7 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 	if err := b.Check(cost); err != nil {
 		return spigot.Admission{}, err
 	}
-	reply, err := s.run(ctx, b, key, s.args.Acquire(b, cost))
+	reply, err := s.run(ctx, b, key, s.args.AcquireAny(b, cost))
 	if err != nil {
 		return spigot.Admission{}, err
 	}
@@ -84,24 +84,27 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 	if err := b.Check(0); err != nil {
 		return false, err
 	}
-	reply, err := s.run(ctx, b, key, s.args.Reset(b))
+	reply, err := s.run(ctx, b, key, s.args.ResetAny(b))
 	if err != nil {
 		return false, err
 	}
 	return store.DecodeReset(reply)
 }
 
+// call is what one request hands go-redis, in one allocation: its keys and
+// args slices point into it.
+type call struct {
+	keys [1]string
+	args [6]any
+}
+
 // run sends the script with EVALSHA, and with EVAL only after an explicit
 // NOSCRIPT reply.
-func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv []string) (any, error) {
-	keys := []string{store.Key(s.prefix, b, key)}
-	args := make([]any, len(argv))
-	for i, a := range argv {
-		args[i] = a
-	}
-	reply, err := s.client.EvalSha(ctx, store.SHA1, keys, args...).Result()
+func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv [6]any) (any, error) {
+	c := &call{keys: [1]string{store.Key(s.prefix, b, key)}, args: argv}
+	reply, err := s.client.EvalSha(ctx, store.SHA1, c.keys[:], c.args[:]...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		reply, err = s.client.Eval(ctx, store.Script, keys, args...).Result()
+		reply, err = s.client.Eval(ctx, store.Script, c.keys[:], c.args[:]...).Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("spigot: redis: %w", err)

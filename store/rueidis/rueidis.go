@@ -1,0 +1,127 @@
+// Package rueidis is a spigot.Store on Redis (or Valkey, or any server that
+// speaks its protocol and runs Lua) through rueidis: the limit holds across
+// every replica of a service that shares the server, and concurrent callers
+// share the client's automatic pipelining, so many goroutines cost few
+// round trips.
+//
+// Each request is one EVALSHA of the shared script (package store), which
+// applies spigot's model to one key atomically on the server, with the
+// server's clock. It works with any rueidis.Client: a single server, a cluster
+// (put a {hash tag} in keys to choose their slot) or a primary found
+// through Sentinel. It uses neither dedicated connections nor blocking
+// commands, so its requests keep to the client's shared, automatically
+// pipelined connections (unless the client sets DisableAutoPipelining).
+//
+// A request is sent once. After a NOSCRIPT reply (a server restarted, or a
+// SCRIPT FLUSH) the script is sent again with EVAL, since the server ran
+// nothing; after an ambiguous failure, such as a timeout or a lost
+// connection, the error is returned and nothing is replayed, since the
+// server may have charged the request. The store does not mark its
+// commands retryable, and rueidis retries only commands so marked (and
+// read-only ones) after a network error, so it does not resend them
+// either, whatever ClientOption.DisableRetry says. rueidis does resend a
+// command that a server refused without running it (a MOVED or ASK
+// redirection in a cluster), which is harmless, and one whose connection
+// outlived ClientOption.ConnLifetime; leave ConnLifetime at zero, its
+// default, for strict accounting, since a command caught in flight on a
+// connection that expires and then fails can be sent twice.
+package rueidis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/rueidis"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/store"
+)
+
+var _ spigot.Store = (*Store)(nil)
+
+// Store is a spigot.Store on a rueidis client. It is safe for concurrent
+// use. It does not own the client: closing the client is the caller's
+// business. The zero Store is not usable; call New.
+type Store struct {
+	client rueidis.Client
+	prefix string
+	clock  clock.Clock
+	args   *store.Args
+}
+
+// An Option configures a Store.
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key the store writes (default
+// "spigot:"). A key's state is named prefix + bucket name + ":" + key.
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithClock makes the store pass the time from c to the script instead of
+// reading the server's TIME: for tests with clocktest, and for servers that
+// do not allow TIME in scripts. It gives up the single clock that the
+// server gives every replica: replicas whose clocks disagree then disagree
+// on how much a bucket has refilled (a clock that runs ahead refills early;
+// one that steps back refills nothing until it catches up). Keys then live
+// store.ClockTTLSlack longer than ResetAfter, since their TTL runs on the
+// server's clock.
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// New returns a store that keeps its state in the server behind client.
+func New(client rueidis.Client, opts ...Option) *Store {
+	s := &Store{client: client, prefix: store.DefaultPrefix}
+	for _, o := range opts {
+		o(s)
+	}
+	s.args = store.NewArgs(s.clock)
+	return s
+}
+
+// Acquire implements spigot.Store.
+func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	if err := b.Check(cost); err != nil {
+		return spigot.Admission{}, err
+	}
+	r, err := s.run(ctx, b, key, s.args.Acquire(b, cost))
+	if err != nil {
+		return spigot.Admission{}, err
+	}
+	if msgs, err := r.ToArray(); err == nil {
+		if n, ok := store.Ints(msgs); ok {
+			return store.DecodeInts(n)
+		}
+	}
+	// Not an array of integers: decode it as it is, for an error that
+	// says what came back.
+	reply, _ := r.ToAny()
+	return store.DecodeAcquire(reply)
+}
+
+// Reset implements spigot.Store, in one round trip.
+func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+	if err := b.Check(0); err != nil {
+		return false, err
+	}
+	r, err := s.run(ctx, b, key, s.args.Reset(b))
+	if err != nil {
+		return false, err
+	}
+	reply, _ := r.ToAny()
+	return store.DecodeReset(reply)
+}
+
+// run sends the script with EVALSHA, and with EVAL only after an explicit
+// NOSCRIPT reply. It returns the reply once the server answered it; a nil
+// reply is left for the decoder to reject.
+func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv store.Argv) (rueidis.RedisResult, error) {
+	k := store.Key(s.prefix, b, key)
+	c := s.client
+	r := c.Do(ctx, c.B().Evalsha().Sha1(store.SHA1).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+	if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
+		r = c.Do(ctx, c.B().Eval().Script(store.Script).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+	}
+	if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		return r, fmt.Errorf("spigot: rueidis: %w", err)
+	}
+	return r, nil
+}

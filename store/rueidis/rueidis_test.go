@@ -1,0 +1,378 @@
+package rueidis_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/alicebob/miniredis/v2/server"
+	"github.com/redis/rueidis"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/conformance"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
+	spigotrueidis "github.com/spigot-go/spigot/store/rueidis"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// client returns a client of miniredis or of a fake server at addr,
+// closed when t ends. Neither can track keys for client-side caching,
+// which the store does not use: rueidis needs DisableCache to connect.
+func client(t testing.TB, addr string) rueidis.Client {
+	t.Helper()
+	return newClient(t, rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+}
+
+// newClient returns a client with options o, closed when t ends.
+func newClient(t testing.TB, o rueidis.ClientOption) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(o)
+	if err != nil {
+		t.Fatalf("rueidis.NewClient(%v): %v", o.InitAddress, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// serverClient returns a client of a real server with rueidis' default
+// options, as an application would have.
+func serverClient(t testing.TB, srv *testserver.Server) rueidis.Client {
+	t.Helper()
+	return newClient(t, rueidis.ClientOption{InitAddress: []string{srv.Addr}})
+}
+
+func TestConformanceMiniredis(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+		return spigotrueidis.New(client(t, miniredis.RunT(t).Addr()), spigotrueidis.WithClock(clk))
+	})
+}
+
+func TestConformanceServers(t *testing.T) {
+	for _, kind := range testserver.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := testserver.Start(t, kind)
+			c := serverClient(t, srv)
+			t.Run("fake-clock", func(t *testing.T) {
+				conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+					return spigotrueidis.New(c, spigotrueidis.WithClock(clk), spigotrueidis.WithPrefix(t.Name()+":"))
+				})
+			})
+			t.Run("server-time", func(t *testing.T) {
+				conformance.RunRealTime(t, func(t *testing.T) spigot.Store { return spigotrueidis.New(c) })
+			})
+		})
+	}
+}
+
+// step is one request at t0+at: a cost, or a reset when reset is set.
+type step struct {
+	at    time.Duration
+	cost  int64
+	reset bool
+	flush bool // SCRIPT FLUSH before the request
+	want  spigot.Admission
+	wasOK bool // Reset's result
+}
+
+// run plays steps on s, moving clk, and fails on any error.
+func run(t *testing.T, s spigot.Store, clk *clocktest.Clock, b spigot.Bucket, steps []step, flush func()) {
+	t.Helper()
+	for i, st := range steps {
+		clk.Set(t0.Add(st.at))
+		if st.flush {
+			flush()
+		}
+		if st.reset {
+			got, err := s.Reset(t.Context(), b, "k")
+			if err != nil || got != st.wasOK {
+				t.Fatalf("step %d: Reset = %v, %v; want %v, nil", i, got, err, st.wasOK)
+			}
+			continue
+		}
+		got, err := s.Acquire(t.Context(), b, "k", st.cost)
+		if err != nil || got != st.want {
+			t.Fatalf("step %d: Acquire(cost %d) = %+v, %v; want %+v, nil", i, st.cost, got, err, st.want)
+		}
+	}
+}
+
+// A denial is a result, not an error, in either protocol.
+func TestDenialIsNotAnError(t *testing.T) {
+	for _, resp2 := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resp2=%v", resp2), func(t *testing.T) {
+			clk := clocktest.New(t0)
+			c := newClient(t, rueidis.ClientOption{InitAddress: []string{miniredis.RunT(t).Addr()}, DisableCache: true, AlwaysRESP2: resp2})
+			s := spigotrueidis.New(c, spigotrueidis.WithClock(clk))
+			b := spigot.MustBucket("deny", 2, spigot.Per(1, 10*time.Second))
+			run(t, s, clk, b, []step{
+				{at: 0, cost: 2, want: spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 0, cost: 1, want: spigot.Admission{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second}},
+				{at: 4 * time.Second, cost: 1, want: spigot.Admission{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
+				{at: 4 * time.Second, cost: 3, want: spigot.Admission{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second}},
+				{at: 10 * time.Second, cost: 1, want: spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 10 * time.Second, reset: true, wasOK: true},
+				{at: 10 * time.Second, reset: true, wasOK: false},
+			}, nil)
+		})
+	}
+}
+
+// A SCRIPT FLUSH between requests costs no request an error, and the
+// request that meets NOSCRIPT is charged once.
+func TestScriptFlush(t *testing.T) {
+	for _, kind := range testserver.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := testserver.Start(t, kind)
+			c := serverClient(t, srv)
+			clk := clocktest.New(t0)
+			s := spigotrueidis.New(c, spigotrueidis.WithClock(clk))
+			flush := func() {
+				t.Helper()
+				if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+					t.Fatalf("SCRIPT FLUSH: %v", err)
+				}
+				if loaded(t, c) {
+					t.Fatal("the script is still loaded after SCRIPT FLUSH")
+				}
+			}
+			const h = time.Hour
+			b := spigot.MustBucket("flush", 5, spigot.PerHour(1))
+			run(t, s, clk, b, []step{
+				{cost: 1, want: spigot.Admission{Allowed: true, Remaining: 4, ResetAfter: 1 * h}},
+				{cost: 1, flush: true, want: spigot.Admission{Allowed: true, Remaining: 3, ResetAfter: 2 * h}},
+				{cost: 1, want: spigot.Admission{Allowed: true, Remaining: 2, ResetAfter: 3 * h}},
+				{cost: 3, flush: true, want: spigot.Admission{Remaining: 2, RetryAfter: 1 * h, ResetAfter: 3 * h}},
+				{reset: true, flush: true, wasOK: true},
+				{cost: 0, flush: true, want: spigot.Admission{Allowed: true, Remaining: 5}},
+			}, flush)
+			if !loaded(t, c) {
+				t.Error("the script is not loaded again after the NOSCRIPT reply")
+			}
+		})
+	}
+}
+
+// loaded reports whether the server has the script.
+func loaded(t *testing.T, c rueidis.Client) bool {
+	t.Helper()
+	got, err := c.Do(t.Context(), c.B().ScriptExists().Sha1(store.SHA1).Build()).AsIntSlice()
+	if err != nil || len(got) != 1 {
+		t.Fatalf("SCRIPT EXISTS = %v, %v", got, err)
+	}
+	return got[0] == 1
+}
+
+// The store neither closes the client nor offers to.
+func TestDoesNotCloseClient(t *testing.T) {
+	c := client(t, miniredis.RunT(t).Addr())
+	b := spigot.MustBucket("owner", 1, spigot.PerHour(1))
+	func() {
+		s := spigotrueidis.New(c)
+		if _, ok := any(s).(io.Closer); ok {
+			t.Error("Store has a Close method: it must not own the client")
+		}
+		if _, err := s.Acquire(t.Context(), b, "k", 1); err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+	}()
+	runtime.GC() // a finalizer that closed the client would run now
+	runtime.GC()
+	if err := c.Do(t.Context(), c.B().Ping().Build()).Error(); err != nil {
+		t.Fatalf("PING after the store is dropped: %v", err)
+	}
+	s := spigotrueidis.New(c)
+	if a, err := s.Acquire(t.Context(), b, "k", 1); err != nil || a.Allowed {
+		t.Fatalf("Acquire on the same client after the first store = %+v, %v; want a denial", a, err)
+	}
+}
+
+// A server that goes away gives errors that say where they come from and
+// wrap the client's; a restarted server is served again, with the script
+// loaded anew and its state lost.
+func TestServerDown(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis)
+	s := spigotrueidis.New(serverClient(t, srv))
+	b := spigot.MustBucket("down", 3, spigot.PerHour(1))
+	if a, err := s.Acquire(t.Context(), b, "k", 1); err != nil || !a.Allowed || a.Remaining != 2 {
+		t.Fatalf("Acquire before the kill = %+v, %v; want allowed, Remaining 2", a, err)
+	}
+	srv.Kill()
+	for i, call := range []func() error{
+		func() error { _, err := s.Acquire(t.Context(), b, "k", 1); return err },
+		func() error { _, err := s.Reset(t.Context(), b, "k"); return err },
+		func() error { _, err := s.Acquire(t.Context(), b, "k", 1); return err },
+	} {
+		err := call()
+		if err == nil {
+			t.Fatalf("call %d on a killed server: no error", i)
+		}
+		inner := errors.Unwrap(err)
+		if !strings.HasPrefix(err.Error(), "spigot: rueidis: ") || inner == nil || err.Error() != "spigot: rueidis: "+inner.Error() {
+			t.Errorf("call %d on a killed server: error %q (wrapping %v); want \"spigot: rueidis: \" and the client's error", i, err, inner)
+		}
+		if errors.Is(err, spigot.ErrInvalidBucket) || errors.Is(err, spigot.ErrInvalidCost) {
+			t.Errorf("call %d on a killed server: error %v matches an input error", i, err)
+		}
+	}
+	srv.Restart()
+	// The client may first use a connection from before the restart and
+	// get an error (not retried: the store never replays); the next call
+	// reconnects. The state is lost with the old server.
+	for i := 0; ; i++ {
+		a, err := s.Acquire(t.Context(), b, "k", 1)
+		if err == nil {
+			if want := int64(2 - i); !a.Allowed || a.Remaining < want {
+				t.Fatalf("Acquire %d after the restart = %+v; want allowed, Remaining at least %d (the state is lost)", i, a, want)
+			}
+			break
+		}
+		if !strings.HasPrefix(err.Error(), "spigot: rueidis: ") || i == 2 {
+			t.Fatalf("Acquire %d after the restart: %v", i, err)
+		}
+	}
+}
+
+// fake is a server that answers EVALSHA and EVAL as a test says and counts
+// them.
+type fake struct {
+	evalsha, eval atomic.Int32
+}
+
+func startFake(t *testing.T, evalsha, eval func(*server.Peer)) (*fake, string) {
+	t.Helper()
+	srv, err := server.NewServer("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	f := &fake{}
+	if eval == nil {
+		eval = func(p *server.Peer) { p.WriteError("ERR the test sends no EVAL") }
+	}
+	srv.Register("EVALSHA", func(p *server.Peer, _ string, _ []string) { f.evalsha.Add(1); evalsha(p) })
+	srv.Register("EVAL", func(p *server.Peer, _ string, _ []string) { f.eval.Add(1); eval(p) })
+	return f, srv.Addr().String()
+}
+
+func ints(ns ...int) func(*server.Peer) {
+	return func(p *server.Peer) {
+		p.WriteLen(len(ns))
+		for _, n := range ns {
+			p.WriteInt(n)
+		}
+	}
+}
+
+// The store sends EVAL only after NOSCRIPT, never resends a request whose
+// fate is unknown, and names what is wrong with a reply it cannot decode.
+func TestReplies(t *testing.T) {
+	noscript := func(p *server.Peer) { p.WriteError("NOSCRIPT No matching script. Please use EVAL.") }
+	hangUp := func(p *server.Peer) { p.Close() }
+	for _, c := range []struct {
+		name           string
+		evalsha, eval  func(*server.Peer)
+		want           spigot.Admission
+		err            string // the error's start; "" for none
+		sends, evals   int32
+		wrapsServerErr bool
+	}{
+		{name: "ok", evalsha: ints(1, 4, 0, 3600000), want: spigot.Admission{Allowed: true, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
+		{name: "noscript", evalsha: noscript, eval: ints(0, 300, 1500, 3600000), want: spigot.Admission{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour}, sends: 1, evals: 1},
+		{name: "noscript-twice", evalsha: noscript, eval: noscript, err: "spigot: rueidis: NOSCRIPT", sends: 1, evals: 1, wrapsServerErr: true},
+		{name: "other-error", evalsha: func(p *server.Peer) { p.WriteError("BUSY Redis is busy running a script") }, err: "spigot: rueidis: BUSY", sends: 1, wrapsServerErr: true},
+		{name: "hang-up", evalsha: hangUp, err: "spigot: rueidis: ", sends: 1},
+		{name: "hang-up-after-noscript", evalsha: noscript, eval: hangUp, err: "spigot: rueidis: ", sends: 1, evals: 1},
+		{name: "nil", evalsha: func(p *server.Peer) { p.WriteNull() }, err: "spigot: malformed reply from the script: want an array of 4 integers, got <nil>", sends: 1},
+		{name: "short", evalsha: ints(1, 4, 0), err: "spigot: malformed reply from the script: want 4 integers, got 3 values", sends: 1},
+		{name: "string", evalsha: func(p *server.Peer) { p.WriteBulk("1 4 0 0") }, err: "spigot: malformed reply from the script: want an array of 4 integers, got string", sends: 1},
+		{name: "string-in-array", evalsha: func(p *server.Peer) { p.WriteStrings([]string{"1", "4", "0", "0"}) }, err: "spigot: malformed reply from the script: value 1 is string, want an integer", sends: 1},
+		{name: "impossible", evalsha: ints(1, 4, 7, 0), err: "spigot: malformed reply from the script: allowed with a retry-after of 7 ms", sends: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, addr := startFake(t, c.evalsha, c.eval)
+			s := spigotrueidis.New(client(t, addr))
+			b := spigot.MustBucket("fake", 5, spigot.PerHour(1))
+			// A bound, so that a store that resends forever fails rather than hangs.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			got, err := s.Acquire(ctx, b, "k", 1)
+			switch {
+			case c.err == "" && (err != nil || got != c.want):
+				t.Errorf("Acquire = %+v, %v; want %+v, nil", got, err, c.want)
+			case c.err != "" && (err == nil || !strings.HasPrefix(err.Error(), c.err) || got != spigot.Admission{}):
+				t.Errorf("Acquire = %+v, %v; want the zero Admission and an error starting %q", got, err, c.err)
+			}
+			if _, ok := rueidis.IsRedisErr(errors.Unwrap(err)); ok != c.wrapsServerErr {
+				t.Errorf("error %v wraps a *rueidis.RedisError: %v, want %v", err, ok, c.wrapsServerErr)
+			}
+			if n, m := f.evalsha.Load(), f.eval.Load(); n != c.sends || m != c.evals {
+				t.Errorf("the server got %d EVALSHA and %d EVAL, want %d and %d", n, m, c.sends, c.evals)
+			}
+		})
+	}
+}
+
+// BenchmarkAcquire compares the store with the same EVALSHA sent through
+// the client directly (the same script, key and arguments, decoded with
+// ToAny): the difference is what spigot's layer costs. Run it with
+// SPIGOT_REQUIRE_SERVERS=1 go test -run - -bench . -benchmem.
+func BenchmarkAcquire(b *testing.B) {
+	srv := testserver.Start(b, testserver.Redis)
+	c := serverClient(b, srv)
+	ctx := context.Background()
+	bucket := spigot.MustBucket("bench", 1_000_000, spigot.PerSecond(100_000))
+	s := spigotrueidis.New(c)
+	key := store.Key(store.DefaultPrefix, bucket, "k")
+	argv := store.NewArgs(nil).Acquire(bucket, 1)
+	if _, err := s.Acquire(ctx, bucket, "k", 1); err != nil { // loads the script
+		b.Fatal(err)
+	}
+	for _, impl := range []struct {
+		name string
+		call func() error
+	}{
+		{"raw-evalsha", func() error {
+			_, err := c.Do(ctx, c.B().Evalsha().Sha1(store.SHA1).Numkeys(1).Key(key).Arg(argv[:]...).Build()).ToAny()
+			return err
+		}},
+		{"store", func() error {
+			_, err := s.Acquire(ctx, bucket, "k", 1)
+			return err
+		}},
+	} {
+		for _, per := range []int{0, max(1, 64/runtime.GOMAXPROCS(0))} { // goroutines per P; 0: the benchmark's own
+			g := max(1, per*runtime.GOMAXPROCS(0))
+			b.Run(fmt.Sprintf("impl=%s/goroutines=%d", impl.name, g), func(b *testing.B) {
+				b.ReportAllocs()
+				if per == 0 {
+					for b.Loop() {
+						if err := impl.call(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return
+				}
+				b.SetParallelism(per)
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := impl.call(); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
