@@ -270,6 +270,11 @@ func msDuration(ms int64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
+// malformed describes a bad reply, showing at most its first 100 bytes.
 func malformed(reply any, format string, args ...any) error {
-	return fmt.Errorf("spigot: malformed reply from the script: %s: %.100v", fmt.Sprintf(format, args...), reply)
+	shown := fmt.Sprint(reply)
+	if len(shown) > 100 {
+		shown = shown[:100] + "…"
+	}
+	return fmt.Errorf("spigot: malformed reply from the script: %s: %s", fmt.Sprintf(format, args...), shown)
 }

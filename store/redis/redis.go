@@ -12,8 +12,15 @@
 // SCRIPT FLUSH) the script is sent again with EVAL, since the server ran
 // nothing; after an ambiguous failure, such as a timeout, the error is
 // returned and nothing is replayed, since the server may have charged the
-// request. go-redis itself retries a command after some network errors
-// (Options.MaxRetries); set MaxRetries to -1 for strict accounting.
+// request. Two go-redis defaults matter for exact accounting, so set both
+// in the client's Options:
+//
+//   - MaxRetries: -1. By default go-redis resends a command after some
+//     network errors, such as a connection lost after the request went
+//     out, so one request could be charged up to 1+MaxRetries times.
+//   - ContextTimeoutEnabled: true. By default go-redis bounds a command by
+//     ReadTimeout (3 s) and ignores the context's deadline, so a caller's
+//     deadline of 50 ms could wait seconds for a stuck server.
 package redis
 
 import (

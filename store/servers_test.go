@@ -1,0 +1,1152 @@
+package store_test
+
+// The real-server suite of every Redis-protocol store: each row of
+// protoStores runs on redis-server 7 and valkey-server 8 (and, for the
+// differential, on miniredis). conformance.Run and RunRealTime check the
+// model for each store in its own package; this file checks what needs a
+// server or the memory store beside it: that the script is Take's exact
+// twin, that key TTLs follow ResetAfter, and how a store behaves under
+// concurrency, clock skew, SCRIPT FLUSH, a restart, a bad reply and a
+// timeout.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+	rueidisgo "github.com/redis/rueidis"
+	valkeygo "github.com/valkey-io/valkey-go"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
+	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
+	"github.com/spigot-go/spigot/store/rueidis"
+	"github.com/spigot-go/spigot/store/valkey"
+)
+
+// A protoStore is a Redis-protocol store under test.
+type protoStore struct {
+	name string
+	// new connects a new client of the store's library to the server at
+	// addr, closes it when t ends, and returns a store on it with opts.
+	new func(t *testing.T, addr string, opts storeOpts) spigot.Store
+}
+
+// storeOpts are the options every Redis-protocol store takes.
+type storeOpts struct {
+	clock  clock.Clock // WithClock when not nil; the server's TIME otherwise
+	prefix string      // WithPrefix when not ""
+}
+
+// options turns opts into a store package's own options.
+func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix func(string) O) []O {
+	var o []O
+	if opts.clock != nil {
+		o = append(o, withClock(opts.clock))
+	}
+	if opts.prefix != "" {
+		o = append(o, withPrefix(opts.prefix))
+	}
+	return o
+}
+
+// protoStores lists every Redis-protocol store. Each client is built as
+// its store's documentation advises for exact accounting.
+var protoStores = []protoStore{
+	{"go-redis", func(t *testing.T, addr string, opts storeOpts) spigot.Store {
+		c := goredis.NewClient(&goredis.Options{
+			Addr: addr,
+			// go-redis resends a command after some network errors, such as
+			// a connection lost after the request went out (a request could
+			// be charged up to 1+MaxRetries times), and by default bounds a
+			// command by ReadTimeout rather than by the context's deadline.
+			MaxRetries:            -1,
+			ContextTimeoutEnabled: true,
+		})
+		t.Cleanup(func() { c.Close() })
+		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix)...)
+	}},
+	{"valkey-go", func(t *testing.T, addr string, opts storeOpts) spigot.Store {
+		c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return valkey.New(c, options(opts, valkey.WithClock, valkey.WithPrefix)...)
+	}},
+	{"rueidis", func(t *testing.T, addr string, opts storeOpts) spigot.Store {
+		c, err := rueidisgo.NewClient(rueidisgo.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return rueidis.New(c, options(opts, rueidis.WithClock, rueidis.WithPrefix)...)
+	}},
+}
+
+// A serverCase is a test of a store on a running server.
+type serverCase struct {
+	name string
+	f    func(t *testing.T, ps protoStore, srv *testserver.Server)
+}
+
+var serverCases = []serverCase{
+	{"differential", testDifferentialServer},
+	{"ttl-follows-reset-after", testTTL},
+	{"full-bucket-leaves-no-key", testFullBucketNoKey},
+	{"key-gone-when-full-again", testKeyGoneWhenFull},
+	{"sub-second-rate", testSubSecondRate},
+	{"concurrent-one-key", testConcurrentOneKey},
+	{"config-change", testConfigChange},
+	{"clock-skew", testClockSkew},
+	{"script-flush-under-load", testScriptFlush},
+	{"restart", testRestart},
+}
+
+// TestServers runs every serverCase for every store on one server of each
+// kind. Cases tell their data apart by their key prefix; they run one at a
+// time, since some of them (SCRIPT FLUSH) touch the whole server.
+func TestServers(t *testing.T) {
+	for _, kind := range testserver.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := testserver.Start(t, kind)
+			for _, ps := range protoStores {
+				t.Run(ps.name, func(t *testing.T) {
+					for _, c := range serverCases {
+						t.Run(c.name, func(t *testing.T) { c.f(t, ps, srv) })
+					}
+				})
+			}
+		})
+	}
+}
+
+// prefix returns a key prefix of t's own.
+func prefix(t *testing.T) string { return t.Name() + ":" }
+
+func acquire(t testing.TB, s spigot.Store, b spigot.Bucket, key string, cost int64) spigot.Admission {
+	t.Helper()
+	a, err := s.Acquire(context.Background(), b, key, cost)
+	if err != nil {
+		t.Fatalf("Acquire(%v, %q, %d): %v", b, key, cost, err)
+	}
+	return a
+}
+
+// pttl returns the PTTL of key on the server at addr: -2 when the key does
+// not exist, -1 when it has no TTL.
+func pttl(t testing.TB, addr, key string) int64 {
+	t.Helper()
+	reply, err := testserver.Do(addr, "PTTL", key)
+	if err != nil {
+		t.Fatalf("PTTL %s: %v", key, err)
+	}
+	n, err := strconv.ParseInt(reply, 10, 64)
+	if err != nil {
+		t.Fatalf("PTTL %s = %q: %v", key, reply, err)
+	}
+	return n
+}
+
+func exists(t testing.TB, addr, key string) bool {
+	t.Helper()
+	reply, err := testserver.Do(addr, "EXISTS", key)
+	if err != nil {
+		t.Fatalf("EXISTS %s: %v", key, err)
+	}
+	return reply == "1"
+}
+
+func show(a spigot.Admission) string {
+	retry := a.RetryAfter.String()
+	if a.RetryAfter == spigot.Never {
+		retry = "Never"
+	}
+	return fmt.Sprintf("{Allowed %v, Remaining %d, RetryAfter %s, ResetAfter %v}", a.Allowed, a.Remaining, retry, a.ResetAfter)
+}
+
+// The differential: the same random operation sequences on the memory
+// store and on a Redis-protocol store, with one fake clock, give the same
+// Admissions and Reset results, field by field.
+
+// t0 is where the differential's fake clocks start.
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// diffOp is one step of a differential sequence: the clock moves by step,
+// then a request of cost on key of bucket (or a reset of it).
+type diffOp struct {
+	step   time.Duration
+	bucket spigot.Bucket
+	key    string
+	cost   int64
+	reset  bool
+	retry  bool // a repeat of the previous request exactly its RetryAfter later
+}
+
+func (op diffOp) String() string {
+	what := fmt.Sprintf("Acquire(%q, %d)", op.key, op.cost)
+	if op.reset {
+		what = fmt.Sprintf("Reset(%q)", op.key)
+	}
+	return fmt.Sprintf("clock %+v, %v %s", op.step, op.bucket, what)
+}
+
+// diffRates are the configs a sequence's buckets are drawn from, besides
+// random ones: rates that do not divide a second evenly, sub-millisecond
+// and slow ones, and capacity 0.
+var diffRates = []struct {
+	capacity int64
+	rate     spigot.Rate
+}{
+	{5, spigot.PerSecond(3)},
+	{10, spigot.Per(7, 10*time.Second)},
+	{13, spigot.Per(10, 13*time.Second)},
+	{3, spigot.Per(1, 3*time.Second)},
+	{20, spigot.Per(1, 3*time.Second)},
+	{1000, spigot.Per(1000, time.Millisecond)},
+	{1, spigot.Per(1, time.Millisecond)},
+	{2, spigot.Per(1, 20*time.Millisecond)},
+	{0, spigot.PerSecond(3)},
+	{7, spigot.PerHour(1)},
+}
+
+// diffGen generates a sequence: bucket "d" changes its config now and
+// then (a deploy under the same name), bucket "e" keeps one.
+type diffGen struct {
+	rng     *rand.Rand
+	forward bool // never step the clock back
+	d       []spigot.Bucket
+	cur     int // d's config now
+	e       spigot.Bucket
+	prev    diffOp
+	prevA   spigot.Admission
+	hasPrev bool
+}
+
+func newDiffGen(seed uint64, forward bool) *diffGen {
+	g := &diffGen{rng: rand.New(rand.NewPCG(seed, seed^0x5b16a7)), forward: forward}
+	for range 1 + g.rng.IntN(3) {
+		g.d = append(g.d, g.bucket("d"))
+	}
+	g.e = g.bucket("e")
+	return g
+}
+
+func (g *diffGen) bucket(name string) spigot.Bucket {
+	if g.rng.IntN(3) > 0 {
+		c := diffRates[g.rng.IntN(len(diffRates))]
+		return spigot.MustBucket(name, c.capacity, c.rate)
+	}
+	for {
+		period := time.Duration(1+g.rng.Int64N(20_000_000)) * time.Microsecond
+		b, err := spigot.NewBucket(name, g.rng.Int64N(50), spigot.Per(1+g.rng.Int64N(20), period))
+		if err == nil {
+			return b
+		}
+	}
+}
+
+// next returns the next operation, given the result of the previous one.
+func (g *diffGen) next() diffOp {
+	r := g.rng
+	p, pa := g.prev, g.prevA
+	if g.hasPrev && !p.reset && !pa.Allowed && pa.RetryAfter != spigot.Never && r.IntN(4) == 0 {
+		p.step, p.retry = pa.RetryAfter, true // the retry the denial promised
+		return p
+	}
+	var op diffOp
+	if r.IntN(10) < 7 {
+		if r.IntN(7) == 0 {
+			g.cur = r.IntN(len(g.d))
+		}
+		op.bucket = g.d[g.cur]
+	} else {
+		op.bucket = g.e
+	}
+	op.key = []string{"a", "b", "", "{t}c"}[r.IntN(4)]
+	c := op.bucket.Capacity()
+	switch r.IntN(10) {
+	case 0:
+		op.cost = 0
+	case 1:
+		op.cost = c
+	case 2:
+		op.cost = c + 1
+	case 3:
+		op.cost = []int64{1 << 40, math.MaxInt64}[r.IntN(2)]
+	case 4, 5, 6:
+		op.cost = 1
+	default:
+		op.cost = r.Int64N(c + 1)
+	}
+	op.reset = r.IntN(20) == 0
+	perToken := op.bucket.Rate().Period / time.Duration(op.bucket.Rate().Tokens)
+	switch r.IntN(14) {
+	case 0, 1:
+		op.step = 0
+	case 2:
+		op.step = time.Microsecond
+	case 3:
+		op.step = time.Duration(1 + r.Int64N(999)) // under a µs: truncated away, or not
+	case 4:
+		if g.hasPrev && pa.RetryAfter > 0 && pa.RetryAfter != spigot.Never {
+			op.step = pa.RetryAfter - time.Microsecond // just short of a retry
+		}
+	case 5:
+		if g.hasPrev && pa.ResetAfter != spigot.Never {
+			op.step = pa.ResetAfter // full again, exactly
+		}
+	case 6, 7:
+		if !g.forward {
+			op.step = -time.Duration(1+r.Int64N(2_000_000)) * time.Microsecond // the clock steps back
+		}
+	case 8:
+		op.step = time.Duration(1+r.Int64N(48)) * time.Hour
+	default:
+		op.step = time.Duration(r.Int64N(int64(2*perToken) + 1))
+	}
+	return op
+}
+
+// record tells the generator the result of op.
+func (g *diffGen) record(op diffOp, a spigot.Admission) {
+	g.prev, g.prevA, g.hasPrev = op, a, true
+}
+
+// differential runs the sequence of seed, steps long, on a memory store
+// and on remote, both on clk.
+//
+// setTime, if not nil, runs after each clock move, to set a server's
+// clock, which then never steps back: once a server's clock has passed a
+// key's expiry, whether a step back finds the key again depends on when
+// the server evicted it, and the memory store, which keeps expiry in the
+// clock's terms, cannot follow that. check, if not nil, runs after each
+// request with remote's result.
+func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, remote spigot.Store,
+	setTime func(), check func(step int, op diffOp, a spigot.Admission)) {
+	t.Helper()
+	ctx := context.Background()
+	mem := memory.New(memory.WithClock(clk))
+	g := newDiffGen(seed, setTime != nil)
+	var history []string
+	fail := func(step int, format string, args ...any) {
+		t.Helper()
+		n := max(0, len(history)-8)
+		t.Fatalf("seed %d, step %d: %s\n(buckets d %v, e %v; the last steps:\n%s)",
+			seed, step, fmt.Sprintf(format, args...), g.d, g.e, strings.Join(history[n:], "\n"))
+	}
+	for i := range steps {
+		op := g.next()
+		clk.Advance(op.step)
+		if setTime != nil {
+			setTime()
+		}
+		history = append(history, fmt.Sprintf("  step %d at %s: %v", i, clk.Now().Format("15:04:05.000000"), op))
+		if op.reset {
+			mr, merr := mem.Reset(ctx, op.bucket, op.key)
+			rr, rerr := remote.Reset(ctx, op.bucket, op.key)
+			if merr != nil || rerr != nil || mr != rr {
+				fail(i, "%v: memory %v, %v; remote %v, %v", op, mr, merr, rr, rerr)
+			}
+			history[len(history)-1] += fmt.Sprintf(" = %v", rr)
+			g.record(op, spigot.Admission{})
+			continue
+		}
+		ma, merr := mem.Acquire(ctx, op.bucket, op.key, op.cost)
+		ra, rerr := remote.Acquire(ctx, op.bucket, op.key, op.cost)
+		switch {
+		case merr != nil || rerr != nil:
+			fail(i, "%v: memory error %v; remote error %v", op, merr, rerr)
+		case ma.Allowed != ra.Allowed:
+			fail(i, "%v: Allowed: memory %v, remote %v\n  memory %s\n  remote %s", op, ma.Allowed, ra.Allowed, show(ma), show(ra))
+		case ma.Remaining != ra.Remaining:
+			fail(i, "%v: Remaining: memory %d, remote %d\n  memory %s\n  remote %s", op, ma.Remaining, ra.Remaining, show(ma), show(ra))
+		case ma.RetryAfter != ra.RetryAfter:
+			fail(i, "%v: RetryAfter: memory %v, remote %v\n  memory %s\n  remote %s", op, ma.RetryAfter, ra.RetryAfter, show(ma), show(ra))
+		case ma.ResetAfter != ra.ResetAfter:
+			fail(i, "%v: ResetAfter: memory %v, remote %v\n  memory %s\n  remote %s", op, ma.ResetAfter, ra.ResetAfter, show(ma), show(ra))
+		case op.retry && !ra.Allowed:
+			fail(i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", op, show(ra))
+		}
+		history[len(history)-1] += " = " + show(ra)
+		if check != nil {
+			check(i, op, ra)
+		}
+		g.record(op, ra)
+	}
+}
+
+// diffSeeds and diffSteps size the differential on each server; miniredis
+// runs fewer seeds, since its Lua is some twenty times slower.
+const (
+	diffSeeds     = 24
+	diffMiniSeeds = 8
+	diffSteps     = 150
+)
+
+// testDifferentialServer runs the differential with the store reading the
+// shared fake clock (WithClock).
+func testDifferentialServer(t *testing.T, ps protoStore, srv *testserver.Server) {
+	for seed := range uint64(diffSeeds) {
+		clk := clocktest.New(t0)
+		s := ps.new(t, srv.Addr, storeOpts{clock: clk, prefix: fmt.Sprintf("%s%d:", prefix(t), seed)})
+		differential(t, seed, diffSteps, clk, s, nil, nil)
+	}
+}
+
+// TestDifferentialMiniredis runs the differential on miniredis: with
+// WithClock, and with the server's TIME, which the test sets to the shared
+// fake clock, TTLs counting down with it. With server time, every key's
+// PTTL must equal ResetAfter exactly, and a full bucket must leave no key.
+func TestDifferentialMiniredis(t *testing.T) {
+	for _, ps := range protoStores {
+		t.Run(ps.name, func(t *testing.T) {
+			t.Run("with-clock", func(t *testing.T) {
+				m := miniredis.RunT(t)
+				for seed := range uint64(diffMiniSeeds) {
+					clk := clocktest.New(t0)
+					s := ps.new(t, m.Addr(), storeOpts{clock: clk, prefix: fmt.Sprintf("%d:", seed)})
+					differential(t, seed, diffSteps, clk, s, nil, nil)
+				}
+			})
+			t.Run("server-time", func(t *testing.T) {
+				m := miniredis.RunT(t)
+				m.SetTime(t0)
+				m.ClockTTL(true)
+				for seed := range uint64(diffMiniSeeds) {
+					clk := clocktest.New(t0)
+					m.SetTime(t0)
+					p := fmt.Sprintf("%d:", seed)
+					s := ps.new(t, m.Addr(), storeOpts{prefix: p})
+					differential(t, seed, diffSteps, clk, s, func() { m.SetTime(clk.Now()) },
+						func(step int, op diffOp, a spigot.Admission) {
+							key := store.Key(p, op.bucket, op.key)
+							want := a.ResetAfter.Milliseconds()
+							if a.ResetAfter == 0 {
+								want = -2 // no key
+							}
+							if got := pttl(t, m.Addr(), key); got != want {
+								t.Fatalf("seed %d, step %d: %v = %s; PTTL %s = %d, want %d", seed, step, op, show(a), key, got, want)
+							}
+						})
+				}
+			})
+		})
+	}
+}
+
+// testTTL: after each request of the login scenario (capacity 20, 1 per
+// 3 s), with the server's clock, the key's PTTL is ResetAfter less the
+// whole milliseconds between the script's run and the PTTL.
+func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
+	p := prefix(t)
+	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	key := store.Key(p, login, "203.0.113.7")
+	for i := range 21 {
+		start := time.Now()
+		a := acquire(t, s, login, "203.0.113.7", 1)
+		ttl := pttl(t, srv.Addr, key)
+		bound := time.Since(start).Milliseconds() + 1 // ms the server's clock may have moved, truncated
+		allowed := i < 20
+		switch {
+		case a.Allowed != allowed:
+			t.Fatalf("step %d: got %s; want Allowed %v", i, show(a), allowed)
+		case allowed && a.Remaining != int64(19-i):
+			t.Fatalf("step %d: got %s; want Remaining %d", i, show(a), 19-i)
+		case a.ResetAfter <= 0 || a.ResetAfter > time.Duration(min(i+1, 20))*3*time.Second:
+			t.Fatalf("step %d: got %s; want ResetAfter in (0, %v]", i, show(a), time.Duration(min(i+1, 20))*3*time.Second)
+		}
+		if d := a.ResetAfter.Milliseconds() - ttl; d < 0 || d > bound {
+			t.Fatalf("step %d: got %s; PTTL %s = %d ms, want ResetAfter less 0 to %d ms", i, show(a), key, ttl, bound)
+		}
+	}
+	ok, err := s.Reset(context.Background(), login, "203.0.113.7")
+	if err != nil || !ok {
+		t.Fatalf("Reset of the drained bucket = %v, %v; want true, nil", ok, err)
+	}
+	if got := pttl(t, srv.Addr, key); got != -2 {
+		t.Fatalf("after Reset: PTTL %s = %d; want -2 (no key)", key, got)
+	}
+}
+
+// testFullBucketNoKey: a request that leaves the bucket full (cost 0 on a
+// key never seen, or on one that refilled) writes no key, and a reset of a
+// full bucket reports false.
+func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
+	p := prefix(t)
+	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+	b := spigot.MustBucket("full", 5, spigot.PerHour(1))
+	for i, c := range []struct {
+		name string
+		run  func() any
+		want any
+	}{
+		{"cost 0 on a new key", func() any { return acquire(t, s, b, "k", 0) }, spigot.Admission{Allowed: true, Remaining: 5}},
+		{"Reset of a new key", func() any {
+			ok, err := s.Reset(context.Background(), b, "k")
+			if err != nil {
+				t.Fatalf("Reset: %v", err)
+			}
+			return ok
+		}, false},
+		{"cost 6 > capacity on a new key", func() any { return acquire(t, s, b, "k", 6) }, spigot.Admission{Remaining: 5, RetryAfter: spigot.Never}},
+		{"cost 0 on the empty key", func() any { return acquire(t, s, b, "", 0) }, spigot.Admission{Allowed: true, Remaining: 5}},
+	} {
+		if got := c.run(); got != c.want {
+			t.Errorf("step %d: %s = %+v; want %+v", i, c.name, got, c.want)
+		}
+		for _, k := range []string{"k", ""} {
+			if key := store.Key(p, b, k); exists(t, srv.Addr, key) {
+				t.Errorf("step %d: after %s, %s exists; want no key for a full bucket", i, c.name, key)
+			}
+		}
+	}
+}
+
+// testKeyGoneWhenFull: with a fast rate, the key expires once the bucket is
+// full again, not before, and the bucket then reads full. Real time is the
+// point: the server expires the key.
+func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
+	p := prefix(t)
+	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+	b := spigot.MustBucket("fast", 2, spigot.Per(1, 20*time.Millisecond))
+	key := store.Key(p, b, "k")
+	start := time.Now()
+	a := acquire(t, s, b, "k", 2)
+	if !a.Allowed || a.Remaining != 0 || a.ResetAfter <= 0 || a.ResetAfter > 40*time.Millisecond {
+		t.Fatalf("cost 2 on a full bucket = %s; want allowed, Remaining 0, ResetAfter in (0, 40ms]", show(a))
+	}
+	for deadline := time.Now().Add(5 * time.Second); exists(t, srv.Addr, key); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists 5s after the bucket was full again (ResetAfter %v)", key, a.ResetAfter)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	// The server's clock truncates to the ms, and may differ a little from
+	// ours in rate: allow 2 ms.
+	if gone := time.Since(start); gone < a.ResetAfter-2*time.Millisecond {
+		t.Errorf("%s was gone %v after the request; want it kept for ResetAfter, %v", key, gone, a.ResetAfter)
+	}
+	if a := acquire(t, s, b, "k", 0); a != (spigot.Admission{Allowed: true, Remaining: 2}) {
+		t.Errorf("cost 0 after the key expired = %s; want a full bucket, {Allowed true, Remaining 2}", show(a))
+	}
+}
+
+// testSubSecondRate: a bucket that refills within a second keeps limiting
+// (the EXPIRE 0 bug: a TTL in whole seconds deletes the key at once, and
+// every request finds a full bucket).
+func testSubSecondRate(t *testing.T, ps protoStore, srv *testserver.Server) {
+	p := prefix(t)
+	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+
+	// One token every 333⅓ ms: the key's TTL is 334 ms, not 0.
+	b := spigot.MustBucket("third", 1, spigot.PerSecond(3))
+	key := store.Key(p, b, "k")
+	start := time.Now()
+	a := acquire(t, s, b, "k", 1)
+	ttl := pttl(t, srv.Addr, key)
+	bound := time.Since(start).Milliseconds() + 1
+	if !a.Allowed || a.ResetAfter != 334*time.Millisecond {
+		t.Fatalf("cost 1 on a full bucket of 1 at 3/s = %s; want allowed, ResetAfter 334ms", show(a))
+	}
+	if ttl <= 0 || ttl < 334-bound {
+		t.Fatalf("PTTL %s = %d right after a request with ResetAfter 334ms; want 334 less at most %d", key, ttl, bound)
+	}
+
+	// A burst on 1000 per second admits no more than the capacity and the
+	// refill over the burst's duration, and no key lives without a TTL.
+	fast := spigot.MustBucket("milli", 1, spigot.PerSecond(1000))
+	fkey := store.Key(p, fast, "k")
+	const n = 300
+	admitted := 0
+	start = time.Now()
+	for i := range n {
+		if acquire(t, s, fast, "k", 1).Allowed {
+			admitted++
+		}
+		if i%10 == 0 {
+			if ttl := pttl(t, srv.Addr, fkey); ttl == -1 {
+				t.Fatalf("request %d: %s has no TTL", i, fkey)
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	// At most capacity + floor(T × refill); one more for the difference
+	// between the server's clock and ours.
+	if limit := 1 + int(elapsed/time.Millisecond) + 1; admitted > limit {
+		t.Errorf("%d requests in %v on %v admitted %d; want at most %d", n, elapsed, fast, admitted, limit)
+	}
+	if admitted == 0 {
+		t.Errorf("%d requests in %v on %v admitted none; want the first at least", n, elapsed, fast)
+	}
+}
+
+// testConcurrentOneKey: goroutines hammering one key through one store
+// admit exactly the capacity (the bucket does not refill during the test),
+// each remaining count once.
+func testConcurrentOneKey(t *testing.T, ps protoStore, srv *testserver.Server) {
+	s := ps.new(t, srv.Addr, storeOpts{prefix: prefix(t)})
+	hammer(t, []spigot.Store{s})
+}
+
+// TestServersAllClientsOneKey: two stores of each library on one server,
+// hammering one key together.
+func TestServersAllClientsOneKey(t *testing.T) {
+	for _, kind := range testserver.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := testserver.Start(t, kind)
+			var stores []spigot.Store
+			for _, ps := range protoStores {
+				for range 2 {
+					stores = append(stores, ps.new(t, srv.Addr, storeOpts{}))
+				}
+			}
+			hammer(t, stores)
+		})
+	}
+}
+
+// hammer sends 400 requests on one key of a bucket of 150 from 16
+// goroutines spread over stores, and checks that exactly 150 are admitted,
+// with Remaining 149 down to 0 each once.
+func hammer(t *testing.T, stores []spigot.Store) {
+	t.Helper()
+	const (
+		capacity   = 150
+		goroutines = 16
+		each       = 25
+	)
+	b := spigot.MustBucket("hammer", capacity, spigot.Per(1, 24*time.Hour))
+	var (
+		mu   sync.Mutex
+		seen = make(map[int64]int)
+		wg   sync.WaitGroup
+	)
+	for g := range goroutines {
+		s := stores[g%len(stores)]
+		wg.Go(func() {
+			for range each {
+				a, err := s.Acquire(context.Background(), b, "hot", 1)
+				if err != nil {
+					t.Errorf("Acquire: %v", err)
+					return
+				}
+				if !a.Allowed {
+					if a.Remaining != 0 || a.RetryAfter <= 0 {
+						t.Errorf("a denial = %s; want Remaining 0 and a RetryAfter", show(a))
+					}
+					continue
+				}
+				mu.Lock()
+				seen[a.Remaining]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	admitted := 0
+	for r, n := range seen {
+		admitted += n
+		if n != 1 || r < 0 || r >= capacity {
+			t.Errorf("Remaining %d was reported by %d admitted requests; want each of 0..%d once", r, n, capacity-1)
+		}
+	}
+	if admitted != capacity {
+		t.Errorf("%d requests from %d goroutines on %v admitted %d; want exactly %d", goroutines*each, goroutines, b, admitted, capacity)
+	}
+}
+
+// testConfigChange: a bucket's config changes under its name, at fixed
+// instants (WithClock), on the store and on the memory store alike. A
+// state past its old ResetAfter is a full bucket under the new config,
+// even though the key outlives it on the server (its TTL has
+// ClockTTLSlack on top); a state not yet past it carries its whole tokens.
+func testConfigChange(t *testing.T, ps protoStore, srv *testserver.Server) {
+	v1 := spigot.MustBucket("cfg", 5, spigot.PerSecond(1))
+	v2 := spigot.MustBucket("cfg", 10, spigot.PerSecond(1))
+	v3 := spigot.MustBucket("cfg", 10, spigot.Per(1, 2*time.Second)) // half the rate: another scale
+	clk := clocktest.New(t0)
+	stores := []struct {
+		name string
+		s    spigot.Store
+	}{
+		{"memory", memory.New(memory.WithClock(clk))},
+		{ps.name, ps.new(t, srv.Addr, storeOpts{clock: clk, prefix: prefix(t)})},
+	}
+	for i, c := range []struct {
+		advance time.Duration
+		b       spigot.Bucket
+		key     string
+		cost    int64
+		want    spigot.Admission
+	}{
+		{0, v1, "a", 5, spigot.Admission{Allowed: true, ResetAfter: 5 * time.Second}},
+		{0, v2, "b", 10, spigot.Admission{Allowed: true, ResetAfter: 10 * time.Second}},
+		{0, v2, "c", 10, spigot.Admission{Allowed: true, ResetAfter: 10 * time.Second}},
+		// t0+6s: a's state was full again at t0+5s; under v2 it is a full
+		// 10 (carried over, it would hold 6 and deny).
+		{6 * time.Second, v2, "a", 10, spigot.Admission{Allowed: true, ResetAfter: 10 * time.Second}},
+		// t0+10s-1µs: b's whole tokens (0) carry to v3, which refills
+		// 9999999 of its 2000000 units per token since t0.
+		{4*time.Second - time.Microsecond, v3, "b", 0, spigot.Admission{Allowed: true, Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
+		// t0+10s: c's state is full again, exactly: a full v3.
+		{time.Microsecond, v3, "c", 0, spigot.Admission{Allowed: true, Remaining: 10}},
+		{0, v3, "c", 10, spigot.Admission{Allowed: true, ResetAfter: 20 * time.Second}},
+	} {
+		clk.Advance(c.advance)
+		for _, s := range stores {
+			if got := acquire(t, s.s, c.b, c.key, c.cost); got != c.want {
+				t.Errorf("step %d: %s: at t0+%v, %v Acquire(%q, %d) = %s; want %s", i, s.name, clk.Now().Sub(t0), c.b, c.key, c.cost, show(got), show(c.want))
+			}
+		}
+	}
+}
+
+// testClockSkew: two stores on one server whose callers' clocks are 10 s
+// apart. With the server's clock, the callers' clocks take no part: the
+// stores see one bucket and agree exactly. With WithClock(their own
+// clocks) they do not: the caller ahead sees the bucket refilled 10 s
+// early (a whole capacity here), and the one behind is then held back for
+// the skew on top of the refill. This is why the stores read the server's
+// TIME by default, and why WithClock documents that it gives that up.
+func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
+	t.Run("server-time", func(t *testing.T) {
+		// A slow bucket, so that nothing refills during the test.
+		b := spigot.MustBucket("skew", 10, spigot.PerHour(1))
+		p := prefix(t)
+		x := ps.new(t, srv.Addr, storeOpts{prefix: p})
+		y := ps.new(t, srv.Addr, storeOpts{prefix: p})
+		start := time.Now()
+		for i := range 10 {
+			if a := acquire(t, []spigot.Store{x, y}[i%2], b, "k", 1); !a.Allowed || a.Remaining != int64(9-i) {
+				t.Fatalf("step %d: store %d: got %s; want allowed, Remaining %d", i, i%2, show(a), 9-i)
+			}
+		}
+		for i, s := range []spigot.Store{x, y} {
+			a := acquire(t, s, b, "k", 1)
+			elapsed := time.Since(start)
+			if a.Allowed || a.Remaining != 0 || a.RetryAfter > time.Hour || a.RetryAfter < time.Hour-elapsed-time.Millisecond {
+				t.Fatalf("store %d, %v after the first request: got %s; want denied, Remaining 0, RetryAfter in [1h-%v, 1h]", i, elapsed, show(a), elapsed)
+			}
+		}
+	})
+
+	t.Run("with-clock", func(t *testing.T) {
+		b := spigot.MustBucket("skew", 10, spigot.PerSecond(1))
+		p := prefix(t)
+		behind := clocktest.New(t0)
+		ahead := clocktest.New(t0.Add(10 * time.Second))
+		x := ps.new(t, srv.Addr, storeOpts{clock: behind, prefix: p})
+		y := ps.new(t, srv.Addr, storeOpts{clock: ahead, prefix: p})
+		for i, c := range []struct {
+			s    spigot.Store
+			who  string
+			cost int64
+			want spigot.Admission
+		}{
+			{x, "behind", 10, spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
+			// 10 s later by its clock: the bucket refilled, a second capacity.
+			{y, "ahead", 10, spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
+			// The stamp is now 10 s ahead of this caller: it waits the skew too.
+			{x, "behind", 1, spigot.Admission{Remaining: 0, RetryAfter: 11 * time.Second, ResetAfter: 20 * time.Second}},
+			{y, "ahead", 1, spigot.Admission{Remaining: 0, RetryAfter: time.Second, ResetAfter: 10 * time.Second}},
+		} {
+			if got := acquire(t, c.s, b, "k", c.cost); got != c.want {
+				t.Errorf("step %d: the caller %s, cost %d: got %s; want %s", i, c.who, c.cost, show(got), show(c.want))
+			}
+		}
+	})
+}
+
+// testScriptFlush: goroutines send requests while SCRIPT FLUSH empties the
+// server's script cache again and again: not one request fails, and the
+// bucket admits exactly its capacity.
+func testScriptFlush(t *testing.T, ps protoStore, srv *testserver.Server) {
+	const (
+		capacity   = 300
+		goroutines = 8
+		each       = 60
+	)
+	s := ps.new(t, srv.Addr, storeOpts{prefix: prefix(t)})
+	b := spigot.MustBucket("flush", capacity, spigot.Per(1, 24*time.Hour))
+	evals := evalCalls(t, srv.Addr)
+	flush := func() {
+		if _, err := testserver.Do(srv.Addr, "SCRIPT", "FLUSH"); err != nil {
+			t.Errorf("SCRIPT FLUSH: %v", err)
+		}
+	}
+	flush() // the first request finds no script
+	var (
+		admitted, failed atomic.Int64
+		wg               sync.WaitGroup
+		done             = make(chan struct{})
+		flushes          = 1
+	)
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				a, err := s.Acquire(context.Background(), b, "k", 1)
+				switch {
+				case err != nil:
+					if failed.Add(1) == 1 {
+						t.Errorf("Acquire during SCRIPT FLUSH: %v", err)
+					}
+				case a.Allowed:
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	go func() { wg.Wait(); close(done) }()
+	for loop := true; loop; {
+		select {
+		case <-done:
+			loop = false
+		default:
+			flush()
+			flushes++
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of %d requests failed during %d SCRIPT FLUSHes; want none", n, goroutines*each, flushes)
+	}
+	if n := admitted.Load(); n != capacity {
+		t.Errorf("%d requests during %d SCRIPT FLUSHes admitted %d; want exactly %d", goroutines*each, flushes, n, capacity)
+	}
+	if n := evalCalls(t, srv.Addr) - evals; n < 1 {
+		t.Errorf("the server ran EVAL %d times; want at least once, after a NOSCRIPT", n)
+	}
+}
+
+// evalCalls returns how many EVAL commands the server has run, from INFO
+// commandstats.
+func evalCalls(t *testing.T, addr string) int {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^cmdstat_eval:calls=(\d+)`).FindStringSubmatch(info)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// testRestart: while the server is down a request fails with a spigot
+// error; once it is back (empty: the server keeps nothing on disk) the
+// next request succeeds on the client's new connection and finds a full
+// bucket.
+func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
+	srv := testserver.Start(t, shared.Kind) // a server of its own, to kill
+	s := ps.new(t, srv.Addr, storeOpts{prefix: prefix(t)})
+	b := spigot.MustBucket("restart", 5, spigot.PerHour(1))
+	for i := range 3 {
+		if a := acquire(t, s, b, "k", 1); !a.Allowed || a.Remaining != int64(4-i) {
+			t.Fatalf("step %d: got %s; want allowed, Remaining %d", i, show(a), 4-i)
+		}
+	}
+
+	srv.Kill()
+	// Clients retry a refused connection for a while: don't wait for that.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	a, err := s.Acquire(ctx, b, "k", 1)
+	if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
+		t.Fatalf("Acquire with the server down = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+	}
+	if _, err := s.Reset(ctx, b, "k"); err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
+		t.Fatalf("Reset with the server down: error %v; want one starting %q", err, "spigot: ")
+	}
+
+	srv.Restart()
+	// valkey-go and rueidis may first send on a connection from before
+	// the restart and get an error, which the store returns rather than
+	// replay; the next call reconnects. go-redis reconnects at once.
+	for i := 0; ; i++ {
+		a, err = s.Acquire(context.Background(), b, "k", 1)
+		if err == nil {
+			// State is lost with the server; a failed call may or may not
+			// have reached the new one.
+			if !a.Allowed || a.Remaining > 4 || a.Remaining < int64(4-i) {
+				t.Fatalf("Acquire %d after the restart = %s; want allowed, Remaining 4 (or less by the %d failed calls)", i, show(a), i)
+			}
+			break
+		}
+		if !strings.HasPrefix(err.Error(), "spigot: ") || i == 2 || ps.name == "go-redis" {
+			t.Fatalf("Acquire %d after the restart: %v", i, err)
+		}
+	}
+}
+
+// A fakeServer speaks just enough RESP to stand in for a server that
+// answers EVALSHA and EVAL as a test says; it answers PING, and rejects
+// every other command (HELLO included, so clients fall back to RESP2) as
+// an unknown command. It counts the EVALSHA and EVAL it receives.
+type fakeServer struct {
+	addr          string
+	evalsha, eval atomic.Int64
+	// answer returns the raw RESP reply to an EVALSHA or EVAL, "" to
+	// answer nothing more on that connection (it still reads and counts),
+	// or "drop" to close the connection.
+	answer func(cmd string) string
+}
+
+func startFake(t *testing.T, answer func(cmd string) string) *fakeServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeServer{addr: l.Addr().String(), answer: answer}
+	var (
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool
+		wg     sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				c.Close()
+				return
+			}
+			conns = append(conns, c)
+			wg.Go(func() { f.serve(c) }) // this goroutine still counts: Wait has not returned
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return f
+}
+
+func (f *fakeServer) serve(c net.Conn) {
+	r := bufio.NewReader(c)
+	mute := false // once a command goes unanswered, so do all that follow
+	for {
+		args, err := readCommand(r)
+		if err != nil {
+			return
+		}
+		var reply string
+		switch cmd := strings.ToUpper(args[0]); cmd {
+		case "PING":
+			reply = "+PONG\r\n"
+		case "EVALSHA", "EVAL":
+			if cmd == "EVALSHA" {
+				f.evalsha.Add(1)
+			} else {
+				f.eval.Add(1)
+			}
+			reply = f.answer(cmd)
+			if reply == "drop" {
+				c.Close()
+				return
+			}
+			mute = mute || reply == ""
+		default:
+			reply = fmt.Sprintf("-ERR unknown command '%s'\r\n", args[0])
+		}
+		if mute {
+			continue
+		}
+		if _, err := io.WriteString(c, reply); err != nil {
+			return
+		}
+	}
+}
+
+// readCommand reads one command: an array of bulk strings.
+func readCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if len(line) < 3 || line[0] != '*' {
+		return nil, fmt.Errorf("not an array: %q", line)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("bad array: %q", line)
+	}
+	args := make([]string, n)
+	for i := range args {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		if line[0] != '$' {
+			return nil, fmt.Errorf("not a bulk string: %q", line)
+		}
+		size, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+		if err != nil || size < 0 {
+			return nil, fmt.Errorf("bad bulk string: %q", line)
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, err
+		}
+		args[i] = string(buf[:size])
+	}
+	return args, nil
+}
+
+// TestMalformedReply: a reply the store cannot decode is an error that
+// names the problem; an error reply is the server's error, wrapped.
+func TestMalformedReply(t *testing.T) {
+	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	for _, ps := range protoStores {
+		t.Run(ps.name, func(t *testing.T) {
+			for i, c := range []struct {
+				reply string
+				reset bool
+				want  string // in the error
+			}{
+				{"*3\r\n:1\r\n:19\r\n:0\r\n", false, "spigot: malformed reply from the script: want 4 integers, got 3 values"},
+				{"*5\r\n:1\r\n:19\r\n:0\r\n:0\r\n:0\r\n", false, "spigot: malformed reply from the script: want 4 integers, got 5 values"},
+				{"+OK\r\n", false, "spigot: malformed reply from the script: want an array of 4 integers, got string"},
+				{":1\r\n", false, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
+				{"*4\r\n$1\r\n1\r\n:19\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: value 1 is string, want an integer"},
+				{"*4\r\n:1\r\n:19\r\n*-1\r\n:3000\r\n", false, "spigot: malformed reply from the script: value 3 is <nil>, want an integer"},
+				{"*4\r\n:1\r\n*1\r\n:19\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: value 2 is []interface {}, want an integer"},
+				{"*4\r\n:2\r\n:19\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: allowed is 2, want 0 or 1"},
+				{"*4\r\n:0\r\n:-1\r\n:5\r\n:3000\r\n", false, "spigot: malformed reply from the script: remaining is -1"},
+				{"*4\r\n:0\r\n:0\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: denied with no retry-after"},
+				{"$-1\r\n", false, "nil"},
+				{"-ERR something broke\r\n", false, "something broke"}, // some clients drop the "ERR"
+				{"*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", true, "spigot: malformed reply from the script: want the integer 0 or 1"},
+				{":2\r\n", true, "spigot: malformed reply from the script: want the integer 0 or 1"},
+				{"+1\r\n", true, "spigot: malformed reply from the script: want the integer 0 or 1"},
+			} {
+				f := startFake(t, func(string) string { return c.reply })
+				s := ps.new(t, f.addr, storeOpts{})
+				var err error
+				if c.reset {
+					_, err = s.Reset(context.Background(), b, "k")
+				} else {
+					var a spigot.Admission
+					a, err = s.Acquire(context.Background(), b, "k", 1)
+					if err != nil && a != (spigot.Admission{}) {
+						t.Errorf("step %d: Acquire returned %s with its error; want the zero Admission", i, show(a))
+					}
+				}
+				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("step %d: reply %q: error %v; want one starting %q that contains %q", i, c.reply, err, "spigot: ", c.want)
+				}
+				if n := f.evalsha.Load() + f.eval.Load(); n != 1 {
+					t.Errorf("step %d: reply %q: the server got %d EVALSHA and EVAL; want 1", i, c.reply, n)
+				}
+			}
+		})
+	}
+}
+
+// TestNoReplay: a request is sent once. After a timeout the server may
+// have run it, so it is not sent again; after NOSCRIPT the server ran
+// nothing, so the script follows with EVAL, once.
+func TestNoReplay(t *testing.T) {
+	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	for _, ps := range protoStores {
+		t.Run(ps.name, func(t *testing.T) {
+			t.Run("timeout", func(t *testing.T) {
+				f := startFake(t, func(string) string { return "" })
+				s := ps.new(t, f.addr, storeOpts{})
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+				defer cancel()
+				start := time.Now()
+				a, err := s.Acquire(ctx, b, "k", 1)
+				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
+					t.Fatalf("Acquire on a server that never answers = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+				}
+				if d := time.Since(start); d > 2*time.Second {
+					t.Errorf("Acquire with a deadline of 50ms on a server that never answers returned after %v", d)
+				}
+				// Give a replay, if there were one, time to arrive.
+				time.Sleep(100 * time.Millisecond)
+				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 0 {
+					t.Errorf("after a timeout the server got %d EVALSHA and %d EVAL; want 1 and 0", sha, eval)
+				}
+			})
+			t.Run("connection-lost", func(t *testing.T) {
+				// The server reads the request and drops the connection: it
+				// may have run the script.
+				f := startFake(t, func(string) string { return "drop" })
+				s := ps.new(t, f.addr, storeOpts{})
+				a, err := s.Acquire(context.Background(), b, "k", 1)
+				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
+					t.Fatalf("Acquire on a server that drops the connection = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+				}
+				time.Sleep(100 * time.Millisecond)
+				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 0 {
+					t.Errorf("after a lost connection the server got %d EVALSHA and %d EVAL; want 1 and 0", sha, eval)
+				}
+			})
+			t.Run("noscript", func(t *testing.T) {
+				f := startFake(t, func(cmd string) string {
+					if cmd == "EVALSHA" {
+						return "-NOSCRIPT No matching script. Please use EVAL.\r\n"
+					}
+					return "*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n"
+				})
+				s := ps.new(t, f.addr, storeOpts{})
+				a, err := s.Acquire(context.Background(), b, "k", 1)
+				if want := (spigot.Admission{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
+					t.Errorf("Acquire after NOSCRIPT = %s, %v; want %s", show(a), err, show(want))
+				}
+				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 1 {
+					t.Errorf("after NOSCRIPT the server got %d EVALSHA and %d EVAL; want 1 and 1", sha, eval)
+				}
+			})
+			t.Run("noscript-twice", func(t *testing.T) {
+				// A server that rejects the script twice gets it twice,
+				// not forever: the error of the EVAL is returned.
+				f := startFake(t, func(string) string { return "-NOSCRIPT No matching script. Please use EVAL.\r\n" })
+				s := ps.new(t, f.addr, storeOpts{})
+				_, err := s.Acquire(context.Background(), b, "k", 1)
+				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") || !strings.Contains(err.Error(), "NOSCRIPT") {
+					t.Errorf("Acquire on a server that answers NOSCRIPT to EVAL too: error %v; want one starting %q naming NOSCRIPT", err, "spigot: ")
+				}
+				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 1 {
+					t.Errorf("the server got %d EVALSHA and %d EVAL; want 1 and 1", sha, eval)
+				}
+			})
+		})
+	}
+}
