@@ -1,0 +1,116 @@
+package hybrid_test
+
+// The hybrid store's cost: over the bare remote store when the remote is
+// healthy (target: under 5 %), and, while the breaker is open, against the
+// memory store alone (target: within 2×). Compare each pair's medians:
+//
+//	SPIGOT_REQUIRE_SERVERS=1 go test -run='^$' -bench=Hybrid -benchmem -count=5 ./store/hybrid/
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
+)
+
+// benchBucket never runs dry: every request is allowed.
+var benchBucket = spigot.MustBucket("hybrid-bench", 1e12, spigot.PerSecond(1e12))
+
+func BenchmarkHybrid(b *testing.B) {
+	b.Run("healthy", func(b *testing.B) {
+		srv := testserver.Start(b, testserver.Redis)
+		remote := redis.New(serverClient(b, srv.Addr))
+		var decisions [hybrid.Guard + 1]atomic.Int64
+		counted := hybrid.Observer{
+			Decision: func(_ spigot.Bucket, p hybrid.Path, _ spigot.Admission) { decisions[p].Add(1) },
+		}
+		stores := []struct {
+			name string
+			s    spigot.Store
+		}{
+			{"remote=bare", remote},
+			{"remote=hybrid", hybrid.New(remote, memory.New())},
+			{"remote=hybrid+observer", hybrid.New(remote, memory.New(), hybrid.WithObserver(counted))},
+		}
+		for _, run := range []struct {
+			name string
+			f    func(*testing.B, spigot.Store)
+		}{{"loop=serial", serial}, {"loop=parallel", parallel}} {
+			b.Run(run.name, func(b *testing.B) {
+				for _, st := range stores {
+					b.Run(st.name, func(b *testing.B) {
+						run.f(b, st.s)
+						if h, ok := st.s.(*hybrid.Store); ok && h.State() != hybrid.Closed {
+							b.Fatalf("the breaker is %v: the remote failed", h.State())
+						}
+					})
+				}
+			})
+		}
+		if n := decisions[hybrid.LocalFallback].Load(); n > 0 {
+			b.Errorf("%d requests fell back on the local store: the remote failed", n)
+		}
+	})
+
+	b.Run("open", func(b *testing.B) {
+		clk := clocktest.New(t0) // the breaker never reaches its probe
+		failing := newFakeRemote(b, clk)
+		failing.set(fail)
+		open := hybrid.New(failing, memory.New(), hybrid.WithClock(clk), hybrid.WithBreaker(1, time.Hour))
+		if _, err := open.Acquire(context.Background(), benchBucket, "hot", 1); err != nil || open.State() != hybrid.Open {
+			b.Fatalf("opening the breaker: %v, breaker %v", err, open.State())
+		}
+		stores := []struct {
+			name string
+			s    spigot.Store
+		}{
+			{"store=memory", memory.New()},
+			{"store=hybrid", open},
+		}
+		for _, run := range []struct {
+			name string
+			f    func(*testing.B, spigot.Store)
+		}{{"loop=serial", serial}, {"loop=parallel", parallel}} {
+			b.Run(run.name, func(b *testing.B) {
+				for _, st := range stores {
+					b.Run(st.name, func(b *testing.B) { run.f(b, st.s) })
+				}
+			})
+		}
+		if n := failing.calls(); n != 1 {
+			b.Errorf("the remote was called %d times with the breaker open, want once (to open it)", n)
+		}
+	})
+}
+
+// serial makes requests one after the other on one key.
+func serial(b *testing.B, s spigot.Store) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	for b.Loop() {
+		if a, err := s.Acquire(ctx, benchBucket, "hot", 1); err != nil || !a.Allowed {
+			b.Fatalf("Acquire: %+v, %v; want allowed", a, err)
+		}
+	}
+}
+
+// parallel makes requests from GOMAXPROCS goroutines on one key.
+func parallel(b *testing.B, s spigot.Store) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if a, err := s.Acquire(ctx, benchBucket, "hot", 1); err != nil || !a.Allowed {
+				b.Errorf("Acquire: %+v, %v; want allowed", a, err)
+				return
+			}
+		}
+	})
+}

@@ -1,0 +1,550 @@
+package hybrid_test
+
+// Real faults against a real redis-server: killed (SIGKILL) under load and
+// restarted on the same port, paused (SIGSTOP: it accepts and never
+// answers) and resumed, and behind a TCP proxy that adds latency or drops
+// connections. Time is real here: the deadlines and the cooldown are what
+// is tested. Each phase logs the worst latency it saw; run
+//
+//	SPIGOT_REQUIRE_SERVERS=1 go test -race -run 'Fault' -v ./store/hybrid/ | grep worst
+//
+// to read them.
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
+	spigotrueidis "github.com/spigot-go/spigot/store/rueidis"
+)
+
+const (
+	faultTimeout  = 50 * ms  // WithTimeout
+	faultCooldown = 100 * ms // WithBreaker's cooldown
+	faultFailures = 3        // WithBreaker's failures
+
+	// faultMargin is what a call may take beyond faultTimeout: scheduling
+	// on a loaded 2-core machine under -race, not network waits.
+	faultMargin = 450 * ms
+	faultBound  = faultTimeout + faultMargin
+
+	workers     = 16   // concurrent callers
+	maxRequests = 2000 // per worker and phase
+	phaseLimit  = 5 * sec
+
+	remoteCap = 1_000_000_000 // every worker's bucket: never runs dry
+	localCap  = 100_000       // WithLocalBucket's: tells a local decision from a remote one
+)
+
+// A faultClient makes the remote store on a server's address with one
+// client library, closed when t ends.
+type faultClient struct {
+	name  string
+	store func(t *testing.T, addr string) spigot.Store
+}
+
+var faultClients = []faultClient{
+	{"go-redis", func(t *testing.T, addr string) spigot.Store {
+		return redis.New(serverClient(t, addr))
+	}},
+	// go-redis retries a failed dial 5 times, 100 ms apart, by default: a
+	// refused connection then waits for the whole deadline. One attempt
+	// fails at once.
+	{"go-redis,DialerRetries=1", func(t *testing.T, addr string) spigot.Store {
+		return redis.New(serverClient(t, addr, func(o *goredis.Options) { o.DialerRetries = 1 }))
+	}},
+	{"rueidis", func(t *testing.T, addr string) spigot.Store {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+		if err != nil {
+			t.Fatalf("rueidis.NewClient: %v", err)
+		}
+		t.Cleanup(c.Close)
+		return spigotrueidis.New(c)
+	}},
+}
+
+// rig is a hybrid store on a real remote, with workers that each use a
+// bucket of their own, so that the observer tells whose decision it saw.
+type rig struct {
+	t      *testing.T
+	s      *hybrid.Store
+	policy hybrid.Policy
+
+	buckets [workers]spigot.Bucket
+	index   map[string]int        // bucket name → worker
+	last    [workers]atomic.Int32 // the path of each worker's last decision, -1 before
+
+	opens       atomic.Int64 // transitions to open
+	mu          sync.Mutex
+	transitions []string
+}
+
+func newRig(t *testing.T, remote spigot.Store, policy hybrid.Policy) *rig {
+	r := &rig{t: t, policy: policy, index: map[string]int{}}
+	suffix := fmt.Sprintf("-%d", time.Now().UnixNano())
+	for i := range r.buckets {
+		r.buckets[i] = spigot.MustBucket(fmt.Sprint("fault-", i, suffix), remoteCap, spigot.PerSecond(remoteCap))
+		r.index[r.buckets[i].Name()] = i
+	}
+	r.s = hybrid.New(remote, memory.New(),
+		hybrid.WithPolicy(policy),
+		hybrid.WithTimeout(faultTimeout),
+		hybrid.WithBreaker(faultFailures, faultCooldown),
+		hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket {
+			return spigot.MustBucket(b.Name(), localCap, spigot.PerSecond(localCap))
+		}),
+		hybrid.WithObserver(hybrid.Observer{
+			Decision: func(b spigot.Bucket, p hybrid.Path, _ spigot.Admission) {
+				r.last[r.index[b.Name()]].Store(int32(p))
+			},
+			Transition: func(from, to hybrid.Circuit) {
+				if to == hybrid.Open {
+					r.opens.Add(1)
+				}
+				r.mu.Lock()
+				r.transitions = append(r.transitions, from.String()+">"+to.String())
+				r.mu.Unlock()
+			},
+		}))
+	return r
+}
+
+// takeTransitions returns the transitions since the last call.
+func (r *rig) takeTransitions() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := strings.Join(r.transitions, " ")
+	r.transitions = nil
+	return s
+}
+
+// stats sums up calls.
+type stats struct {
+	n     int
+	worst time.Duration
+	paths map[hybrid.Path]int
+	bad   int    // calls that broke a rule
+	first string // the first of them
+}
+
+func (s *stats) add(o stats) {
+	s.n += o.n
+	s.worst = max(s.worst, o.worst)
+	if s.paths == nil {
+		s.paths = map[hybrid.Path]int{}
+	}
+	for p, n := range o.paths {
+		s.paths[p] += n
+	}
+	if s.bad == 0 {
+		s.first = o.first
+	}
+	s.bad += o.bad
+}
+
+// policyPath is the path of the policy's decisions.
+func (r *rig) policyPath() hybrid.Path {
+	return [...]hybrid.Path{hybrid.Local: hybrid.LocalFallback, hybrid.FailOpen: hybrid.FailedOpen, hybrid.FailClosed: hybrid.FailedClosed}[r.policy]
+}
+
+// call makes one request of worker i, adds it to st, and returns its path.
+// A call breaks a rule when it fails, takes longer than faultBound, is
+// decided by neither the remote nor the policy, or its admission does not
+// fit its path.
+func (r *rig) call(i int, st *stats) hybrid.Path {
+	if st.paths == nil {
+		st.paths = map[hybrid.Path]int{}
+	}
+	r.last[i].Store(-1)
+	start := time.Now()
+	a, err := r.s.Acquire(r.t.Context(), r.buckets[i], "k", 1)
+	d := time.Since(start)
+	p := hybrid.Path(r.last[i].Load())
+	st.n++
+	st.worst = max(st.worst, d)
+	st.paths[p]++
+	var bad string
+	switch {
+	case err != nil:
+		bad = fmt.Sprintf("error %v", err)
+	case d > faultBound:
+		bad = fmt.Sprintf("took %v, more than %v", d, faultBound)
+	case p == hybrid.Remote:
+		if !a.Allowed || a.Remaining < localCap {
+			bad = fmt.Sprintf("remote decision %s; want allowed, Remaining ≥ %d", show(a), localCap)
+		}
+	case p != r.policyPath():
+		bad = fmt.Sprintf("decided by %v; want %v or %v", p, hybrid.Remote, r.policyPath())
+	case p == hybrid.LocalFallback:
+		if !a.Allowed || a.Remaining >= localCap {
+			bad = fmt.Sprintf("local decision %s; want allowed, Remaining < %d", show(a), localCap)
+		}
+	case p == hybrid.FailedOpen:
+		if a != admitted {
+			bad = fmt.Sprintf("fail-open decision %s; want %s", show(a), show(admitted))
+		}
+	case p == hybrid.FailedClosed:
+		if a.Allowed || a.RetryAfter < ms || a.RetryAfter > faultCooldown {
+			bad = fmt.Sprintf("fail-closed decision %s; want denied, RetryAfter in [1ms, %v]", show(a), faultCooldown)
+		}
+	}
+	if bad != "" {
+		if st.bad == 0 {
+			st.first = fmt.Sprintf("worker %d: %s", i, bad)
+		}
+		st.bad++
+	}
+	return p
+}
+
+// phase runs the workers, each making up to maxRequests requests; once
+// every worker has made one, it injects the fault (if any), then stops the
+// workers when until reports true (given the number of requests so far) or
+// after phaseLimit. It fails the test if a call broke a rule or until
+// never held, and logs the worst latency.
+func (r *rig) phase(name string, fault func(), until func(requests int64) bool) stats {
+	r.t.Helper()
+	var stop atomic.Bool
+	var done atomic.Int64
+	results := make([]stats, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for range maxRequests {
+				if stop.Load() {
+					return
+				}
+				r.call(i, &results[i])
+				done.Add(1)
+			}
+		})
+	}
+	deadline := time.Now().Add(phaseLimit)
+	for done.Load() < workers && time.Now().Before(deadline) {
+		time.Sleep(ms)
+	}
+	start := time.Now()
+	if fault != nil {
+		fault()
+	}
+	for !until(done.Load()) && time.Now().Before(deadline) {
+		time.Sleep(ms)
+	}
+	met := until(done.Load())
+	stop.Store(true)
+	wg.Wait()
+	var total stats
+	for _, s := range results {
+		total.add(s)
+	}
+	r.t.Logf("%s: %d requests in %v, worst latency %v (timeout %v), paths %v, breaker %v",
+		name, total.n, time.Since(start).Round(ms), total.worst, faultTimeout, total.paths, r.s.State())
+	if total.bad > 0 {
+		r.t.Errorf("%s: %d of %d calls broke a rule; the first: %s", name, total.bad, total.n, total.first)
+	}
+	if !met {
+		r.t.Errorf("%s: its condition did not hold within %v (%d requests, breaker %v)", name, phaseLimit, total.n, r.s.State())
+	}
+	return total
+}
+
+// count is a phase's condition: n requests were made.
+func count(n int64) func(int64) bool { return func(done int64) bool { return done >= n } }
+
+// recover makes requests, one at a time, until the remote decides one with
+// the breaker closed, and logs how long that took.
+func (r *rig) recover(name string) {
+	r.t.Helper()
+	var st stats
+	start := time.Now()
+	wasClosed := r.s.State() == hybrid.Closed
+	for time.Since(start) < phaseLimit {
+		if r.call(0, &st) == hybrid.Remote && r.s.State() == hybrid.Closed {
+			r.t.Logf("%s: the remote decides again after %v (%d requests, worst latency %v)", name, time.Since(start).Round(ms), st.n, st.worst)
+			if st.bad > 0 {
+				r.t.Errorf("%s: %d of %d calls broke a rule; the first: %s", name, st.bad, st.n, st.first)
+			}
+			if tr := r.takeTransitions(); !wasClosed && !strings.HasSuffix(tr, "half-open>closed") {
+				r.t.Errorf("%s: got transitions %q, want them to end in half-open>closed", name, tr)
+			}
+			return
+		}
+		time.Sleep(5 * ms) // the cooldown runs in real time
+	}
+	r.t.Fatalf("%s: the remote did not decide again within %v (breaker %v)", name, phaseLimit, r.s.State())
+}
+
+// warm runs a phase to fill the client's connection pool, then waits for
+// the breaker to close: under -race, dialling 16 connections at once can
+// take longer than the timeout.
+func (r *rig) warm() {
+	r.t.Helper()
+	r.phase("warm-up", nil, count(workers*20))
+	r.recover("warm-up")
+}
+
+// healthy runs a phase without a fault, which checks the rules of every
+// call. It does not require the remote to decide: on a starved CPU (under
+// -race, next to other tests) go-redis may not get there. Each call that
+// misses the 50 ms deadline costs it a connection, whose replacement must
+// then dial and handshake within the next call's deadline, so its pool
+// may never warm up under 16 concurrent callers; rueidis keeps its one
+// pipelined connection across timeouts. recover, one call at a time, is
+// what checks that the remote decides again.
+func (r *rig) healthy(name string) {
+	r.t.Helper()
+	st := r.phase(name, nil, count(workers*20))
+	if remote := st.paths[hybrid.Remote]; remote < st.n*9/10 {
+		r.t.Logf("%s: NOTE: the remote decided only %d of %d requests", name, remote, st.n)
+	}
+	r.takeTransitions()
+}
+
+// fault runs a phase with a fault, until the fault opens the breaker (or
+// reopens it, after a failed probe, if the load had opened it before).
+func (r *rig) fault(name string, inject func()) {
+	r.t.Helper()
+	var before int64
+	st := r.phase(name, func() { before = r.opens.Load(); inject() }, func(int64) bool { return r.opens.Load() > before })
+	if st.paths[r.policyPath()] == 0 {
+		r.t.Errorf("%s: the policy decided no request", name)
+	}
+	r.takeTransitions()
+}
+
+// TestFaultServer kills a loaded server, restarts it, pauses it and resumes
+// it: every call returns within the timeout and a margin with the policy's
+// decision or the remote's, the breaker opens, and after each recovery the
+// breaker closes and the remote decides again.
+func TestFaultServer(t *testing.T) {
+	for _, c := range []struct {
+		client faultClient
+		policy hybrid.Policy
+	}{
+		{faultClients[0], hybrid.Local},
+		{faultClients[0], hybrid.FailOpen},
+		{faultClients[0], hybrid.FailClosed},
+		{faultClients[1], hybrid.Local},
+		{faultClients[2], hybrid.Local},
+	} {
+		t.Run(fmt.Sprintf("client=%s/policy=%v", c.client.name, c.policy), func(t *testing.T) {
+			checkGoroutines(t)
+			srv := testserver.Start(t, testserver.Redis)
+			r := newRig(t, c.client.store(t, srv.Addr), c.policy)
+
+			r.warm()
+			r.healthy("healthy")
+			r.fault("SIGKILL", srv.Kill)
+			t.Logf("breaker %v; restarting", r.s.State())
+			srv.Restart()
+			r.recover("restart")
+			r.healthy("after restart")
+
+			r.fault("SIGSTOP", srv.Pause)
+			srv.Resume()
+			r.recover("SIGCONT")
+			r.healthy("after SIGCONT")
+		})
+	}
+}
+
+// TestFaultProxy puts a TCP proxy between the client and the server, which
+// first delays every reply beyond the timeout, then drops every
+// connection: the policy decides, within the timeout and a margin, until
+// the proxy behaves again.
+func TestFaultProxy(t *testing.T) {
+	for _, client := range faultClients {
+		t.Run("client="+client.name, func(t *testing.T) {
+			checkGoroutines(t)
+			srv := testserver.Start(t, testserver.Redis)
+			p := startProxy(t, srv.Addr)
+			r := newRig(t, client.store(t, p.addr()), hybrid.Local)
+
+			r.warm()
+			r.healthy("healthy")
+			r.fault("latency 200ms", func() { p.setDelay(200 * ms) })
+			p.setDelay(0)
+			r.recover("latency 0")
+			r.healthy("after latency")
+
+			r.fault("dropped connections", func() { p.setDrop(true) })
+			p.setDrop(false)
+			r.recover("connections accepted")
+			r.healthy("after dropped connections")
+		})
+	}
+}
+
+// proxy is a TCP proxy on 127.0.0.1 in front of a server. It can delay
+// each reply of the server by a fixed latency, and drop every connection
+// (closing those open and every new one at once).
+type proxy struct {
+	ln     net.Listener
+	target string
+	delay  atomic.Int64 // time.Duration
+	drop   atomic.Bool
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// startProxy starts a proxy to target, closed when t ends.
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *proxy) addr() string { return p.ln.Addr().String() }
+
+func (p *proxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// setDrop sets whether the proxy drops connections; turning it on closes
+// every open one.
+func (p *proxy) setDrop(on bool) {
+	p.drop.Store(on)
+	if on {
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *proxy) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		if p.drop.Load() {
+			client.Close()
+			continue
+		}
+		server, err := net.DialTimeout("tcp", p.target, sec)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		if !p.track(client, server) {
+			client.Close()
+			server.Close()
+			return
+		}
+		p.wg.Add(3)
+		go p.forward(server, client)
+		delayed := make(chan chunk, 1024)
+		go p.read(server, delayed, client)
+		go p.write(client, delayed, server)
+	}
+}
+
+func (p *proxy) track(cs ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
+	}
+	for _, c := range cs {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// forward copies what the client sends to the server, at once.
+func (p *proxy) forward(dst, src net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// A chunk is what the server sent, and when.
+type chunk struct {
+	data []byte
+	at   time.Time
+}
+
+// read reads the server's replies as they come, stamped with their time;
+// write sends each to the client once the delay has passed since then.
+func (p *proxy) read(src net.Conn, out chan<- chunk, other net.Conn) {
+	defer p.wg.Done()
+	defer close(out)
+	defer p.untrack(src, other)
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := src.Read(buf)
+		if n > 0 {
+			out <- chunk{buf[:n], time.Now()}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) write(dst net.Conn, in <-chan chunk, other net.Conn) {
+	defer p.wg.Done()
+	defer p.untrack(dst, other)
+	for c := range in {
+		if wait := time.Until(c.at.Add(time.Duration(p.delay.Load()))); wait > 0 {
+			time.Sleep(wait) // the latency the proxy adds
+		}
+		if _, err := dst.Write(c.data); err != nil {
+			for range in { // let read finish
+			}
+			return
+		}
+	}
+}
+
+func (p *proxy) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.ln.Close()
+	p.setDrop(true)
+	p.wg.Wait()
+}

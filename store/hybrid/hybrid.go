@@ -1,0 +1,513 @@
+// Package hybrid is a spigot.Store that keeps limiting when its remote
+// store (normally Redis, through store/redis, store/valkey or
+// store/rueidis) fails: a remote store in front of a local one (normally
+// store/memory), with a deadline on every remote call, a circuit breaker,
+// and an explicit policy for what to decide while the remote is
+// unavailable.
+//
+//	remote := redis.New(rdb)
+//	limiter := spigot.New(hybrid.New(remote, memory.New()), login)
+//
+// # Decisions
+//
+// Every request first checks its input (a bad bucket or cost is returned as
+// an error, as from any store) and, with WithGuard, a local guard bucket: a
+// guard denial is final and never reaches the remote. Then, while the
+// breaker is closed, the remote decides, under a deadline of
+// min(the caller's deadline, WithTimeout). When the remote fails (an
+// error, or no answer before the deadline) or the breaker is open, the
+// policy decides:
+//
+//	Local       the local store decides, with WithLocalBucket's bucket (default)
+//	FailOpen    the request is admitted
+//	FailClosed  the request is denied, RetryAfter until the breaker's next probe
+//
+// The caller's own cancellation is not a remote failure: it returns the
+// caller's error and does not count against the breaker.
+//
+// # Failures are not retried
+//
+// A remote call that timed out may still have taken its tokens in Redis, so
+// it is never retried: the policy decides instead. At worst a request is
+// charged twice (once remotely, once locally), never admitted twice by the
+// remote.
+//
+// # The breaker
+//
+// After WithBreaker's run of consecutive remote failures the breaker opens:
+// requests go straight to the policy with no network wait. After the
+// cooldown it is half-open: one request probes the remote (the others still
+// get the policy); success closes the breaker, failure opens it for another
+// cooldown. State reports where it is; WithObserver reports every
+// transition.
+package hybrid
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/store/memory"
+)
+
+var _ spigot.Store = (*Store)(nil)
+
+// Defaults.
+const (
+	DefaultTimeout  = 50 * time.Millisecond
+	DefaultFailures = 5
+	DefaultCooldown = 5 * time.Second
+)
+
+// ErrUnavailable is wrapped by the error of a Reset that could not reach
+// the remote store (it failed, or the breaker is open).
+var ErrUnavailable = errors.New("spigot: hybrid: remote store unavailable")
+
+// A Policy decides requests while the remote store is unavailable.
+type Policy int
+
+const (
+	// Local decides on the local store (the default).
+	Local Policy = iota
+	// FailOpen admits every request, with Remaining and ResetAfter 0:
+	// nothing is known of the bucket.
+	FailOpen
+	// FailClosed denies every request, with RetryAfter the time until the
+	// breaker's next probe (the cooldown when it is not open), or Never
+	// when the cost exceeds the capacity.
+	FailClosed
+)
+
+func (p Policy) String() string {
+	switch p {
+	case Local:
+		return "local"
+	case FailOpen:
+		return "fail-open"
+	case FailClosed:
+		return "fail-closed"
+	}
+	return fmt.Sprintf("Policy(%d)", int(p))
+}
+
+// A Circuit is the state of the breaker.
+type Circuit int32
+
+const (
+	// Closed: requests go to the remote store.
+	Closed Circuit = iota
+	// Open: requests go to the policy, without a network wait.
+	Open
+	// HalfOpen: one request probes the remote; the others go to the policy.
+	HalfOpen
+)
+
+func (c Circuit) String() string {
+	switch c {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half-open"
+	}
+	return fmt.Sprintf("Circuit(%d)", int(c))
+}
+
+// A Path is the way a request was decided.
+type Path int
+
+const (
+	// Remote: the remote store decided.
+	Remote Path = iota
+	// LocalFallback: the local store decided, under the Local policy.
+	LocalFallback
+	// FailedOpen: admitted under the FailOpen policy.
+	FailedOpen
+	// FailedClosed: denied under the FailClosed policy.
+	FailedClosed
+	// Guard: denied by the guard bucket, without asking the remote.
+	Guard
+)
+
+func (p Path) String() string {
+	switch p {
+	case Remote:
+		return "remote"
+	case LocalFallback:
+		return "local"
+	case FailedOpen:
+		return "fail-open"
+	case FailedClosed:
+		return "fail-closed"
+	case Guard:
+		return "guard"
+	}
+	return fmt.Sprintf("Path(%d)", int(p))
+}
+
+// Observer receives what a Store does, for metrics and logs. Each field is
+// optional. The functions are called synchronously on the request's
+// goroutine, so they must be fast and safe for concurrent use: increment a
+// counter, observe a histogram.
+type Observer struct {
+	// Decision is called once for every request that got an Admission.
+	Decision func(b spigot.Bucket, path Path, a spigot.Admission)
+	// RemoteError is called for every failed remote call (including a
+	// failed probe), with the time it took.
+	RemoteError func(b spigot.Bucket, err error, latency time.Duration)
+	// Transition is called when the breaker changes state, in order, under
+	// the breaker's lock: it must not call the Store.
+	Transition func(from, to Circuit)
+}
+
+// Store is a remote store with a local fallback. It is safe for concurrent
+// use. The zero Store is not usable; call New.
+type Store struct {
+	remote, local spigot.Store
+	clock         clock.Clock
+	timeout       time.Duration
+	policy        Policy
+	localBucket   func(spigot.Bucket) spigot.Bucket
+	guardBucket   func(spigot.Bucket) spigot.Bucket
+	guard         *memory.Store
+	failures      int
+	cooldown      time.Duration
+	detach        bool
+	obs           Observer
+
+	state     atomic.Int32 // a Circuit; changed only under mu
+	failed    atomic.Int32 // consecutive remote failures while closed
+	openUntil atomic.Int64 // UnixNano on s.clock when an open breaker lets a probe through
+	mu        sync.Mutex   // serializes transitions (and their reports)
+}
+
+// An Option configures a Store.
+type Option func(*Store)
+
+// WithTimeout bounds every remote call to d (default DefaultTimeout,
+// 50 ms; d ≤ 0 means the default), or less when the caller's deadline
+// comes first. A remote that has not answered by then has failed.
+//
+// The deadline reaches the remote through its context, which spigot's
+// Redis-protocol stores honour however the server fails (refused, reset,
+// or accepting and never answering); a go-redis client needs
+// ContextTimeoutEnabled for that, as store/redis says. For a remote that
+// may ignore its context, add WithDetach.
+func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithDetach runs every remote call on a goroutine of its own, so that the
+// call returns at its deadline even when the remote ignores its context
+// (the abandoned goroutine ends when the remote returns). It costs a
+// hand-off between goroutines on every call (measured: about a quarter
+// more latency on a loopback Redis), so use it only for such remotes.
+func WithDetach() Option { return func(s *Store) { s.detach = true } }
+
+// WithPolicy sets what decides while the remote is unavailable (default
+// Local).
+func WithPolicy(p Policy) Option { return func(s *Store) { s.policy = p } }
+
+// WithLocalBucket sets the bucket the local store enforces, under the
+// Local policy, in place of a request's bucket: for example the limit
+// divided by the number of replicas, so that the replicas together admit
+// about what the remote would. The default is the same bucket, so N
+// replicas admit up to N times the limit while the remote is down. Give
+// the local bucket the same name as the remote one unless the local store
+// is shared with other limiters.
+func WithLocalBucket(f func(spigot.Bucket) spigot.Bucket) Option {
+	return func(s *Store) { s.localBucket = f }
+}
+
+// WithGuard adds a guard: a local bucket, f(bucket), consulted before the
+// remote, usually looser than the remote's (say, twice the limit per
+// replica), so that a flood from one key is denied locally without a round
+// trip. A guard denial never calls the remote. The guard keeps its state
+// in a memory store of its own, on the Store's clock.
+func WithGuard(f func(spigot.Bucket) spigot.Bucket) Option {
+	return func(s *Store) { s.guardBucket = f }
+}
+
+// WithBreaker sets the breaker: it opens after failures consecutive remote
+// failures (default 5) and lets one probe through after cooldown (default
+// 5 s).
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return func(s *Store) { s.failures, s.cooldown = failures, cooldown }
+}
+
+// WithObserver sets the observer of decisions, remote errors and breaker
+// transitions.
+func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
+
+// WithClock sets the clock of the breaker's cooldown and of the guard
+// (default: the system clock). Deadlines and the latencies the observer
+// sees are real time.
+func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
+
+// New returns a store that asks remote and falls back on local.
+func New(remote, local spigot.Store, opts ...Option) *Store {
+	s := &Store{
+		remote:   remote,
+		local:    local,
+		clock:    clock.System(),
+		timeout:  DefaultTimeout,
+		failures: DefaultFailures,
+		cooldown: DefaultCooldown,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.failures < 1 {
+		s.failures = 1
+	}
+	if s.timeout <= 0 {
+		s.timeout = DefaultTimeout
+	}
+	if s.guardBucket != nil {
+		s.guard = memory.New(memory.WithClock(s.clock))
+	}
+	return s
+}
+
+// State reports the breaker's state.
+func (s *Store) State() Circuit { return Circuit(s.state.Load()) }
+
+// Acquire implements spigot.Store.
+func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	if err := b.Check(cost); err != nil {
+		return spigot.Admission{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return spigot.Admission{}, err
+	}
+	if s.guard != nil {
+		a, err := s.guard.Acquire(ctx, s.guardBucket(b), key, cost)
+		if err != nil {
+			return spigot.Admission{}, err
+		}
+		if !a.Allowed {
+			s.decided(b, Guard, a)
+			return a, nil
+		}
+	}
+	call, probe := s.allow()
+	if !call {
+		return s.fallback(ctx, b, key, cost)
+	}
+	a, err := remoteCall(s, ctx, b, probe, func(ctx context.Context) (spigot.Admission, error) {
+		return s.remote.Acquire(ctx, b, key, cost)
+	})
+	switch {
+	case err == nil:
+		s.decided(b, Remote, a)
+		return a, nil
+	case ctx.Err() != nil: // the caller gave up: not the remote's failure
+		return spigot.Admission{}, ctx.Err()
+	}
+	return s.fallback(ctx, b, key, cost)
+}
+
+// Reset implements spigot.Store. It resets the guard and the local store,
+// then the remote; it reports whether the remote's bucket was not full,
+// and returns an error wrapping ErrUnavailable when the remote could not be
+// reached.
+func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+	if err := b.Check(0); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if s.guard != nil {
+		if _, err := s.guard.Reset(ctx, s.guardBucket(b), key); err != nil {
+			return false, err
+		}
+	}
+	if _, err := s.local.Reset(ctx, s.fallbackBucket(b), key); err != nil {
+		return false, err
+	}
+	call, probe := s.allow()
+	if !call {
+		return false, fmt.Errorf("%w: the circuit is open", ErrUnavailable)
+	}
+	ok, err := remoteCall(s, ctx, b, probe, func(ctx context.Context) (bool, error) {
+		return s.remote.Reset(ctx, b, key)
+	})
+	switch {
+	case err == nil:
+		return ok, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	}
+	return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// remoteCall runs f on the remote under the deadline and records the
+// outcome with the breaker: probe says whether this call is the half-open
+// breaker's probe.
+func remoteCall[T any](s *Store, ctx context.Context, b spigot.Bucket, probe bool, f func(context.Context) (T, error)) (T, error) {
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var v T
+	var err error
+	if s.detach {
+		v, err = detached(rctx, f)
+	} else {
+		v, err = f(rctx)
+	}
+	switch {
+	case err == nil:
+		s.succeeded(probe)
+	case ctx.Err() != nil: // the caller gave up: nothing learnt
+		if probe {
+			s.transition(HalfOpen, Open, 0)
+		}
+	default:
+		if s.obs.RemoteError != nil {
+			s.obs.RemoteError(b, err, time.Since(start))
+		}
+		s.failedOnce(probe)
+	}
+	return v, err
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// detached runs f on a goroutine of its own and returns at ctx's deadline
+// if f has not returned by then; the goroutine ends when f does.
+func detached[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	done := make(chan result[T], 1)
+	go func() {
+		v, err := f(ctx)
+		done <- result[T]{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("spigot: hybrid: no answer from the remote store: %w", ctx.Err())
+	}
+}
+
+func (s *Store) fallbackBucket(b spigot.Bucket) spigot.Bucket {
+	if s.localBucket != nil {
+		return s.localBucket(b)
+	}
+	return b
+}
+
+// fallback decides by the policy.
+func (s *Store) fallback(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	var a spigot.Admission
+	var path Path
+	switch {
+	case s.policy == Local:
+		var err error
+		if a, err = s.local.Acquire(ctx, s.fallbackBucket(b), key, cost); err != nil {
+			return spigot.Admission{}, err
+		}
+		path = LocalFallback
+	case cost > b.Capacity(): // the model's answer needs no remote
+		a = spigot.Admission{RetryAfter: spigot.Never}
+		path = FailedClosed
+		if s.policy == FailOpen {
+			path = FailedOpen
+		}
+	case s.policy == FailOpen || cost == 0: // a peek is always allowed
+		a, path = spigot.Admission{Allowed: true}, FailedOpen
+		if s.policy == FailClosed {
+			path = FailedClosed
+		}
+	default:
+		a, path = spigot.Admission{RetryAfter: s.untilProbe()}, FailedClosed
+	}
+	s.decided(b, path, a)
+	return a, nil
+}
+
+func (s *Store) decided(b spigot.Bucket, p Path, a spigot.Admission) {
+	if s.obs.Decision != nil {
+		s.obs.Decision(b, p, a)
+	}
+}
+
+// untilProbe is the RetryAfter of a FailClosed denial: the time until the
+// breaker lets a probe through, rounded up to the millisecond, or the
+// cooldown when the breaker is not open (the remote just failed).
+func (s *Store) untilProbe() time.Duration {
+	d := s.cooldown
+	if s.State() == Open {
+		d = time.Duration(s.openUntil.Load() - s.clock.Now().UnixNano())
+	}
+	d = (d + time.Millisecond - 1).Truncate(time.Millisecond)
+	return max(d, time.Millisecond)
+}
+
+// allow reports whether a request may call the remote, and whether that
+// call is the breaker's probe: every request may while the breaker is
+// closed; while it is open, only the first request after the cooldown,
+// which turns it half-open and probes; while it is half-open, none.
+func (s *Store) allow() (call, probe bool) {
+	switch Circuit(s.state.Load()) {
+	case Closed:
+		return true, false
+	case HalfOpen:
+		return false, false
+	}
+	if s.clock.Now().UnixNano() < s.openUntil.Load() {
+		return false, false
+	}
+	return s.transition(Open, HalfOpen, 0), true
+}
+
+// succeeded records a remote success: a probe's closes the breaker; any
+// other only clears the run of failures (it may have started before the
+// breaker opened, so it says nothing of the remote now).
+func (s *Store) succeeded(probe bool) {
+	if probe {
+		s.transition(HalfOpen, Closed, 0)
+	}
+	s.failed.Store(0)
+}
+
+// failedOnce records a remote failure: a probe's reopens the breaker for
+// another cooldown; otherwise the run of failures grows, and opens the
+// breaker when it reaches s.failures.
+func (s *Store) failedOnce(probe bool) {
+	if probe {
+		s.transition(HalfOpen, Open, s.cooldown)
+		return
+	}
+	if s.failed.Add(1) >= int32(s.failures) {
+		s.transition(Closed, Open, s.cooldown)
+	}
+}
+
+// transition moves the breaker from one state to another, if it is still
+// in from, and reports it; when it opens, the next probe is allowed after
+// cooldown. It reports whether it moved.
+func (s *Store) transition(from, to Circuit, cooldown time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if Circuit(s.state.Load()) != from {
+		return false
+	}
+	if to == Open {
+		s.failed.Store(0)
+		s.openUntil.Store(s.clock.Now().Add(cooldown).UnixNano())
+	}
+	s.state.Store(int32(to))
+	if s.obs.Transition != nil {
+		s.obs.Transition(from, to)
+	}
+	return true
+}

@@ -1,0 +1,1050 @@
+package hybrid_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/conformance"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
+)
+
+// t0 is the instant every fake clock starts at; steps are offsets from it.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+const (
+	ms  = time.Millisecond
+	sec = time.Second
+
+	// patience bounds a wait in real time that should take a few
+	// milliseconds: long enough never to flake on a loaded machine, short
+	// enough to fail a hang.
+	patience = time.Second
+)
+
+// ---- a controllable remote ----
+
+// A mode is how the fake remote answers.
+type mode int
+
+const (
+	succeed mode = iota // delegate to a memory store on the test's clock
+	fail                // return errDown at once
+	hang                // block, ignoring the context, until released
+)
+
+func (m mode) String() string {
+	return [...]string{"succeed", "fail", "hang"}[m]
+}
+
+// errDown is the fake remote's failure.
+var errDown = errors.New("remote down")
+
+// fakeRemote is a spigot.Store whose answers the test controls: it
+// succeeds (as a memory store), fails, or hangs ignoring its context until
+// released, and counts its calls. A hung call, once released, answers by
+// the mode at that time (fails if it is still hang). Safe for concurrent
+// use.
+type fakeRemote struct {
+	mem *memory.Store
+
+	mu      sync.Mutex
+	mode    mode
+	release chan struct{} // closed to release the calls hung on it
+
+	acquires, resets atomic.Int64
+	entered          chan struct{} // receives when a call starts to hang
+	finished         chan struct{} // receives when a call that hung answers
+}
+
+// newFakeRemote returns a fake remote that succeeds, on clk; hung calls
+// are released when t ends.
+func newFakeRemote(t testing.TB, clk clock.Clock) *fakeRemote {
+	f := &fakeRemote{
+		mem:      memory.New(memory.WithClock(clk)),
+		release:  make(chan struct{}),
+		entered:  make(chan struct{}, 1000),
+		finished: make(chan struct{}, 1000),
+	}
+	t.Cleanup(func() { f.set(fail); f.releaseAll() })
+	return f
+}
+
+func (f *fakeRemote) set(m mode) {
+	f.mu.Lock()
+	f.mode = m
+	f.mu.Unlock()
+}
+
+// releaseAll releases every hung call.
+func (f *fakeRemote) releaseAll() {
+	f.mu.Lock()
+	close(f.release)
+	f.release = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// waitHung waits until n more calls hang.
+func (f *fakeRemote) waitHung(t testing.TB, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-f.entered:
+		case <-time.After(patience):
+			t.Fatalf("no call reached the hung remote within %v", patience)
+		}
+	}
+}
+
+// answer returns how to answer a call, after hanging if the mode is hang;
+// hung reports whether it did.
+func (f *fakeRemote) answer() (m mode, hung bool) {
+	f.mu.Lock()
+	m, rel := f.mode, f.release
+	f.mu.Unlock()
+	if m != hang {
+		return m, false
+	}
+	f.entered <- struct{}{}
+	<-rel
+	f.mu.Lock()
+	m = f.mode
+	f.mu.Unlock()
+	if m == hang {
+		m = fail
+	}
+	return m, true
+}
+
+// done ends a call; a call that hung then tells waitDone.
+func (f *fakeRemote) done(hung bool) {
+	if hung {
+		f.finished <- struct{}{}
+	}
+}
+
+// waitDone waits until n more released calls have answered.
+func (f *fakeRemote) waitDone(t testing.TB, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-f.finished:
+		case <-time.After(patience):
+			t.Fatalf("no released call answered within %v", patience)
+		}
+	}
+}
+
+// Acquire answers by the mode. A call that hung ignores its context, as a
+// server that took the request does.
+func (f *fakeRemote) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	f.acquires.Add(1)
+	m, hung := f.answer()
+	defer f.done(hung)
+	if m == fail {
+		return spigot.Admission{}, errDown
+	}
+	if hung {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return f.mem.Acquire(ctx, b, key, cost)
+}
+
+func (f *fakeRemote) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+	f.resets.Add(1)
+	m, hung := f.answer()
+	defer f.done(hung)
+	if m == fail {
+		return false, errDown
+	}
+	if hung {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return f.mem.Reset(ctx, b, key)
+}
+
+func (f *fakeRemote) calls() int64 { return f.acquires.Load() + f.resets.Load() }
+
+// ---- an observer that records ----
+
+type decision struct {
+	bucket string
+	path   hybrid.Path
+	a      spigot.Admission
+}
+
+type remoteError struct {
+	err     error
+	latency time.Duration
+}
+
+// recorder records what a Store's observer is told. Safe for concurrent
+// use.
+type recorder struct {
+	mu          sync.Mutex
+	decisions   []decision
+	errs        []remoteError
+	transitions []string // "from>to"
+}
+
+func (r *recorder) observer() hybrid.Observer {
+	return hybrid.Observer{
+		Decision: func(b spigot.Bucket, p hybrid.Path, a spigot.Admission) {
+			r.mu.Lock()
+			r.decisions = append(r.decisions, decision{b.Name(), p, a})
+			r.mu.Unlock()
+		},
+		RemoteError: func(_ spigot.Bucket, err error, latency time.Duration) {
+			r.mu.Lock()
+			r.errs = append(r.errs, remoteError{err, latency})
+			r.mu.Unlock()
+		},
+		Transition: func(from, to hybrid.Circuit) {
+			r.mu.Lock()
+			r.transitions = append(r.transitions, from.String()+">"+to.String())
+			r.mu.Unlock()
+		},
+	}
+}
+
+// take returns what was recorded since the last take, and forgets it.
+func (r *recorder) take() (ds []decision, errs []remoteError, transitions string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ds, errs, transitions = r.decisions, r.errs, strings.Join(r.transitions, " ")
+	r.decisions, r.errs, r.transitions = nil, nil, nil
+	return ds, errs, transitions
+}
+
+// ---- goroutine leaks ----
+
+// checkGoroutines fails t unless, when t ends (after the cleanups
+// registered after this call: releasing remotes, closing clients, stopping
+// servers), the number of goroutines comes back to what it is now within
+// a few seconds.
+func checkGoroutines(t testing.TB) {
+	t.Helper()
+	base := runtime.NumGoroutine()
+	t.Cleanup(func() {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			n := runtime.NumGoroutine()
+			if n <= base {
+				return
+			}
+			if time.Now().After(deadline) {
+				buf := make([]byte, 1<<20)
+				buf = buf[:runtime.Stack(buf, true)]
+				t.Errorf("%d goroutines are running, %d before the test; leaked:\n%s", n, base, buf)
+				return
+			}
+			time.Sleep(5 * ms)
+		}
+	})
+}
+
+// ---- step tables ----
+
+func allow(remaining int64, resetAfter time.Duration) spigot.Admission {
+	return spigot.Admission{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
+}
+
+func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Admission {
+	return spigot.Admission{Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}
+}
+
+// admitted is FailOpen's admission: nothing is known of the bucket.
+var admitted = spigot.Admission{Allowed: true}
+
+func show(a spigot.Admission) string {
+	retry := a.RetryAfter.String()
+	if a.RetryAfter == spigot.Never {
+		retry = "Never"
+	}
+	return fmt.Sprintf("{Allowed %v, Remaining %d, RetryAfter %s, ResetAfter %v}", a.Allowed, a.Remaining, retry, a.ResetAfter)
+}
+
+// A step is one request at a fixed instant, with the remote in a mode.
+type step struct {
+	at   time.Duration // the clock, from t0
+	mode mode          // the remote's mode
+
+	reset bool  // Reset instead of Acquire
+	cost  int64 // Acquire's cost
+
+	want spigot.Admission // Acquire's admission
+	path hybrid.Path      // Acquire's decision path
+
+	notFull bool    // Reset's result
+	errs    []error // Reset's error must match each (errors.Is); none: no error
+
+	calls int64          // calls the step makes to the remote: 0 or 1
+	state hybrid.Circuit // the breaker after the step
+	trans string         // the transitions the step reports, "from>to ..."
+}
+
+// fixture is a hybrid store on a fake remote and a memory store, on one
+// fake clock, with a recording observer.
+type fixture struct {
+	clk    *clocktest.Clock
+	remote *fakeRemote
+	local  *memory.Store
+	rec    *recorder
+	s      *hybrid.Store
+}
+
+// newFixture returns a fixture whose store has opts, after a timeout of a
+// minute (so that a slow machine never times out a remote that answers at
+// once) and the fixture's clock and observer.
+func newFixture(t testing.TB, opts ...hybrid.Option) *fixture {
+	t.Helper()
+	clk := clocktest.New(t0)
+	f := &fixture{clk: clk, remote: newFakeRemote(t, clk), local: memory.New(memory.WithClock(clk)), rec: &recorder{}}
+	// The fake remote's hang ignores its context: WithDetach.
+	opts = append([]hybrid.Option{hybrid.WithTimeout(time.Minute), hybrid.WithDetach(), hybrid.WithClock(clk), hybrid.WithObserver(f.rec.observer())}, opts...)
+	f.s = hybrid.New(f.remote, f.local, opts...)
+	return f
+}
+
+// play runs the steps on bucket b, key "k".
+func (f *fixture) play(t *testing.T, b spigot.Bucket, steps []step) {
+	t.Helper()
+	for i, st := range steps {
+		i++
+		f.clk.Set(t0.Add(st.at))
+		f.remote.set(st.mode)
+		calls := f.remote.calls()
+		f.rec.take()
+		what := fmt.Sprintf("step %d (t0+%v, remote %v", i, st.at, st.mode)
+		if st.reset {
+			what += ", Reset)"
+			notFull, err := f.s.Reset(t.Context(), b, "k")
+			if len(st.errs) == 0 && err != nil {
+				t.Fatalf("%s: got error %v, want none", what, err)
+			}
+			if len(st.errs) > 0 && err == nil {
+				t.Errorf("%s: got no error, want one matching %v", what, st.errs)
+			}
+			for _, target := range st.errs {
+				if !errors.Is(err, target) {
+					t.Errorf("%s: got error %v, want one matching %v", what, err, target)
+				}
+			}
+			if notFull != st.notFull {
+				t.Errorf("%s: got %v, want %v", what, notFull, st.notFull)
+			}
+		} else {
+			what += fmt.Sprintf(", cost %d)", st.cost)
+			a, err := f.s.Acquire(t.Context(), b, "k", st.cost)
+			if err != nil {
+				t.Fatalf("%s: got error %v, want %s", what, err, show(st.want))
+			}
+			if a != st.want {
+				t.Errorf("%s: got %s, want %s", what, show(a), show(st.want))
+			}
+		}
+		ds, errs, trans := f.rec.take()
+		switch {
+		case st.reset && len(ds) != 0:
+			t.Errorf("%s: got decisions %v, want none", what, ds)
+		case !st.reset && (len(ds) != 1 || ds[0].path != st.path):
+			t.Errorf("%s: got decisions %v, want one by path %v", what, ds, st.path)
+		}
+		if got := f.remote.calls() - calls; got != st.calls {
+			t.Errorf("%s: got %d remote calls, want %d", what, got, st.calls)
+		}
+		wantErrs := 0
+		if st.calls == 1 && st.mode == fail {
+			wantErrs = 1
+		}
+		if len(errs) != wantErrs {
+			t.Errorf("%s: got %d remote errors (%v), want %d", what, len(errs), errs, wantErrs)
+		}
+		for _, e := range errs {
+			if !errors.Is(e.err, errDown) || e.latency < 0 || e.latency > patience {
+				t.Errorf("%s: remote error %v after %v; want errDown after [0, %v]", what, e.err, e.latency, patience)
+			}
+		}
+		if got := f.s.State(); got != st.state {
+			t.Errorf("%s: got state %v, want %v", what, got, st.state)
+		}
+		if trans != st.trans {
+			t.Errorf("%s: got transitions %q, want %q", what, trans, st.trans)
+		}
+	}
+}
+
+// cap4 is the remote's bucket of the step tables: 4 tokens, 1 a second.
+var cap4 = spigot.MustBucket("api", 4, spigot.PerSecond(1))
+
+// half is a WithLocalBucket function: half the capacity, the same rate.
+func half(b spigot.Bucket) spigot.Bucket {
+	return spigot.MustBucket(b.Name(), b.Capacity()/2, b.Rate())
+}
+
+const (
+	open     = hybrid.Open
+	closed   = hybrid.Closed
+	halfOpen = hybrid.HalfOpen
+
+	toOpen  = "closed>open"
+	probeOK = "open>half-open half-open>closed"
+	probeKO = "open>half-open half-open>open"
+)
+
+// TestLocal: under the Local policy the local store decides, on
+// WithLocalBucket's bucket, whenever the remote fails or the breaker is
+// open; the breaker opens after 2 consecutive failures, a success resets
+// the count, and a probe after the cooldown closes it or reopens it for
+// another cooldown.
+func TestLocal(t *testing.T) {
+	f := newFixture(t, hybrid.WithLocalBucket(half), hybrid.WithBreaker(2, 10*sec))
+	f.play(t, cap4, []step{
+		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed},
+		// The local bucket holds 2 tokens.
+		{at: 0, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.LocalFallback, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
+		// The success reset the count: this is the first failure again.
+		{at: 0, mode: fail, cost: 1, want: allow(0, 2*sec), path: hybrid.LocalFallback, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
+		// Open: the healthy remote is not called until t0+10s.
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(0, 2*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 9999 * ms, mode: succeed, cost: 2, want: allow(0, 2*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		// The probe: the remote's bucket has refilled.
+		{at: 10 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
+		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.LocalFallback, calls: 1, state: closed},
+		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
+		// A failed probe opens the breaker for another cooldown.
+		{at: 20 * sec, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: probeKO},
+		{at: 29999 * ms, mode: succeed, cost: 1, want: allow(1, 1*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 30 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
+	})
+}
+
+// TestLocalSameBucket: without WithLocalBucket, the local store enforces
+// the request's own bucket.
+func TestLocalSameBucket(t *testing.T) {
+	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
+	f.play(t, cap4, []step{
+		{at: 0, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
+		{at: 0, mode: succeed, cost: 3, want: allow(0, 4*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 0, mode: succeed, cost: 5, want: deny(0, spigot.Never, 4*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 0, mode: succeed, cost: 0, want: allow(0, 4*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+	})
+}
+
+// TestFailOpen: under FailOpen a request is admitted, with nothing known of
+// the bucket, whenever the remote fails or the breaker is open.
+func TestFailOpen(t *testing.T) {
+	f := newFixture(t, hybrid.WithPolicy(hybrid.FailOpen), hybrid.WithBreaker(2, 10*sec))
+	f.play(t, cap4, []step{
+		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.FailedOpen, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.FailedOpen, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 4, want: admitted, path: hybrid.FailedOpen, calls: 1, state: open, trans: toOpen},
+		{at: 5 * sec, mode: succeed, cost: 4, want: admitted, path: hybrid.FailedOpen, calls: 0, state: open},
+		{at: 10 * sec, mode: fail, cost: 1, want: admitted, path: hybrid.FailedOpen, calls: 1, state: open, trans: probeKO},
+		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
+	})
+}
+
+// TestFailClosed: under FailClosed a request is denied whenever the remote
+// fails or the breaker is open, with RetryAfter the cooldown while the
+// breaker is closed, exactly the time left until the probe (rounded up to
+// the millisecond) while it is open, and Never for a cost over the
+// capacity; a cost of 0 is allowed, as in the model.
+func TestFailClosed(t *testing.T) {
+	f := newFixture(t, hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithBreaker(2, 10*sec))
+	f.play(t, cap4, []step{
+		{at: 0, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.FailedClosed, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.FailedClosed, calls: 1, state: open, trans: toOpen},
+		{at: 1234500 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 8766*ms, 0), path: hybrid.FailedClosed, calls: 0, state: open},
+		{at: 5 * sec, mode: succeed, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.FailedClosed, calls: 0, state: open},
+		{at: 5 * sec, mode: succeed, cost: 0, want: allow(0, 0), path: hybrid.FailedClosed, calls: 0, state: open}, // a peek is always allowed
+		{at: 9999 * ms, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.FailedClosed, calls: 0, state: open},
+		{at: 9999900 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.FailedClosed, calls: 0, state: open},
+		// A failed probe: the next one is a cooldown away.
+		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.FailedClosed, calls: 1, state: open, trans: probeKO},
+		{at: 15*sec + 1, mode: succeed, cost: 1, want: deny(0, 5*sec, 0), path: hybrid.FailedClosed, calls: 0, state: open},
+		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
+		{at: 20 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.FailedClosed, calls: 1, state: closed},
+	})
+}
+
+// TestGuard: the guard bucket is consulted first; its denial is final and
+// never calls the remote (healthy or not, breaker open or not); when it
+// allows, the remote decides, or the policy. Reset resets the guard and the
+// local store too, even when the remote is unavailable.
+func TestGuard(t *testing.T) {
+	guard := func(b spigot.Bucket) spigot.Bucket { return spigot.MustBucket(b.Name(), 2, b.Rate()) }
+	f := newFixture(t, hybrid.WithGuard(guard), hybrid.WithBreaker(1, 10*sec))
+	f.play(t, cap4, []step{
+		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
+		// The guard's own denial.
+		{at: 0, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
+		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
+		{at: 0, mode: fail, cost: 3, want: deny(0, spigot.Never, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
+		// The guard refilled a token: the remote fails, the local store
+		// (the same bucket, 4 tokens) decides.
+		{at: 1 * sec, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
+		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: open},
+		// The breaker is open: Reset fails, but resets the guard and the
+		// local store.
+		{at: 1 * sec, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: open},
+		// The probe, then a Reset that reaches the remote.
+		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
+		{at: 11 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
+		{at: 11 * sec, mode: succeed, reset: true, notFull: true, calls: 1, state: closed},
+		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
+	})
+}
+
+// TestReset: Reset reports the remote's answer, and fails with
+// ErrUnavailable (wrapping the remote's error) when the remote fails,
+// which counts against the breaker, or without calling it when the
+// breaker is open. After the cooldown a Reset may be the probe.
+func TestReset(t *testing.T) {
+	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
+	f.play(t, cap4, []step{
+		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: succeed, reset: true, notFull: true, calls: 1, state: closed},
+		{at: 0, mode: succeed, reset: true, notFull: false, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: fail, reset: true, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: toOpen},
+		{at: 5 * sec, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
+		{at: 10 * sec, mode: fail, reset: true, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: probeKO},
+		// The probe: the remote's bucket has refilled since t0.
+		{at: 20*sec - 1, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
+		{at: 20 * sec, mode: succeed, reset: true, notFull: false, calls: 1, state: closed, trans: probeOK},
+	})
+
+	// The caller's cancellation is the caller's error.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if ok, err := f.s.Reset(ctx, cap4, "k"); ok || err != context.Canceled {
+		t.Errorf("Reset with a cancelled context: got %v, %v; want false, context.Canceled", ok, err)
+	}
+}
+
+// TestInvalidInput: a zero Bucket or a negative cost is returned as the
+// error any store returns, whatever the policy and the breaker, without
+// calling the remote or the policy.
+func TestInvalidInput(t *testing.T) {
+	ref := memory.New()
+	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
+		t.Run(policy.String(), func(t *testing.T) {
+			f := newFixture(t, hybrid.WithPolicy(policy), hybrid.WithBreaker(1, 10*sec),
+				hybrid.WithGuard(func(b spigot.Bucket) spigot.Bucket { return b }))
+			f.remote.set(fail)
+			for _, state := range []hybrid.Circuit{closed, open} {
+				if state == open {
+					f.s.Acquire(t.Context(), cap4, "k", 1) // opens the breaker
+					f.rec.take()
+				}
+				calls := f.remote.calls()
+				for _, c := range []struct {
+					b      spigot.Bucket
+					cost   int64
+					target error
+				}{
+					{spigot.Bucket{}, 1, spigot.ErrInvalidBucket},
+					{spigot.Bucket{}, 0, spigot.ErrInvalidBucket},
+					{cap4, -1, spigot.ErrInvalidCost},
+				} {
+					what := fmt.Sprintf("breaker %v: Acquire(%v, cost %d)", state, c.b, c.cost)
+					a, err := f.s.Acquire(t.Context(), c.b, "k", c.cost)
+					_, want := ref.Acquire(t.Context(), c.b, "k", c.cost)
+					if !errors.Is(err, c.target) || err.Error() != want.Error() || a != (spigot.Admission{}) {
+						t.Errorf("%s: got %s, %v; want the zero Admission, %v", what, show(a), err, want)
+					}
+				}
+				ok, err := f.s.Reset(t.Context(), spigot.Bucket{}, "k")
+				if _, want := ref.Reset(t.Context(), spigot.Bucket{}, "k"); ok || !errors.Is(err, spigot.ErrInvalidBucket) || err.Error() != want.Error() {
+					t.Errorf("breaker %v: Reset of the zero Bucket: got %v, %v; want false, %v", state, ok, err, want)
+				}
+				if got := f.remote.calls() - calls; got != 0 {
+					t.Errorf("breaker %v: invalid input made %d remote calls, want 0", state, got)
+				}
+				if ds, errs, trans := f.rec.take(); len(ds)+len(errs) != 0 || trans != "" {
+					t.Errorf("breaker %v: invalid input was observed: decisions %v, remote errors %v, transitions %q", state, ds, errs, trans)
+				}
+				if got := f.s.State(); got != state {
+					t.Errorf("after invalid input: got state %v, want %v", got, state)
+				}
+			}
+		})
+	}
+}
+
+// TestCallerCancellation: a caller that gives up gets its context's error,
+// whatever the policy; it is not a remote failure: it neither counts
+// against the breaker nor reaches the observer.
+func TestCallerCancellation(t *testing.T) {
+	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
+		t.Run(policy.String(), func(t *testing.T) {
+			checkGoroutines(t)
+			f := newFixture(t, hybrid.WithPolicy(policy), hybrid.WithBreaker(2, 10*sec))
+			cancelled, cancel := context.WithCancel(t.Context())
+			cancel()
+
+			// Cancelled before the call, many times over: the breaker
+			// (2 failures) stays closed.
+			for range 5 {
+				if a, err := f.s.Acquire(cancelled, cap4, "k", 1); err != context.Canceled {
+					t.Fatalf("Acquire with a cancelled context: got %s, %v; want context.Canceled", show(a), err)
+				}
+			}
+
+			// Cancelled while the remote hangs, and a deadline that comes
+			// before the store's timeout (a minute).
+			f.remote.set(hang)
+			ctx, cancel := context.WithCancel(t.Context())
+			errc := make(chan error, 1)
+			go func() {
+				_, err := f.s.Acquire(ctx, cap4, "k", 1)
+				errc <- err
+			}()
+			f.remote.waitHung(t, 1)
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-errc:
+				if err != context.Canceled {
+					t.Errorf("Acquire cancelled while the remote hangs: got %v, want context.Canceled", err)
+				}
+				if d := time.Since(start); d > patience {
+					t.Errorf("Acquire returned %v after its cancellation, want less than %v", d, patience)
+				}
+			case <-time.After(patience):
+				t.Fatalf("Acquire did not return within %v of its cancellation", patience)
+			}
+
+			start = time.Now()
+			ctx, cancel = context.WithTimeout(t.Context(), 20*ms)
+			defer cancel()
+			a, err := f.s.Acquire(ctx, cap4, "k", 1)
+			if d := time.Since(start); err != context.DeadlineExceeded || d < 20*ms || d > patience {
+				t.Errorf("Acquire with a deadline of 20ms while the remote hangs: got %s, %v after %v; want context.DeadlineExceeded after [20ms, %v]", show(a), err, d, patience)
+			}
+
+			ds, errs, trans := f.rec.take()
+			if len(ds)+len(errs) != 0 || trans != "" {
+				t.Errorf("cancelled calls were observed: decisions %v, remote errors %v, transitions %q", ds, errs, trans)
+			}
+			// One real failure: the count starts from 0.
+			f.remote.set(fail)
+			f.remote.releaseAll()
+			if _, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil {
+				t.Fatalf("Acquire on a failing remote: %v", err)
+			}
+			if got := f.s.State(); got != closed {
+				t.Errorf("after cancelled calls and one failure: got state %v, want %v (2 failures open it)", got, closed)
+			}
+		})
+	}
+}
+
+// TestAbandonedProbe: a probe whose caller gives up teaches nothing: the
+// breaker goes back to open and the next request probes at once.
+func TestAbandonedProbe(t *testing.T) {
+	checkGoroutines(t)
+	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
+	f.remote.set(fail)
+	f.s.Acquire(t.Context(), cap4, "k", 1)
+	f.clk.Advance(10 * sec)
+	f.remote.set(hang)
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.s.Acquire(ctx, cap4, "abandoned", 1)
+		errc <- err
+	}()
+	f.remote.waitHung(t, 1)
+	if got := f.s.State(); got != halfOpen {
+		t.Errorf("during the probe: got state %v, want %v", got, halfOpen)
+	}
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Errorf("the abandoned probe: got %v, want context.Canceled", err)
+	}
+	if got := f.s.State(); got != open {
+		t.Errorf("after the abandoned probe: got state %v, want %v", got, open)
+	}
+	_, errs, trans := f.rec.take()
+	if want := toOpen + " " + probeKO; trans != want || len(errs) != 1 {
+		t.Errorf("got transitions %q and %d remote errors, want %q and 1 (before the probe)", trans, len(errs), want)
+	}
+	// The next request, at the same instant, probes.
+	f.remote.set(succeed)
+	f.remote.releaseAll()
+	calls := f.remote.calls()
+	if a, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(3, sec) {
+		t.Errorf("the next request: got %s, %v; want %s", show(a), err, show(allow(3, sec)))
+	}
+	if got := f.remote.calls() - calls; got != 1 {
+		t.Errorf("the next request made %d remote calls, want 1", got)
+	}
+	if _, _, trans := f.rec.take(); trans != probeOK || f.s.State() != closed {
+		t.Errorf("the next request: got transitions %q, state %v; want %q, %v", trans, f.s.State(), probeOK, closed)
+	}
+}
+
+// TestHalfOpen: after the cooldown exactly one request probes the remote;
+// while it is in flight, every other request goes to the policy without a
+// remote call (FailClosed: RetryAfter the cooldown, as the breaker is not
+// open); the probe's success closes the breaker.
+func TestHalfOpen(t *testing.T) {
+	for _, c := range []struct {
+		policy hybrid.Policy
+		path   hybrid.Path
+		want   spigot.Admission
+	}{
+		{hybrid.Local, hybrid.LocalFallback, allow(3, sec)},
+		{hybrid.FailOpen, hybrid.FailedOpen, admitted},
+		{hybrid.FailClosed, hybrid.FailedClosed, deny(0, 10*sec, 0)},
+	} {
+		t.Run(c.policy.String(), func(t *testing.T) {
+			checkGoroutines(t)
+			f := newFixture(t, hybrid.WithPolicy(c.policy), hybrid.WithBreaker(1, 10*sec))
+			f.remote.set(fail)
+			f.s.Acquire(t.Context(), cap4, "k", 1)
+			f.clk.Advance(10 * sec)
+			f.remote.set(hang)
+			f.rec.take()
+
+			probe := make(chan error, 1)
+			go func() {
+				a, err := f.s.Acquire(t.Context(), cap4, "probe", 1)
+				if err == nil && a != allow(3, sec) {
+					err = fmt.Errorf("got %s, want %s", show(a), show(allow(3, sec)))
+				}
+				probe <- err
+			}()
+			f.remote.waitHung(t, 1)
+			calls := f.remote.calls()
+
+			const n = 8
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					a, err := f.s.Acquire(t.Context(), cap4, fmt.Sprint("k", i), 1)
+					if err != nil || a != c.want {
+						t.Errorf("request %d during the probe: got %s, %v; want %s", i, show(a), err, show(c.want))
+					}
+				})
+			}
+			wg.Wait()
+			if got := f.remote.calls() - calls; got != 0 {
+				t.Errorf("requests during the probe made %d remote calls, want 0", got)
+			}
+			if got := f.s.State(); got != halfOpen {
+				t.Errorf("during the probe: got state %v, want %v", got, halfOpen)
+			}
+			ds, _, trans := f.rec.take()
+			if trans != "open>half-open" || len(ds) != n {
+				t.Errorf("during the probe: got transitions %q and %d decisions, want %q and %d", trans, len(ds), "open>half-open", n)
+			}
+			for _, d := range ds {
+				if d.path != c.path {
+					t.Errorf("during the probe: got a decision by %v, want %v", d.path, c.path)
+				}
+			}
+
+			f.remote.set(succeed)
+			f.remote.releaseAll()
+			if err := <-probe; err != nil {
+				t.Errorf("the probe: %v", err)
+			}
+			ds, _, trans = f.rec.take()
+			if trans != "half-open>closed" || len(ds) != 1 || ds[0].path != hybrid.Remote || f.s.State() != closed {
+				t.Errorf("after the probe: got transitions %q, decisions %v, state %v; want %q, one by %v, %v",
+					trans, ds, f.s.State(), "half-open>closed", hybrid.Remote, closed)
+			}
+		})
+	}
+}
+
+// TestDeadline: a remote that hangs, ignoring its context, holds a request
+// no longer than WithTimeout: the policy decides, the observer sees the
+// remote error with its latency, and once the remote is released no
+// goroutine is left.
+func TestDeadline(t *testing.T) {
+	const timeout = 30 * ms
+	for _, c := range []struct {
+		policy hybrid.Policy
+		path   hybrid.Path
+		want   spigot.Admission
+	}{
+		{hybrid.Local, hybrid.LocalFallback, allow(3, sec)},
+		{hybrid.FailOpen, hybrid.FailedOpen, admitted},
+		{hybrid.FailClosed, hybrid.FailedClosed, deny(0, 10*sec, 0)},
+	} {
+		t.Run(c.policy.String(), func(t *testing.T) {
+			checkGoroutines(t)
+			f := newFixture(t, hybrid.WithPolicy(c.policy), hybrid.WithTimeout(timeout), hybrid.WithBreaker(2, 10*sec))
+			f.remote.set(hang)
+			for i := range 3 { // the second opens the breaker; the third does not wait
+				start := time.Now()
+				a, err := f.s.Acquire(t.Context(), cap4, fmt.Sprint("k", i), 1)
+				d := time.Since(start)
+				if err != nil || a != c.want {
+					t.Errorf("request %d: got %s, %v; want %s", i, show(a), err, show(c.want))
+				}
+				if i < 2 && (d < timeout || d > timeout+patience) {
+					t.Errorf("request %d on a hung remote took %v, want [%v, %v]", i, d, timeout, timeout+patience)
+				}
+				if i == 2 && d > patience {
+					t.Errorf("request %d on an open breaker took %v, want less than %v", i, d, patience)
+				}
+			}
+			ds, errs, trans := f.rec.take()
+			if len(ds) != 3 || len(errs) != 2 || trans != toOpen {
+				t.Fatalf("got %d decisions, %d remote errors, transitions %q; want 3, 2, %q", len(ds), len(errs), trans, toOpen)
+			}
+			for _, d := range ds {
+				if d.path != c.path {
+					t.Errorf("got a decision by %v, want %v", d.path, c.path)
+				}
+			}
+			for _, e := range errs {
+				if !errors.Is(e.err, context.DeadlineExceeded) || e.latency < timeout || e.latency > timeout+patience {
+					t.Errorf("remote error %v after %v; want context.DeadlineExceeded after [%v, %v]", e.err, e.latency, timeout, timeout+patience)
+				}
+			}
+			f.remote.waitHung(t, 2)
+			if n := f.remote.calls(); n != 2 {
+				t.Errorf("got %d remote calls, want 2", n)
+			}
+			f.remote.releaseAll() // the hung calls end: checkGoroutines sees it
+		})
+	}
+}
+
+// TestLateAnswer: a remote call that answers after its deadline changes
+// nothing: its request was already decided by the policy.
+func TestLateAnswer(t *testing.T) {
+	checkGoroutines(t)
+	f := newFixture(t, hybrid.WithTimeout(20*ms), hybrid.WithBreaker(5, 10*sec))
+	f.remote.set(hang)
+	if a, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(3, sec) {
+		t.Fatalf("got %s, %v; want %s from the local store", show(a), err, show(allow(3, sec)))
+	}
+	f.remote.waitHung(t, 1)
+	f.remote.set(succeed)
+	f.remote.releaseAll()
+	f.remote.waitDone(t, 1)
+	// The remote took its token after all, once: a request charged twice,
+	// never admitted twice.
+	if a, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(2, 2*sec) {
+		t.Errorf("the next request: got %s, %v; want %s", show(a), err, show(allow(2, 2*sec)))
+	}
+}
+
+// TestObserverOptional: every hook of the Observer may be nil, and so may
+// the Observer.
+func TestObserverOptional(t *testing.T) {
+	var decisions atomic.Int64
+	for _, o := range []hybrid.Observer{{}, {Decision: func(spigot.Bucket, hybrid.Path, spigot.Admission) { decisions.Add(1) }}} {
+		clk := clocktest.New(t0)
+		remote := newFakeRemote(t, clk)
+		s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute),
+			hybrid.WithBreaker(1, sec), hybrid.WithObserver(o))
+		for i, m := range []mode{succeed, fail, succeed} {
+			remote.set(m)
+			if i == 2 {
+				clk.Advance(sec)
+			}
+			if _, err := s.Acquire(t.Context(), cap4, "k", 1); err != nil {
+				t.Fatalf("step %d: %v", i+1, err)
+			}
+		}
+	}
+	if got := decisions.Load(); got != 3 {
+		t.Errorf("got %d decisions, want 3", got)
+	}
+}
+
+// TestBreakerFailures: WithBreaker's count, and a count below 1 meaning 1.
+func TestBreakerFailures(t *testing.T) {
+	for _, c := range []struct {
+		failures, opensAfter int
+	}{{-1, 1}, {0, 1}, {1, 1}, {3, 3}, {hybrid.DefaultFailures, hybrid.DefaultFailures}} {
+		f := newFixture(t, hybrid.WithBreaker(c.failures, sec))
+		f.remote.set(fail)
+		for i := 1; i <= c.opensAfter; i++ {
+			f.s.Acquire(t.Context(), cap4, "k", 1)
+			want := closed
+			if i == c.opensAfter {
+				want = open
+			}
+			if got := f.s.State(); got != want {
+				t.Errorf("WithBreaker(%d, 1s): after %d failures: got state %v, want %v", c.failures, i, got, want)
+			}
+		}
+	}
+}
+
+// TestDefaults: a store without options has a 50 ms timeout, the Local
+// policy, and a breaker of 5 failures and 5 s.
+func TestDefaults(t *testing.T) {
+	if hybrid.DefaultTimeout != 50*ms || hybrid.DefaultFailures != 5 || hybrid.DefaultCooldown != 5*sec {
+		t.Errorf("got defaults %v, %d, %v; want 50ms, 5, 5s", hybrid.DefaultTimeout, hybrid.DefaultFailures, hybrid.DefaultCooldown)
+	}
+	checkGoroutines(t)
+	clk := clocktest.New(t0)
+	remote := newFakeRemote(t, clk)
+	rec := &recorder{}
+	// The fake remote's hang ignores its context: WithDetach (which
+	// changes no default).
+	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithDetach(), hybrid.WithClock(clk), hybrid.WithObserver(rec.observer()))
+	remote.set(hang)
+	start := time.Now()
+	if a, err := s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(3, sec) {
+		t.Errorf("got %s, %v; want %s from the local store", show(a), err, show(allow(3, sec)))
+	}
+	if d := time.Since(start); d < hybrid.DefaultTimeout || d > hybrid.DefaultTimeout+patience {
+		t.Errorf("a hung remote held the request %v, want [%v, %v]", d, hybrid.DefaultTimeout, hybrid.DefaultTimeout+patience)
+	}
+	remote.set(fail)
+	for range 4 {
+		s.Acquire(t.Context(), cap4, "k", 1)
+	}
+	if got := s.State(); got != open {
+		t.Errorf("after 5 failures: got state %v, want %v", got, open)
+	}
+	remote.set(succeed)
+	clk.Advance(5*sec - 1)
+	s.Acquire(t.Context(), cap4, "k", 1)
+	if got := s.State(); got != open {
+		t.Errorf("5s - 1ns after opening: got state %v, want %v", got, open)
+	}
+	clk.Advance(1)
+	s.Acquire(t.Context(), cap4, "k", 1)
+	if got := s.State(); got != closed {
+		t.Errorf("5s after opening: got state %v, want %v", got, closed)
+	}
+	remote.releaseAll()
+}
+
+func TestStrings(t *testing.T) {
+	for _, c := range []struct {
+		got  fmt.Stringer
+		want string
+	}{
+		{hybrid.Local, "local"}, {hybrid.FailOpen, "fail-open"}, {hybrid.FailClosed, "fail-closed"}, {hybrid.Policy(7), "Policy(7)"},
+		{hybrid.Closed, "closed"}, {hybrid.Open, "open"}, {hybrid.HalfOpen, "half-open"}, {hybrid.Circuit(-1), "Circuit(-1)"},
+		{hybrid.Remote, "remote"}, {hybrid.LocalFallback, "local"}, {hybrid.FailedOpen, "fail-open"},
+		{hybrid.FailedClosed, "fail-closed"}, {hybrid.Guard, "guard"}, {hybrid.Path(9), "Path(9)"},
+	} {
+		if s := c.got.String(); s != c.want {
+			t.Errorf("got %q, want %q", s, c.want)
+		}
+	}
+}
+
+// ---- conformance ----
+
+// healthy is an observer that fails t on any decision not by the remote and
+// any remote error: with a healthy remote, the remote decides everything.
+func healthy(t *testing.T) hybrid.Observer {
+	return hybrid.Observer{
+		Decision: func(b spigot.Bucket, p hybrid.Path, _ spigot.Admission) {
+			if p != hybrid.Remote {
+				t.Errorf("bucket %v: a decision by %v with a healthy remote", b, p)
+			}
+		},
+		RemoteError: func(b spigot.Bucket, err error, latency time.Duration) {
+			t.Errorf("bucket %v: remote error after %v with a healthy remote: %v", b, latency, err)
+		},
+	}
+}
+
+// serverClient returns a go-redis client of the server at addr with the
+// options the store's doc asks for, closed when tb ends; opts, if any,
+// changes them.
+func serverClient(tb testing.TB, addr string, opts ...func(*goredis.Options)) *goredis.Client {
+	tb.Helper()
+	o := &goredis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true}
+	for _, f := range opts {
+		f(o)
+	}
+	c := goredis.NewClient(o)
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestConformance: with a healthy remote, the hybrid store is the remote
+// store. The timeout is generous, so that a slow machine does not make the
+// remote look unavailable (the observer fails the test if it does).
+func TestConformance(t *testing.T) {
+	t.Run("remote=memory", func(t *testing.T) {
+		conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+			return hybrid.New(memory.New(memory.WithClock(clk)), memory.New(memory.WithClock(clk)),
+				hybrid.WithClock(clk), hybrid.WithObserver(healthy(t)), hybrid.WithTimeout(10*sec))
+		})
+	})
+	srv := testserver.Start(t, testserver.Redis)
+	c := serverClient(t, srv.Addr)
+	t.Run("remote=redis", func(t *testing.T) {
+		conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+			remote := redis.New(c, redis.WithClock(clk), redis.WithPrefix(t.Name()+":"))
+			return hybrid.New(remote, memory.New(memory.WithClock(clk)),
+				hybrid.WithClock(clk), hybrid.WithObserver(healthy(t)), hybrid.WithTimeout(10*sec))
+		})
+	})
+	t.Run("remote=redis/server-time", func(t *testing.T) {
+		conformance.RunRealTime(t, func(t *testing.T) spigot.Store {
+			return hybrid.New(redis.New(c), memory.New(), hybrid.WithObserver(healthy(t)), hybrid.WithTimeout(10*sec))
+		})
+	})
+}
+
+// stuck is a remote that never answers but honours its context, as
+// spigot's Redis-protocol stores do.
+type stuck struct{}
+
+func (stuck) Acquire(ctx context.Context, _ spigot.Bucket, _ string, _ int64) (spigot.Admission, error) {
+	<-ctx.Done()
+	return spigot.Admission{}, ctx.Err()
+}
+
+func (stuck) Reset(ctx context.Context, _ spigot.Bucket, _ string) (bool, error) {
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+
+// TestDeadlineThroughContext: without WithDetach the deadline reaches the
+// remote through its context, on the caller's goroutine.
+func TestDeadlineThroughContext(t *testing.T) {
+	checkGoroutines(t)
+	clk := clocktest.New(t0)
+	s := hybrid.New(stuck{}, memory.New(memory.WithClock(clk)), hybrid.WithTimeout(30*ms), hybrid.WithClock(clk))
+	b := spigot.MustBucket("stuck", 2, spigot.PerSecond(1))
+	start := time.Now()
+	a, err := s.Acquire(t.Context(), b, "k", 1)
+	if d := time.Since(start); err != nil || !a.Allowed || a.Remaining != 1 || d < 30*ms || d > patience {
+		t.Errorf("Acquire on a stuck remote = %+v, %v after %v; want the local store's admission after [30ms, %v]", a, err, d, patience)
+	}
+	if _, err := s.Reset(t.Context(), b, "k"); !errors.Is(err, hybrid.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Reset on a stuck remote: %v; want ErrUnavailable wrapping context.DeadlineExceeded", err)
+	}
+}
