@@ -63,6 +63,7 @@ func Key(prefix string, b spigot.Bucket, key string) string {
 type Args struct {
 	clock  clock.Clock // nil: the server's TIME
 	slack  string      // ARGV[6]
+	slackV any         // slack, boxed once for AcquireAny and ResetAny
 	cached atomic.Pointer[map[spigot.Bucket]*params]
 	mu     sync.Mutex // serializes additions to cached
 }
@@ -90,6 +91,7 @@ func NewArgs(c clock.Clock) *Args {
 	if c != nil {
 		a.slack = strconv.FormatInt(ClockTTLSlack.Milliseconds(), 10)
 	}
+	a.slackV = a.slack
 	return a
 }
 
@@ -111,13 +113,13 @@ func (a *Args) argv(b spigot.Bucket, op string) Argv {
 // is passed as an int64 for the client to format.
 func (a *Args) AcquireAny(b spigot.Bucket, cost int64) [6]any {
 	p := a.params(b)
-	return [6]any{p.v[0], p.v[1], p.v[2], cost, a.now(), a.slackMs()}
+	return [6]any{p.v[0], p.v[1], p.v[2], cost, a.now(), a.slackAny()}
 }
 
 // ResetAny is Reset for clients that take arguments as ...any.
 func (a *Args) ResetAny(b spigot.Bucket) [6]any {
 	p := a.params(b)
-	return [6]any{p.v[0], p.v[1], p.v[2], "reset", a.now(), a.slackMs()}
+	return [6]any{p.v[0], p.v[1], p.v[2], "reset", a.now(), a.slackAny()}
 }
 
 func (a *Args) now() string {
@@ -125,6 +127,14 @@ func (a *Args) now() string {
 		return ""
 	}
 	return strconv.FormatInt(a.clock.Now().UnixMicro(), 10)
+}
+
+// slackAny is slackMs boxed, without allocating.
+func (a *Args) slackAny() any {
+	if a.slackV == nil { // the zero Args
+		return "0"
+	}
+	return a.slackV
 }
 
 func (a *Args) slackMs() string {

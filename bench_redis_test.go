@@ -1,0 +1,558 @@
+//go:build unix
+
+package spigot_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/csv"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
+	redisstore "github.com/spigot-go/spigot/store/redis"
+	rueidisstore "github.com/spigot-go/spigot/store/rueidis"
+	valkeystore "github.com/spigot-go/spigot/store/valkey"
+)
+
+// The Redis-protocol stores, on real servers (started by testserver) with
+// the server's clock, next to two baselines in the same run: each client
+// library sending EVALSHA itself (the client's own cost), and
+// redis-benchmark sending EVALSHA of spigot's script (the server's own
+// ceiling). On a shared machine, run the whole set a few times and compare
+// medians:
+//
+//	go test -c -o /tmp/spigot.test . &&
+//	for i in 1 2 3 4 5; do
+//		/tmp/spigot.test -test.run='^$' -test.bench='RedisStores|ServerCeiling' -test.benchmem -test.benchtime=1s
+//	done
+//
+// Add /server=redis to the pattern to leave out valkey-server. Besides
+// ns/op and allocs/op, every benchmark of a client reports its throughput
+// as req/s, so that ratios read off directly, and the CPU time that the
+// client process (cpu-ns/op) and the server (server-cpu-ns/op) spend per
+// request, which the load of other processes changes much less than
+// throughput: on a machine where the two share the cores, throughput
+// follows their sum.
+
+// noopScript is the baseline's script: it takes the key and arguments of
+// spigot's script and does nothing with them, so that what a call costs
+// above it is the server's work on the bucket.
+const noopScript = "return {1,0,0,0}"
+
+var noopSHA1 = func() string {
+	sum := sha1.Sum([]byte(noopScript))
+	return hex.EncodeToString(sum[:])
+}()
+
+// deficit is what every benchmark key owes before the timer starts: a
+// million tokens of roomy's billion, refilled at 1/s, so that each key keeps
+// its state (its TTL is ResetAfter, 11 days) however slowly a walk over
+// many keys comes back to it.
+const deficit = 1_000_000
+
+// hotKey is the index in benchKeys of the key of the one-key benchmarks.
+const hotKey = 1
+
+// A benchCall sends one request on the i-th key of benchKeys(manyKeys).
+type benchCall func(ctx context.Context, i int) error
+
+// A benchClient is one client library: its store and its raw EVALSHA of a
+// script by SHA-1, with the same connection settings (the library's
+// defaults).
+type benchClient struct {
+	name  string
+	store spigot.Store
+	raw   func(sha string) benchCall
+}
+
+// BenchmarkRedisStores measures each store on each server, named
+// server=…/client=…/goroutines=…/keys=…/call=…, where call is
+//
+//   - spigot: the store's Acquire of one token of roomy;
+//   - evalsha-spigot-script: the same client sending EVALSHA of spigot's
+//     script with the same key and arguments, built once: the store's own
+//     cost is the difference;
+//   - evalsha-noop-script: the same, of noopScript: the client's own cost,
+//     the server doing next to nothing.
+//
+// The three calls of one configuration run one after the other, so that
+// the load of other processes changes little between them. A
+// configuration is one goroutine on one key (latency), or 64 or 256
+// goroutines on one hot key or on manyKeys keys. Every key holds state
+// (see deficit).
+//
+// The clients keep their libraries' defaults: go-redis keeps a pool of 10
+// connections per GOMAXPROCS, one request in flight on each; valkey-go and
+// rueidis pipeline every caller's requests over a few shared connections.
+// Those two answer a lone caller on its own goroutine until they first see
+// concurrent calls, and pipeline for good after that, as a busy service's
+// clients do: warm sends them there before any benchmark, so that every
+// benchmark of a client runs in the same mode.
+func BenchmarkRedisStores(b *testing.B) {
+	keys := benchKeys(manyKeys)
+	full := make([]string, len(keys)) // the names the stores give keys
+	for i, k := range keys {
+		full[i] = store.Key(store.DefaultPrefix, roomy, k)
+	}
+	// The arguments of one request, as the stores send them: roomy,
+	// cost 1, the server's clock.
+	args := store.NewArgs(nil).Acquire(roomy, 1)
+	argv := args[:]
+
+	procs := runtime.GOMAXPROCS(0)
+	type config struct{ parallelism, goroutines, keys int }
+	configs := []config{{0, 1, 1}}
+	for _, want := range []int{64, 256} {
+		// RunParallel starts parallelism × GOMAXPROCS goroutines: name
+		// the benchmark after the number it really starts.
+		p := (want + procs - 1) / procs
+		configs = append(configs, config{p, p * procs, 1}, config{p, p * procs, manyKeys})
+	}
+
+	for _, kind := range testserver.Kinds {
+		b.Run("server="+serverName(kind), func(b *testing.B) {
+			srv := testserver.Start(b, kind)
+			loadScripts(b, srv)
+			clients := []benchClient{
+				goredisClient(b, srv.Addr, full, argv),
+				valkeyClient(b, srv.Addr, full, argv),
+				rueidisClient(b, srv.Addr, full, argv),
+			}
+			fill(b, clients[len(clients)-1].store, keys)
+			checkKeys(b, srv, len(keys))
+			m := newMeter(b, srv.Addr)
+
+			for _, c := range clients {
+				warm(b, c.raw(noopSHA1))
+				spigotCall := func(ctx context.Context, i int) error {
+					a, err := c.store.Acquire(ctx, roomy, keys[i], 1)
+					if err == nil && !a.Allowed {
+						err = fmt.Errorf("Acquire = %+v; want allowed", a)
+					}
+					return err
+				}
+				calls := []struct {
+					name string
+					call benchCall
+				}{
+					{"spigot", spigotCall},
+					{"evalsha-spigot-script", c.raw(store.SHA1)},
+					{"evalsha-noop-script", c.raw(noopSHA1)},
+				}
+				for _, cf := range configs {
+					name := fmt.Sprintf("client=%s/goroutines=%d/keys=%d", c.name, cf.goroutines, cf.keys)
+					b.Run(name, func(b *testing.B) {
+						for _, call := range calls {
+							b.Run("call="+call.name, func(b *testing.B) {
+								if cf.goroutines == 1 {
+									benchSerial(b, m, call.call)
+								} else {
+									benchParallel(b, m, call.call, cf.parallelism, cf.goroutines, cf.keys)
+								}
+							})
+						}
+					})
+				}
+			}
+		})
+	}
+}
+
+// warm sends call from many goroutines at once, a few times each.
+func warm(b *testing.B, call benchCall) {
+	b.Helper()
+	const goroutines, calls = 64, 16
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		go func() {
+			var err error
+			for range calls {
+				if err = call(context.Background(), hotKey); err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range goroutines {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchSerial runs call from one goroutine on the hot key.
+func benchSerial(b *testing.B, m *meter, call benchCall) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	start := m.read(b)
+	for b.Loop() {
+		if err := call(ctx, hotKey); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m.report(b, start)
+}
+
+// benchParallel runs call from goroutines goroutines. With one key they all
+// send the hot key; with more, goroutine g walks keys g, g+goroutines,
+// g+2×goroutines…, so no two goroutines share a key and all nkeys are used.
+func benchParallel(b *testing.B, m *meter, call benchCall, parallelism, goroutines, nkeys int) {
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(parallelism)
+	b.ReportAllocs()
+	start := m.read(b)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		g := int(next.Add(1)-1) % goroutines
+		i := g
+		if nkeys == 1 {
+			i = hotKey
+		}
+		for pb.Next() {
+			if err := call(ctx, i); err != nil {
+				b.Error(err)
+				return
+			}
+			if nkeys > 1 {
+				if i += goroutines; i >= nkeys {
+					i = g
+				}
+			}
+		}
+	})
+	b.StopTimer()
+	m.report(b, start)
+}
+
+// A meter reads the CPU time that the client (this process) and the
+// server have spent, for metrics that the load of other processes on a
+// shared machine changes much less than throughput. On a machine whose
+// cores the client and the server share, throughput follows their sum.
+type meter struct {
+	info *goredis.Client // its own connection, for INFO
+}
+
+// newMeter returns a meter of this process and of the server at addr.
+func newMeter(b *testing.B, addr string) *meter {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	b.Cleanup(func() { c.Close() })
+	return &meter{info: c}
+}
+
+type reading struct{ client, server time.Duration }
+
+func (m *meter) read(b *testing.B) reading {
+	b.Helper()
+	r := reading{client: cpuTime()}
+	info, err := m.info.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+		i := strings.Index(info, f)
+		if i < 0 {
+			b.Fatalf("INFO cpu has no %s\n%s", f, info)
+		}
+		v, _, _ := strings.Cut(info[i+len(f):], "\r\n")
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatalf("INFO cpu: %s%s: %v", f, v, err)
+		}
+		r.server += time.Duration(sec * float64(time.Second))
+	}
+	return r
+}
+
+// report reports the benchmark's throughput in requests per second, and
+// the CPU time per request that the client spent since start (cpu-ns/op:
+// the whole process, with the client library's own goroutines) and that
+// the server spent (server-cpu-ns/op).
+func (m *meter) report(b *testing.B, start reading) {
+	b.Helper()
+	end := m.read(b)
+	if s := b.Elapsed().Seconds(); s > 0 {
+		b.ReportMetric(float64(b.N)/s, "req/s")
+	}
+	b.ReportMetric(float64((end.client-start.client).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((end.server-start.server).Nanoseconds())/float64(b.N), "server-cpu-ns/op")
+}
+
+// cpuTime returns the user and system CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func serverName(k testserver.Kind) string {
+	if k == testserver.Valkey {
+		return "valkey"
+	}
+	return "redis"
+}
+
+// loadScripts loads spigot's script and the no-op baseline, so that no
+// benchmark meets a NOSCRIPT reply.
+func loadScripts(b *testing.B, srv *testserver.Server) {
+	b.Helper()
+	for _, src := range []string{store.Script, noopScript} {
+		// testserver.Do returns a bulk reply's first line, its length; a
+		// wrong SHA-1 shows as NOSCRIPT replies to the raw calls.
+		if _, err := srv.Do("SCRIPT", "LOAD", src); err != nil {
+			b.Fatalf("SCRIPT LOAD: %v", err)
+		}
+	}
+}
+
+// fill takes deficit tokens from roomy on every key, from 64 goroutines.
+func fill(b *testing.B, s spigot.Store, keys []string) {
+	b.Helper()
+	const workers = 64
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < len(keys); i += workers {
+				a, err := s.Acquire(context.Background(), roomy, keys[i], deficit)
+				if err == nil && !a.Allowed {
+					err = fmt.Errorf("Acquire(%q, %d) = %+v; want allowed", keys[i], deficit, a)
+				}
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		b.Fatal(first)
+	}
+}
+
+// checkKeys checks that the server holds at least n keys: the state that
+// fill wrote, which the benchmarks update rather than create.
+func checkKeys(b *testing.B, srv *testserver.Server, n int) {
+	b.Helper()
+	reply, err := srv.Do("DBSIZE")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if size, err := strconv.Atoi(reply); err != nil || size < n {
+		b.Fatalf("DBSIZE = %q after filling %d keys", reply, n)
+	}
+}
+
+// checkReply checks that a raw call got the 4 integers the stores decode.
+func checkReply(n int, err error) error {
+	if err == nil && n != 4 {
+		err = fmt.Errorf("EVALSHA replied %d values; want 4", n)
+	}
+	return err
+}
+
+func goredisClient(b *testing.B, addr string, full, argv []string) benchClient {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	b.Cleanup(func() { c.Close() })
+	// The cheapest call go-redis offers: keys and arguments built once.
+	keysets := make([][]string, len(full))
+	for i, k := range full {
+		keysets[i] = []string{k}
+	}
+	args := make([]any, len(argv))
+	for i, a := range argv {
+		args[i] = a
+	}
+	return benchClient{
+		name:  "go-redis",
+		store: redisstore.New(c),
+		raw: func(sha string) benchCall {
+			return func(ctx context.Context, i int) error {
+				v, err := c.EvalSha(ctx, sha, keysets[i], args...).Slice()
+				return checkReply(len(v), err)
+			}
+		},
+	}
+}
+
+func valkeyClient(b *testing.B, addr string, full, argv []string) benchClient {
+	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return benchClient{
+		name:  "valkey-go",
+		store: valkeystore.New(c),
+		raw: func(sha string) benchCall {
+			return func(ctx context.Context, i int) error {
+				r := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build())
+				v, err := r.ToArray()
+				for j := range v {
+					if _, e := v[j].AsInt64(); e != nil {
+						return e
+					}
+				}
+				return checkReply(len(v), err)
+			}
+		},
+	}
+}
+
+func rueidisClient(b *testing.B, addr string, full, argv []string) benchClient {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	return benchClient{
+		name:  "rueidis",
+		store: rueidisstore.New(c),
+		raw: func(sha string) benchCall {
+			return func(ctx context.Context, i int) error {
+				r := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build())
+				v, err := r.ToArray()
+				for j := range v {
+					if _, e := v[j].AsInt64(); e != nil {
+						return e
+					}
+				}
+				return checkReply(len(v), err)
+			}
+		},
+	}
+}
+
+// BenchmarkServerCeiling is what each server itself can do with spigot's
+// script (script=spigot), and with noopScript for comparison:
+// redis-benchmark, from 50 connections, sending EVALSHA with the arguments
+// the stores send (roomy, cost 1, the server's clock) one at a time (P=1)
+// or 32 per round trip (P=32), on one key or on manyKeys keys chosen at
+// random. The req/s metric is redis-benchmark's own count, and
+// server-cpu-ns/op the server's CPU time per request; ns/op is the wall
+// time per request, with the start of redis-benchmark.
+func BenchmarkServerCeiling(b *testing.B) {
+	bench, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		if os.Getenv(testserver.RequireEnv) == "1" {
+			b.Fatalf("redis-benchmark is not installed and %s=1", testserver.RequireEnv)
+		}
+		b.Skip("redis-benchmark is not installed")
+	}
+	args := store.NewArgs(nil).Acquire(roomy, 1)
+	argv := args[:]
+	// redis-benchmark replaces __rand_int__ with 12 digits, a random
+	// number below -r.
+	keys := make([]string, manyKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ceiling:%012d", i)
+	}
+	for _, kind := range testserver.Kinds {
+		b.Run("server="+serverName(kind), func(b *testing.B) {
+			srv := testserver.Start(b, kind)
+			loadScripts(b, srv)
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			fill(b, rueidisstore.New(c), keys)
+			checkKeys(b, srv, len(keys))
+			m := newMeter(b, srv.Addr)
+			for _, script := range []struct{ name, sha string }{{"spigot", store.SHA1}, {"noop", noopSHA1}} {
+				for _, p := range []int{1, 32} {
+					for _, nkeys := range []int{1, manyKeys} {
+						key, extra := keys[hotKey], []string(nil)
+						if nkeys > 1 {
+							key, extra = "ceiling:__rand_int__", []string{"-r", strconv.Itoa(nkeys)}
+						}
+						name := fmt.Sprintf("script=%s/P=%d/keys=%d", script.name, p, nkeys)
+						b.Run(name, func(b *testing.B) {
+							host, port, err := net.SplitHostPort(srv.Addr)
+							if err != nil {
+								b.Fatal(err)
+							}
+							args := []string{
+								"-h", host, "-p", port,
+								"-c", "50", "-P", strconv.Itoa(p), "-n", strconv.Itoa(max(b.N, 1)),
+								"--csv",
+							}
+							args = append(args, extra...)
+							args = append(args, "EVALSHA", script.sha, "1", store.Key(store.DefaultPrefix, roomy, key))
+							args = append(args, argv...)
+							start := m.read(b)
+							rps, err := redisBenchmark(bench, args)
+							if err != nil {
+								b.Fatal(err)
+							}
+							end := m.read(b)
+							b.ReportMetric(rps, "req/s")
+							b.ReportMetric(float64((end.server-start.server).Nanoseconds())/float64(max(b.N, 1)), "server-cpu-ns/op")
+						})
+					}
+				}
+			}
+		})
+	}
+}
+
+// redisBenchmark runs redis-benchmark with args (which include --csv) and
+// returns the requests per second it reports.
+func redisBenchmark(path string, args []string) (float64, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("redis-benchmark: %v\n%s%s", err, stdout.Bytes(), stderr.Bytes())
+	}
+	if stderr.Len() > 0 { // e.g. "Error from server: NOSCRIPT …"
+		return 0, fmt.Errorf("redis-benchmark: %s", stderr.Bytes())
+	}
+	r := csv.NewReader(&stdout)
+	r.FieldsPerRecord = -1
+	recs, err := r.ReadAll()
+	if err != nil {
+		return 0, fmt.Errorf("redis-benchmark: reading its CSV: %v", err)
+	}
+	for _, rec := range recs {
+		if len(rec) >= 2 && rec[0] != "test" {
+			rps, err := strconv.ParseFloat(rec[1], 64)
+			if err != nil {
+				return 0, fmt.Errorf("redis-benchmark: rps %q: %v", rec[1], err)
+			}
+			return rps, nil
+		}
+	}
+	return 0, errors.New("redis-benchmark: no result in its output")
+}
