@@ -45,8 +45,9 @@ import (
 type protoStore struct {
 	name string
 	// new connects a new client of the store's library to the server at
-	// addr, closes it when t ends, and returns a store on it with opts.
-	new func(t *testing.T, addr string, opts storeOpts) spigot.Store
+	// addrs (one server, or a cluster's seed nodes), closes it when t
+	// ends, and returns a store on it with opts.
+	new func(t *testing.T, addrs []string, opts storeOpts) spigot.Store
 }
 
 // storeOpts are the options every Redis-protocol store takes.
@@ -70,9 +71,11 @@ func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix fu
 // protoStores lists every Redis-protocol store. Each client is built as
 // its store's documentation advises for exact accounting.
 var protoStores = []protoStore{
-	{"go-redis", func(t *testing.T, addr string, opts storeOpts) spigot.Store {
-		c := goredis.NewClient(&goredis.Options{
-			Addr: addr,
+	{"go-redis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
+		// A UniversalClient: a *Client for one address, a *ClusterClient
+		// for a cluster's several.
+		c := goredis.NewUniversalClient(&goredis.UniversalOptions{
+			Addrs: addrs,
 			// go-redis resends a command after some network errors, such as
 			// a connection lost after the request went out (a request could
 			// be charged up to 1+MaxRetries times), and by default bounds a
@@ -83,16 +86,16 @@ var protoStores = []protoStore{
 		t.Cleanup(func() { c.Close() })
 		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix)...)
 	}},
-	{"valkey-go", func(t *testing.T, addr string, opts storeOpts) spigot.Store {
-		c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	{"valkey-go", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
+		c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: addrs, DisableCache: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
 		return valkey.New(c, options(opts, valkey.WithClock, valkey.WithPrefix)...)
 	}},
-	{"rueidis", func(t *testing.T, addr string, opts storeOpts) spigot.Store {
-		c, err := rueidisgo.NewClient(rueidisgo.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	{"rueidis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
+		c, err := rueidisgo.NewClient(rueidisgo.ClientOption{InitAddress: addrs, DisableCache: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +409,7 @@ const (
 func testDifferentialServer(t *testing.T, ps protoStore, srv *testserver.Server) {
 	for seed := range uint64(diffSeeds) {
 		clk := clocktest.New(t0)
-		s := ps.new(t, srv.Addr, storeOpts{clock: clk, prefix: fmt.Sprintf("%s%d:", prefix(t), seed)})
+		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: fmt.Sprintf("%s%d:", prefix(t), seed)})
 		differential(t, seed, diffSteps, clk, s, nil, nil)
 	}
 }
@@ -422,7 +425,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 				m := miniredis.RunT(t)
 				for seed := range uint64(diffMiniSeeds) {
 					clk := clocktest.New(t0)
-					s := ps.new(t, m.Addr(), storeOpts{clock: clk, prefix: fmt.Sprintf("%d:", seed)})
+					s := ps.new(t, []string{m.Addr()}, storeOpts{clock: clk, prefix: fmt.Sprintf("%d:", seed)})
 					differential(t, seed, diffSteps, clk, s, nil, nil)
 				}
 			})
@@ -434,7 +437,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 					clk := clocktest.New(t0)
 					m.SetTime(t0)
 					p := fmt.Sprintf("%d:", seed)
-					s := ps.new(t, m.Addr(), storeOpts{prefix: p})
+					s := ps.new(t, []string{m.Addr()}, storeOpts{prefix: p})
 					differential(t, seed, diffSteps, clk, s, func() { m.SetTime(clk.Now()) },
 						func(step int, op diffOp, a spigot.Admission) {
 							key := store.Key(p, op.bucket, op.key)
@@ -457,7 +460,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 // whole milliseconds between the script's run and the PTTL.
 func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
 	p := prefix(t)
-	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	key := store.Key(p, login, "203.0.113.7")
 	for i := range 21 {
@@ -492,7 +495,7 @@ func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
 // full bucket reports false.
 func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 	p := prefix(t)
-	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 	b := spigot.MustBucket("full", 5, spigot.PerHour(1))
 	for i, c := range []struct {
 		name string
@@ -526,7 +529,7 @@ func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 // point: the server expires the key.
 func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 	p := prefix(t)
-	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 	b := spigot.MustBucket("fast", 2, spigot.Per(1, 20*time.Millisecond))
 	key := store.Key(p, b, "k")
 	start := time.Now()
@@ -555,7 +558,7 @@ func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 // every request finds a full bucket).
 func testSubSecondRate(t *testing.T, ps protoStore, srv *testserver.Server) {
 	p := prefix(t)
-	s := ps.new(t, srv.Addr, storeOpts{prefix: p})
+	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 
 	// One token every 333⅓ ms: the key's TTL is 334 ms, not 0.
 	b := spigot.MustBucket("third", 1, spigot.PerSecond(3))
@@ -603,7 +606,7 @@ func testSubSecondRate(t *testing.T, ps protoStore, srv *testserver.Server) {
 // admit exactly the capacity (the bucket does not refill during the test),
 // each remaining count once.
 func testConcurrentOneKey(t *testing.T, ps protoStore, srv *testserver.Server) {
-	s := ps.new(t, srv.Addr, storeOpts{prefix: prefix(t)})
+	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: prefix(t)})
 	hammer(t, []spigot.Store{s})
 }
 
@@ -616,7 +619,7 @@ func TestServersAllClientsOneKey(t *testing.T) {
 			var stores []spigot.Store
 			for _, ps := range protoStores {
 				for range 2 {
-					stores = append(stores, ps.new(t, srv.Addr, storeOpts{}))
+					stores = append(stores, ps.new(t, []string{srv.Addr}, storeOpts{}))
 				}
 			}
 			hammer(t, stores)
@@ -689,7 +692,7 @@ func testConfigChange(t *testing.T, ps protoStore, srv *testserver.Server) {
 		s    spigot.Store
 	}{
 		{"memory", memory.New(memory.WithClock(clk))},
-		{ps.name, ps.new(t, srv.Addr, storeOpts{clock: clk, prefix: prefix(t)})},
+		{ps.name, ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: prefix(t)})},
 	}
 	for i, c := range []struct {
 		advance time.Duration
@@ -732,8 +735,8 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 		// A slow bucket, so that nothing refills during the test.
 		b := spigot.MustBucket("skew", 10, spigot.PerHour(1))
 		p := prefix(t)
-		x := ps.new(t, srv.Addr, storeOpts{prefix: p})
-		y := ps.new(t, srv.Addr, storeOpts{prefix: p})
+		x := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
+		y := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 		start := time.Now()
 		for i := range 10 {
 			if a := acquire(t, []spigot.Store{x, y}[i%2], b, "k", 1); !a.Allowed || a.Remaining != int64(9-i) {
@@ -754,8 +757,8 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 		p := prefix(t)
 		behind := clocktest.New(t0)
 		ahead := clocktest.New(t0.Add(10 * time.Second))
-		x := ps.new(t, srv.Addr, storeOpts{clock: behind, prefix: p})
-		y := ps.new(t, srv.Addr, storeOpts{clock: ahead, prefix: p})
+		x := ps.new(t, []string{srv.Addr}, storeOpts{clock: behind, prefix: p})
+		y := ps.new(t, []string{srv.Addr}, storeOpts{clock: ahead, prefix: p})
 		for i, c := range []struct {
 			s    spigot.Store
 			who  string
@@ -785,7 +788,7 @@ func testScriptFlush(t *testing.T, ps protoStore, srv *testserver.Server) {
 		goroutines = 8
 		each       = 60
 	)
-	s := ps.new(t, srv.Addr, storeOpts{prefix: prefix(t)})
+	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: prefix(t)})
 	b := spigot.MustBucket("flush", capacity, spigot.Per(1, 24*time.Hour))
 	evals := evalCalls(t, srv.Addr)
 	flush := func() {
@@ -861,7 +864,7 @@ func evalCalls(t *testing.T, addr string) int {
 // bucket.
 func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
 	srv := testserver.Start(t, shared.Kind) // a server of its own, to kill
-	s := ps.new(t, srv.Addr, storeOpts{prefix: prefix(t)})
+	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: prefix(t)})
 	b := spigot.MustBucket("restart", 5, spigot.PerHour(1))
 	for i := range 3 {
 		if a := acquire(t, s, b, "k", 1); !a.Allowed || a.Remaining != int64(4-i) {
@@ -1056,7 +1059,7 @@ func TestMalformedReply(t *testing.T) {
 				{"+1\r\n", true, "spigot: malformed reply from the script: want the integer 0 or 1"},
 			} {
 				f := startFake(t, func(string) string { return c.reply })
-				s := ps.new(t, f.addr, storeOpts{})
+				s := ps.new(t, []string{f.addr}, storeOpts{})
 				var err error
 				if c.reset {
 					_, err = s.Reset(context.Background(), b, "k")
@@ -1087,7 +1090,7 @@ func TestNoReplay(t *testing.T) {
 		t.Run(ps.name, func(t *testing.T) {
 			t.Run("timeout", func(t *testing.T) {
 				f := startFake(t, func(string) string { return "" })
-				s := ps.new(t, f.addr, storeOpts{})
+				s := ps.new(t, []string{f.addr}, storeOpts{})
 				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 				defer cancel()
 				start := time.Now()
@@ -1108,7 +1111,7 @@ func TestNoReplay(t *testing.T) {
 				// The server reads the request and drops the connection: it
 				// may have run the script.
 				f := startFake(t, func(string) string { return "drop" })
-				s := ps.new(t, f.addr, storeOpts{})
+				s := ps.new(t, []string{f.addr}, storeOpts{})
 				a, err := s.Acquire(context.Background(), b, "k", 1)
 				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
 					t.Fatalf("Acquire on a server that drops the connection = %s, %v; want an error starting %q", show(a), err, "spigot: ")
@@ -1125,7 +1128,7 @@ func TestNoReplay(t *testing.T) {
 					}
 					return "*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n"
 				})
-				s := ps.new(t, f.addr, storeOpts{})
+				s := ps.new(t, []string{f.addr}, storeOpts{})
 				a, err := s.Acquire(context.Background(), b, "k", 1)
 				if want := (spigot.Admission{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
 					t.Errorf("Acquire after NOSCRIPT = %s, %v; want %s", show(a), err, show(want))
@@ -1138,7 +1141,7 @@ func TestNoReplay(t *testing.T) {
 				// A server that rejects the script twice gets it twice,
 				// not forever: the error of the EVAL is returned.
 				f := startFake(t, func(string) string { return "-NOSCRIPT No matching script. Please use EVAL.\r\n" })
-				s := ps.new(t, f.addr, storeOpts{})
+				s := ps.new(t, []string{f.addr}, storeOpts{})
 				_, err := s.Acquire(context.Background(), b, "k", 1)
 				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") || !strings.Contains(err.Error(), "NOSCRIPT") {
 					t.Errorf("Acquire on a server that answers NOSCRIPT to EVAL too: error %v; want one starting %q naming NOSCRIPT", err, "spigot: ")
