@@ -3,6 +3,7 @@ package testserver
 import (
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ func StartCluster(tb testing.TB, kind Kind) *Cluster {
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "1000",
+			"--repl-diskless-sync-delay", "0", // replicas sync at once
 		))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
@@ -55,8 +57,11 @@ func StartCluster(tb testing.TB, kind Kind) *Cluster {
 	return c
 }
 
-// WaitOK waits until every running node reports cluster_state:ok and
-// knows all 16384 slots, or fails tb after timeout.
+// WaitOK waits until every running node reports cluster_state:ok, knows
+// all 16384 slots and sees each of them served by a running primary (so
+// after a kill it waits for the failover), and every running replica has
+// synced with its primary (so it could take over in turn), or fails tb
+// after timeout.
 func (c *Cluster) WaitOK(tb testing.TB, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
@@ -84,14 +89,149 @@ func (c *Cluster) ok() error {
 		if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") {
 			return fmt.Errorf("%s: %s", n.Addr, strings.Join(strings.Fields(info), " "))
 		}
+		repl, err := n.Info("replication")
+		if err != nil {
+			return err
+		}
+		if repl["role"] == "slave" && repl["master_link_status"] != "up" {
+			// A replica that has not synced with its primary would
+			// never be promoted in its place.
+			return fmt.Errorf("%s: a replica whose link to its primary is %s", n.Addr, repl["master_link_status"])
+		}
+		view, err := c.viewFrom(n)
+		if err != nil {
+			return err
+		}
+		for addr, v := range view {
+			if len(v.slots) > 0 && !c.isRunning(addr) {
+				return fmt.Errorf("%s: slots %v are still served by %s, which is down", n.Addr, v.slots, addr)
+			}
+		}
 	}
 	return nil
 }
 
+func (c *Cluster) isRunning(addr string) bool {
+	for _, n := range c.Nodes {
+		if n.Addr == addr {
+			return n.running()
+		}
+	}
+	return false
+}
+
 // clusterInfo returns the text of CLUSTER INFO from addr.
-func clusterInfo(addr string) (string, error) {
-	out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", addr[strings.LastIndexByte(addr, ':')+1:], "CLUSTER", "INFO").Output()
-	return string(out), err
+func clusterInfo(addr string) (string, error) { return Do(addr, "CLUSTER", "INFO") }
+
+// Primaries returns the running nodes that serve slots now, in the order
+// of c.Nodes. After a failover a promoted replica is among them and the
+// killed primary is not.
+func (c *Cluster) Primaries() ([]*Server, error) {
+	view, err := c.view()
+	if err != nil {
+		return nil, err
+	}
+	var ps []*Server
+	for _, n := range c.Nodes {
+		if p, ok := view[n.Addr]; ok && p.primary && len(p.slots) > 0 && n.running() {
+			ps = append(ps, n)
+		}
+	}
+	return ps, nil
+}
+
+// KeySlot returns the slot of key, from CLUSTER KEYSLOT.
+func (c *Cluster) KeySlot(key string) (int, error) {
+	n, err := c.anyNode()
+	if err != nil {
+		return 0, err
+	}
+	reply, err := n.Do("CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(reply)
+}
+
+// Owner returns the primary that serves slot in the cluster's current
+// view (CLUSTER NODES on a running node).
+func (c *Cluster) Owner(slot int) (*Server, error) {
+	view, err := c.view()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range c.Nodes {
+		p, ok := view[n.Addr]
+		if !ok || !p.primary {
+			continue
+		}
+		for _, r := range p.slots {
+			if r[0] <= slot && slot <= r[1] {
+				return n, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("testserver: no primary serves slot %d", slot)
+}
+
+// A nodeView is one line of CLUSTER NODES.
+type nodeView struct {
+	primary bool     // flags has master and not fail
+	slots   [][2]int // served slot ranges, inclusive
+}
+
+// view parses CLUSTER NODES from a running node, by address.
+func (c *Cluster) view() (map[string]nodeView, error) {
+	n, err := c.anyNode()
+	if err != nil {
+		return nil, err
+	}
+	return c.viewFrom(n)
+}
+
+// viewFrom parses CLUSTER NODES from node n.
+func (c *Cluster) viewFrom(n *Server) (map[string]nodeView, error) {
+	text, err := n.Do("CLUSTER", "NODES")
+	if err != nil {
+		return nil, err
+	}
+	view := make(map[string]nodeView)
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		// <id> <ip:port@cport[,hostname]> <flags> <primary> <ping> <pong> <epoch> <link> <slot>...
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			return nil, fmt.Errorf("testserver: CLUSTER NODES line %q", line)
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		flags := "," + f[2] + ","
+		v := nodeView{primary: strings.Contains(flags, ",master,") && !strings.Contains(flags, ",fail")}
+		for _, r := range f[8:] {
+			if strings.HasPrefix(r, "[") { // a slot being migrated or imported
+				continue
+			}
+			lo, hi, isRange := strings.Cut(r, "-")
+			if !isRange {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("testserver: CLUSTER NODES slots %q", r)
+			}
+			v.slots = append(v.slots, [2]int{a, b})
+		}
+		view[addr] = v
+	}
+	return view, nil
+}
+
+func (c *Cluster) anyNode() (*Server, error) {
+	for _, n := range c.Nodes {
+		if n.running() {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("testserver: no node of the cluster is running")
 }
 
 func (s *Server) running() bool {

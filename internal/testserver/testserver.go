@@ -10,6 +10,7 @@ package testserver
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -159,8 +160,8 @@ func Ping(addr string) error {
 
 // Do sends one command to addr on a new connection and returns the first
 // line of the reply without its RESP type byte ("+OK" gives "OK", ":5"
-// gives "5"); an error reply is an error. It is for test set-up (SCRIPT
-// FLUSH, PTTL, DEBUG), not for traffic.
+// gives "5"), or the whole text of a bulk string; an error reply is an
+// error. It is for test set-up (SCRIPT FLUSH, PTTL, INFO), not for traffic.
 func Do(addr string, args ...string) (string, error) {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
@@ -176,7 +177,8 @@ func Do(addr string, args ...string) (string, error) {
 	if _, err := c.Write([]byte(b.String())); err != nil {
 		return "", err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		return "", err
 	}
@@ -184,11 +186,41 @@ func Do(addr string, args ...string) (string, error) {
 	if line == "" {
 		return "", fmt.Errorf("empty reply")
 	}
-	if line[0] == '-' {
+	switch line[0] {
+	case '-':
 		return "", fmt.Errorf("%s", line[1:])
+	case '$': // a bulk string: its text (a nil one gives "")
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
 	}
 	return line[1:], nil
 }
+
+// Info returns the fields of INFO section from the server at addr
+// ("used_cpu_user" → "0.123").
+func Info(addr, section string) (map[string]string, error) {
+	text, err := Do(addr, "INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string)
+	for _, line := range strings.Split(text, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			m[k] = v
+		}
+	}
+	return m, nil
+}
+
+// Info returns the fields of INFO section; see the function Info.
+func (s *Server) Info(section string) (map[string]string, error) { return Info(s.Addr, section) }
 
 // Do sends one command to the server; see the function Do.
 func (s *Server) Do(args ...string) (string, error) { return Do(s.Addr, args...) }
