@@ -136,6 +136,9 @@ func TestServer(t *testing.T) {
 			addr := srv.Addr
 
 			// Start answers, and Do returns replies without their type byte.
+			if info, err := srv.Info("server"); err != nil || info["tcp_port"] != addr[strings.LastIndexByte(addr, ':')+1:] {
+				t.Errorf("Info(server) = tcp_port %q, %v; want the port of %s", info["tcp_port"], err, addr)
+			}
 			if err := testserver.Ping(addr); err != nil {
 				t.Fatalf("step 0: PING after Start: %v", err)
 			}
@@ -146,7 +149,8 @@ func TestServer(t *testing.T) {
 				{[]string{"SET", "k", "v"}, "OK"},
 				{[]string{"DBSIZE"}, "1"},
 				{[]string{"EXISTS", "k", "k", "nope"}, "2"},
-				{[]string{"GET", "nope"}, "-1"},          // the nil bulk string, "$-1"
+				{[]string{"GET", "k"}, "v"},              // a bulk string: its text
+				{[]string{"GET", "nope"}, ""},            // the nil bulk string, "$-1"
 				{[]string{"CONFIG", "GET", "save"}, "2"}, // an array of 2: its first line
 			} {
 				if got := do(t, srv, c.args...); got != c.want {
