@@ -2,39 +2,551 @@ package store_test
 
 // The Redis-protocol stores on a real Redis Cluster and Valkey Cluster
 // (three primaries, one replica each), built by the same protoStores rows
-// as on one server (go-redis through a UniversalClient, which becomes a
-// ClusterClient for several addresses): each request's script touches one
-// key, so the cluster routes it by that key's slot.
+// as on one server (go-redis with a ClusterClient for several addresses,
+// valkey-go and rueidis given them as seeds): each request's script
+// touches one key, so the cluster routes it by that key's slot.
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/memory"
 )
 
-// TestClusterConformance runs conformance.Run (caller's clock) and
-// RunRealTime (server time) for each store on each kind of cluster.
-func TestClusterConformance(t *testing.T) {
+// TestCluster runs, on one cluster of each kind and in this order: the
+// conformance suites, limits under load on keys of every primary, hash
+// tags, a manual failover, and a primary killed under load. The failovers
+// come last: they leave the cluster with other primaries.
+func TestCluster(t *testing.T) {
 	for _, kind := range testserver.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
 			cl := testserver.StartCluster(t, kind)
-			for _, ps := range protoStores {
-				t.Run(ps.name, func(t *testing.T) {
-					t.Run("fake-clock", func(t *testing.T) {
-						conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
-							return ps.new(t, cl.Addrs(), storeOpts{clock: clk, prefix: prefix(t)})
-						})
-					})
-					t.Run("server-time", func(t *testing.T) {
-						conformance.RunRealTime(t, func(t *testing.T) spigot.Store {
-							return ps.new(t, cl.Addrs(), storeOpts{})
-						})
-					})
-				})
-			}
+			t.Run("conformance", func(t *testing.T) { testClusterConformance(t, cl) })
+			t.Run("limits-on-every-primary", func(t *testing.T) { testClusterLimits(t, cl) })
+			t.Run("hash-tag", func(t *testing.T) { testClusterHashTag(t, cl) })
+			t.Run("manual-failover", func(t *testing.T) { testClusterManualFailover(t, cl) })
+			t.Run("kill-primary", func(t *testing.T) { testClusterKillPrimary(t, cl) })
 		})
 	}
+}
+
+// testClusterConformance runs conformance.Run (caller's clock) and
+// RunRealTime (server time) for each store.
+func testClusterConformance(t *testing.T, cl *testserver.Cluster) {
+	for _, ps := range protoStores {
+		t.Run(ps.name, func(t *testing.T) {
+			t.Run("fake-clock", func(t *testing.T) {
+				conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+					return ps.new(t, cl.Addrs(), storeOpts{clock: clk, prefix: prefix(t)})
+				})
+			})
+			t.Run("server-time", func(t *testing.T) {
+				conformance.RunRealTime(t, func(t *testing.T) spigot.Store {
+					return ps.new(t, cl.Addrs(), storeOpts{})
+				})
+			})
+		})
+	}
+}
+
+// spreadKeys returns keys of bucket b under prefix, per keys on each
+// primary, in an order that takes turns between the primaries, and the
+// primary of each, as CLUSTER KEYSLOT and CLUSTER NODES say.
+func spreadKeys(t *testing.T, cl *testserver.Cluster, pfx string, b spigot.Bucket, per int) ([]string, map[string]*testserver.Server) {
+	t.Helper()
+	primaries, err := cl.Primaries()
+	if err != nil || len(primaries) != 3 {
+		t.Fatalf("Primaries() = %d nodes, %v; want 3", len(primaries), err)
+	}
+	byPrimary := make(map[*testserver.Server][]string)
+	owners := make(map[string]*testserver.Server)
+	for i := 0; len(owners) < per*len(primaries); i++ {
+		if i == 1000 {
+			t.Fatalf("1000 keys do not give %d on each of %d primaries: %v", per, len(primaries), byPrimary)
+		}
+		key := "user-" + strconv.Itoa(i)
+		owner := keyOwner(t, cl, store.Key(pfx, b, key))
+		if len(byPrimary[owner]) < per {
+			byPrimary[owner] = append(byPrimary[owner], key)
+			owners[key] = owner
+		}
+	}
+	var keys []string
+	for i := range per {
+		for _, p := range primaries {
+			keys = append(keys, byPrimary[p][i])
+		}
+	}
+	return keys, owners
+}
+
+// keyOwner returns the primary that serves the Redis key full now.
+func keyOwner(t *testing.T, cl *testserver.Cluster, full string) *testserver.Server {
+	t.Helper()
+	slot, err := cl.KeySlot(full)
+	if err != nil {
+		t.Fatalf("CLUSTER KEYSLOT %s: %v", full, err)
+	}
+	owner, err := cl.Owner(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owner
+}
+
+// testClusterLimits: two stores of each library hammer keys of all three
+// primaries at once; each key admits exactly its capacity, and its state
+// is on the primary that CLUSTER KEYSLOT names.
+func testClusterLimits(t *testing.T, cl *testserver.Cluster) {
+	b := spigot.MustBucket("spread", 40, spigot.Per(1, 24*time.Hour))
+	keys, owners := spreadKeys(t, cl, prefix(t), b, 3)
+	var stores []spigot.Store
+	for _, ps := range protoStores {
+		for range 2 {
+			stores = append(stores, ps.new(t, cl.Addrs(), storeOpts{prefix: prefix(t)}))
+		}
+	}
+	hammerKeys(t, stores, b, keys, 24, 4)
+	for _, k := range keys {
+		full := store.Key(prefix(t), b, k)
+		if !exists(t, owners[k].Addr, full) {
+			t.Errorf("key %s is not on %s, the primary of its slot", full, owners[k].Addr)
+		}
+	}
+}
+
+// testClusterHashTag: only the part of a key in braces decides its slot,
+// so keys with the same hash tag share a primary, whatever their bucket.
+func testClusterHashTag(t *testing.T, cl *testserver.Cluster) {
+	login := spigot.MustBucket("login", 5, spigot.PerMinute(1))
+	export := spigot.MustBucket("export", 100, spigot.PerHour(100))
+	slot, err := cl.KeySlot("tenant-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := cl.Owner(slot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ps := range protoStores {
+		s := ps.new(t, cl.Addrs(), storeOpts{prefix: prefix(t) + ps.name + ":"})
+		for _, c := range []struct {
+			b   spigot.Bucket
+			key string
+		}{{login, "{tenant-7}:alice"}, {login, "{tenant-7}:bob"}, {export, "{tenant-7}"}} {
+			if a := acquire(t, s, c.b, c.key, 1); !a.Allowed || a.Remaining != c.b.Capacity()-1 {
+				t.Errorf("%s: Acquire(%v, %q) = %s; want the first of a full bucket", ps.name, c.b, c.key, show(a))
+			}
+			full := store.Key(prefix(t)+ps.name+":", c.b, c.key)
+			if s, err := cl.KeySlot(full); err != nil || s != slot {
+				t.Errorf("KEYSLOT %s = %d, %v; want %d, the slot of its tag", full, s, err, slot)
+			}
+			if !exists(t, owner.Addr, full) {
+				t.Errorf("%s: %s is not on %s, the primary of tenant-7", ps.name, full, owner.Addr)
+			}
+		}
+	}
+}
+
+// A recorder is a store that remembers what its inner store answered: the
+// Remaining of every admission per key (the buckets in these tests never
+// refill, so two admissions reporting the same Remaining on one key mean
+// that a token was admitted twice), and every error.
+type recorder struct {
+	spigot.Store
+	onKey func(key string) bool // whether after counts this key's decisions
+
+	mu        sync.Mutex
+	remaining map[string][]int64
+	errs      map[string]int // error text with digits masked → count
+	want      int64         // decisions on onKey's keys to wait for
+	after     int64         // decisions on onKey's keys since arm
+	reached   chan struct{} // closed when after reaches want
+}
+
+func newRecorder(s spigot.Store) *recorder {
+	return &recorder{Store: s, remaining: make(map[string][]int64), errs: make(map[string]int)}
+}
+
+func (r *recorder) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+	a, err := r.Store.Acquire(ctx, b, key, cost)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.errs[maskDigits(err.Error())]++
+		return a, err
+	}
+	if a.Allowed {
+		r.remaining[key] = append(r.remaining[key], a.Remaining)
+	}
+	if r.reached != nil && r.onKey(key) {
+		if r.after++; r.after == r.want {
+			close(r.reached)
+		}
+	}
+	return a, err
+}
+
+// arm starts counting decisions on onKey's keys, and returns a channel
+// closed at the n-th.
+func (r *recorder) arm(n int64) <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.want, r.after, r.reached = n, 0, make(chan struct{})
+	return r.reached
+}
+
+// maskDigits replaces runs of digits with "N", so that errors that differ
+// only in an address or a slot count as one.
+func maskDigits(s string) string {
+	var b strings.Builder
+	digits := false
+	for _, c := range s {
+		if '0' <= c && c <= '9' {
+			if !digits {
+				b.WriteByte('N')
+			}
+			digits = true
+			continue
+		}
+		digits = false
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// accounting checks the Remaining values that r saw admitted on each key
+// of a bucket of capacity that never refills: each must come once (a
+// repeat is a token admitted twice) and, with exact, none may be skipped
+// (a skip is a request charged without being admitted: one that timed
+// out, or was sent twice). It returns the number of repeats and skips.
+func (r *recorder) accounting(capacity int64) (repeats, skips int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rs := range r.remaining {
+		seen := make(map[int64]bool, len(rs))
+		lowest := capacity
+		for _, v := range rs {
+			if seen[v] {
+				repeats++
+			}
+			seen[v] = true
+			lowest = min(lowest, v)
+		}
+		skips += int(capacity-lowest) - len(seen)
+	}
+	return repeats, skips
+}
+
+func (r *recorder) errorSummary() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lines []string
+	for e, n := range r.errs {
+		lines = append(lines, fmt.Sprintf("%d× %s", n, e))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "; ")
+}
+
+// failoverLoad is requests from goroutines on each of stores, each
+// goroutine sending one every pace, taking turns over keys, until end.
+type failoverLoad struct {
+	wg      sync.WaitGroup
+	stop    chan struct{}
+	worst   []atomic.Int64 // per store, the longest answer in ns
+	errs    atomic.Int64
+	lastErr atomic.Value
+}
+
+func startLoad(stores []spigot.Store, b spigot.Bucket, keys []string, goroutines int, pace, timeout time.Duration) *failoverLoad {
+	l := &failoverLoad{stop: make(chan struct{}), worst: make([]atomic.Int64, len(stores))}
+	for si, s := range stores {
+		worst := &l.worst[si]
+		for g := range goroutines {
+			l.wg.Go(func() {
+				tick := time.NewTicker(pace)
+				defer tick.Stop()
+				for i := g + si; ; i++ {
+					select {
+					case <-l.stop:
+						return
+					case <-tick.C:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), timeout)
+					start := time.Now()
+					_, err := s.Acquire(ctx, b, keys[i%len(keys)], 1)
+					d := int64(time.Since(start))
+					cancel()
+					for w := worst.Load(); d > w && !worst.CompareAndSwap(w, d); w = worst.Load() {
+					}
+					if err != nil {
+						l.errs.Add(1)
+						l.lastErr.Store(err)
+					}
+				}
+			})
+		}
+	}
+	return l
+}
+
+// end stops the load and waits for its goroutines; it may be called twice.
+func (l *failoverLoad) end() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// waitFor arms every recorder for n decisions and waits for them, or
+// fails t after timeout.
+func waitFor(t *testing.T, recs []*recorder, n int64, timeout time.Duration, what string) {
+	t.Helper()
+	var reached []<-chan struct{}
+	for _, r := range recs {
+		reached = append(reached, r.arm(n))
+	}
+	expired := time.After(timeout)
+	for i, c := range reached {
+		select {
+		case <-c:
+		case <-expired:
+			t.Fatalf("after %v, store %s made fewer than %d decisions %s", timeout, protoStores[i].name, n, what)
+		}
+	}
+}
+
+// scriptExists reports whether the server at addr has spigot's script in
+// its cache.
+func scriptExists(t *testing.T, addr string) bool {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	got, err := c.ScriptExists(context.Background(), store.SHA1).Result()
+	if err != nil || len(got) != 1 {
+		t.Fatalf("SCRIPT EXISTS on %s = %v, %v", addr, got, err)
+	}
+	return got[0]
+}
+
+// noscripts returns how many NOSCRIPT errors the server has replied, from
+// INFO errorstats.
+func noscripts(t *testing.T, srv *testserver.Server) int {
+	t.Helper()
+	info, err := srv.Info("errorstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := strconv.Atoi(strings.TrimPrefix(info["errorstat_NOSCRIPT"], "count="))
+	return n
+}
+
+// The failover tests run three stores, one of each library, on the same
+// keys of a bucket that never refills (each store's clock stands still):
+// the Remaining of each admission counts the tokens the bucket's state has
+// lost, so a token admitted twice shows as a Remaining seen twice.
+var failoverBucket = spigot.MustBucket("failover", 1_000_000, spigot.PerHour(1))
+
+// testClusterManualFailover: CLUSTER FAILOVER moves a primary's slots to
+// its replica under load from all three stores. The promoted replica has
+// never seen spigot's script, and the old primary answers MOVED for its
+// old slots: neither reaches the caller, and no token is lost or charged
+// twice.
+func testClusterManualFailover(t *testing.T, cl *testserver.Cluster) {
+	keys, owners := spreadKeys(t, cl, prefix(t), failoverBucket, 2)
+	primary := owners[keys[0]]
+	replica, err := cl.Replica(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scriptExists(t, replica.Addr) {
+		t.Fatalf("the replica %s has spigot's script before the failover; the test needs it not to", replica.Addr)
+	}
+	slot, _ := cl.KeySlot(store.Key(prefix(t), failoverBucket, keys[0]))
+	noscriptsBefore := noscripts(t, replica)
+
+	clk := clocktest.New(t0)
+	onMoved := func(key string) bool { return owners[key] == primary }
+	var recs []*recorder
+	var stores []spigot.Store
+	for _, ps := range protoStores {
+		r := newRecorder(ps.new(t, cl.Addrs(), storeOpts{clock: clk, prefix: prefix(t)}))
+		r.onKey = onMoved
+		recs = append(recs, r)
+		stores = append(stores, r)
+	}
+	load := startLoad(stores, failoverBucket, keys, 4, time.Millisecond, 10*time.Second)
+	defer load.end()
+	waitFor(t, recs, 50, 30*time.Second, "before the failover")
+	if reply, err := replica.Do("CLUSTER", "FAILOVER"); err != nil || reply != "OK" {
+		t.Fatalf("CLUSTER FAILOVER on %s = %q, %v", replica.Addr, reply, err)
+	}
+	cl.WaitOwner(t, slot, replica, 30*time.Second)
+	waitFor(t, recs, 50, 30*time.Second, "on the moved slots after the failover")
+	load.end()
+
+	for i, r := range recs {
+		if errs := r.errorSummary(); errs != "" {
+			t.Errorf("%s: errors during a manual failover: %s", protoStores[i].name, errs)
+		}
+	}
+	var all recorder
+	all.remaining = make(map[string][]int64)
+	for _, r := range recs {
+		for k, rs := range r.remaining {
+			all.remaining[k] = append(all.remaining[k], rs...)
+		}
+	}
+	if repeats, skips := all.accounting(failoverBucket.Capacity()); repeats != 0 || skips != 0 {
+		t.Errorf("over %d keys: %d tokens admitted twice and %d charged without an admission; want none", len(keys), repeats, skips)
+	}
+	if n := noscripts(t, replica) - noscriptsBefore; n == 0 || !scriptExists(t, replica.Addr) {
+		t.Errorf("the promoted replica replied NOSCRIPT %d times and has the script: %v; want the stores to have met NOSCRIPT and loaded it", n, scriptExists(t, replica.Addr))
+	}
+}
+
+// testClusterKillPrimary: a primary is killed (SIGKILL) under load through
+// hybrid stores, one on each library. While its slots are unavailable the
+// stores decide locally, within their deadline; once its replica is
+// promoted and the cluster is ok, the remote decides again. The test
+// reports how many requests fell back, the longest answer, and how many
+// tokens were admitted twice because the replica had not received the
+// primary's last writes.
+func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
+	const (
+		timeout    = 100 * time.Millisecond
+		goroutines = 4
+		pace       = 2 * time.Millisecond // per goroutine: 6000 requests/s in all
+	)
+	keys, owners := spreadKeys(t, cl, prefix(t), failoverBucket, 2)
+	primary := owners[keys[0]]
+	replica, err := cl.Replica(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scriptExists(t, replica.Addr) {
+		t.Fatalf("the replica %s has spigot's script before the failover; the test needs it not to", replica.Addr)
+	}
+	noscriptsBefore := noscripts(t, replica)
+
+	clk := clocktest.New(t0)
+	onKilled := func(key string) bool { return owners[key] == primary }
+	type observed struct {
+		paths       [hybrid.Guard + 1]atomic.Int64
+		transitions atomic.Value // string
+	}
+	var (
+		recs   []*recorder
+		stores []spigot.Store
+		obs    = make([]*observed, len(protoStores))
+	)
+	for i, ps := range protoStores {
+		r := newRecorder(ps.new(t, cl.Addrs(), storeOpts{clock: clk, prefix: prefix(t)}))
+		r.onKey = onKilled
+		o := &observed{}
+		o.transitions.Store("")
+		obs[i] = o
+		recs = append(recs, r)
+		stores = append(stores, hybrid.New(r, memory.New(memory.WithClock(clk)),
+			hybrid.WithTimeout(timeout),
+			hybrid.WithBreaker(3, 200*time.Millisecond),
+			hybrid.WithObserver(hybrid.Observer{
+				Decision: func(_ spigot.Bucket, p hybrid.Path, _ spigot.Admission) { o.paths[p].Add(1) },
+				Transition: func(from, to hybrid.Circuit) {
+					o.transitions.Store(o.transitions.Load().(string) + " " + to.String())
+				},
+			}),
+		))
+	}
+	// The caller's deadline is well past the store's own: what bounds an
+	// answer is WithTimeout.
+	load := startLoad(stores, failoverBucket, keys, goroutines, pace, 10*time.Second)
+	defer load.end()
+	waitFor(t, recs, 50, 30*time.Second, "before the kill")
+	fallbacksBefore := make([]int64, len(obs))
+	for i, o := range obs {
+		fallbacksBefore[i] = o.paths[hybrid.LocalFallback].Load()
+	}
+	killed := time.Now()
+	primary.Kill()
+	cl.WaitOK(t, 30*time.Second)
+	promoted := time.Since(killed)
+	if owner := keyOwner(t, cl, store.Key(prefix(t), failoverBucket, keys[0])); owner != replica {
+		t.Fatalf("after the failover %s serves the killed primary's slots; want its replica %s", owner.Addr, replica.Addr)
+	}
+	ok := time.Now()
+	waitFor(t, recs, 1, 30*time.Second, "on the killed primary's keys after the failover")
+	remoteAgain := time.Since(ok)
+	waitFor(t, recs, 50, 30*time.Second, "on the killed primary's keys after the failover")
+	load.end()
+
+	if n := load.errs.Load(); n > 0 {
+		t.Errorf("%d requests failed, the last with %v; under the Local policy none should", n, load.lastErr.Load())
+	}
+	var worst time.Duration
+	for i := range stores {
+		w := time.Duration(load.worst[i].Load())
+		worst = max(worst, w)
+		// The bound allows for six servers, three clients and the race
+		// detector on a shared two-core machine.
+		if w > timeout+400*time.Millisecond {
+			t.Errorf("%s: the longest answer took %v; want about the store's timeout, %v", protoStores[i].name, w, timeout)
+		}
+	}
+	var total, fallbacks int64
+	for i, o := range obs {
+		fb := o.paths[hybrid.LocalFallback].Load() - fallbacksBefore[i]
+		fallbacks += fb
+		for p := range o.paths {
+			total += o.paths[p].Load()
+		}
+		if fb == 0 {
+			t.Errorf("%s: no request fell back during the failover", protoStores[i].name)
+		}
+		errs := recs[i].errorSummary()
+		for _, redirect := range []string{"MOVED", "ASK", "NOSCRIPT"} {
+			if strings.Contains(errs, redirect) {
+				t.Errorf("%s: a %s reply reached the store as an error: %s", protoStores[i].name, redirect, errs)
+			}
+		}
+		t.Logf("%s: %d fell back, longest answer %v; breaker:%s; remote errors: %s",
+			protoStores[i].name, fb, time.Duration(load.worst[i].Load()).Round(time.Millisecond), o.transitions.Load(), errs)
+	}
+	var all recorder
+	all.remaining = make(map[string][]int64)
+	for _, r := range recs {
+		for k, rs := range r.remaining {
+			all.remaining[k] = append(all.remaining[k], rs...)
+		}
+	}
+	repeats, skips := all.accounting(failoverBucket.Capacity())
+	// A token is admitted twice when the primary acknowledged a write its
+	// replica never received: at most the requests in flight at the kill.
+	if inFlight := len(stores) * goroutines; repeats > inFlight {
+		t.Errorf("%d tokens admitted twice; want at most the %d requests in flight at the kill", repeats, inFlight)
+	}
+	if n := noscripts(t, replica) - noscriptsBefore; n == 0 {
+		t.Errorf("the promoted replica never replied NOSCRIPT; the test meant to exercise it")
+	}
+	t.Logf("%s: cluster ok %v after SIGKILL, every store deciding remotely again %v later; %d of %d requests fell back; longest answer %v (timeout %v); tokens admitted twice: %d; charged but not admitted: %d",
+		cl.Kind, promoted.Round(time.Millisecond), remoteAgain.Round(time.Millisecond), fallbacks, total, worst.Round(time.Millisecond), timeout, repeats, skips)
 }

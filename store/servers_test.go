@@ -72,17 +72,30 @@ func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix fu
 // its store's documentation advises for exact accounting.
 var protoStores = []protoStore{
 	{"go-redis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		// A UniversalClient: a *Client for one address, a *ClusterClient
-		// for a cluster's several.
-		c := goredis.NewUniversalClient(&goredis.UniversalOptions{
-			Addrs: addrs,
-			// go-redis resends a command after some network errors, such as
-			// a connection lost after the request went out (a request could
-			// be charged up to 1+MaxRetries times), and by default bounds a
-			// command by ReadTimeout rather than by the context's deadline.
-			MaxRetries:            -1,
-			ContextTimeoutEnabled: true,
-		})
+		var c goredis.UniversalClient
+		if len(addrs) == 1 {
+			c = goredis.NewClient(&goredis.Options{
+				Addr: addrs[0],
+				// go-redis resends a command after some network errors,
+				// such as a connection lost after the request went out (a
+				// request could be charged up to 1+MaxRetries times), and
+				// by default bounds a command by ReadTimeout rather than by
+				// the context's deadline.
+				MaxRetries:            -1,
+				ContextTimeoutEnabled: true,
+			})
+		} else {
+			c = goredis.NewClusterClient(&goredis.ClusterOptions{
+				Addrs:                 addrs,
+				MaxRetries:            -1,
+				ContextTimeoutEnabled: true,
+				// A ClusterClient learns that a replica took over from a
+				// dead primary only from a MOVED reply, which the dead
+				// primary cannot send, or when it reloads the slots
+				// (every minute by default).
+				ClusterStateReloadInterval: time.Second,
+			})
+		}
 		t.Cleanup(func() { c.Close() })
 		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix)...)
 	}},
@@ -632,48 +645,62 @@ func TestServersAllClientsOneKey(t *testing.T) {
 // with Remaining 149 down to 0 each once.
 func hammer(t *testing.T, stores []spigot.Store) {
 	t.Helper()
-	const (
-		capacity   = 150
-		goroutines = 16
-		each       = 25
-	)
-	b := spigot.MustBucket("hammer", capacity, spigot.Per(1, 24*time.Hour))
+	hammerKeys(t, stores, spigot.MustBucket("hammer", 150, spigot.Per(1, 24*time.Hour)), []string{"hot"}, 16, 25)
+}
+
+// hammerKeys sends rounds requests on each of keys from each of goroutines
+// goroutines, spread over stores (goroutine g walks the keys from the g-th
+// on, so the keys are busy at once), and checks that each key admits
+// exactly b's capacity, with Remaining capacity-1 down to 0 each once. b
+// must not refill during the test, and each key must get more requests
+// than its capacity.
+func hammerKeys(t *testing.T, stores []spigot.Store, b spigot.Bucket, keys []string, goroutines, rounds int) {
+	t.Helper()
+	if goroutines*rounds <= int(b.Capacity()) {
+		t.Fatalf("hammerKeys: %d requests per key cannot exhaust %v", goroutines*rounds, b)
+	}
 	var (
 		mu   sync.Mutex
-		seen = make(map[int64]int)
+		seen = make(map[string]map[int64]int) // key → Remaining → admissions
 		wg   sync.WaitGroup
 	)
+	for _, k := range keys {
+		seen[k] = make(map[int64]int)
+	}
 	for g := range goroutines {
 		s := stores[g%len(stores)]
 		wg.Go(func() {
-			for range each {
-				a, err := s.Acquire(context.Background(), b, "hot", 1)
+			for r := range rounds * len(keys) {
+				key := keys[(g+r)%len(keys)]
+				a, err := s.Acquire(context.Background(), b, key, 1)
 				if err != nil {
-					t.Errorf("Acquire: %v", err)
+					t.Errorf("Acquire(%q): %v", key, err)
 					return
 				}
 				if !a.Allowed {
 					if a.Remaining != 0 || a.RetryAfter <= 0 {
-						t.Errorf("a denial = %s; want Remaining 0 and a RetryAfter", show(a))
+						t.Errorf("key %q: a denial = %s; want Remaining 0 and a RetryAfter", key, show(a))
 					}
 					continue
 				}
 				mu.Lock()
-				seen[a.Remaining]++
+				seen[key][a.Remaining]++
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	admitted := 0
-	for r, n := range seen {
-		admitted += n
-		if n != 1 || r < 0 || r >= capacity {
-			t.Errorf("Remaining %d was reported by %d admitted requests; want each of 0..%d once", r, n, capacity-1)
+	for _, k := range keys {
+		admitted := 0
+		for r, n := range seen[k] {
+			admitted += n
+			if n != 1 || r < 0 || r >= b.Capacity() {
+				t.Errorf("key %q: Remaining %d was reported by %d admitted requests; want each of 0..%d once", k, r, n, b.Capacity()-1)
+			}
 		}
-	}
-	if admitted != capacity {
-		t.Errorf("%d requests from %d goroutines on %v admitted %d; want exactly %d", goroutines*each, goroutines, b, admitted, capacity)
+		if admitted != int(b.Capacity()) {
+			t.Errorf("key %q: %d requests from %d goroutines on %v admitted %d; want exactly %d", k, goroutines*rounds, goroutines, b, admitted, b.Capacity())
+		}
 	}
 }
 

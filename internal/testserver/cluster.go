@@ -3,6 +3,7 @@ package testserver
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,4 +239,58 @@ func (s *Server) running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cmd != nil
+}
+
+// Replica returns the replica of primary, from its INFO replication.
+func (c *Cluster) Replica(primary *Server) (*Server, error) {
+	info, err := primary.Info("replication")
+	if err != nil {
+		return nil, err
+	}
+	// slave0:ip=127.0.0.1,port=7005,state=online,offset=42,lag=0
+	for _, field := range strings.Split(info["slave0"], ",") {
+		if port, ok := strings.CutPrefix(field, "port="); ok {
+			for _, n := range c.Nodes {
+				if strings.HasSuffix(n.Addr, ":"+port) {
+					return n, nil
+				}
+			}
+		}
+	}
+	return nil, fmt.Errorf("testserver: %s has no known replica (slave0:%s)", primary.Addr, info["slave0"])
+}
+
+// WaitOwner waits until every running node's view has want serving slot,
+// or fails tb after timeout. It is for a failover that leaves every node
+// running (CLUSTER FAILOVER), where WaitOK has nothing to wait for.
+func (c *Cluster) WaitOwner(tb testing.TB, slot int, want *Server, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.owned(slot, want)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("testserver: after %v: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) owned(slot int, want *Server) error {
+	for _, n := range c.Nodes {
+		if !n.running() {
+			continue
+		}
+		view, err := c.viewFrom(n)
+		if err != nil {
+			return err
+		}
+		v := view[want.Addr]
+		if !v.primary || !slices.ContainsFunc(v.slots, func(r [2]int) bool { return r[0] <= slot && slot <= r[1] }) {
+			return fmt.Errorf("%s does not see %s serve slot %d", n.Addr, want.Addr, slot)
+		}
+	}
+	return nil
 }
