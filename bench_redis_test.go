@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -139,23 +140,16 @@ func BenchmarkRedisStores(b *testing.B) {
 				rueidisClient(b, srv.Addr, full, argv),
 			}
 			fill(b, clients[len(clients)-1].store, keys)
-			checkKeys(b, srv, len(keys))
-			m := newMeter(b, srv.Addr)
+			checkKeys(b, len(keys), srv)
+			m := &meter{serving: []string{srv.Addr}}
 
 			for _, c := range clients {
 				warm(b, c.raw(noopSHA1))
-				spigotCall := func(ctx context.Context, i int) error {
-					a, err := c.store.Acquire(ctx, roomy, keys[i], 1)
-					if err == nil && !a.Allowed {
-						err = fmt.Errorf("Acquire = %+v; want allowed", a)
-					}
-					return err
-				}
 				calls := []struct {
 					name string
 					call benchCall
 				}{
-					{"spigot", spigotCall},
+					{"spigot", acquireCall(c.store, keys)},
 					{"evalsha-spigot-script", c.raw(store.SHA1)},
 					{"evalsha-noop-script", c.raw(noopSHA1)},
 				}
@@ -178,16 +172,30 @@ func BenchmarkRedisStores(b *testing.B) {
 	}
 }
 
-// warm sends call from many goroutines at once, a few times each.
-func warm(b *testing.B, call benchCall) {
-	b.Helper()
+// acquireCall returns the call of the stores' benchmarks: s's Acquire of
+// one token of roomy on keys[i], which must be allowed.
+func acquireCall(s spigot.Store, keys []string) benchCall {
+	return func(ctx context.Context, i int) error {
+		a, err := s.Acquire(ctx, roomy, keys[i], 1)
+		if err == nil && !a.Allowed {
+			err = fmt.Errorf("Acquire(%q) = %+v; want allowed", keys[i], a)
+		}
+		return err
+	}
+}
+
+// warm sends call from many goroutines at once, a few times each,
+// goroutine g on the g-th key, so that on a cluster the connections to
+// every primary see concurrent calls too.
+func warm(tb testing.TB, call benchCall) {
+	tb.Helper()
 	const goroutines, calls = 64, 16
 	errs := make(chan error, goroutines)
-	for range goroutines {
+	for g := range goroutines {
 		go func() {
 			var err error
 			for range calls {
-				if err = call(context.Background(), hotKey); err != nil {
+				if err = call(context.Background(), g); err != nil {
 					break
 				}
 			}
@@ -196,7 +204,7 @@ func warm(b *testing.B, call benchCall) {
 	}
 	for range goroutines {
 		if err := <-errs; err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 }
@@ -247,40 +255,39 @@ func benchParallel(b *testing.B, m *meter, call benchCall, parallelism, goroutin
 }
 
 // A meter reads the CPU time that the client (this process) and the
-// server have spent, for metrics that the load of other processes on a
+// servers have spent, for metrics that the load of other processes on a
 // shared machine changes much less than throughput. On a machine whose
-// cores the client and the server share, throughput follows their sum.
+// cores the client and the servers share, throughput follows their sum.
+// With several serving servers (a cluster's primaries) it also counts the
+// scripts each one ran, to show how the requests spread.
 type meter struct {
-	info *goredis.Client // its own connection, for INFO
+	serving  []string // the addresses of the servers that serve requests
+	replicas []string // a cluster's replicas, metered apart
 }
 
-// newMeter returns a meter of this process and of the server at addr.
-func newMeter(b *testing.B, addr string) *meter {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	b.Cleanup(func() { c.Close() })
-	return &meter{info: c}
+// A reading is what a meter read at one instant.
+type reading struct {
+	client   time.Duration // this process's CPU time
+	server   time.Duration // the serving servers' CPU time
+	replicas time.Duration // the replicas' CPU time
+	// With several serving servers, each one's EVALSHA and EVAL calls,
+	// the ones that ran and the ones it rejected (redirections).
+	scripts, rejected []int64
 }
 
-type reading struct{ client, server time.Duration }
-
-func (m *meter) read(b *testing.B) reading {
-	b.Helper()
+func (m *meter) read(tb testing.TB) reading {
+	tb.Helper()
 	r := reading{client: cpuTime()}
-	info, err := m.info.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatal(err)
+	for _, addr := range m.serving {
+		r.server += serverCPU(tb, addr)
+		if len(m.serving) > 1 {
+			ran, rejected := scriptCalls(tb, addr)
+			r.scripts = append(r.scripts, ran)
+			r.rejected = append(r.rejected, rejected)
+		}
 	}
-	for _, f := range []string{"used_cpu_sys:", "used_cpu_user:"} {
-		i := strings.Index(info, f)
-		if i < 0 {
-			b.Fatalf("INFO cpu has no %s\n%s", f, info)
-		}
-		v, _, _ := strings.Cut(info[i+len(f):], "\r\n")
-		sec, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			b.Fatalf("INFO cpu: %s%s: %v", f, v, err)
-		}
-		r.server += time.Duration(sec * float64(time.Second))
+	for _, addr := range m.replicas {
+		r.replicas += serverCPU(tb, addr)
 	}
 	return r
 }
@@ -288,15 +295,106 @@ func (m *meter) read(b *testing.B) reading {
 // report reports the benchmark's throughput in requests per second, and
 // the CPU time per request that the client spent since start (cpu-ns/op:
 // the whole process, with the client library's own goroutines) and that
-// the server spent (server-cpu-ns/op).
+// the serving servers spent (server-cpu-ns/op). With replicas it reports
+// theirs (replica-cpu-ns/op). With several serving servers it reports the
+// share of the scripts that the n-th one ran (primaryn-%), the largest
+// distance of a share from an even split (max-share-dev-%), the scripts
+// run per request (scripts/op: 1 unless a client resends) and the calls
+// redirected per request (redirects/op: the ones a server rejected).
 func (m *meter) report(b *testing.B, start reading) {
 	b.Helper()
 	end := m.read(b)
+	n := float64(b.N)
 	if s := b.Elapsed().Seconds(); s > 0 {
-		b.ReportMetric(float64(b.N)/s, "req/s")
+		b.ReportMetric(n/s, "req/s")
 	}
-	b.ReportMetric(float64((end.client-start.client).Nanoseconds())/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64((end.server-start.server).Nanoseconds())/float64(b.N), "server-cpu-ns/op")
+	b.ReportMetric(float64((end.client-start.client).Nanoseconds())/n, "cpu-ns/op")
+	b.ReportMetric(float64((end.server-start.server).Nanoseconds())/n, "server-cpu-ns/op")
+	if len(m.replicas) > 0 {
+		b.ReportMetric(float64((end.replicas-start.replicas).Nanoseconds())/n, "replica-cpu-ns/op")
+	}
+	if len(m.serving) > 1 {
+		shares, dev, ran := spread(start, end)
+		for i, s := range shares {
+			b.ReportMetric(s, fmt.Sprintf("primary%d-%%", i+1))
+		}
+		b.ReportMetric(dev, "max-share-dev-%")
+		b.ReportMetric(float64(ran)/n, "scripts/op")
+		var rejected int64
+		for i := range end.rejected {
+			rejected += end.rejected[i] - start.rejected[i]
+		}
+		b.ReportMetric(float64(rejected)/n, "redirects/op")
+	}
+}
+
+// spread returns each serving server's share (in percent) of the scripts
+// run between two readings, the largest distance of a share from an even
+// split (in points), and the number of scripts run.
+func spread(start, end reading) (shares []float64, dev float64, ran int64) {
+	for i := range end.scripts {
+		ran += end.scripts[i] - start.scripts[i]
+	}
+	even := 100 / float64(len(end.scripts))
+	for i := range end.scripts {
+		s := 0.0
+		if ran > 0 {
+			s = 100 * float64(end.scripts[i]-start.scripts[i]) / float64(ran)
+		}
+		shares = append(shares, s)
+		dev = max(dev, math.Abs(s-even))
+	}
+	return shares, dev, ran
+}
+
+// serverCPU returns the CPU time, system and user, of the server at addr
+// so far, from INFO cpu.
+func serverCPU(tb testing.TB, addr string) time.Duration {
+	tb.Helper()
+	info, err := testserver.Info(addr, "cpu")
+	if err != nil {
+		tb.Fatalf("INFO cpu on %s: %v", addr, err)
+	}
+	var d time.Duration
+	for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
+		sec, err := strconv.ParseFloat(info[f], 64)
+		if err != nil {
+			tb.Fatalf("INFO cpu on %s: %s: %v", addr, f, err)
+		}
+		d += time.Duration(sec * float64(time.Second))
+	}
+	return d
+}
+
+// scriptCalls returns the EVALSHA and EVAL calls that the server at addr
+// ran, and those it rejected (with a MOVED reply, on a cluster), so far,
+// from INFO commandstats.
+func scriptCalls(tb testing.TB, addr string) (ran, rejected int64) {
+	tb.Helper()
+	info, err := testserver.Info(addr, "commandstats")
+	if err != nil {
+		tb.Fatalf("INFO commandstats on %s: %v", addr, err)
+	}
+	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+		// calls=3,usec=…,usec_per_call=…,rejected_calls=0,failed_calls=0;
+		// a command never called has no line.
+		for f := range strings.SplitSeq(info[cmd], ",") {
+			k, v, _ := strings.Cut(f, "=")
+			if k != "calls" && k != "rejected_calls" {
+				continue
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatalf("INFO commandstats on %s: %s:%s: %v", addr, cmd, info[cmd], err)
+			}
+			if k == "calls" {
+				ran += n
+			} else {
+				rejected += n
+			}
+		}
+	}
+	return ran, rejected
 }
 
 // cpuTime returns the user and system CPU time of the process so far.
@@ -315,22 +413,25 @@ func serverName(k testserver.Kind) string {
 	return "redis"
 }
 
-// loadScripts loads spigot's script and the no-op baseline, so that no
-// benchmark meets a NOSCRIPT reply.
-func loadScripts(b *testing.B, srv *testserver.Server) {
-	b.Helper()
-	for _, src := range []string{store.Script, noopScript} {
-		// testserver.Do returns a bulk reply's first line, its length; a
-		// wrong SHA-1 shows as NOSCRIPT replies to the raw calls.
-		if _, err := srv.Do("SCRIPT", "LOAD", src); err != nil {
-			b.Fatalf("SCRIPT LOAD: %v", err)
+// loadScripts loads spigot's script and the no-op baseline on srv, so that
+// no benchmark meets a NOSCRIPT reply, and checks that the server names
+// them by the SHA-1s that the stores and the raw calls send.
+func loadScripts(tb testing.TB, srv *testserver.Server) {
+	tb.Helper()
+	for _, sc := range []struct{ src, sha string }{{store.Script, store.SHA1}, {noopScript, noopSHA1}} {
+		sha, err := srv.Do("SCRIPT", "LOAD", sc.src)
+		if err != nil {
+			tb.Fatalf("SCRIPT LOAD on %s: %v", srv.Addr, err)
+		}
+		if sha != sc.sha {
+			tb.Fatalf("SCRIPT LOAD on %s = %q; want %s", srv.Addr, sha, sc.sha)
 		}
 	}
 }
 
 // fill takes deficit tokens from roomy on every key, from 64 goroutines.
-func fill(b *testing.B, s spigot.Store, keys []string) {
-	b.Helper()
+func fill(tb testing.TB, s spigot.Store, keys []string) {
+	tb.Helper()
 	const workers = 64
 	var (
 		wg    sync.WaitGroup
@@ -357,20 +458,29 @@ func fill(b *testing.B, s spigot.Store, keys []string) {
 	}
 	wg.Wait()
 	if first != nil {
-		b.Fatal(first)
+		tb.Fatal(first)
 	}
 }
 
-// checkKeys checks that the server holds at least n keys: the state that
-// fill wrote, which the benchmarks update rather than create.
-func checkKeys(b *testing.B, srv *testserver.Server, n int) {
+// checkKeys checks that the servers (one server, or a cluster's primaries)
+// hold at least n keys between them: the state that fill wrote, which the
+// benchmarks update rather than create.
+func checkKeys(b *testing.B, n int, srvs ...*testserver.Server) {
 	b.Helper()
-	reply, err := srv.Do("DBSIZE")
-	if err != nil {
-		b.Fatal(err)
+	total := 0
+	for _, srv := range srvs {
+		reply, err := srv.Do("DBSIZE")
+		if err != nil {
+			b.Fatalf("DBSIZE on %s: %v", srv.Addr, err)
+		}
+		size, err := strconv.Atoi(reply)
+		if err != nil {
+			b.Fatalf("DBSIZE on %s = %q: %v", srv.Addr, reply, err)
+		}
+		total += size
 	}
-	if size, err := strconv.Atoi(reply); err != nil || size < n {
-		b.Fatalf("DBSIZE = %q after filling %d keys", reply, n)
+	if total < n {
+		b.Fatalf("DBSIZE = %d after filling %d keys", total, n)
 	}
 }
 
@@ -488,8 +598,8 @@ func BenchmarkServerCeiling(b *testing.B) {
 			}
 			defer c.Close()
 			fill(b, rueidisstore.New(c), keys)
-			checkKeys(b, srv, len(keys))
-			m := newMeter(b, srv.Addr)
+			checkKeys(b, len(keys), srv)
+			m := &meter{serving: []string{srv.Addr}}
 			for _, script := range []struct{ name, sha string }{{"spigot", store.SHA1}, {"noop", noopSHA1}} {
 				for _, p := range []int{1, 32} {
 					for _, nkeys := range []int{1, manyKeys} {

@@ -175,9 +175,9 @@ type recorder struct {
 	mu        sync.Mutex
 	remaining map[string][]int64
 	errs      map[string]int // error text with digits masked → count
-	want      int64         // decisions on onKey's keys to wait for
-	after     int64         // decisions on onKey's keys since arm
-	reached   chan struct{} // closed when after reaches want
+	want      int64          // decisions on onKey's keys to wait for
+	after     int64          // decisions on onKey's keys since arm
+	reached   chan struct{}  // closed when after reaches want
 }
 
 func newRecorder(s spigot.Store) *recorder {
