@@ -73,26 +73,15 @@ func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix fu
 var protoStores = []protoStore{
 	{"go-redis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
 		var c goredis.UniversalClient
+		// The options store/redis asks for. MaxRetries keeps its default:
+		// the store's commands are never resent whatever it says, which
+		// TestNoReplay checks.
 		if len(addrs) == 1 {
-			c = goredis.NewClient(&goredis.Options{
-				Addr: addrs[0],
-				// go-redis resends a command after some network errors,
-				// such as a connection lost after the request went out (a
-				// request could be charged up to 1+MaxRetries times), and
-				// by default bounds a command by ReadTimeout rather than by
-				// the context's deadline.
-				MaxRetries:            -1,
-				ContextTimeoutEnabled: true,
-			})
+			c = goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})
 		} else {
 			c = goredis.NewClusterClient(&goredis.ClusterOptions{
-				Addrs:                 addrs,
-				MaxRetries:            -1,
-				ContextTimeoutEnabled: true,
-				// A ClusterClient learns that a replica took over from a
-				// dead primary only from a MOVED reply, which the dead
-				// primary cannot send, or when it reloads the slots
-				// (every minute by default).
+				Addrs:                      addrs,
+				ContextTimeoutEnabled:      true,
 				ClusterStateReloadInterval: time.Second,
 			})
 		}

@@ -28,7 +28,6 @@ func Example() {
 	defer srv.Close()
 	rdb := goredis.NewClient(&goredis.Options{
 		Addr:                  srv.Addr(),
-		MaxRetries:            -1,   // never send a request twice
 		ContextTimeoutEnabled: true, // honour the hybrid store's deadline
 	})
 	defer rdb.Close() // the stores never close it

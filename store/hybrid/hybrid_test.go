@@ -983,7 +983,7 @@ func healthy(t *testing.T) hybrid.Observer {
 // changes them.
 func serverClient(tb testing.TB, addr string, opts ...func(*goredis.Options)) *goredis.Client {
 	tb.Helper()
-	o := &goredis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true}
+	o := &goredis.Options{Addr: addr, ContextTimeoutEnabled: true}
 	for _, f := range opts {
 		f(o)
 	}

@@ -5,22 +5,31 @@
 // Each request is one EVALSHA of the shared script (package store), which
 // applies spigot's model to one key atomically on the server, with the
 // server's clock. It works with any goredis.Scripter: *goredis.Client,
-// *goredis.ClusterClient (put a {hash tag} in keys to choose their slot),
-// *goredis.Ring and goredis.UniversalClient.
+// *goredis.ClusterClient, *goredis.Ring and goredis.UniversalClient. A
+// request touches one key, so it runs on any cluster as it is; see the
+// README for hash tags.
 //
-// A request is sent once. After a NOSCRIPT reply (a server restarted, or a
-// SCRIPT FLUSH) the script is sent again with EVAL, since the server ran
-// nothing; after an ambiguous failure, such as a timeout, the error is
-// returned and nothing is replayed, since the server may have charged the
-// request. Two go-redis defaults matter for exact accounting, so set both
-// in the client's Options:
+// A request is sent once. After a NOSCRIPT reply (a server restarted, a
+// replica promoted, a SCRIPT FLUSH) the script is sent again with EVAL,
+// since the server ran nothing. After an ambiguous failure, such as a
+// timeout or a connection lost after the request went out, the error is
+// returned and nothing is resent, since the server may have charged the
+// request: the store marks its commands so that go-redis does not resend
+// them whatever MaxRetries says (a ClusterClient still follows MOVED and
+// ASK, which the server sends without running the command). Set in the
+// client's options:
 //
-//   - MaxRetries: -1. By default go-redis resends a command after some
-//     network errors, such as a connection lost after the request went
-//     out, so one request could be charged up to 1+MaxRetries times.
 //   - ContextTimeoutEnabled: true. By default go-redis bounds a command by
 //     ReadTimeout (3 s) and ignores the context's deadline, so a caller's
 //     deadline of 50 ms could wait seconds for a stuck server.
+//   - On a ClusterClient, ClusterStateReloadInterval of about the
+//     cluster's cluster-node-timeout (say 1 s). A ClusterClient learns that
+//     a replica took over from a dead primary from a MOVED reply, which the
+//     dead primary cannot send, or when it reloads the slot map, by
+//     default once a minute: until then every request for the dead
+//     primary's slots fails. UniversalOptions has no such field, so build
+//     the ClusterClient with NewClusterClient. Leave MaxRedirects at its
+//     default: -1 also stops the client from following MOVED.
 package redis
 
 import (
@@ -98,20 +107,54 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 	return store.DecodeReset(reply)
 }
 
-// call is what one request hands go-redis, in one allocation: its keys and
-// args slices point into it.
+// processor is what every go-redis client (Client, ClusterClient, Ring,
+// UniversalClient) has beside Scripter: the store sends its own commands
+// through it, marked never to be resent.
+type processor interface {
+	Process(ctx context.Context, cmd goredis.Cmder) error
+}
+
+// onceCmd is a command that go-redis never resends once it may have
+// reached the server, whatever the client's MaxRetries or, on a
+// ClusterClient, MaxRedirects (which still follows MOVED and ASK, whose
+// commands the server did not run).
+type onceCmd struct{ *goredis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+// sha1Arg and scriptArg are boxed once, not on every request.
+var sha1Arg, scriptArg any = store.SHA1, store.Script
+
+// call is what one request hands go-redis, in one allocation: the command
+// line "EVALSHA sha 1 key args…" (or "EVAL script 1 key args…").
 type call struct {
-	keys [1]string
-	args [6]any
+	line [4 + 6]any
 }
 
 // run sends the script with EVALSHA, and with EVAL only after an explicit
 // NOSCRIPT reply.
 func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv [6]any) (any, error) {
-	c := &call{keys: [1]string{store.Key(s.prefix, b, key)}, args: argv}
-	reply, err := s.client.EvalSha(ctx, store.SHA1, c.keys[:], c.args[:]...).Result()
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		reply, err = s.client.Eval(ctx, store.Script, c.keys[:], c.args[:]...).Result()
+	full := store.Key(s.prefix, b, key)
+	var reply any
+	var err error
+	if p, ok := s.client.(processor); ok {
+		c := &call{line: [10]any{"evalsha", sha1Arg, 1, full}}
+		copy(c.line[4:], argv[:])
+		cmd := goredis.NewCmd(ctx, c.line[:]...)
+		cmd.SetFirstKeyPos(3)
+		if err = p.Process(ctx, onceCmd{cmd}); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			c.line[0], c.line[1] = "eval", scriptArg
+			cmd = goredis.NewCmd(ctx, c.line[:]...)
+			cmd.SetFirstKeyPos(3)
+			err = p.Process(ctx, onceCmd{cmd})
+		}
+		reply = cmd.Val()
+	} else {
+		keys := []string{full}
+		reply, err = s.client.EvalSha(ctx, store.SHA1, keys, argv[:]...).Result()
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			reply, err = s.client.Eval(ctx, store.Script, keys, argv[:]...).Result()
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("spigot: redis: %w", err)

@@ -26,6 +26,18 @@ func TestConformanceMiniredis(t *testing.T) {
 	})
 }
 
+// scripterOnly hides every method of a client but Scripter's, as a
+// Scripter of the caller's own (a wrapper for tracing, say) would.
+type scripterOnly struct{ goredis.Scripter }
+
+// TestConformanceScripterOnly: a Scripter without Process gets the same
+// answers, through EvalSha and Eval.
+func TestConformanceScripterOnly(t *testing.T) {
+	conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+		return redis.New(scripterOnly{client(t, miniredis.RunT(t).Addr())}, redis.WithClock(clk))
+	})
+}
+
 func TestConformanceServers(t *testing.T) {
 	for _, kind := range testserver.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
