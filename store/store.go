@@ -51,7 +51,8 @@ const ClockTTLSlack = time.Minute
 
 // Key returns the name of the state of key in bucket b: prefix + b.Name() +
 // ":" + key. Bucket names have no ':', so two buckets never share a key.
-// A {hash tag} in key decides the Redis Cluster slot.
+// On a cluster, a {hash tag} in the name (in key, or in prefix) decides
+// its slot; see the README.
 func Key(prefix string, b spigot.Bucket, key string) string {
 	return prefix + b.Name() + ":" + key
 }

@@ -7,13 +7,14 @@
 // Each request is one EVALSHA of the shared script (package store), which
 // applies spigot's model to one key atomically on the server, with the
 // server's clock. It works with any rueidis.Client: a single server, a cluster
-// (put a {hash tag} in keys to choose their slot) or a primary found
-// through Sentinel. It uses neither dedicated connections nor blocking
+// (a request touches one key, so it runs on any cluster as it is; the
+// client finds a promoted replica by itself) or a primary found through
+// Sentinel. It uses neither dedicated connections nor blocking
 // commands, so its requests keep to the client's shared, automatically
 // pipelined connections (unless the client sets DisableAutoPipelining).
 //
-// A request is sent once. After a NOSCRIPT reply (a server restarted, or a
-// SCRIPT FLUSH) the script is sent again with EVAL, since the server ran
+// A request is sent once. After a NOSCRIPT reply (a server restarted, a
+// replica promoted, a SCRIPT FLUSH) the script is sent again with EVAL, since the server ran
 // nothing; after an ambiguous failure, such as a timeout or a lost
 // connection, the error is returned and nothing is replayed, since the
 // server may have charged the request. The store does not mark its
