@@ -23,11 +23,8 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/rueidis"
-	"github.com/valkey-io/valkey-go"
-
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store"
 	redisstore "github.com/spigot-go/spigot/store/redis"
@@ -134,11 +131,7 @@ func BenchmarkRedisStores(b *testing.B) {
 		b.Run("server="+serverName(kind), func(b *testing.B) {
 			srv := testserver.Start(b, kind)
 			loadScripts(b, srv)
-			clients := []benchClient{
-				goredisClient(b, srv.Addr, full, argv),
-				valkeyClient(b, srv.Addr, full, argv),
-				rueidisClient(b, srv.Addr, full, argv),
-			}
+			clients := benchClients(b, []string{srv.Addr}, full, argv)
 			fill(b, clients[len(clients)-1].store, keys)
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
@@ -465,22 +458,22 @@ func fill(tb testing.TB, s spigot.Store, keys []string) {
 // checkKeys checks that the servers (one server, or a cluster's primaries)
 // hold at least n keys between them: the state that fill wrote, which the
 // benchmarks update rather than create.
-func checkKeys(b *testing.B, n int, srvs ...*testserver.Server) {
-	b.Helper()
+func checkKeys(tb testing.TB, n int, srvs ...*testserver.Server) {
+	tb.Helper()
 	total := 0
 	for _, srv := range srvs {
 		reply, err := srv.Do("DBSIZE")
 		if err != nil {
-			b.Fatalf("DBSIZE on %s: %v", srv.Addr, err)
+			tb.Fatalf("DBSIZE on %s: %v", srv.Addr, err)
 		}
 		size, err := strconv.Atoi(reply)
 		if err != nil {
-			b.Fatalf("DBSIZE on %s = %q: %v", srv.Addr, reply, err)
+			tb.Fatalf("DBSIZE on %s = %q: %v", srv.Addr, reply, err)
 		}
 		total += size
 	}
 	if total < n {
-		b.Fatalf("DBSIZE = %d after filling %d keys", total, n)
+		tb.Fatalf("DBSIZE = %d after filling %d keys", total, n)
 	}
 }
 
@@ -492,10 +485,11 @@ func checkReply(n int, err error) error {
 	return err
 }
 
-func goredisClient(b *testing.B, addr string, full, argv []string) benchClient {
-	c := goredis.NewClient(&goredis.Options{Addr: addr})
-	b.Cleanup(func() { c.Close() })
-	// The cheapest call go-redis offers: keys and arguments built once.
+// benchClients returns the three client libraries, each connected to the
+// server or cluster at addrs as testclient builds them, with their stores
+// and their raw EVALSHA on the keys full with the arguments argv.
+func benchClients(tb testing.TB, addrs, full, argv []string) []benchClient {
+	// The cheapest calls the libraries offer: keys and arguments built once.
 	keysets := make([][]string, len(full))
 	for i, k := range full {
 		keysets[i] = []string{k}
@@ -504,64 +498,41 @@ func goredisClient(b *testing.B, addr string, full, argv []string) benchClient {
 	for i, a := range argv {
 		args[i] = a
 	}
-	return benchClient{
-		name:  "go-redis",
-		store: redisstore.New(c),
-		raw: func(sha string) benchCall {
+	gr := testclient.GoRedis(tb, addrs...)
+	vk := testclient.Valkey(tb, addrs...)
+	rc := testclient.Rueidis(tb, addrs...)
+	return []benchClient{
+		{"go-redis", redisstore.New(gr), func(sha string) benchCall {
 			return func(ctx context.Context, i int) error {
-				v, err := c.EvalSha(ctx, sha, keysets[i], args...).Slice()
+				v, err := gr.EvalSha(ctx, sha, keysets[i], args...).Slice()
 				return checkReply(len(v), err)
 			}
-		},
+		}},
+		{"valkey-go", valkeystore.New(vk), func(sha string) benchCall {
+			return func(ctx context.Context, i int) error {
+				return checkInts(vk.Do(ctx, vk.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build()).ToArray())
+			}
+		}},
+		{"rueidis", rueidisstore.New(rc), func(sha string) benchCall {
+			return func(ctx context.Context, i int) error {
+				return checkInts(rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build()).ToArray())
+			}
+		}},
 	}
 }
 
-func valkeyClient(b *testing.B, addr string, full, argv []string) benchClient {
-	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}})
-	if err != nil {
-		b.Fatal(err)
+// checkInts checks that a raw call of valkey-go or rueidis got the 4
+// integers the stores decode.
+func checkInts[M any, P interface {
+	*M
+	AsInt64() (int64, error)
+}](v []M, err error) error {
+	for j := range v {
+		if _, e := P(&v[j]).AsInt64(); e != nil {
+			return e
+		}
 	}
-	b.Cleanup(c.Close)
-	return benchClient{
-		name:  "valkey-go",
-		store: valkeystore.New(c),
-		raw: func(sha string) benchCall {
-			return func(ctx context.Context, i int) error {
-				r := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build())
-				v, err := r.ToArray()
-				for j := range v {
-					if _, e := v[j].AsInt64(); e != nil {
-						return e
-					}
-				}
-				return checkReply(len(v), err)
-			}
-		},
-	}
-}
-
-func rueidisClient(b *testing.B, addr string, full, argv []string) benchClient {
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
-	return benchClient{
-		name:  "rueidis",
-		store: rueidisstore.New(c),
-		raw: func(sha string) benchCall {
-			return func(ctx context.Context, i int) error {
-				r := c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build())
-				v, err := r.ToArray()
-				for j := range v {
-					if _, e := v[j].AsInt64(); e != nil {
-						return e
-					}
-				}
-				return checkReply(len(v), err)
-			}
-		},
-	}
+	return checkReply(len(v), err)
 }
 
 // BenchmarkServerCeiling is what each server itself can do with spigot's
@@ -592,12 +563,7 @@ func BenchmarkServerCeiling(b *testing.B) {
 		b.Run("server="+serverName(kind), func(b *testing.B) {
 			srv := testserver.Start(b, kind)
 			loadScripts(b, srv)
-			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
-			fill(b, rueidisstore.New(c), keys)
+			fill(b, rueidisstore.New(testclient.Rueidis(b, srv.Addr)), keys)
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
 			for _, script := range []struct{ name, sha string }{{"spigot", store.SHA1}, {"noop", noopSHA1}} {

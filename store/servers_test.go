@@ -27,12 +27,11 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
-	rueidisgo "github.com/redis/rueidis"
-	valkeygo "github.com/valkey-io/valkey-go"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
@@ -72,37 +71,15 @@ func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix fu
 // its store's documentation advises for exact accounting.
 var protoStores = []protoStore{
 	{"go-redis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		var c goredis.UniversalClient
-		// The options store/redis asks for. MaxRetries keeps its default:
-		// the store's commands are never resent whatever it says, which
-		// TestNoReplay checks.
-		if len(addrs) == 1 {
-			c = goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})
-		} else {
-			c = goredis.NewClusterClient(&goredis.ClusterOptions{
-				Addrs:                      addrs,
-				ContextTimeoutEnabled:      true,
-				ClusterStateReloadInterval: time.Second,
-			})
-		}
-		t.Cleanup(func() { c.Close() })
-		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix)...)
+		// MaxRetries keeps its default: the store's commands are never
+		// resent whatever it says, which TestNoReplay checks.
+		return redis.New(testclient.GoRedis(t, addrs...), options(opts, redis.WithClock, redis.WithPrefix)...)
 	}},
 	{"valkey-go", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		c, err := valkeygo.NewClient(valkeygo.ClientOption{InitAddress: addrs, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return valkey.New(c, options(opts, valkey.WithClock, valkey.WithPrefix)...)
+		return valkey.New(testclient.Valkey(t, addrs...), options(opts, valkey.WithClock, valkey.WithPrefix)...)
 	}},
 	{"rueidis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		c, err := rueidisgo.NewClient(rueidisgo.ClientOption{InitAddress: addrs, DisableCache: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return rueidis.New(c, options(opts, rueidis.WithClock, rueidis.WithPrefix)...)
+		return rueidis.New(testclient.Rueidis(t, addrs...), options(opts, rueidis.WithClock, rueidis.WithPrefix)...)
 	}},
 }
 

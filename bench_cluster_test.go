@@ -1,0 +1,256 @@
+//go:build unix
+
+package spigot_test
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"slices"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
+)
+
+// clusterGoroutines is the number of goroutines that BenchmarkCluster
+// sends requests from.
+const clusterGoroutines = 64
+
+// maxShareDev is how far, in percentage points, the share of the requests
+// that one primary of a three-primary cluster serves may stray from a
+// third.
+const maxShareDev = 5
+
+// BenchmarkCluster measures each store on a cluster of three primaries
+// (one replica each) beside the same store on one server of the same kind,
+// named server=…/client=…/topology=single and …/topology=cluster; the two
+// run one after the other, so that the load of other processes changes
+// little between them. Each sends Acquire of one token of roomy from 64
+// goroutines over the manyKeys keys of benchKeys, as the 64-goroutine
+// many-key benchmarks of BenchmarkRedisStores do; every key holds state
+// (see deficit), filled through the topology's own client. On a shared
+// machine, run it a few times and compare medians:
+//
+//	go test -c -o /tmp/spigot.test . &&
+//	for i in 1 2 3; do
+//		SPIGOT_REQUIRE_SERVERS=1 /tmp/spigot.test -test.run='^$' -test.bench='^BenchmarkCluster$' -test.benchmem -test.benchtime=2s
+//	done
+//
+// Where the client and all the servers share a machine's few cores,
+// throughput (req/s) follows their total CPU time and cannot show a
+// cluster scaling out. Read instead, per server and client, the cluster's
+// metrics against the single server's:
+//
+//   - server-cpu-ns/op, the CPU time of the servers that serve requests
+//     (the single server, or the three primaries) per request: on the
+//     cluster, within 1.3× of the single server's, so that redirections
+//     and the cluster's own bookkeeping (its bus, replicating to the
+//     replicas) stay cheap;
+//   - primary1-%, primary2-%, primary3-%, the share of the scripts that
+//     each primary ran (from INFO commandstats), and max-share-dev-%, the
+//     largest distance of one from a third: at most 5 points, so that the
+//     work really spreads;
+//   - allocs/op, the client's: on the cluster, no more than on one server.
+//
+// The cluster also reports replica-cpu-ns/op, what its replicas spend
+// per request (the single server has none); scripts/op, the scripts its
+// primaries ran per request (1 unless a client resends); and
+// redirects/op, the requests they rejected (with MOVED or ASK) per request.
+// cpu-ns/op is the client process's CPU time per request, as in
+// BenchmarkRedisStores.
+func BenchmarkCluster(b *testing.B) {
+	keys := benchKeys(manyKeys)
+	// RunParallel starts parallelism × GOMAXPROCS goroutines.
+	procs := runtime.GOMAXPROCS(0)
+	p := (clusterGoroutines + procs - 1) / procs
+	for _, kind := range testserver.Kinds {
+		b.Run("server="+serverName(kind), func(b *testing.B) {
+			srv := testserver.Start(b, kind)
+			cl := testserver.StartCluster(b, kind)
+			primaries, replicas := clusterRoles(b, cl)
+			topologies := []*topology{
+				newTopology(b, "single", []string{srv.Addr}, []*testserver.Server{srv}, nil, keys),
+				newTopology(b, "cluster", cl.Addrs(), primaries, replicas, keys),
+			}
+			for i, c := range topologies[0].clients {
+				for _, t := range topologies {
+					b.Run("client="+c.name+"/topology="+t.name, func(b *testing.B) {
+						benchParallel(b, t.meter, acquireCall(t.clients[i].store, keys), p, p*procs, len(keys))
+					})
+				}
+			}
+		})
+	}
+}
+
+// A topology is where one benchmark's requests go: one server, or a
+// cluster's primaries.
+type topology struct {
+	name    string
+	clients []benchClient
+	meter   *meter
+}
+
+// newTopology loads the scripts on the primaries (so that no benchmark
+// meets a NOSCRIPT reply), connects each client of benchClients to addrs,
+// fills keys through the last one, checks that the primaries hold them, and
+// warms every client. The meter meters the primaries, and the replicas
+// apart.
+func newTopology(tb testing.TB, name string, addrs []string, primaries, replicas []*testserver.Server, keys []string) *topology {
+	tb.Helper()
+	t := &topology{name: name, meter: &meter{serving: serverAddrs(primaries), replicas: serverAddrs(replicas)}}
+	for _, p := range primaries {
+		loadScripts(tb, p)
+	}
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		full[i] = store.Key(store.DefaultPrefix, roomy, k)
+	}
+	args := store.NewArgs(nil).Acquire(roomy, 1)
+	t.clients = benchClients(tb, addrs, full, args[:])
+	fill(tb, t.clients[len(t.clients)-1].store, keys)
+	checkKeys(tb, len(keys), primaries...)
+	for _, c := range t.clients {
+		warm(tb, acquireCall(c.store, keys))
+	}
+	return t
+}
+
+// clusterRoles returns the cluster's three primaries and the other nodes,
+// its replicas, in the order of c.Nodes.
+func clusterRoles(tb testing.TB, c *testserver.Cluster) (primaries, replicas []*testserver.Server) {
+	tb.Helper()
+	primaries, err := c.Primaries()
+	if err != nil {
+		tb.Fatalf("the cluster's primaries: %v", err)
+	}
+	if len(primaries) != 3 {
+		tb.Fatalf("the cluster has %d primaries serving slots; want 3", len(primaries))
+	}
+	for _, n := range c.Nodes {
+		if !slices.Contains(primaries, n) {
+			replicas = append(replicas, n)
+		}
+	}
+	return primaries, replicas
+}
+
+func serverAddrs(srvs []*testserver.Server) []string {
+	var addrs []string
+	for _, s := range srvs {
+		addrs = append(addrs, s.Addr)
+	}
+	return addrs
+}
+
+// TestClusterSpreadsBenchKeys checks, without timing anything, on a
+// cluster of each kind, what BenchmarkCluster relies on: that the requests
+// on the benchmark's keys spread evenly over the three primaries, each
+// running a third of them give or take maxShareDev points, and every
+// request exactly one script; and that no store allocates more per Acquire
+// on the cluster than on one server, beyond what its client library itself
+// allocates more for a raw EVALSHA on a cluster.
+func TestClusterSpreadsBenchKeys(t *testing.T) {
+	keys := benchKeys(manyKeys)
+	for _, kind := range testserver.Kinds {
+		t.Run("server="+serverName(kind), func(t *testing.T) {
+			srv := testserver.Start(t, kind)
+			cl := testserver.StartCluster(t, kind)
+			primaries, _ := clusterRoles(t, cl)
+			loadScripts(t, srv)
+			for _, p := range primaries {
+				loadScripts(t, p)
+			}
+
+			m := &meter{serving: serverAddrs(primaries)}
+			start := m.read(t)
+			sendAcquires(t, cl.Addrs(), keys)
+			shares, dev, ran := spread(start, m.read(t))
+			if ran != int64(len(keys)) {
+				t.Errorf("the primaries ran %d scripts for %d requests; want one each", ran, len(keys))
+			}
+			if dev > maxShareDev {
+				t.Errorf("the primaries ran %.1f%% of the scripts; want each within %d points of a third", shares, maxShareDev)
+			}
+
+			full := make([]string, len(keys))
+			for i, k := range keys {
+				full[i] = store.Key(store.DefaultPrefix, roomy, k)
+			}
+			args := store.NewArgs(nil).Acquire(roomy, 1)
+			single := benchClients(t, []string{srv.Addr}, full, args[:])
+			cluster := benchClients(t, cl.Addrs(), full, args[:])
+			for i := range single {
+				s, c := single[i], cluster[i]
+				sStore := allocsPerCall(t, acquireCall(s.store, keys), len(keys))
+				cStore := allocsPerCall(t, acquireCall(c.store, keys), len(keys))
+				sRaw := allocsPerCall(t, s.raw(store.SHA1), len(keys))
+				cRaw := allocsPerCall(t, c.raw(store.SHA1), len(keys))
+				if cStore-cRaw > sStore-sRaw {
+					t.Errorf("%s: Acquire allocates %v times on the cluster against %v for its raw EVALSHA, %v on one server against %v; want spigot's share no higher on the cluster",
+						s.name, cStore, cRaw, sStore, sRaw)
+				}
+				t.Logf("%s: allocations per Acquire: %v on one server, %v on the cluster; per raw EVALSHA: %v and %v", s.name, sStore, cStore, sRaw, cRaw)
+			}
+		})
+	}
+}
+
+// sendAcquires sends the requests of BenchmarkCluster on keys to the
+// cluster at addrs, one on each key, as the stores send them: EVALSHA of
+// spigot's script on the key's full name, taking one token of roomy. It
+// sends them in batches with rueidis's DoMulti, which the race detector
+// slows much less than a store's one call per request.
+func sendAcquires(t *testing.T, addrs []string, keys []string) {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatalf("rueidis on %v: %v", addrs, err)
+	}
+	defer c.Close()
+	argv := store.NewArgs(nil).Acquire(roomy, 1)
+	const batch = 1000
+	cmds := make(rueidis.Commands, 0, batch)
+	for i, k := range keys {
+		full := store.Key(store.DefaultPrefix, roomy, k)
+		cmds = append(cmds, c.B().Evalsha().Sha1(store.SHA1).Numkeys(1).Key(full).Arg(argv[:]...).Build())
+		if len(cmds) < batch && i < len(keys)-1 {
+			continue
+		}
+		for j, r := range c.DoMulti(context.Background(), cmds...) {
+			if v, err := r.ToArray(); err != nil || len(v) != 4 {
+				t.Fatalf("EVALSHA on %q = %v, %v; want 4 values", keys[i-len(cmds)+1+j], v, err)
+			}
+		}
+		cmds = cmds[:0]
+	}
+}
+
+// allocsPerCall warms call and returns its allocations, each run on the
+// next of nkeys keys, from one goroutine: the least of three rounds, so
+// that a burst of the client's background work (such as a refresh of a
+// cluster's topology) does not count.
+func allocsPerCall(t *testing.T, call benchCall, nkeys int) float64 {
+	t.Helper()
+	warm(t, call)
+	var (
+		i   int
+		err error
+	)
+	least := math.Inf(1)
+	for range 3 {
+		least = min(least, testing.AllocsPerRun(100, func() {
+			if e := call(context.Background(), i); e != nil && err == nil {
+				err = e
+			}
+			i = (i + 1) % nkeys
+		}))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return least
+}
