@@ -25,14 +25,16 @@ const clusterGoroutines = 64
 const maxShareDev = 5
 
 // BenchmarkCluster measures each store on a cluster of three primaries
-// (one replica each) beside the same store on one server of the same kind,
-// named server=…/client=…/topology=single and …/topology=cluster; the two
-// run one after the other, so that the load of other processes changes
-// little between them. Each sends Acquire of one token of roomy from 64
-// goroutines over the manyKeys keys of benchKeys, as the 64-goroutine
-// many-key benchmarks of BenchmarkRedisStores do; every key holds state
-// (see deficit), filled through the topology's own client. On a shared
-// machine, run it a few times and compare medians:
+// (one replica each) beside the same store on one server of the same kind
+// and on one node in cluster mode that serves every slot itself, named
+// server=…/client=…/topology=single, …/topology=cluster-node and
+// …/topology=cluster; the three run one after the other, so that the load
+// of other processes changes little between them. Each sends Acquire of
+// one token of roomy from 64 goroutines over the manyKeys keys of
+// benchKeys, as the 64-goroutine many-key benchmarks of
+// BenchmarkRedisStores do; every key holds state (see deficit), filled
+// through the topology's own client (go-redis's a ClusterClient on both
+// clusters). On a shared machine, run it a few times and compare medians:
 //
 //	go test -c -o /tmp/spigot.test . &&
 //	for i in 1 2 3; do
@@ -41,19 +43,27 @@ const maxShareDev = 5
 //
 // Where the client and all the servers share a machine's few cores,
 // throughput (req/s) follows their total CPU time and cannot show a
-// cluster scaling out. Read instead, per server and client, the cluster's
+// cluster scaling out. Read instead, per server and client, the clusters'
 // metrics against the single server's:
 //
 //   - server-cpu-ns/op, the CPU time of the servers that serve requests
-//     (the single server, or the three primaries) per request: on the
-//     cluster, within 1.3× of the single server's, so that redirections
-//     and the cluster's own bookkeeping (its bus, replicating to the
-//     replicas) stay cheap;
+//     (the single server, the one node, or the three primaries) per
+//     request: within 1.3× of the single server's, so that redirections
+//     and the cluster's own bookkeeping stay cheap. cluster-node isolates
+//     those costs; on the three-primary cluster, seven busy processes on
+//     two cores also run the same work slower, which script-ns/op shows;
+//   - script-ns/op, the time the serving servers spent inside the script
+//     per request, by their own clocks: the same Lua work everywhere, so
+//     it grows only when the servers compete for cores and caches, and
+//     server-cpu-ns/op minus script-ns/op is what the rest (network,
+//     parsing, routing) costs;
 //   - primary1-%, primary2-%, primary3-%, the share of the scripts that
 //     each primary ran (from INFO commandstats), and max-share-dev-%, the
 //     largest distance of one from a third: at most 5 points, so that the
 //     work really spreads;
-//   - allocs/op, the client's: on the cluster, no more than on one server.
+//   - allocs/op, the client's: on a cluster, no more than on one server,
+//     but for what the client library allocates more itself for a raw
+//     EVALSHA on a cluster (TestClusterSpreadsBenchKeys checks it).
 //
 // The cluster also reports replica-cpu-ns/op, what its replicas spend
 // per request (the single server has none); scripts/op, the scripts its
@@ -70,10 +80,12 @@ func BenchmarkCluster(b *testing.B) {
 		b.Run("server="+serverName(kind), func(b *testing.B) {
 			srv := testserver.Start(b, kind)
 			cl := testserver.StartCluster(b, kind)
+			node := testserver.StartClusterNode(b, kind)
 			primaries, replicas := clusterRoles(b, cl)
 			topologies := []*topology{
-				newTopology(b, "single", []string{srv.Addr}, []*testserver.Server{srv}, nil, keys),
-				newTopology(b, "cluster", cl.Addrs(), primaries, replicas, keys),
+				newTopology(b, "single", []string{srv.Addr}, false, []*testserver.Server{srv}, nil, keys),
+				newTopology(b, "cluster-node", node.Addrs(), true, node.Nodes, nil, keys),
+				newTopology(b, "cluster", cl.Addrs(), true, primaries, replicas, keys),
 			}
 			for i, c := range topologies[0].clients {
 				for _, t := range topologies {
@@ -99,7 +111,7 @@ type topology struct {
 // fills keys through the last one, checks that the primaries hold them, and
 // warms every client. The meter meters the primaries, and the replicas
 // apart.
-func newTopology(tb testing.TB, name string, addrs []string, primaries, replicas []*testserver.Server, keys []string) *topology {
+func newTopology(tb testing.TB, name string, addrs []string, cluster bool, primaries, replicas []*testserver.Server, keys []string) *topology {
 	tb.Helper()
 	t := &topology{name: name, meter: &meter{serving: serverAddrs(primaries), replicas: serverAddrs(replicas)}}
 	for _, p := range primaries {
@@ -110,7 +122,7 @@ func newTopology(tb testing.TB, name string, addrs []string, primaries, replicas
 		full[i] = store.Key(store.DefaultPrefix, roomy, k)
 	}
 	args := store.NewArgs(nil).Acquire(roomy, 1)
-	t.clients = benchClients(tb, addrs, full, args[:])
+	t.clients = benchClients(tb, addrs, cluster, full, args[:])
 	fill(tb, t.clients[len(t.clients)-1].store, keys)
 	checkKeys(tb, len(keys), primaries...)
 	for _, c := range t.clients {
@@ -181,8 +193,8 @@ func TestClusterSpreadsBenchKeys(t *testing.T) {
 				full[i] = store.Key(store.DefaultPrefix, roomy, k)
 			}
 			args := store.NewArgs(nil).Acquire(roomy, 1)
-			single := benchClients(t, []string{srv.Addr}, full, args[:])
-			cluster := benchClients(t, cl.Addrs(), full, args[:])
+			single := benchClients(t, []string{srv.Addr}, false, full, args[:])
+			cluster := benchClients(t, cl.Addrs(), true, full, args[:])
 			for i := range single {
 				s, c := single[i], cluster[i]
 				sStore := allocsPerCall(t, acquireCall(s.store, keys), len(keys))

@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
@@ -131,7 +133,7 @@ func BenchmarkRedisStores(b *testing.B) {
 		b.Run("server="+serverName(kind), func(b *testing.B) {
 			srv := testserver.Start(b, kind)
 			loadScripts(b, srv)
-			clients := benchClients(b, []string{srv.Addr}, full, argv)
+			clients := benchClients(b, []string{srv.Addr}, false, full, argv)
 			fill(b, clients[len(clients)-1].store, keys)
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
@@ -263,6 +265,9 @@ type reading struct {
 	client   time.Duration // this process's CPU time
 	server   time.Duration // the serving servers' CPU time
 	replicas time.Duration // the replicas' CPU time
+	// The serving servers' time inside EVALSHA and EVAL, by their own
+	// clocks.
+	scriptTime time.Duration
 	// With several serving servers, each one's EVALSHA and EVAL calls,
 	// the ones that ran and the ones it rejected (redirections).
 	scripts, rejected []int64
@@ -273,8 +278,9 @@ func (m *meter) read(tb testing.TB) reading {
 	r := reading{client: cpuTime()}
 	for _, addr := range m.serving {
 		r.server += serverCPU(tb, addr)
+		ran, rejected, usec := scriptCalls(tb, addr)
+		r.scriptTime += time.Duration(usec) * time.Microsecond
 		if len(m.serving) > 1 {
-			ran, rejected := scriptCalls(tb, addr)
 			r.scripts = append(r.scripts, ran)
 			r.rejected = append(r.rejected, rejected)
 		}
@@ -288,7 +294,10 @@ func (m *meter) read(tb testing.TB) reading {
 // report reports the benchmark's throughput in requests per second, and
 // the CPU time per request that the client spent since start (cpu-ns/op:
 // the whole process, with the client library's own goroutines) and that
-// the serving servers spent (server-cpu-ns/op). With replicas it reports
+// the serving servers spent (server-cpu-ns/op), and the time they spent
+// inside the script by their own clocks (script-ns/op: the same work
+// everywhere, so it grows only when the servers wait for a core). With
+// replicas it reports
 // theirs (replica-cpu-ns/op). With several serving servers it reports the
 // share of the scripts that the n-th one ran (primaryn-%), the largest
 // distance of a share from an even split (max-share-dev-%), the scripts
@@ -303,6 +312,7 @@ func (m *meter) report(b *testing.B, start reading) {
 	}
 	b.ReportMetric(float64((end.client-start.client).Nanoseconds())/n, "cpu-ns/op")
 	b.ReportMetric(float64((end.server-start.server).Nanoseconds())/n, "server-cpu-ns/op")
+	b.ReportMetric(float64((end.scriptTime-start.scriptTime).Nanoseconds())/n, "script-ns/op")
 	if len(m.replicas) > 0 {
 		b.ReportMetric(float64((end.replicas-start.replicas).Nanoseconds())/n, "replica-cpu-ns/op")
 	}
@@ -360,9 +370,9 @@ func serverCPU(tb testing.TB, addr string) time.Duration {
 }
 
 // scriptCalls returns the EVALSHA and EVAL calls that the server at addr
-// ran, and those it rejected (with a MOVED reply, on a cluster), so far,
-// from INFO commandstats.
-func scriptCalls(tb testing.TB, addr string) (ran, rejected int64) {
+// ran, those it rejected (with a MOVED reply, on a cluster), and the
+// microseconds it spent in them, so far, from INFO commandstats.
+func scriptCalls(tb testing.TB, addr string) (ran, rejected, usec int64) {
 	tb.Helper()
 	info, err := testserver.Info(addr, "commandstats")
 	if err != nil {
@@ -373,21 +383,25 @@ func scriptCalls(tb testing.TB, addr string) (ran, rejected int64) {
 		// a command never called has no line.
 		for f := range strings.SplitSeq(info[cmd], ",") {
 			k, v, _ := strings.Cut(f, "=")
-			if k != "calls" && k != "rejected_calls" {
+			var sum *int64
+			switch k {
+			case "calls":
+				sum = &ran
+			case "rejected_calls":
+				sum = &rejected
+			case "usec":
+				sum = &usec
+			default:
 				continue
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
 				tb.Fatalf("INFO commandstats on %s: %s:%s: %v", addr, cmd, info[cmd], err)
 			}
-			if k == "calls" {
-				ran += n
-			} else {
-				rejected += n
-			}
+			*sum += n
 		}
 	}
-	return ran, rejected
+	return ran, rejected, usec
 }
 
 // cpuTime returns the user and system CPU time of the process so far.
@@ -486,9 +500,10 @@ func checkReply(n int, err error) error {
 }
 
 // benchClients returns the three client libraries, each connected to the
-// server or cluster at addrs as testclient builds them, with their stores
-// and their raw EVALSHA on the keys full with the arguments argv.
-func benchClients(tb testing.TB, addrs, full, argv []string) []benchClient {
+// server or cluster at addrs as testclient builds them (go-redis as a
+// ClusterClient when cluster is true), with their stores and their raw
+// EVALSHA on the keys full with the arguments argv.
+func benchClients(tb testing.TB, addrs []string, cluster bool, full, argv []string) []benchClient {
 	// The cheapest calls the libraries offer: keys and arguments built once.
 	keysets := make([][]string, len(full))
 	for i, k := range full {
@@ -498,7 +513,12 @@ func benchClients(tb testing.TB, addrs, full, argv []string) []benchClient {
 	for i, a := range argv {
 		args[i] = a
 	}
-	gr := testclient.GoRedis(tb, addrs...)
+	var gr goredis.UniversalClient
+	if cluster {
+		gr = testclient.GoRedisCluster(tb, addrs...)
+	} else {
+		gr = testclient.GoRedis(tb, addrs...)
+	}
 	vk := testclient.Valkey(tb, addrs...)
 	rc := testclient.Rueidis(tb, addrs...)
 	return []benchClient{

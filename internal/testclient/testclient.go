@@ -13,22 +13,28 @@ import (
 	"github.com/valkey-io/valkey-go"
 )
 
-// GoRedis returns a *goredis.Client for one address, or a
-// *goredis.ClusterClient for a cluster's several, as store/redis advises:
-// ContextTimeoutEnabled, so that a command keeps to its context's
-// deadline, and for a cluster a ClusterStateReloadInterval of a second,
-// so that the client finds a replica promoted after its primary died.
+// GoRedis returns a *goredis.Client for one address, or GoRedisCluster's
+// client for several, as store/redis advises: with ContextTimeoutEnabled,
+// so that a command keeps to its context's deadline.
 func GoRedis(tb testing.TB, addrs ...string) goredis.UniversalClient {
-	var c goredis.UniversalClient
-	if len(addrs) == 1 {
-		c = goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})
-	} else {
-		c = goredis.NewClusterClient(&goredis.ClusterOptions{
-			Addrs:                      addrs,
-			ContextTimeoutEnabled:      true,
-			ClusterStateReloadInterval: time.Second,
-		})
+	if len(addrs) > 1 {
+		return GoRedisCluster(tb, addrs...)
 	}
+	c := goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// GoRedisCluster returns a *goredis.ClusterClient of the cluster whose
+// seed nodes are addrs, as store/redis advises: with ContextTimeoutEnabled
+// and a ClusterStateReloadInterval of a second, so that it finds a replica
+// promoted after its primary died.
+func GoRedisCluster(tb testing.TB, addrs ...string) *goredis.ClusterClient {
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{
+		Addrs:                      addrs,
+		ContextTimeoutEnabled:      true,
+		ClusterStateReloadInterval: time.Second,
+	})
 	tb.Cleanup(func() { c.Close() })
 	return c
 }

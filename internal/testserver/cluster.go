@@ -42,17 +42,34 @@ func StartCluster(tb testing.TB, kind Kind) *Cluster {
 	Binary(tb, Kind(kind.cli()))
 	c := &Cluster{Kind: kind}
 	for range 6 {
-		c.Nodes = append(c.Nodes, Start(tb, kind,
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "1000",
-			"--repl-diskless-sync-delay", "0", // replicas sync at once
-		))
+		c.Nodes = append(c.Nodes, Start(tb, kind, clusterArgs...))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
 	if out, err := exec.Command(kind.cli(), args...).CombinedOutput(); err != nil {
 		tb.Fatalf("testserver: %s --cluster create: %v\n%s", kind.cli(), err, out)
+	}
+	c.WaitOK(tb, 30*time.Second)
+	return c
+}
+
+// clusterArgs are the options of every cluster node.
+var clusterArgs = []string{
+	"--cluster-enabled", "yes",
+	"--cluster-config-file", "nodes.conf",
+	"--cluster-node-timeout", "1000",
+	"--repl-diskless-sync-delay", "0", // replicas sync at once
+}
+
+// StartClusterNode starts one node of kind in cluster mode that serves
+// all 16384 slots itself: a cluster with nothing to route between nodes,
+// to tell what cluster mode costs from what spreading over nodes costs. It
+// stops the node when tb ends.
+func StartClusterNode(tb testing.TB, kind Kind) *Cluster {
+	tb.Helper()
+	c := &Cluster{Kind: kind, Nodes: []*Server{Start(tb, kind, clusterArgs...)}}
+	if _, err := c.Nodes[0].Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
+		tb.Fatalf("testserver: CLUSTER ADDSLOTSRANGE on %s: %v", c.Nodes[0].Addr, err)
 	}
 	c.WaitOK(tb, 30*time.Second)
 	return c
@@ -204,6 +221,9 @@ func (c *Cluster) viewFrom(n *Server) (map[string]nodeView, error) {
 			return nil, fmt.Errorf("testserver: CLUSTER NODES line %q", line)
 		}
 		addr, _, _ := strings.Cut(f[1], "@")
+		if strings.HasPrefix(addr, ":") { // a lone node does not know its own IP
+			addr = "127.0.0.1" + addr
+		}
 		flags := "," + f[2] + ","
 		v := nodeView{primary: strings.Contains(flags, ",master,") && !strings.Contains(flags, ",fail")}
 		for _, r := range f[8:] {

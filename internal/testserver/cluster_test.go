@@ -73,6 +73,27 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// TestClusterNode: one node in cluster mode serves every slot.
+func TestClusterNode(t *testing.T) {
+	for _, kind := range testserver.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			c := testserver.StartClusterNode(t, kind)
+			info, err := c.Nodes[0].Do("CLUSTER", "INFO")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"cluster_state:ok", "cluster_slots_assigned:16384", "cluster_size:1", "cluster_known_nodes:1"} {
+				if !strings.Contains(info, want) {
+					t.Errorf("CLUSTER INFO lacks %q:\n%s", want, info)
+				}
+			}
+			if owner, err := c.Owner(16383); err != nil || owner != c.Nodes[0] {
+				t.Errorf("Owner(16383) = %v, %v; want the one node", owner, err)
+			}
+		})
+	}
+}
+
 func addrs(ss []*testserver.Server) []string {
 	var a []string
 	for _, s := range ss {
