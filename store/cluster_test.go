@@ -385,6 +385,24 @@ func noscripts(t *testing.T, srv *testserver.Server) int {
 // lost, so a token admitted twice shows as a Remaining seen twice.
 var failoverBucket = spigot.MustBucket("failover", 1_000_000, spigot.PerHour(1))
 
+// failoverTarget returns keys of failoverBucket on every primary, the
+// primary of each, and the primary of the first key with its replica,
+// which must not have spigot's script yet: the failover tests promote it
+// and check that the stores meet its NOSCRIPT.
+func failoverTarget(t *testing.T, cl *testserver.Cluster) (keys []string, owners map[string]*testserver.Server, primary, replica *testserver.Server) {
+	t.Helper()
+	keys, owners = spreadKeys(t, cl, prefix(t), failoverBucket, 2)
+	primary = owners[keys[0]]
+	replica, err := cl.Replica(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scriptExists(t, replica.Addr) {
+		t.Fatalf("the replica %s has spigot's script before the failover; the test needs it not to", replica.Addr)
+	}
+	return keys, owners, primary, replica
+}
+
 // testClusterManualFailover: CLUSTER FAILOVER [mode], sent to a replica,
 // moves its primary's slots to it under load from all three stores. The
 // promoted replica has never seen spigot's script, and the old primary
@@ -397,15 +415,7 @@ var failoverBucket = spigot.MustBucket("failover", 1_000_000, spigot.PerHour(1))
 // a bucket may be fuller afterwards by at most what was admitted in that
 // window.
 func testClusterManualFailover(t *testing.T, cl *testserver.Cluster, mode ...string) {
-	keys, owners := spreadKeys(t, cl, prefix(t), failoverBucket, 2)
-	primary := owners[keys[0]]
-	replica, err := cl.Replica(primary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if scriptExists(t, replica.Addr) {
-		t.Fatalf("the replica %s has spigot's script before the failover; the test needs it not to", replica.Addr)
-	}
+	keys, owners, primary, replica := failoverTarget(t, cl)
 	slot, _ := cl.KeySlot(store.Key(prefix(t), failoverBucket, keys[0]))
 	noscriptsBefore := noscripts(t, replica)
 
@@ -468,15 +478,7 @@ func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
 		goroutines = 4
 		pace       = 2 * time.Millisecond // per goroutine: 6000 requests/s in all
 	)
-	keys, owners := spreadKeys(t, cl, prefix(t), failoverBucket, 2)
-	primary := owners[keys[0]]
-	replica, err := cl.Replica(primary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if scriptExists(t, replica.Addr) {
-		t.Fatalf("the replica %s has spigot's script before the failover; the test needs it not to", replica.Addr)
-	}
+	keys, owners, primary, replica := failoverTarget(t, cl)
 	noscriptsBefore := noscripts(t, replica)
 
 	clk := clocktest.New(t0)
