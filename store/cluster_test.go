@@ -27,6 +27,7 @@ import (
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
 )
 
 // TestCluster runs, on one cluster of each kind and in this order: the
@@ -48,9 +49,19 @@ func TestCluster(t *testing.T) {
 }
 
 // testClusterConformance runs conformance.Run (caller's clock) and
-// RunRealTime (server time) for each store.
+// RunRealTime (server time) for each store, and for the go-redis store on
+// a UniversalClient given the cluster's addresses, which makes a
+// ClusterClient of its own.
 func testClusterConformance(t *testing.T, cl *testserver.Cluster) {
-	for _, ps := range protoStores {
+	universal := protoStore{"go-redis-universal", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
+		c := goredis.NewUniversalClient(&goredis.UniversalOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		if _, ok := c.(*goredis.ClusterClient); !ok {
+			t.Fatalf("NewUniversalClient with %d addresses made a %T; want a *ClusterClient", len(addrs), c)
+		}
+		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix)...)
+	}}
+	for _, ps := range slices.Concat(protoStores, []protoStore{universal}) {
 		t.Run(ps.name, func(t *testing.T) {
 			t.Run("fake-clock", func(t *testing.T) {
 				conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
