@@ -262,10 +262,11 @@ func merge(recs []*recorder) *recorder {
 }
 
 // accounting checks the Remaining values that r saw admitted on each key
-// of a bucket of capacity that never refills: each must come once (a
-// repeat is a token admitted twice) and, with exact, none may be skipped
-// (a skip is a request charged without being admitted: one that timed
-// out, or was sent twice). It returns the number of repeats and skips.
+// of a bucket of capacity that never refills, and returns how many came
+// more than once (a repeat is a token admitted twice, as after a lost
+// write) and how many below the lowest never came (a skip is a token
+// charged without an admission: a request that timed out, or was sent
+// twice).
 func (r *recorder) accounting(capacity int64) (repeats, skips int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
