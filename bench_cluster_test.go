@@ -117,12 +117,7 @@ func newTopology(tb testing.TB, name string, addrs []string, cluster bool, prima
 	for _, p := range primaries {
 		loadScripts(tb, p)
 	}
-	full := make([]string, len(keys))
-	for i, k := range keys {
-		full[i] = store.Key(store.DefaultPrefix, roomy, k)
-	}
-	args := store.NewArgs(nil).Acquire(roomy, 1)
-	t.clients = benchClients(tb, addrs, cluster, full, args[:])
+	t.clients = benchClients(tb, addrs, cluster, keys)
 	fill(tb, t.clients[len(t.clients)-1].store, keys)
 	checkKeys(tb, len(keys), primaries...)
 	for _, c := range t.clients {
@@ -188,13 +183,8 @@ func TestClusterSpreadsBenchKeys(t *testing.T) {
 				t.Errorf("the primaries ran %.1f%% of the scripts; want each within %d points of a third", shares, maxShareDev)
 			}
 
-			full := make([]string, len(keys))
-			for i, k := range keys {
-				full[i] = store.Key(store.DefaultPrefix, roomy, k)
-			}
-			args := store.NewArgs(nil).Acquire(roomy, 1)
-			single := benchClients(t, []string{srv.Addr}, false, full, args[:])
-			cluster := benchClients(t, cl.Addrs(), true, full, args[:])
+			single := benchClients(t, []string{srv.Addr}, false, keys)
+			cluster := benchClients(t, cl.Addrs(), true, keys)
 			for i := range single {
 				s, c := single[i], cluster[i]
 				sStore := allocsPerCall(t, acquireCall(s.store, keys), len(keys))

@@ -110,15 +110,6 @@ type benchClient struct {
 // benchmark of a client runs in the same mode.
 func BenchmarkRedisStores(b *testing.B) {
 	keys := benchKeys(manyKeys)
-	full := make([]string, len(keys)) // the names the stores give keys
-	for i, k := range keys {
-		full[i] = store.Key(store.DefaultPrefix, roomy, k)
-	}
-	// The arguments of one request, as the stores send them: roomy,
-	// cost 1, the server's clock.
-	args := store.NewArgs(nil).Acquire(roomy, 1)
-	argv := args[:]
-
 	procs := runtime.GOMAXPROCS(0)
 	type config struct{ parallelism, goroutines, keys int }
 	configs := []config{{0, 1, 1}}
@@ -133,7 +124,7 @@ func BenchmarkRedisStores(b *testing.B) {
 		b.Run("server="+serverName(kind), func(b *testing.B) {
 			srv := testserver.Start(b, kind)
 			loadScripts(b, srv)
-			clients := benchClients(b, []string{srv.Addr}, false, full, argv)
+			clients := benchClients(b, []string{srv.Addr}, false, keys)
 			fill(b, clients[len(clients)-1].store, keys)
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
@@ -502,13 +493,17 @@ func checkReply(n int, err error) error {
 // benchClients returns the three client libraries, each connected to the
 // server or cluster at addrs as testclient builds them (go-redis as a
 // ClusterClient when cluster is true), with their stores and their raw
-// EVALSHA on the keys full with the arguments argv.
-func benchClients(tb testing.TB, addrs []string, cluster bool, full, argv []string) []benchClient {
+// EVALSHA on the i-th of keys, sent as the stores send Acquire of one
+// token of roomy with the server's clock.
+func benchClients(tb testing.TB, addrs []string, cluster bool, keys []string) []benchClient {
 	// The cheapest calls the libraries offer: keys and arguments built once.
-	keysets := make([][]string, len(full))
-	for i, k := range full {
-		keysets[i] = []string{k}
+	full := make([]string, len(keys)) // the names the stores give keys
+	keysets := make([][]string, len(keys))
+	for i, k := range keys {
+		full[i] = store.Key(store.DefaultPrefix, roomy, k)
+		keysets[i] = []string{full[i]}
 	}
+	argv := store.NewArgs(nil).Acquire(roomy, 1)
 	args := make([]any, len(argv))
 	for i, a := range argv {
 		args[i] = a
@@ -530,12 +525,12 @@ func benchClients(tb testing.TB, addrs []string, cluster bool, full, argv []stri
 		}},
 		{"valkey-go", valkeystore.New(vk), func(sha string) benchCall {
 			return func(ctx context.Context, i int) error {
-				return checkInts(vk.Do(ctx, vk.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build()).ToArray())
+				return checkInts(vk.Do(ctx, vk.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv[:]...).Build()).ToArray())
 			}
 		}},
 		{"rueidis", rueidisstore.New(rc), func(sha string) benchCall {
 			return func(ctx context.Context, i int) error {
-				return checkInts(rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv...).Build()).ToArray())
+				return checkInts(rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv[:]...).Build()).ToArray())
 			}
 		}},
 	}

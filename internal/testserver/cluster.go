@@ -179,14 +179,8 @@ func (c *Cluster) Owner(slot int) (*Server, error) {
 		return nil, err
 	}
 	for _, n := range c.Nodes {
-		p, ok := view[n.Addr]
-		if !ok || !p.primary {
-			continue
-		}
-		for _, r := range p.slots {
-			if r[0] <= slot && slot <= r[1] {
-				return n, nil
-			}
+		if view[n.Addr].serves(slot) {
+			return n, nil
 		}
 	}
 	return nil, fmt.Errorf("testserver: no primary serves slot %d", slot)
@@ -196,6 +190,11 @@ func (c *Cluster) Owner(slot int) (*Server, error) {
 type nodeView struct {
 	primary bool     // flags has master and not fail
 	slots   [][2]int // served slot ranges, inclusive
+}
+
+// serves reports whether the node is a primary that serves slot.
+func (v nodeView) serves(slot int) bool {
+	return v.primary && slices.ContainsFunc(v.slots, func(r [2]int) bool { return r[0] <= slot && slot <= r[1] })
 }
 
 // view parses CLUSTER NODES from a running node, by address.
@@ -307,8 +306,7 @@ func (c *Cluster) owned(slot int, want *Server) error {
 		if err != nil {
 			return err
 		}
-		v := view[want.Addr]
-		if !v.primary || !slices.ContainsFunc(v.slots, func(r [2]int) bool { return r[0] <= slot && slot <= r[1] }) {
+		if !view[want.Addr].serves(slot) {
 			return fmt.Errorf("%s does not see %s serve slot %d", n.Addr, want.Addr, slot)
 		}
 	}
