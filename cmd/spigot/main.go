@@ -8,8 +8,6 @@
 //
 //	simulate   play a traffic pattern against a bucket and print what it admits
 //
-// More commands (bench, demo) are planned.
-//
 // # Simulate
 //
 // Simulate helps choose a bucket's capacity and rate before deploying. It
@@ -32,18 +30,33 @@
 //
 // The flags are:
 //
-//	-capacity int              the most tokens the bucket holds (default 10)
-//	-rate tokens/period        how fast it refills: 1/s, 20/3s, 7/10s (default 1/s)
-//	-cost int                  the tokens each request takes (default 1)
-//	-burst count               the requests made at once at time 0 (default 15)
-//	-every spacing             the spacing of the steady requests, a whole number of µs (default 1s)
-//	-n count                   the count of steady requests (default 10)
+//	-capacity int              the most tokens the bucket holds, 0 or more (default 10)
+//	-rate tokens/period        how fast the bucket refills, as tokens/period: 1/s, 20/3s, 7/10s (default 1/s)
+//	-cost int                  the tokens each request takes, 0 or more (default 1)
+//	-burst count               the count of requests made at once at time 0, 0 or more (default 15)
+//	-every spacing             the spacing of the steady requests, a positive whole number of µs (default 1s)
+//	-n count                   the count of steady requests after the burst, 0 or more (default 10)
 //	-quiet                     print only the summary
 //
-// Exit status: 0 on success; 2 for an unknown command, a bad flag or an
-// invalid bucket, with a message on standard error; 1 if the library
-// admitted more than its bound (a bug). The -h flag, and spigot -h, print
-// the usage on standard output and exit 0.
+// The pattern must make at least one request and at most 10,000,000
+// (-burst plus -n), and the last one must come within the longest
+// time.Duration (about 292 years). The rate must refill 1 token or more
+// over a period of at least 1µs and a whole number of µs. For spigot's
+// exact arithmetic (see spigot.NewBucket), the rate in tokens per µs, as a
+// fraction in lowest terms, must have a numerator and a denominator of at
+// most 2^53, and -capacity times that denominator must be at most 2^53:
+// at -rate 1/h, -capacity 2501999 or less. A -cost above -capacity is
+// valid: every request is denied with a retry-after of never, and the
+// summary says so.
+//
+// Exit status: 0 on success, denials included. 2 for a bad command line,
+// with a message on standard error: one line and a hint to run -h for an
+// unknown command or flag, an extra argument or a flag value that does not
+// parse; one line that names the flags to change for a value simulate
+// cannot use; the whole usage for spigot with no command. 1 if the library
+// returned an error or admitted more than its bound (either is a bug). The
+// -h flag, and spigot -h or spigot help, print the usage on standard output
+// and exit 0.
 package main
 
 import (
@@ -55,7 +68,9 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"regexp"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -68,47 +83,101 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `usage: spigot <command> [flags]
+// commands are spigot's commands, in the order of the usage.
+var commands = []struct {
+	name, summary string
+	run           func(args []string, stdout, stderr io.Writer) int
+}{
+	{"simulate", "play a traffic pattern against a bucket and print what it admits", simulate},
+}
 
-The commands are:
-
-  simulate   play a traffic pattern against a bucket and print what it admits
-
-Run 'spigot <command> -h' for a command's flags.
-`
+// usage returns spigot's usage.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: spigot <command> [flags]\n\nThe commands are:\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'spigot <command> -h' for a command's flags.\n")
+	return b.String()
+}
 
 // run is the whole command: it runs args (without the program name) and
 // returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return 2
 	}
-	switch args[0] {
-	case "simulate":
-		return simulate(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+	switch name := args[0]; {
+	case name == "-h" || name == "-help" || name == "--help" || name == "help":
+		fmt.Fprint(stdout, usage())
 		return 0
-	default:
-		fmt.Fprintf(stderr, "spigot: unknown command %q\n\n%s", args[0], usage)
-		return 2
+	case strings.HasPrefix(name, "-"):
+		return usageError(stderr, "spigot", "flag provided but not defined: %s", name)
 	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	return usageError(stderr, "spigot", "unknown command %q", args[0])
 }
 
-// rateFlag is a spigot.Rate as a flag.Value, in ParseRate's syntax.
-type rateFlag spigot.Rate
+// rateFlag is a spigot.Rate as a flag.Value, in ParseRate's syntax
+// except that the period may have a sign, so that a negative period is
+// reported as such. It keeps the text as given, for messages.
+type rateFlag struct {
+	text string
+	rate spigot.Rate
+}
 
-func (r *rateFlag) String() string { return spigot.Rate(*r).String() }
+func (f *rateFlag) String() string { return f.text }
 
-func (r *rateFlag) Set(s string) error {
-	v, err := spigot.ParseRate(s)
+func (f *rateFlag) Set(s string) error {
+	r, err := parseRate(s)
 	if err != nil {
 		return err
 	}
-	*r = rateFlag(v)
+	f.text, f.rate = s, r
 	return nil
 }
+
+// parseRate parses tokens/period like spigot.ParseRate, with messages for
+// the command line (the flag package prefixes them with the flag and the
+// value), and accepts a sign before the period.
+func parseRate(s string) (spigot.Rate, error) {
+	num, per, ok := strings.Cut(s, "/")
+	if !ok {
+		return spigot.Rate{}, errors.New("want tokens/period, such as 20/3s")
+	}
+	num, per = strings.TrimSpace(num), strings.TrimSpace(per)
+	if _, err := strconv.ParseInt(num, 10, 64); err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return spigot.Rate{}, fmt.Errorf("the token count %q is out of range", num)
+		}
+		return spigot.Rate{}, fmt.Errorf("the token count %q is not a whole number", num)
+	}
+	unsigned, negative := strings.CutPrefix(per, "-")
+	if !negative {
+		unsigned = strings.TrimPrefix(per, "+")
+	}
+	r, err := spigot.ParseRate(num + "/" + unsigned)
+	if err != nil {
+		if durationSyntax.MatchString(unsigned) { // too long for a time.Duration
+			return spigot.Rate{}, fmt.Errorf("the period %q is too long: at most %v", per, time.Duration(math.MaxInt64))
+		}
+		return spigot.Rate{}, fmt.Errorf("the period %q is not a duration such as 3s or 1m30s, or a unit alone: h, m, s, ms, us", per)
+	}
+	if negative {
+		r.Period = -r.Period
+	}
+	return r, nil
+}
+
+// durationSyntax matches what time.ParseDuration parses when the value
+// fits in a time.Duration.
+var durationSyntax = regexp.MustCompile(`^((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // maxRequests bounds the pattern, to keep the timeline in memory.
 const maxRequests = 10_000_000
@@ -119,71 +188,128 @@ type step struct {
 	a  spigot.Admission
 }
 
+// simFlags are simulate's flags.
+type simFlags struct {
+	capacity int64
+	rate     rateFlag
+	cost     int64
+	burst    int
+	every    time.Duration
+	n        int
+	quiet    bool
+}
+
+// usageError prints msg, prefixed by prog, and a hint to run prog -h, and
+// returns the exit status 2.
+func usageError(stderr io.Writer, prog, format string, args ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\n", prog, fmt.Sprintf(format, args...))
+	fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", prog)
+	return 2
+}
+
 func simulate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("spigot simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // printed below, on stdout for -h
-	capacity := fs.Int64("capacity", 10, "the most tokens the bucket holds")
-	rate := rateFlag(spigot.PerSecond(1))
-	fs.Var(&rate, "rate", "how fast the bucket refills, as `tokens/period`: 1/s, 20/3s, 7/10s")
-	cost := fs.Int64("cost", 1, "the tokens each request takes")
-	burst := fs.Int("burst", 15, "the `count` of requests made at once at time 0")
-	every := fs.Duration("every", time.Second, "the `spacing` of the steady requests after the burst")
-	n := fs.Int("n", 10, "the `count` of steady requests")
-	quiet := fs.Bool("quiet", false, "print only the summary")
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, "usage: spigot simulate [flags]\n\n"+
-			"Simulate plays a burst of requests at time 0, then -n requests one every\n"+
-			"-every, against a bucket on a fake clock, and prints what it admits.\n\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
+	const prog = "spigot simulate"
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are printed below, on one line
+	fs.Usage = func() {}     // printed below, on stdout for -h
+	f := simFlags{rate: rateFlag{"1/s", spigot.PerSecond(1)}}
+	fs.Int64Var(&f.capacity, "capacity", 10, "the most tokens the bucket holds, 0 or more")
+	fs.Var(&f.rate, "rate", "how fast the bucket refills, as `tokens/period`: 1/s, 20/3s, 7/10s")
+	fs.Int64Var(&f.cost, "cost", 1, "the tokens each request takes, 0 or more")
+	fs.IntVar(&f.burst, "burst", 15, "the `count` of requests made at once at time 0, 0 or more")
+	fs.DurationVar(&f.every, "every", time.Second, "the `spacing` of the steady requests, a positive whole number of µs")
+	fs.IntVar(&f.n, "n", 10, "the `count` of steady requests after the burst, 0 or more")
+	fs.BoolVar(&f.quiet, "quiet", false, "print only the summary")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
+			fmt.Fprint(stdout, "usage: spigot simulate [flags]\n\n"+
+				"Simulate plays a burst of requests at time 0, then -n requests one every\n"+
+				"-every, against a bucket on a fake clock, and prints what it admits.\n\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return 0
 		}
-		printUsage(stderr) // the flag package has printed the error
-		return 2
+		return usageError(stderr, prog, "%v", err)
 	}
-	fail := func(format string, args ...any) int {
-		fmt.Fprintf(stderr, "spigot simulate: "+format+"\n", args...)
-		return 2
+	if fs.NArg() > 0 {
+		return usageError(stderr, prog, "unexpected argument %q", fs.Arg(0))
 	}
-	switch {
-	case fs.NArg() > 0:
-		return fail("unexpected argument %q", fs.Arg(0))
-	case *cost < 0:
-		return fail("-cost %d: a cost must be 0 or more", *cost)
-	case *burst < 0:
-		return fail("-burst %d: a count must be 0 or more", *burst)
-	case *n < 0:
-		return fail("-n %d: a count must be 0 or more", *n)
-	case *n > 0 && (*every <= 0 || *every%time.Microsecond != 0):
-		return fail("-every %v: the spacing must be a positive whole number of microseconds", *every)
-	case *burst+*n == 0:
-		return fail("no requests: set -burst or -n")
-	case *burst > maxRequests-*n:
-		return fail("-burst %d and -n %d: at most %d requests", *burst, *n, maxRequests)
-	case *n > 0 && *every > math.MaxInt64/time.Duration(*n):
-		return fail("-n %d every %v: too long", *n, *every)
-	}
-	b, err := spigot.NewBucket("simulate", *capacity, spigot.Rate(rate))
+	b, err := f.bucket()
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 2
 	}
 
-	steps, err := play(b, *cost, *burst, *every, *n)
+	steps, err := play(b, f.cost, f.burst, f.every, f.n)
 	if err != nil {
-		fmt.Fprintf(stderr, "spigot simulate: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 1
 	}
-	if !*quiet {
-		printTimeline(stdout, steps, *cost)
+	if !f.quiet {
+		printTimeline(stdout, steps, f.cost)
 		fmt.Fprintln(stdout)
 	}
-	return printSummary(stdout, stderr, b, *cost, *burst, *every, *n, steps)
+	return printSummary(stdout, stderr, b, f.cost, f.burst, f.every, f.n, steps)
+}
+
+// bucket checks the flags and returns the bucket to simulate, or an error
+// that names the flags to change.
+func (f *simFlags) bucket() (spigot.Bucket, error) {
+	bad := func(format string, args ...any) (spigot.Bucket, error) {
+		return spigot.Bucket{}, fmt.Errorf(format, args...)
+	}
+	r := f.rate.rate
+	switch {
+	case f.capacity < 0:
+		return bad("-capacity %d: must be 0 or more", f.capacity)
+	case r.Tokens < 1:
+		return bad("-rate %s: the token count must be 1 or more", f.rate.text)
+	case r.Period <= 0:
+		return bad("-rate %s: the period must be positive", f.rate.text)
+	case r.Period < time.Microsecond:
+		return bad("-rate %s: the period must be at least 1µs", f.rate.text)
+	case r.Period%time.Microsecond != 0:
+		return bad("-rate %s: the period must be a whole number of microseconds", f.rate.text)
+	case f.cost < 0:
+		return bad("-cost %d: must be 0 or more", f.cost)
+	case f.burst < 0:
+		return bad("-burst %d: must be 0 or more", f.burst)
+	case f.every <= 0:
+		return bad("-every %v: must be positive", f.every)
+	case f.every%time.Microsecond != 0:
+		return bad("-every %v: must be a whole number of microseconds", f.every)
+	case f.n < 0:
+		return bad("-n %d: must be 0 or more", f.n)
+	case f.burst+f.n == 0:
+		return bad("-burst 0 and -n 0: no requests; set -burst or -n above 0")
+	case f.burst > maxRequests-f.n:
+		return bad("-burst %d and -n %d: at most %d requests in all", f.burst, f.n, maxRequests)
+	case f.n > 0 && f.every > math.MaxInt64/time.Duration(f.n):
+		return bad("-n %d and -every %v: the last request would come after %v, the longest time the simulation counts; lower -n or -every",
+			f.n, f.every, time.Duration(math.MaxInt64))
+	}
+	// NewBucket's limits for exact arithmetic, in the command's terms: the
+	// rate in tokens per µs in lowest terms is Refill/Scale.
+	perMicro := big.NewRat(r.Tokens, int64(r.Period/time.Microsecond))
+	const maxExact = spigot.MaxExact
+	switch num, den := perMicro.Num(), perMicro.Denom(); {
+	case den.Cmp(big.NewInt(maxExact)) > 0:
+		return bad("-rate %s: too slow for spigot's exact arithmetic, which needs the rate in tokens per µs, %v, "+
+			"to have a denominator of at most 2^53; use a shorter period", f.rate.text, perMicro)
+	case num.Cmp(big.NewInt(maxExact)) > 0:
+		return bad("-rate %s: too fast for spigot's exact arithmetic, which needs the rate in tokens per µs, %v, "+
+			"to have a numerator of at most 2^53; use fewer tokens", f.rate.text, perMicro)
+	case f.capacity > maxExact/den.Int64():
+		return bad("-capacity %d is too large for -rate %s: spigot's exact arithmetic needs -capacity × %v "+
+			"(the denominator of the rate in tokens per µs, %v) to be at most 2^53; "+
+			"lower -capacity to at most %d, or use a -rate that is a simpler fraction of tokens per µs",
+			f.capacity, f.rate.text, den, perMicro, maxExact/den.Int64())
+	}
+	b, err := spigot.NewBucket("simulate", f.capacity, r)
+	if err != nil { // not expected after the checks above
+		return bad("-capacity %d and -rate %s: %v", f.capacity, f.rate.text, err)
+	}
+	return b, nil
 }
 
 // play makes burst requests of cost at time 0 and then n more, one every
@@ -224,12 +350,11 @@ func printTimeline(w io.Writer, steps []step, cost int64) {
 // printSummary prints the totals of steps and returns the exit status: 1
 // if the bucket admitted more than its bound, which would be a bug.
 func printSummary(w, stderr io.Writer, b spigot.Bucket, cost int64, burst int, every time.Duration, n int, steps []step) int {
-	var admitted, tokens, denied, streak, longest int64
+	var admitted, denied, streak, longest int64
 	firstDenied := -1
 	for i, s := range steps {
 		if s.a.Allowed {
 			admitted++
-			tokens += cost
 			streak = 0
 			continue
 		}
@@ -240,6 +365,8 @@ func printSummary(w, stderr io.Writer, b spigot.Bucket, cost int64, burst int, e
 		streak++
 		longest = max(longest, streak)
 	}
+	// Up to 10^7 requests of up to 2^53 tokens: more than an int64 holds.
+	tokens := new(big.Int).Mul(big.NewInt(admitted), big.NewInt(cost))
 	first, last := steps[0], steps[len(steps)-1]
 	span := last.at - first.at
 	// The model counts whole microseconds; the start is a whole second.
@@ -255,7 +382,7 @@ func printSummary(w, stderr io.Writer, b spigot.Bucket, cost int64, burst int, e
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "bucket\tcapacity %d, rate %v, cost %d\n", b.Capacity(), b.Rate(), cost)
 	fmt.Fprintf(tw, "requests\t%d (%s) over %v\n", len(steps), pattern, span)
-	fmt.Fprintf(tw, "admitted\t%s, %s%s\n", count(admitted, "request"), count(tokens, "token"), perSecond(big.NewInt(tokens), span))
+	fmt.Fprintf(tw, "admitted\t%s, %s%s\n", count(admitted, "request"), count(tokens, "token"), perSecond(tokens, span))
 	fmt.Fprintf(tw, "bound\t%v tokens = capacity %d + %v refilled in %v at %v%s\n",
 		bound, b.Capacity(), refilled, span, b.Rate(), perSecond(bound, span))
 	fmt.Fprintf(tw, "denied\t%s", count(denied, "request"))
@@ -273,7 +400,7 @@ func printSummary(w, stderr io.Writer, b spigot.Bucket, cost int64, burst int, e
 	fmt.Fprintf(tw, "end\t%s left, %s\n", count(last.a.Remaining, "token"), full)
 	tw.Flush()
 
-	if big.NewInt(tokens).Cmp(bound) > 0 {
+	if tokens.Cmp(bound) > 0 {
 		fmt.Fprintf(stderr, "spigot simulate: admitted %d tokens in %v, more than the bound %v: a bug in spigot\n", tokens, span, bound)
 		return 1
 	}
@@ -291,12 +418,13 @@ func perSecond(tokens *big.Int, span time.Duration) string {
 	return " (" + strconv.FormatFloat(f, 'g', 4, 64) + "/s)"
 }
 
-// count returns "1 token", "2 tokens".
-func count(n int64, noun string) string {
-	if n == 1 {
+// count returns "1 token", "2 tokens" for an int64 or a *big.Int n.
+func count(n any, noun string) string {
+	s := fmt.Sprint(n)
+	if s == "1" {
 		return "1 " + noun
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return s + " " + noun + "s"
 }
 
 // duration formats a retry-after or reset-after.

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"go/parser"
+	"go/token"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -184,6 +187,17 @@ func TestSimulate(t *testing.T) {
 			"denied":   "0 requests",
 		},
 	}, {
+		// 10000 requests of 2^53 tokens, each admitted: 10000×2^53 tokens
+		// is more than an int64 holds.
+		name: "admitted tokens beyond int64",
+		args: []string{"-capacity", "9007199254740992", "-rate", "9007199254740992/us", "-cost", "9007199254740992",
+			"-burst", "0", "-every", "1us", "-n", "10000", "-quiet"},
+		summary: map[string]string{
+			"admitted": "10000 requests, 90071992547409920000 tokens (9.008e+21/s)",
+			"bound":    "90071992547409920000 tokens = capacity 9007199254740992 + 90062985348155179008 refilled in 9.999ms at 9007199254740992/us (9.008e+21/s)",
+			"denied":   "0 requests",
+		},
+	}, {
 		name: "steady only",
 		args: []string{"-capacity", "1", "-rate", "1/2s", "-burst", "0", "-every", "1s", "-n", "4"},
 		cost: "1",
@@ -267,54 +281,268 @@ func TestQuiet(t *testing.T) {
 	}
 }
 
-func TestUsageErrors(t *testing.T) {
+// checkRun runs spigot with args and checks its exit status, standard
+// output and standard error, each on its own.
+func checkRun(t *testing.T, step int, args []string, code int, stdout, stderr string) {
+	t.Helper()
+	gotOut, gotErr, gotCode := runCmd(t, args...)
+	cmd := strings.TrimSpace("spigot " + strings.Join(args, " "))
+	if gotCode != code {
+		t.Errorf("step %d: %s: exit status: got %d, want %d", step, cmd, gotCode, code)
+	}
+	if gotOut != stdout {
+		t.Errorf("step %d: %s: stdout: got %q, want %q", step, cmd, gotOut, stdout)
+	}
+	if gotErr != stderr {
+		t.Errorf("step %d: %s: stderr: got %q, want %q", step, cmd, gotErr, stderr)
+	}
+}
+
+// TestSimulateInvalid checks that simulate rejects every flag value, and
+// every combination, that cannot be simulated with one line that names the
+// flags to change, in the command's terms (never the internal bucket's
+// name), and exit status 2.
+func TestSimulateInvalid(t *testing.T) {
 	tests := []struct {
 		args []string
-		want string // in stderr
+		want string // the line on stderr, after "spigot simulate: "
 	}{
-		{nil, "usage: spigot <command>"},
-		{[]string{"bench"}, `unknown command "bench"`},
-		{[]string{"-x"}, `unknown command "-x"`},
-		{[]string{"simulate", "-rate", "nonsense"}, `invalid value "nonsense" for flag -rate`},
-		{[]string{"simulate", "-rate", "0/s"}, "a rate must refill at least one token"},
-		{[]string{"simulate", "-rate", "1/500ns"}, "the period must be at least 1µs"},
-		{[]string{"simulate", "-capacity", "-1"}, "capacity -1 is negative"},
-		{[]string{"simulate", "-capacity", "x"}, `invalid value "x" for flag -capacity`},
-		{[]string{"simulate", "-cost", "-1"}, "-cost -1: a cost must be 0 or more"},
-		{[]string{"simulate", "-burst", "-1"}, "-burst -1"},
-		{[]string{"simulate", "-n", "-1"}, "-n -1"},
-		{[]string{"simulate", "-every", "0s"}, "-every 0s"},
-		{[]string{"simulate", "-every", "1500ns"}, "whole number of microseconds"},
-		{[]string{"simulate", "-burst", "0", "-n", "0"}, "no requests"},
-		{[]string{"simulate", "-burst", "20000000"}, "at most 10000000 requests"},
-		{[]string{"simulate", "-n", "1000", "-every", "2000000h"}, "too long"},
-		{[]string{"simulate", "-nope"}, "flag provided but not defined: -nope"},
-		{[]string{"simulate", "extra"}, `unexpected argument "extra"`},
+		{[]string{"-capacity", "-1"}, "-capacity -1: must be 0 or more"},
+		{[]string{"-rate", "1/-1s"}, "-rate 1/-1s: the period must be positive"},
+		{[]string{"-rate", "1/-s"}, "-rate 1/-s: the period must be positive"},
+		{[]string{"-rate", "1/0s"}, "-rate 1/0s: the period must be positive"},
+		{[]string{"-rate", "0/s"}, "-rate 0/s: the token count must be 1 or more"},
+		{[]string{"-rate", "-3/s"}, "-rate -3/s: the token count must be 1 or more"},
+		{[]string{"-rate", "-3/-1s"}, "-rate -3/-1s: the token count must be 1 or more"},
+		{[]string{"-rate", "1/500ns"}, "-rate 1/500ns: the period must be at least 1µs"},
+		{[]string{"-rate", "1/1500ns"}, "-rate 1/1500ns: the period must be a whole number of microseconds"},
+		// 1 token per 9.216e15 µs: the fraction's denominator is over 2^53
+		// (9.007e15), whatever the capacity.
+		{[]string{"-capacity", "0", "-rate", "1/2560000h"}, "-rate 1/2560000h: too slow for spigot's exact arithmetic, " +
+			"which needs the rate in tokens per µs, 1/9216000000000000, to have a denominator of at most 2^53; use a shorter period"},
+		// 1 token per 3.6e15 µs fits, for at most 2 tokens.
+		{[]string{"-rate", "1/1000000h"}, "-capacity 10 is too large for -rate 1/1000000h: " +
+			"spigot's exact arithmetic needs -capacity × 3600000000000000 (the denominator of the rate in tokens per µs, 1/3600000000000000) " +
+			"to be at most 2^53; lower -capacity to at most 2, or use a -rate that is a simpler fraction of tokens per µs"},
+		{[]string{"-rate", "9007199254740993/us"}, "-rate 9007199254740993/us: too fast for spigot's exact arithmetic, " +
+			"which needs the rate in tokens per µs, 9007199254740993/1, to have a numerator of at most 2^53; use fewer tokens"},
+		// 2^53 / 3600000000 = 2501999.79…
+		{[]string{"-capacity", "2502000", "-rate", "1/h"}, "-capacity 2502000 is too large for -rate 1/h: " +
+			"spigot's exact arithmetic needs -capacity × 3600000000 (the denominator of the rate in tokens per µs, 1/3600000000) " +
+			"to be at most 2^53; lower -capacity to at most 2501999, or use a -rate that is a simpler fraction of tokens per µs"},
+		{[]string{"-capacity", "100000000000", "-rate", "20/3s"}, "-capacity 100000000000 is too large for -rate 20/3s: " +
+			"spigot's exact arithmetic needs -capacity × 150000 (the denominator of the rate in tokens per µs, 1/150000) " +
+			"to be at most 2^53; lower -capacity to at most 60047995031, or use a -rate that is a simpler fraction of tokens per µs"},
+		{[]string{"-cost", "-1"}, "-cost -1: must be 0 or more"},
+		{[]string{"-burst", "-1"}, "-burst -1: must be 0 or more"},
+		{[]string{"-every", "0s"}, "-every 0s: must be positive"},
+		{[]string{"-every", "-1s"}, "-every -1s: must be positive"},
+		{[]string{"-every", "1500ns"}, "-every 1.5µs: must be a whole number of microseconds"},
+		{[]string{"-every", "-1s", "-n", "0"}, "-every -1s: must be positive"},
+		{[]string{"-n", "-1"}, "-n -1: must be 0 or more"},
+		{[]string{"-burst", "0", "-n", "0"}, "-burst 0 and -n 0: no requests; set -burst or -n above 0"},
+		{[]string{"-burst", "20000000"}, "-burst 20000000 and -n 10: at most 10000000 requests in all"},
+		{[]string{"-burst", "0", "-n", "10000001"}, "-burst 0 and -n 10000001: at most 10000000 requests in all"},
+		{[]string{"-n", "1000", "-every", "2000000h"}, "-n 1000 and -every 2000000h0m0s: " +
+			"the last request would come after 2562047h47m16.854775807s, the longest time the simulation counts; lower -n or -every"},
 	}
 	for i, tt := range tests {
-		out, errOut, code := runCmd(t, tt.args...)
-		if code != 2 || !strings.Contains(errOut, tt.want) || out != "" {
-			t.Errorf("step %d: spigot %s: got exit %d, stdout %q, stderr %q; want exit 2, no stdout, stderr with %q",
-				i, strings.Join(tt.args, " "), code, out, errOut, tt.want)
+		args := append([]string{"simulate"}, tt.args...)
+		checkRun(t, i, args, 2, "", "spigot simulate: "+tt.want+"\n")
+	}
+}
+
+// TestSimulateValidEdges checks values at the edge of what simulate
+// accepts.
+func TestSimulateValidEdges(t *testing.T) {
+	tests := [][]string{
+		{"-capacity", "2501999", "-rate", "1/h"},
+		{"-capacity", "2", "-rate", "1/1000000h"},
+		{"-capacity", "0", "-rate", "1/2500000h"}, // 9e15 µs per token
+		{"-capacity", "1", "-rate", "2/2560000h"}, // 1/4.608e15 per µs
+		{"-rate", "1/us"},
+		{"-rate", "1/+1s"},
+		{"-rate", "9007199254740992/us"},
+		{"-capacity", "0", "-cost", "0"},
+		{"-cost", "11"}, // above the capacity: every request denied
+		{"-every", "1us", "-n", "0"},
+	}
+	for i, args := range tests {
+		args = append([]string{"simulate", "-quiet"}, args...)
+		out, errOut, code := runCmd(t, args...)
+		cmd := "spigot " + strings.Join(args, " ")
+		if code != 0 {
+			t.Errorf("step %d: %s: exit status: got %d, want 0", i, cmd, code)
+		}
+		if errOut != "" {
+			t.Errorf("step %d: %s: stderr: got %q, want nothing", i, cmd, errOut)
+		}
+		if !strings.HasPrefix(out, "bucket ") {
+			t.Errorf("step %d: %s: stdout: got %q, want the summary", i, cmd, out)
 		}
 	}
 }
+
+// TestUsageErrors checks that a bad command line (an unknown command or
+// flag, a value that does not parse, an extra argument) prints one line
+// and a hint to run -h, not the whole usage, and exits 2.
+func TestUsageErrors(t *testing.T) {
+	const (
+		hint    = "Run 'spigot -h' for usage.\n"
+		simHint = "Run 'spigot simulate -h' for usage.\n"
+	)
+	tests := []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"bench"}, "spigot: unknown command \"bench\"\n" + hint},
+		{[]string{"simulat"}, "spigot: unknown command \"simulat\"\n" + hint},
+		{[]string{"-x"}, "spigot: flag provided but not defined: -x\n" + hint},
+		{[]string{"simulate", "-foo"}, "spigot simulate: flag provided but not defined: -foo\n" + simHint},
+		{[]string{"simulate", "-capacity", "x"}, "spigot simulate: invalid value \"x\" for flag -capacity: parse error\n" + simHint},
+		{[]string{"simulate", "-cost", "1.5"}, "spigot simulate: invalid value \"1.5\" for flag -cost: parse error\n" + simHint},
+		{[]string{"simulate", "-every", "5"}, "spigot simulate: invalid value \"5\" for flag -every: parse error\n" + simHint},
+		{[]string{"simulate", "-n"}, "spigot simulate: flag needs an argument: -n\n" + simHint},
+		{[]string{"simulate", "-quiet=maybe"}, "spigot simulate: invalid boolean value \"maybe\" for -quiet: parse error\n" + simHint},
+		{[]string{"simulate", "-rate", "nonsense"},
+			"spigot simulate: invalid value \"nonsense\" for flag -rate: want tokens/period, such as 20/3s\n" + simHint},
+		{[]string{"simulate", "-rate", "x/s"},
+			"spigot simulate: invalid value \"x/s\" for flag -rate: the token count \"x\" is not a whole number\n" + simHint},
+		{[]string{"simulate", "-rate", "99999999999999999999/s"},
+			"spigot simulate: invalid value \"99999999999999999999/s\" for flag -rate: the token count \"99999999999999999999\" is out of range\n" + simHint},
+		{[]string{"simulate", "-rate", "1/xyz"},
+			"spigot simulate: invalid value \"1/xyz\" for flag -rate: the period \"xyz\" is not a duration such as 3s or 1m30s, or a unit alone: h, m, s, ms, us\n" + simHint},
+		{[]string{"simulate", "-rate", "1/--1s"},
+			"spigot simulate: invalid value \"1/--1s\" for flag -rate: the period \"--1s\" is not a duration such as 3s or 1m30s, or a unit alone: h, m, s, ms, us\n" + simHint},
+		{[]string{"simulate", "-rate", "1/3000000h"},
+			"spigot simulate: invalid value \"1/3000000h\" for flag -rate: the period \"3000000h\" is too long: at most 2562047h47m16.854775807s\n" + simHint},
+		{[]string{"simulate", "extra"}, "spigot simulate: unexpected argument \"extra\"\n" + simHint},
+		{[]string{"simulate", "-quiet", "extra", "-n", "2"}, "spigot simulate: unexpected argument \"extra\"\n" + simHint},
+	}
+	for i, tt := range tests {
+		checkRun(t, i, tt.args, 2, "", tt.stderr)
+	}
+}
+
+// topUsage is what spigot -h prints.
+const topUsage = `usage: spigot <command> [flags]
+
+The commands are:
+
+  simulate   play a traffic pattern against a bucket and print what it admits
+
+Run 'spigot <command> -h' for a command's flags.
+`
 
 func TestHelp(t *testing.T) {
 	tests := []struct {
 		args []string
 		want string // in stdout
 	}{
-		{[]string{"-h"}, "simulate   play a traffic pattern"},
-		{[]string{"help"}, "simulate   play a traffic pattern"},
+		{[]string{"-h"}, topUsage},
+		{[]string{"-help"}, topUsage},
+		{[]string{"--help"}, topUsage},
+		{[]string{"help"}, topUsage},
 		{[]string{"simulate", "-h"}, "-rate tokens/period"},
 		{[]string{"simulate", "-help"}, "(default 1/s)"},
+		{[]string{"simulate", "--help"}, "usage: spigot simulate [flags]"},
+		{[]string{"simulate", "-capacity", "-1", "-h"}, "-capacity int"},
 	}
 	for i, tt := range tests {
 		out, errOut, code := runCmd(t, tt.args...)
-		if code != 0 || !strings.Contains(out, tt.want) || errOut != "" {
-			t.Errorf("step %d: spigot %s: got exit %d, stdout %q, stderr %q; want exit 0, stdout with %q, no stderr",
-				i, strings.Join(tt.args, " "), code, out, errOut, tt.want)
+		cmd := "spigot " + strings.Join(tt.args, " ")
+		if code != 0 {
+			t.Errorf("step %d: %s: exit status: got %d, want 0", i, cmd, code)
+		}
+		if !strings.Contains(out, tt.want) {
+			t.Errorf("step %d: %s: stdout: got %q, want it to contain %q", i, cmd, out, tt.want)
+		}
+		if errOut != "" {
+			t.Errorf("step %d: %s: stderr: got %q, want nothing", i, cmd, errOut)
 		}
 	}
+	// With no command, spigot prints the whole usage as an error.
+	checkRun(t, len(tests), nil, 2, "", topUsage)
+}
+
+// TestDoc checks the package doc against the command: it lists exactly the
+// commands that exist and promises no others, and its list of simulate's
+// flags is what simulate -h prints (names, placeholders, descriptions,
+// defaults).
+func TestDoc(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := f.Doc.Text()
+
+	// The commands: the doc's list, spigot -h's list, and each one runs.
+	docCommands := block(doc, "The commands are:\n\n", "\t")
+	usageOut, _, _ := runCmd(t, "-h")
+	usageCommands := block(usageOut, "The commands are:\n\n", "  ")
+	if got, want := strings.Join(docCommands, "\n"), strings.Join(usageCommands, "\n"); got != want {
+		t.Errorf("commands: got doc %q, want spigot -h's %q", got, want)
+	}
+	for i, line := range docCommands {
+		name := strings.Fields(line)[0]
+		if _, _, code := runCmd(t, name, "-h"); code != 0 {
+			t.Errorf("step %d: the doc lists %q, but spigot %s -h: got exit status %d, want 0", i, name, name, code)
+		}
+	}
+	for i, word := range []string{"planned", "coming", "future", "will be", "soon", "TODO"} {
+		if strings.Contains(doc, word) {
+			sentence := doc[strings.LastIndex(doc[:strings.Index(doc, word)], "\n")+1:]
+			sentence, _, _ = strings.Cut(sentence, "\n")
+			t.Errorf("step %d: doc: got %q, want no promise of what does not exist (%q)", i, sentence, word)
+		}
+	}
+
+	// The flags: "-name placeholder  description (default x)" in the doc;
+	// "  -name placeholder\n    \tdescription (default x)" from -h.
+	simOut, _, _ := runCmd(t, "simulate", "-h")
+	var want []string
+	for _, line := range strings.Split(simOut, "\n") {
+		switch {
+		case strings.HasPrefix(line, "  -"):
+			want = append(want, strings.TrimSpace(line))
+		case strings.HasPrefix(line, "    \t") && len(want) > 0:
+			want[len(want)-1] += " | " + strings.TrimSpace(line)
+		}
+	}
+	var got []string
+	for _, line := range block(doc, "The flags are:\n\n", "\t") {
+		flagPart, desc, _ := strings.Cut(strings.TrimSpace(line), "  ")
+		got = append(got, strings.Join(strings.Fields(flagPart), " ")+" | "+strings.TrimSpace(desc))
+	}
+	slices.Sort(got) // -h sorts the flags by name; the doc, by meaning
+	slices.Sort(want)
+	for i := range max(len(got), len(want)) {
+		var g, w string
+		if i < len(got) {
+			g = got[i]
+		}
+		if i < len(want) {
+			w = want[i]
+		}
+		if g != w {
+			t.Errorf("flag %d: got doc %q, want simulate -h's %q", i+1, g, w)
+		}
+	}
+}
+
+// block returns the lines of text that start with indent right after the
+// first line that ends with header, without the indent.
+func block(text, header, indent string) []string {
+	_, rest, ok := strings.Cut(text, header)
+	if !ok {
+		return nil
+	}
+	var lines []string
+	for line := range strings.Lines(rest) {
+		if !strings.HasPrefix(line, indent) {
+			break
+		}
+		lines = append(lines, strings.TrimSuffix(strings.TrimPrefix(line, indent), "\n"))
+	}
+	return lines
 }
