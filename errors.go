@@ -16,4 +16,14 @@ var (
 	// ErrNeverAdmitted reports that Limiter.Wait was asked for more tokens
 	// than the bucket can ever hold.
 	ErrNeverAdmitted = errors.New("spigot: cost exceeds the bucket's capacity and can never be admitted")
+
+	// ErrRequestFailed is matched by the error of a store that is up but
+	// failed this one request: in Redis, a key that holds another type
+	// (WRONGTYPE), a script that failed on it, or a reply that is not the
+	// script's. Other keys are unaffected, so store/hybrid returns such an
+	// error to its caller instead of counting it as the remote store being
+	// unavailable. A store's other errors (a lost connection, a timeout, a
+	// server that is loading or has no primary) say that the store cannot
+	// serve requests now.
+	ErrRequestFailed = errors.New("spigot: the store failed the request")
 )

@@ -21,6 +21,7 @@ package spigot
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/spigot-go/spigot/clock"
@@ -55,18 +56,24 @@ type Limiter struct {
 // An Option configures a Limiter.
 type Option func(*Limiter)
 
-// WithClock makes Wait sleep on c instead of the system clock. When c also
-// has a method After(time.Duration) <-chan time.Time, as clocktest.Clock
-// does, Wait waits on it, so tests of Wait need no real sleeps. It does not
+// WithClock makes Wait read the time from c instead of the system clock,
+// both to sleep and to compare the context's deadline with the time a
+// retry needs. When c also has a method After(time.Duration) <-chan
+// time.Time, as clocktest.Clock does, Wait waits on it, so tests of Wait
+// need no real sleeps. It does not
 // change the store's clock: give the store the same clock with its own
 // option.
 func WithClock(c clock.Clock) Option {
 	return func(l *Limiter) { l.clock = c }
 }
 
-// New returns a Limiter that applies b in s. s must not be nil; a zero b
-// makes every call fail with ErrInvalidBucket.
+// New returns a Limiter that applies b in s. It panics if s is nil (a
+// programmer error, found at once rather than at the first request); a
+// zero b makes every call fail with ErrInvalidBucket.
 func New(s Store, b Bucket, opts ...Option) *Limiter {
+	if isNil(s) {
+		panic("spigot: New: nil Store")
+	}
 	l := &Limiter{store: s, bucket: b, clock: clock.System()}
 	for _, o := range opts {
 		o(l)
@@ -123,7 +130,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Admission, 
 		if a.RetryAfter == Never { // the store holds a config we did not expect
 			return a, fmt.Errorf("%w: cost %d", ErrNeverAdmitted, cost)
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < a.RetryAfter {
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(l.clock.Now()) < a.RetryAfter {
 			return a, fmt.Errorf("spigot: Wait(%q, cost %d) needs %v, past the context's deadline: %w",
 				key, cost, a.RetryAfter, context.DeadlineExceeded)
 		}
@@ -131,6 +138,15 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Admission, 
 			return Admission{}, err
 		}
 	}
+}
+
+// isNil reports whether s is nil or holds a nil pointer.
+func isNil(s Store) bool {
+	if s == nil {
+		return true
+	}
+	v := reflect.ValueOf(s)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // afterer is the optional capability of a clock that can wait, such as

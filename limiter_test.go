@@ -12,6 +12,10 @@ import (
 	"github.com/spigot-go/spigot/store/memory"
 )
 
+// tFuture is an instant of a fake clock ahead of real time, so that a
+// context deadline set from it is still in the future.
+var tFuture = time.Date(2100, 1, 2, 3, 4, 5, 0, time.UTC)
+
 func newLimiter(t *testing.T, capacity int64, r spigot.Rate) (*spigot.Limiter, *clocktest.Clock) {
 	t.Helper()
 	l, clk, _ := newMemoryLimiter(t, "test", capacity, r)
@@ -109,7 +113,9 @@ func TestWaitRetriesWhenRaced(t *testing.T) {
 func TestWaitReturnsAtOnce(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
-	short, cancel2 := context.WithTimeout(context.Background(), time.Hour)
+	// The limiter's clock is ahead of real time, where a context's
+	// deadline can still be in the future: Wait reads the deadline on it.
+	short, cancel2 := context.WithDeadline(context.Background(), tFuture.Add(time.Hour))
 	defer cancel2()
 	tests := []struct {
 		name string
@@ -124,7 +130,9 @@ func TestWaitReturnsAtOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, clk := newLimiter(t, 3, spigot.PerHour(1))
+			clk := clocktest.New(tFuture)
+			b := spigot.MustBucket("test", 3, spigot.PerHour(1))
+			l := spigot.New(memory.New(memory.WithClock(clk)), b, spigot.WithClock(clk))
 			l.Acquire(context.Background(), "k", 2)
 			_, err := l.Wait(tt.ctx, "k", tt.cost)
 			if !errors.Is(err, tt.want) {
@@ -199,4 +207,64 @@ func newMemoryLimiter(t *testing.T, name string, capacity int64, r spigot.Rate) 
 	clk := clocktest.New(t0)
 	store := memory.New(memory.WithClock(clk))
 	return spigot.New(store, spigot.MustBucket(name, capacity, r), spigot.WithClock(clk)), clk, store
+}
+
+// TestWaitDeadlineOnLimiterClock: Wait compares the context's deadline
+// with the limiter's clock, not the system's, so a fake clock far from
+// real time still sees a deadline too close for the retry.
+func TestWaitDeadlineOnLimiterClock(t *testing.T) {
+	future := tFuture
+	clk := clocktest.New(future)
+	b := spigot.MustBucket("test", 1, spigot.PerHour(1))
+	l := spigot.New(memory.New(memory.WithClock(clk)), b, spigot.WithClock(clk))
+	l.Allow(context.Background(), "k")
+	// The retry is 1 h away on the limiter's clock, the deadline 1 min.
+	ctx, cancel := context.WithDeadline(context.Background(), future.Add(time.Minute))
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Wait(ctx, "k", 1)
+		errc <- err
+	}()
+	slept := make(chan struct{})
+	go func() {
+		clk.BlockUntil(1)
+		close(slept)
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Wait = %v, want context.DeadlineExceeded", err)
+		}
+	case <-slept:
+		cancel()
+		<-errc
+		t.Fatal("Wait slept for a retry past the context's deadline on the limiter's clock")
+	}
+	if n := clk.Waiters(); n != 0 {
+		t.Errorf("Wait left %d timers waiting on the clock", n)
+	}
+}
+
+// nilMemory is a typed nil pointer in a Store.
+var nilMemory *memory.Store
+
+func TestNewNilStorePanics(t *testing.T) {
+	b := spigot.MustBucket("b", 1, spigot.PerSecond(1))
+	for _, tt := range []struct {
+		name  string
+		store spigot.Store
+	}{
+		{"nil", nil},
+		{"typed nil pointer", nilMemory},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if got, want := recover(), "spigot: New: nil Store"; got != want {
+					t.Errorf("New(%s, b) panicked with %v, want %q", tt.name, got, want)
+				}
+			}()
+			spigot.New(tt.store, b)
+		})
+	}
 }

@@ -157,7 +157,7 @@ func testClusterHashTag(t *testing.T, cl *testserver.Cluster) {
 		t.Fatal(err)
 	}
 	for _, ps := range protoStores {
-		s := ps.new(t, cl.Addrs(), storeOpts{prefix: prefix(t) + ps.name + ":"})
+		s := ps.new(t, cl.Addrs(), storeOpts{prefix: t.Name() + "-" + ps.name + ":"})
 		for _, c := range []struct {
 			b   spigot.Bucket
 			key string

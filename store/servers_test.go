@@ -386,7 +386,7 @@ const (
 func testDifferentialServer(t *testing.T, ps protoStore, srv *testserver.Server) {
 	for seed := range uint64(diffSeeds) {
 		clk := clocktest.New(t0)
-		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: fmt.Sprintf("%s%d:", prefix(t), seed)})
+		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: fmt.Sprintf("%s-%d:", t.Name(), seed)})
 		differential(t, seed, diffSteps, clk, s, nil, nil)
 	}
 }

@@ -16,7 +16,9 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,11 +52,48 @@ const DefaultPrefix = "spigot:"
 const ClockTTLSlack = time.Minute
 
 // Key returns the name of the state of key in bucket b: prefix + b.Name() +
-// ":" + key. Bucket names have no ':', so two buckets never share a key.
-// On a cluster, a {hash tag} in the name (in key, or in prefix) decides
-// its slot; see the README.
+// ":" + key. A valid prefix (CheckPrefix) ends in its only ':' and bucket
+// names have no ':', so the name splits back into its three parts in one
+// way only: no two stores, buckets or keys share a name. On a cluster, a
+// {hash tag} in the bucket's name or in the key decides the slot; see the
+// README.
 func Key(prefix string, b spigot.Bucket, key string) string {
 	return prefix + b.Name() + ":" + key
+}
+
+// CheckPrefix returns an error, starting with "spigot: ", unless p can
+// start the name of every key a store writes: one non-empty word that
+// ends in its only ':', without '{' or '}'. Prefixes of that shape never
+// collide: with "app" (no ':'), bucket "login" and key "u" would be stored
+// as "applogin:u", and with "a:" and "a:b:" bucket "b" and key "c:x" of
+// the first would be bucket "c" and key "x" of the second. A brace would
+// make a hash tag that sends every key of the store to one cluster slot.
+func CheckPrefix(p string) error {
+	word, ok := strings.CutSuffix(p, ":")
+	switch {
+	case !ok:
+		return fmt.Errorf("spigot: prefix %q must end in ':', as %q does", p, DefaultPrefix)
+	case word == "":
+		return fmt.Errorf("spigot: prefix %q must have a word before its ':'", p)
+	case strings.Contains(word, ":"):
+		return fmt.Errorf("spigot: prefix %q must have only one ':', at its end: with two, prefixes such as \"a:\" and \"a:b:\" could name the same key", p)
+	case strings.ContainsAny(word, "{}"):
+		return fmt.Errorf("spigot: prefix %q must not contain '{' or '}': a hash tag would put every key of the store in one cluster slot", p)
+	}
+	return nil
+}
+
+// Nil reports whether client, handed to a store's New, is nil: a nil
+// interface or one that holds a nil pointer.
+func Nil(client any) bool {
+	if client == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(client); v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Args builds the script's arguments. It formats a bucket's parameters
@@ -179,8 +218,8 @@ func (a *Args) params(b spigot.Bucket) *params {
 // DecodeAcquire turns the script's reply to a request into an Admission.
 // The reply is what a client decodes from RESP: a slice of four integers,
 // as []any of int64 (go-redis, and ToAny of valkey-go and rueidis) or
-// []int64. Anything else,
-// or values the model cannot produce, is an error that names the problem.
+// []int64. Anything else, or values the model cannot produce, is an error
+// that names the problem and matches spigot.ErrRequestFailed.
 func DecodeAcquire(reply any) (spigot.Admission, error) {
 	var n [4]int64
 	switch vals := reply.(type) {
@@ -287,5 +326,5 @@ func malformed(reply any, format string, args ...any) error {
 	if len(shown) > 100 {
 		shown = shown[:100] + "…"
 	}
-	return fmt.Errorf("spigot: malformed reply from the script: %s: %s", fmt.Sprintf(format, args...), shown)
+	return requestError{fmt.Errorf("spigot: malformed reply from the script: %s: %s", fmt.Sprintf(format, args...), shown)}
 }

@@ -25,6 +25,25 @@
 // The caller's own cancellation is not a remote failure: it returns the
 // caller's error and does not count against the breaker.
 //
+// # Which errors mean the remote is unavailable
+//
+// A remote error that concerns one request, not the remote, matches
+// spigot.ErrRequestFailed: the server answered, but with an error about
+// this key or this script run, such as WRONGTYPE (the key holds a list),
+// a script that failed, or a reply that is not the script's. Such an error
+// is returned to the caller as it is, and counts as an answer for the
+// breaker: a key holding the wrong type never trips the breaker for every
+// other key. Every other remote error means the remote is unavailable:
+// the policy decides and the error counts against the breaker. For the
+// Redis-protocol stores (see store.Err) that is a refused, reset or lost
+// connection, a timeout (WithTimeout's deadline), a closed client, and the
+// error replies of a server that cannot serve any request now: LOADING,
+// BUSY, CLUSTERDOWN, TRYAGAIN, MOVED and ASK (a redirection not followed),
+// MASTERDOWN, READONLY, NOREPLICAS, OOM, MISCONF, NOAUTH, WRONGPASS and
+// "ERR max number of clients reached". A store of your own marks its
+// per-request errors by wrapping spigot.ErrRequestFailed; its other errors
+// count as the remote being unavailable.
+//
 // # Failures are not retried
 //
 // A remote call that timed out may still have taken its tokens in Redis, so
@@ -52,6 +71,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -65,7 +85,7 @@ const (
 )
 
 // ErrUnavailable is wrapped by the error of a Reset that could not reach
-// the remote store (it failed, or the breaker is open).
+// the remote store (it was unavailable, or the breaker is open).
 var ErrUnavailable = errors.New("spigot: hybrid: remote store unavailable")
 
 // A Policy decides requests while the remote store is unavailable.
@@ -159,7 +179,8 @@ type Observer struct {
 	// Decision is called once for every request that got an Admission.
 	Decision func(b spigot.Bucket, path Path, a spigot.Admission)
 	// RemoteError is called for every failed remote call (including a
-	// failed probe), with the time it took.
+	// failed probe, and an error that matches spigot.ErrRequestFailed,
+	// which does not count against the breaker), with the time it took.
 	RemoteError func(b spigot.Bucket, err error, latency time.Duration)
 	// Transition is called when the breaker changes state, in order, under
 	// the breaker's lock: it must not call the Store.
@@ -248,8 +269,16 @@ func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 // sees are real time.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
-// New returns a store that asks remote and falls back on local.
+// New returns a store that asks remote and falls back on local. It
+// panics if remote or local is nil: local is needed whenever the remote
+// fails, which is too late to find out.
 func New(remote, local spigot.Store, opts ...Option) *Store {
+	switch {
+	case store.Nil(remote):
+		panic("spigot: hybrid: New: nil remote store")
+	case store.Nil(local):
+		panic("spigot: hybrid: New: nil local store (the fallback while the remote is unavailable)")
+	}
 	s := &Store{
 		remote:   remote,
 		local:    local,
@@ -307,6 +336,8 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 		return a, nil
 	case ctx.Err() != nil: // the caller gave up: not the remote's failure
 		return spigot.Admission{}, ctx.Err()
+	case errors.Is(err, spigot.ErrRequestFailed): // this request's error
+		return spigot.Admission{}, err
 	}
 	return s.fallback(ctx, b, key, cost)
 }
@@ -342,6 +373,8 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 		return ok, nil
 	case ctx.Err() != nil:
 		return false, ctx.Err()
+	case errors.Is(err, spigot.ErrRequestFailed):
+		return false, err
 	}
 	return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
@@ -371,7 +404,11 @@ func remoteCall[T any](s *Store, ctx context.Context, b spigot.Bucket, probe boo
 		if s.obs.RemoteError != nil {
 			s.obs.RemoteError(b, err, time.Since(start))
 		}
-		s.failedOnce(probe)
+		if errors.Is(err, spigot.ErrRequestFailed) {
+			s.succeeded(probe) // the remote answered: it is up
+		} else {
+			s.failedOnce(probe)
+		}
 	}
 	return v, err
 }

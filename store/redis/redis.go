@@ -34,7 +34,7 @@ package redis
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -60,7 +60,10 @@ type Store struct {
 type Option func(*Store)
 
 // WithPrefix sets the prefix of every key the store writes (default
-// "spigot:"). A key's state is named prefix + bucket name + ":" + key.
+// "spigot:"). A key's state is named prefix + bucket name + ":" + key. A
+// prefix is one word that ends in its only ':', without '{' or '}', such
+// as "myapp:", so that two stores with different prefixes never share a
+// key; New panics on any other (see store.CheckPrefix).
 func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 
 // WithClock makes the store pass the time from c to the script instead of
@@ -74,10 +77,17 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns a store that keeps its state in the server behind client.
+// It panics if client is nil or WithPrefix was given an invalid prefix.
 func New(client goredis.Scripter, opts ...Option) *Store {
+	if store.Nil(client) {
+		panic("spigot: redis: New: nil client")
+	}
 	s := &Store{client: client, prefix: store.DefaultPrefix}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := store.CheckPrefix(s.prefix); err != nil {
+		panic("spigot: redis: WithPrefix: " + strings.TrimPrefix(err.Error(), "spigot: "))
 	}
 	s.args = store.NewArgs(s.clock)
 	return s
@@ -157,7 +167,8 @@ func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv [6]an
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("spigot: redis: %w", err)
+		var reply goredis.Error
+		return nil, store.Err("redis", err, errors.As(err, &reply))
 	}
 	return reply, nil
 }

@@ -30,7 +30,7 @@ package rueidis
 
 import (
 	"context"
-	"fmt"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -55,7 +55,10 @@ type Store struct {
 type Option func(*Store)
 
 // WithPrefix sets the prefix of every key the store writes (default
-// "spigot:"). A key's state is named prefix + bucket name + ":" + key.
+// "spigot:"). A key's state is named prefix + bucket name + ":" + key. A
+// prefix is one word that ends in its only ':', without '{' or '}', such
+// as "myapp:", so that two stores with different prefixes never share a
+// key; New panics on any other (see store.CheckPrefix).
 func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 
 // WithClock makes the store pass the time from c to the script instead of
@@ -69,10 +72,17 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns a store that keeps its state in the server behind client.
+// It panics if client is nil or WithPrefix was given an invalid prefix.
 func New(client rueidis.Client, opts ...Option) *Store {
+	if store.Nil(client) {
+		panic("spigot: rueidis: New: nil client")
+	}
 	s := &Store{client: client, prefix: store.DefaultPrefix}
 	for _, o := range opts {
 		o(s)
+	}
+	if err := store.CheckPrefix(s.prefix); err != nil {
+		panic("spigot: rueidis: WithPrefix: " + strings.TrimPrefix(err.Error(), "spigot: "))
 	}
 	s.args = store.NewArgs(s.clock)
 	return s
@@ -122,7 +132,8 @@ func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv store
 		r = c.Do(ctx, c.B().Eval().Script(store.Script).Numkeys(1).Key(k).Arg(argv[:]...).Build())
 	}
 	if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-		return r, fmt.Errorf("spigot: rueidis: %w", err)
+		_, reply := rueidis.IsRedisErr(err)
+		return r, store.Err("rueidis", err, reply)
 	}
 	return r, nil
 }

@@ -313,7 +313,8 @@ func TestReplies(t *testing.T) {
 			case c.err != "" && (err == nil || !strings.HasPrefix(err.Error(), c.err) || got != spigot.Admission{}):
 				t.Errorf("Acquire = %+v, %v; want the zero Admission and an error starting %q", got, err, c.err)
 			}
-			if _, ok := valkey.IsValkeyErr(errors.Unwrap(err)); ok != c.wrapsServerErr {
+			var serverErr *valkey.ValkeyError
+			if ok := errors.As(err, &serverErr); ok != c.wrapsServerErr {
 				t.Errorf("error %v wraps a *valkey.ValkeyError: %v, want %v", err, ok, c.wrapsServerErr)
 			}
 			if n, m := f.evalsha.Load(), f.eval.Load(); n != c.sends || m != c.evals {
