@@ -1,7 +1,8 @@
 // Package testclient builds the clients of the Redis-protocol stores for
 // tests and benchmarks, with the settings the stores' documentation
 // advises, on one server or on a cluster's seed nodes alike. Each client
-// is closed when the test ends.
+// is closed when the test ends. Quiet keeps go-redis's logging out of the
+// tests' output.
 package testclient
 
 import (
@@ -9,9 +10,20 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/rueidis"
 	"github.com/valkey-io/valkey-go"
 )
+
+// Quiet turns off go-redis's logging for the rest of the test binary. By
+// default go-redis prints to standard error every dial it retried in vain
+// ("redis: connection pool: failed to dial after 5 attempts: …"), which
+// floods the output of tests that kill or pause a server on purpose; the
+// tests check what the stores return instead. Call it first in the TestMain
+// of each package whose tests use go-redis. It changes a process-wide
+// setting, which only tests may do: spigot itself leaves go-redis's logger
+// to the application.
+func Quiet() { goredis.SetLogger(&logging.VoidLogger{}) }
 
 // GoRedis returns a *goredis.Client for one address, or GoRedisCluster's
 // client for several, as store/redis advises: with ContextTimeoutEnabled,

@@ -5,15 +5,27 @@
 //
 // When the server's binary is not installed the test is skipped, unless the
 // environment sets SPIGOT_REQUIRE_SERVERS=1 (CI does), which makes it fail.
+// Such skips are counted, and a package whose TestMain is
+//
+//	func TestMain(m *testing.M) { testserver.Main(m) }
+//
+// ends its run with one line per missing binary, such as
+//
+//	github.com/spigot-go/spigot/store/redis: redis-server not found: 12 server tests skipped; install it or set SPIGOT_REQUIRE_SERVERS=1
+//
+// so that "ok" alone does not hide that its server tests did not run.
 package testserver
 
 import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,7 +65,8 @@ type Server struct {
 }
 
 // Binary returns the path of kind's binary, or skips tb (fails it when
-// SPIGOT_REQUIRE_SERVERS=1) when it is not installed.
+// SPIGOT_REQUIRE_SERVERS=1) when it is not installed. Each skip is counted
+// for Main. It is safe for concurrent use.
 func Binary(tb testing.TB, kind Kind) string {
 	tb.Helper()
 	path, err := exec.LookPath(string(kind))
@@ -61,9 +74,87 @@ func Binary(tb testing.TB, kind Kind) string {
 		if os.Getenv(RequireEnv) == "1" {
 			tb.Fatalf("testserver: %s is not installed and %s=1", kind, RequireEnv)
 		}
+		skipped.add(kind)
 		tb.Skipf("testserver: %s is not installed (set %s=1 to fail instead)", kind, RequireEnv)
 	}
 	return path
+}
+
+// skipped counts the tests Binary skipped, by the kind that was missing.
+var skipped skipCounts
+
+type skipCounts struct {
+	mu sync.Mutex
+	n  map[Kind]int
+}
+
+func (s *skipCounts) add(kind Kind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.n == nil {
+		s.n = make(map[Kind]int)
+	}
+	s.n[kind]++
+}
+
+func (s *skipCounts) get(kind Kind) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n[kind]
+}
+
+func (s *skipCounts) forget(kind Kind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.n, kind)
+}
+
+// summary returns one line per kind whose binary was missing, in the
+// order of the kinds' names, each starting with prefix.
+func (s *skipCounts) summary(prefix string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lines []string
+	for _, kind := range slices.Sorted(maps.Keys(s.n)) {
+		tests := "tests"
+		if s.n[kind] == 1 {
+			tests = "test"
+		}
+		lines = append(lines, fmt.Sprintf("%s%s not found: %d server %s skipped; install it or set %s=1",
+			prefix, kind, s.n[kind], tests, RequireEnv))
+	}
+	return lines
+}
+
+// Main runs m's tests and then, for each server binary whose absence made
+// Binary skip tests, prints how many it skipped, as the package doc shows.
+// A package's TestMain calls it last: when TestMain returns, the test
+// binary exits with m.Run's code.
+//
+// go test ./... shows nothing that a passing package printed unless -v or
+// -json is given. So under -v and -json the lines go to standard output,
+// like the tests' own; without them they go to the terminal (/dev/tty)
+// when there is one, and to standard output otherwise, where a failure's
+// output shows them. A result that go test takes from its cache shows no
+// lines: go test -count=1 runs the tests again.
+func Main(m *testing.M) {
+	m.Run()
+	prefix := ""
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Path != "" { // "…/store/redis.test"
+		prefix = strings.TrimSuffix(bi.Path, ".test") + ": "
+	}
+	lines := skipped.summary(prefix)
+	if len(lines) == 0 {
+		return
+	}
+	var w io.Writer = os.Stdout
+	if !testing.Verbose() {
+		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+			defer tty.Close()
+			w = tty
+		}
+	}
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
 }
 
 // Start starts a server of kind on a free loopback port, waits until it

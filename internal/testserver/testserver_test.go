@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,9 +51,11 @@ func record(f func(tb testing.TB)) *recorder {
 }
 
 // A missing binary skips the test, or fails it when SPIGOT_REQUIRE_SERVERS
-// is 1.
+// is 1; each skip, and only a skip, is counted.
 func TestBinaryMissing(t *testing.T) {
 	const kind = testserver.Kind("spigot-no-such-server")
+	testserver.ForgetSkips(kind)
+	t.Cleanup(func() { testserver.ForgetSkips(kind) })
 	for _, c := range []struct {
 		env              string
 		skipped, failed  bool
@@ -65,7 +69,15 @@ func TestBinaryMissing(t *testing.T) {
 		t.Run("env="+c.env, func(t *testing.T) {
 			t.Setenv(testserver.RequireEnv, c.env)
 			var path string
+			before := testserver.SkipCount(kind)
 			r := record(func(tb testing.TB) { path = testserver.Binary(tb, kind) })
+			want := 0
+			if c.skipped {
+				want = 1
+			}
+			if got := testserver.SkipCount(kind) - before; got != want {
+				t.Errorf("Binary(%q) with %s=%q counted %d skips; want %d", kind, testserver.RequireEnv, c.env, got, want)
+			}
 			if r.skipped != c.skipped || r.failed != c.failed {
 				t.Errorf("Binary(%q) with %s=%q: skipped %v, failed %v; want skipped %v, failed %v",
 					kind, testserver.RequireEnv, c.env, r.skipped, r.failed, c.skipped, c.failed)
@@ -81,13 +93,76 @@ func TestBinaryMissing(t *testing.T) {
 	}
 }
 
-// An installed binary is found on PATH, whatever the environment says.
+// An installed binary is found on PATH, whatever the environment says,
+// and no skip is counted.
 func TestBinaryFound(t *testing.T) {
-	t.Setenv(testserver.RequireEnv, "1")
-	var path string
-	r := record(func(tb testing.TB) { path = testserver.Binary(tb, "sh") })
-	if r.skipped || r.failed || !strings.HasSuffix(path, "/sh") {
-		t.Errorf("Binary(sh) = %q, skipped %v, failed %v (%s); want the path of sh", path, r.skipped, r.failed, r.msg)
+	for _, env := range []string{"", "1"} {
+		t.Run("env="+env, func(t *testing.T) {
+			t.Setenv(testserver.RequireEnv, env)
+			var path string
+			r := record(func(tb testing.TB) { path = testserver.Binary(tb, "sh") })
+			if r.skipped || r.failed || !strings.HasSuffix(path, "/sh") {
+				t.Errorf("Binary(sh) = %q, skipped %v, failed %v (%s); want the path of sh", path, r.skipped, r.failed, r.msg)
+			}
+			if n := testserver.SkipCount("sh"); n != 0 {
+				t.Errorf("Binary(sh) counted %d skips; want 0", n)
+			}
+		})
+	}
+}
+
+// Skips are counted per missing kind, from concurrent tests too, and Main
+// reports one line per kind, in the order of the kinds' names.
+func TestSkipSummary(t *testing.T) {
+	t.Setenv(testserver.RequireEnv, "")
+	const (
+		a = testserver.Kind("spigot-no-such-server-a")
+		b = testserver.Kind("spigot-no-such-server-b")
+	)
+	for _, kind := range []testserver.Kind{a, b} {
+		testserver.ForgetSkips(kind)
+		t.Cleanup(func() { testserver.ForgetSkips(kind) })
+	}
+	mine := func() []string { // Summary's lines about a and b, not about real kinds skipped by other tests
+		var lines []string
+		for _, line := range testserver.Summary("pkg: ") {
+			if strings.Contains(line, "spigot-no-such-server-") {
+				lines = append(lines, line)
+			}
+		}
+		return lines
+	}
+	if lines := mine(); len(lines) != 0 {
+		t.Fatalf("step 0: before any skip, Summary = %q; want no lines", lines)
+	}
+
+	var wg sync.WaitGroup
+	for i := range 12 { // 5 skips for a, 7 for b, at once
+		kind := b
+		if i < 5 {
+			kind = a
+		}
+		wg.Go(func() {
+			if r := record(func(tb testing.TB) { testserver.Binary(tb, kind) }); !r.skipped {
+				t.Errorf("Binary(%q) did not skip", kind)
+			}
+		})
+	}
+	wg.Wait()
+	want := []string{
+		"pkg: spigot-no-such-server-a not found: 5 server tests skipped; install it or set SPIGOT_REQUIRE_SERVERS=1",
+		"pkg: spigot-no-such-server-b not found: 7 server tests skipped; install it or set SPIGOT_REQUIRE_SERVERS=1",
+	}
+	if got := mine(); !slices.Equal(got, want) {
+		t.Errorf("step 1: after 5 and 7 skips, Summary =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	testserver.ForgetSkips(a)
+	testserver.ForgetSkips(b)
+	record(func(tb testing.TB) { testserver.Binary(tb, b) })
+	want = []string{"pkg: spigot-no-such-server-b not found: 1 server test skipped; install it or set SPIGOT_REQUIRE_SERVERS=1"}
+	if got := mine(); !slices.Equal(got, want) {
+		t.Errorf("step 2: after one skip, Summary = %q; want %q", got, want)
 	}
 }
 
