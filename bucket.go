@@ -124,6 +124,40 @@ func (b Bucket) String() string {
 	return fmt.Sprintf("%s(cap %d, %v)", b.name, b.capacity, b.rate)
 }
 
+// Split returns the bucket each of n replicas enforces so that together
+// they admit about what b admits: the same name, the capacity divided by
+// n (rounded down, but at least 1 unless b's is 0) and the rate divided
+// by n exactly (20/3s split 4 ways is 5/3s; 1/s split 4 ways is 1/4s).
+// It is meant for store/hybrid's local fallback while Redis is down:
+//
+//	hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket { return b.Split(4) })
+//
+// With fewer tokens than replicas each keeps 1, so together they may
+// admit up to n at once. A request that costs more than the split
+// capacity is never admitted by the split bucket (RetryAfter Never): for
+// weighted costs, split fewer ways. Split returns b itself when n < 2,
+// for the zero Bucket, and when the divided rate would not be exact (the
+// checks of NewBucket).
+func (b Bucket) Split(n int) Bucket {
+	if n < 2 || b.scale == 0 {
+		return b
+	}
+	capacity := b.capacity
+	if capacity > 0 {
+		capacity = max(capacity/int64(n), 1)
+	}
+	g := gcd(b.rate.Tokens, int64(n))
+	tokens, times := b.rate.Tokens/g, int64(n)/g
+	if b.rate.Period > math.MaxInt64/time.Duration(times) {
+		return b
+	}
+	split, err := NewBucket(b.name, capacity, Per(tokens, b.rate.Period*time.Duration(times)))
+	if err != nil {
+		return b
+	}
+	return split
+}
+
 // Check returns the error a store must return, before doing anything else,
 // for a request of cost tokens on b: ErrInvalidBucket for the zero Bucket,
 // ErrInvalidCost for a negative cost, and nil otherwise.

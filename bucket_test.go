@@ -2,6 +2,7 @@ package spigot_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -173,5 +174,68 @@ func TestParseRate(t *testing.T) {
 		if got, err := spigot.ParseRate(in); err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
 			t.Errorf("ParseRate(%q) = %v, %v; want a spigot: error", in, got, err)
 		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	huge := spigot.MustBucket("huge", 1, spigot.Per(1, time.Duration(math.MaxInt64/2).Truncate(time.Microsecond)))
+	tests := []struct {
+		b        spigot.Bucket
+		n        int
+		capacity int64
+		rate     spigot.Rate
+	}{
+		{spigot.MustBucket("login", 20, spigot.Per(20, 3*time.Second)), 4, 5, spigot.Per(5, 3*time.Second)},
+		{spigot.MustBucket("api", 100, spigot.PerSecond(1)), 4, 25, spigot.Per(1, 4*time.Second)},
+		{spigot.MustBucket("api", 100, spigot.PerSecond(6)), 4, 25, spigot.Per(3, 2*time.Second)},
+		{spigot.MustBucket("odd", 10, spigot.PerSecond(10)), 3, 3, spigot.Per(10, 3*time.Second)},
+		// Fewer tokens than replicas: 1 each, never 0.
+		{spigot.MustBucket("small", 3, spigot.PerSecond(3)), 4, 1, spigot.Per(3, 4*time.Second)},
+		// A bucket of 0 stays 0: it admits only cost 0 anyway.
+		{spigot.MustBucket("none", 0, spigot.PerSecond(1)), 4, 0, spigot.Per(1, 4*time.Second)},
+		// Nothing to split.
+		{spigot.MustBucket("one", 10, spigot.PerSecond(1)), 1, 10, spigot.PerSecond(1)},
+		{spigot.MustBucket("zero", 10, spigot.PerSecond(1)), 0, 10, spigot.PerSecond(1)},
+		{spigot.MustBucket("neg", 10, spigot.PerSecond(1)), -3, 10, spigot.PerSecond(1)},
+		// The divided period would overflow a Duration: b itself.
+		{huge, 4, 1, huge.Rate()},
+		// The divided rate is not exact within 2^53: b itself.
+		{spigot.MustBucket("wide", 1, spigot.Per(1, 24*time.Hour)), 1 << 20, 1, spigot.Per(1, 24*time.Hour)},
+	}
+	for i, tt := range tests {
+		got := tt.b.Split(tt.n)
+		if got.Name() != tt.b.Name() || got.Capacity() != tt.capacity || got.Rate() != tt.rate {
+			t.Errorf("step %d: %v.Split(%d) = %v, want %s(cap %d, %v)", i, tt.b, tt.n, got, tt.b.Name(), tt.capacity, tt.rate)
+		}
+		if got.Check(1) != nil {
+			t.Errorf("step %d: %v.Split(%d) = %v, not a valid bucket", i, tt.b, tt.n, got)
+		}
+	}
+	if z := (spigot.Bucket{}).Split(4); z != (spigot.Bucket{}) {
+		t.Errorf("the zero Bucket's Split(4) = %v, want the zero Bucket", z)
+	}
+}
+
+// TestSplitAdmitsTheShare: n replicas enforcing Split(n) from empty admit
+// together, over any time, at most the bucket's own capacity plus what its
+// rate refills, and as much over a long time.
+func TestSplitAdmitsTheShare(t *testing.T) {
+	b := spigot.MustBucket("api", 100, spigot.Per(20, 3*time.Second))
+	const n = 4
+	split := b.Split(n)
+	var st spigot.State
+	var admitted int64
+	const hours = 10
+	for ms := int64(0); ms <= hours*3600*1000; ms += 10 {
+		now := t0.Add(time.Duration(ms) * time.Millisecond)
+		var a spigot.Admission
+		if st, a = split.Take(st, now, 1); a.Allowed {
+			admitted++
+		}
+	}
+	total := admitted * n
+	bound := b.Capacity() + hours*3600*20/3
+	if total > bound || total < bound-n*b.Capacity() {
+		t.Errorf("%d replicas of %v admitted %d in %d h, want at most %d and at least %d", n, split, total, hours, bound, bound-n*b.Capacity())
 	}
 }

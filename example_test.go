@@ -120,3 +120,15 @@ func ExampleNewBucket() {
 	// Output:
 	// spigot: invalid bucket "login": rate 0/s: a rate must refill at least one token
 }
+
+// Four replicas that each enforce Split(4) of a bucket admit together
+// about what the bucket admits: a quarter of the capacity and of the rate
+// each, as store/hybrid's local fallback while Redis is down.
+func ExampleBucket_Split() {
+	login := spigot.MustBucket("login", 20, spigot.Per(20, 3*time.Second))
+	fmt.Println(login.Split(4))
+	fmt.Println(spigot.MustBucket("small", 3, spigot.PerSecond(3)).Split(4)) // never 0 tokens
+	// Output:
+	// login(cap 5, 5/3s)
+	// small(cap 1, 3/4s)
+}

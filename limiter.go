@@ -2,9 +2,10 @@
 // address, API calls per tenant, exported rows per account.
 //
 // It has one exact token-bucket model (Bucket.Take) behind a small Store
-// interface, with stores in process (store/memory) and shared by every
-// replica of a service (store/redis, store/valkey, store/rueidis). A
-// Limiter ties a Store to a Bucket:
+// interface, with stores in process (store/memory), shared by every
+// replica of a service (store/redis, store/valkey, store/rueidis), and a
+// hybrid of the two (store/hybrid) that keeps limiting in process while
+// Redis is down. A Limiter ties a Store to a Bucket:
 //
 //	var login = spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 //	limiter := spigot.New(memory.New(), login)

@@ -14,11 +14,11 @@ import (
 )
 
 // This file checks Bucket.Take against refModel, an independent statement of
-// DESIGN.md's model in exact rational arithmetic (math/big), on random and
+// the model (Bucket and Take's docs) in exact rational arithmetic (math/big), on random and
 // fuzzed sequences of requests: every field of every Admission, the tokens
 // left, and the interval bound capacity + floor(T × refill).
 
-// refModel is DESIGN.md's model of one key, written from its formulas with
+// refModel is the model of one key, written from its formulas with
 // tokens as an exact rational number of tokens and time in whole
 // microseconds. It shares nothing with take.go but the formulas.
 type refModel struct {
@@ -167,7 +167,7 @@ func newRefRun(b spigot.Bucket) (*refRun, error) {
 	return &refRun{b: b, m: newRefModel(b.Capacity(), b.Rate()), now: refStart, lastNow: refStart}, nil
 }
 
-// refCheckBucket checks that b's scaled units are what DESIGN.md says: the
+// refCheckBucket checks that b's scaled units are what Bucket's doc says: the
 // refill Rate.Tokens/period in lowest terms is Refill()/Scale().
 func refCheckBucket(b spigot.Bucket) error {
 	r := refRefill(b.Rate())
@@ -458,7 +458,7 @@ func TestTakeModelConfigChange(t *testing.T) {
 }
 
 // TestRefModel pins refModel (and Take) to values worked out by hand from
-// DESIGN.md, so that the model cannot drift along with Take.
+// the model's docs, so that the model cannot drift along with Take.
 func TestRefModel(t *testing.T) {
 	const (
 		s  = int64(time.Second / time.Microsecond)

@@ -36,22 +36,31 @@ func readmePrograms(t *testing.T) []string {
 // this tree's packages) into out, or os.DevNull.
 func buildProgram(t *testing.T, src, out string) error {
 	t.Helper()
+	return goCommand(t, map[string]string{"main.go": src}, "build", "-o", out)
+}
+
+// goCommand runs the go command (build, test) on a package of this module
+// made of files (name → source), without writing into the source tree: an
+// overlay puts them in internal/readme.
+func goCommand(t *testing.T, files map[string]string, args ...string) error {
+	t.Helper()
 	dir := t.TempDir()
-	file := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// An overlay puts the file inside this module without writing into
-	// the source tree.
 	wd, _ := os.Getwd()
-	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{
-		filepath.Join(wd, "internal", "readme", "main.go"): file,
-	}})
+	replace := map[string]string{}
+	for name, src := range files {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		replace[filepath.Join(wd, "internal", "readme", name)] = file
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": replace})
 	overlayFile := filepath.Join(dir, "overlay.json")
 	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if output, err := exec.Command("go", "build", "-o", out, "-overlay", overlayFile, "./internal/readme").CombinedOutput(); err != nil {
+	args = append(args, "-overlay", overlayFile, "./internal/readme")
+	if output, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		return &buildError{err, output}
 	}
 	return nil
@@ -115,3 +124,147 @@ func TestREADMEClusterExample(t *testing.T) {
 		t.Errorf("README.md's cluster program printed\n%s\nwant\n%s", got, want.String())
 	}
 }
+
+// TestREADMEQuickstart runs the README's login quickstart, as written,
+// under quickstartTest: every attempt over a new connection (so from a new
+// port), on IPv4 and IPv6 loopback.
+func TestREADMEQuickstart(t *testing.T) {
+	var program string
+	for _, p := range readmePrograms(t) {
+		if strings.Contains(p, "func handleLogin(") {
+			program = p
+		}
+	}
+	if program == "" {
+		t.Fatal("README.md has no program with func handleLogin")
+	}
+	files := map[string]string{"main.go": program, "quickstart_test.go": quickstartTest}
+	bin := filepath.Join(t.TempDir(), "quickstart.test")
+	if err := goCommand(t, files, "test", "-c", "-vet=off", "-o", bin); err != nil {
+		t.Fatalf("README.md's quickstart and its test do not build: %v", err)
+	}
+	cmd := exec.Command(bin, "-test.v")
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("README.md's quickstart: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// quickstartTest is a test of the README's quickstart program, compiled
+// with it: it calls its handleLogin, clientIP and deny.
+const quickstartTest = `package main
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+)
+
+func TestLoginOverNewConnections(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{} // RemoteAddr, with its port
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.RemoteAddr] = true
+		mu.Unlock()
+		handleLogin(w, r)
+	})
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("%s: %v: not tested on it", addr, err)
+			continue
+		}
+		srv := httptest.NewUnstartedServer(handler)
+		srv.Listener.Close()
+		srv.Listener = ln
+		srv.Start()
+		defer srv.Close()
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+		start := time.Now()
+		var unauthorized, limited int
+		for i := range 30 {
+			resp, err := client.PostForm(srv.URL+"/login", url.Values{"password": {"wrong"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusUnauthorized:
+				unauthorized++
+			case http.StatusTooManyRequests:
+				limited++
+				if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 || s > 3 {
+					t.Errorf("%s: attempt %d: Retry-After %q, want 1 to 3 seconds", addr, i, resp.Header.Get("Retry-After"))
+				}
+			default:
+				t.Errorf("%s: attempt %d: status %d", addr, i, resp.StatusCode)
+			}
+		}
+		// 20 attempts, plus one per 3 s that the test took.
+		most := 20 + int(time.Since(start)/(3*time.Second))
+		if unauthorized < 20 || unauthorized > most || limited != 30-unauthorized {
+			t.Errorf("%s: 30 wrong passwords over new connections: %d got 401 and %d got 429, want 20 to %d 401s and 429 for the rest",
+				addr, unauthorized, limited, most)
+		}
+		resp, err := client.PostForm(srv.URL+"/login", url.Values{"password": {"hunter2"}})
+		if err == nil {
+			resp.Body.Close()
+		}
+		if err != nil || (resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusTooManyRequests) {
+			t.Errorf("%s: the right password: %v, %v", addr, resp, err)
+		}
+	}
+	if len(seen) < 31 {
+		t.Errorf("the attempts came from %d client addresses, want each from a new port", len(seen))
+	}
+}
+
+func TestClientIP(t *testing.T) {
+	for i, tt := range []struct{ remote, want string }{
+		{"203.0.113.7:1234", "203.0.113.7"},
+		{"203.0.113.7:1235", "203.0.113.7"},
+		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"[2001:0db8:0:0::1]:80", "2001:db8::1"},
+		{"[::ffff:203.0.113.7]:1", "203.0.113.7"},
+		{"[fe80::1%eth0]:80", "fe80::1"},
+		{"not an address", "not an address"},
+	} {
+		r := httptest.NewRequest("POST", "/login", nil)
+		r.RemoteAddr = tt.remote
+		if got := clientIP(r); got != tt.want {
+			t.Errorf("step %d: clientIP(%q) = %q, want %q", i, tt.remote, got, tt.want)
+		}
+	}
+}
+
+func TestDeny(t *testing.T) {
+	for i, tt := range []struct {
+		a          spigot.Admission
+		status     int
+		retryAfter string
+	}{
+		{spigot.Admission{RetryAfter: 1500 * time.Millisecond}, http.StatusTooManyRequests, "2"},
+		{spigot.Admission{RetryAfter: 3 * time.Second}, http.StatusTooManyRequests, "3"},
+		{spigot.Admission{RetryAfter: time.Millisecond}, http.StatusTooManyRequests, "1"},
+		{spigot.Admission{RetryAfter: spigot.Never}, http.StatusRequestEntityTooLarge, ""},
+	} {
+		w := httptest.NewRecorder()
+		deny(w, tt.a)
+		if w.Code != tt.status || w.Header().Get("Retry-After") != tt.retryAfter {
+			t.Errorf("step %d: deny(RetryAfter %v): got %d, Retry-After %q; want %d, %q",
+				i, tt.a.RetryAfter, w.Code, w.Header().Get("Retry-After"), tt.status, tt.retryAfter)
+		}
+	}
+}
+`

@@ -435,6 +435,21 @@ func TestLocal(t *testing.T) {
 	})
 }
 
+// TestLocalSplit: the README's WithLocalBucket, Bucket.Split(4), on a
+// bucket of 3 tokens at 3/s: each replica keeps 1 token (never 0, which
+// would deny every request with RetryAfter Never) and a quarter of the
+// rate, 3 per 4 s.
+func TestLocalSplit(t *testing.T) {
+	small := spigot.MustBucket("small", 3, spigot.PerSecond(3))
+	f := newFixture(t, hybrid.WithBreaker(1, 10*sec), hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket { return b.Split(4) }))
+	f.play(t, small, []step{
+		{at: 0, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
+		{at: 0, mode: fail, cost: 1, want: deny(0, 1334*ms, 1334*ms), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 1334 * ms, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 1334 * ms, mode: fail, cost: 2, want: deny(0, spigot.Never, 1334*ms), path: hybrid.LocalFallback, calls: 0, state: open},
+	})
+}
+
 // TestLocalSameBucket: without WithLocalBucket, the local store enforces
 // the request's own bucket.
 func TestLocalSameBucket(t *testing.T) {

@@ -12,9 +12,10 @@ import (
 )
 
 // Bug 1: a request that started while the breaker was closed and whose
-// caller gives up while a probe is in flight ends the half-open state
-// (abandoned() runs for any abandoned call, not only the probe): the next
-// request becomes a second concurrent probe.
+// caller gives up while a probe is in flight ended the half-open state
+// (the breaker handled any abandoned call as if it were the probe's): the
+// next request became a second concurrent probe. Now only the probe's own
+// call (remoteCall with probe true) ends the half-open state.
 func TestOneProbeDespiteStaleAbandon(t *testing.T) {
 	checkGoroutines(t)
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))

@@ -22,6 +22,12 @@
 //   - ContextTimeoutEnabled: true. By default go-redis bounds a command by
 //     ReadTimeout (3 s) and ignores the context's deadline, so a caller's
 //     deadline of 50 ms could wait seconds for a stuck server.
+//   - DialerRetries, or a deadline on every call. go-redis tries a dial 5
+//     times, 100 ms apart (DialerRetryTimeout), so while Redis is down a
+//     call whose context has no deadline takes about 0.4 s to fail. Give
+//     callers a deadline, set DialerRetries to 1 to fail at once, or put
+//     the store behind store/hybrid, which bounds every call (50 ms by
+//     default) and stops calling while its breaker is open.
 //   - On a ClusterClient, ClusterStateReloadInterval of about the
 //     cluster's cluster-node-timeout (say 1 s). A ClusterClient learns that
 //     a replica took over from a dead primary from a MOVED reply, which the
