@@ -43,7 +43,9 @@ type Bucket struct {
 // refills at rate. The name identifies the bucket's state in a store: two
 // buckets with the same name share state, so a deploy that changes a
 // bucket's capacity or rate keeps each key's tokens (clamped to the new
-// capacity).
+// capacity). On a Redis Cluster, a name with a {hash tag} (such as
+// "{login}") puts every key of the bucket in one slot, on one primary;
+// without one, the keys spread over the cluster.
 //
 // It rejects, with an error that wraps ErrInvalidBucket, an empty name, a
 // name with a ':' (stores name a key's state prefix+name+":"+key, so the

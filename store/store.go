@@ -1,6 +1,8 @@
 // Package store holds what every Redis-protocol store shares: the Lua
 // script that runs spigot's model on the server, the encoding of its
-// arguments, key naming, and the decoding of its replies. The stores
+// arguments, key naming and prefixes, the decoding of its replies, and the
+// classification of errors (Err: an error about one request matches
+// spigot.ErrRequestFailed; any other means the server is unavailable). The stores
 // themselves are in its subpackages: redis (go-redis), valkey (valkey-go)
 // and rueidis; memory is the in-process store.
 //
