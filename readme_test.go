@@ -32,6 +32,18 @@ func readmePrograms(t *testing.T) []string {
 	return programs
 }
 
+// readmeProgram returns the README's program that contains text.
+func readmeProgram(t *testing.T, text string) string {
+	t.Helper()
+	for _, p := range readmePrograms(t) {
+		if strings.Contains(p, text) {
+			return p
+		}
+	}
+	t.Fatalf("README.md has no program with %q", text)
+	return ""
+}
+
 // buildProgram builds src as a program of this module (so that it imports
 // this tree's packages) into out, or os.DevNull.
 func buildProgram(t *testing.T, src, out string) error {
@@ -87,15 +99,7 @@ func TestREADMEQuickstartCompiles(t *testing.T) {
 // Redis Cluster, its seeds in CLUSTER_SEEDS, and checks that it prints what
 // its "// Output:" comment says.
 func TestREADMEClusterExample(t *testing.T) {
-	var program string
-	for _, p := range readmePrograms(t) {
-		if strings.Contains(p, "NewClusterClient") {
-			program = p
-		}
-	}
-	if program == "" {
-		t.Fatal("README.md has no program with a NewClusterClient")
-	}
+	program := readmeProgram(t, "NewClusterClient")
 	_, comment, ok := strings.Cut(program, "\t// Output:\n")
 	if !ok {
 		t.Fatal("README.md's cluster program has no // Output: comment")
@@ -129,15 +133,7 @@ func TestREADMEClusterExample(t *testing.T) {
 // under quickstartTest: every attempt over a new connection (so from a new
 // port), on IPv4 and IPv6 loopback.
 func TestREADMEQuickstart(t *testing.T) {
-	var program string
-	for _, p := range readmePrograms(t) {
-		if strings.Contains(p, "func handleLogin(") {
-			program = p
-		}
-	}
-	if program == "" {
-		t.Fatal("README.md has no program with func handleLogin")
-	}
+	program := readmeProgram(t, "func handleLogin(")
 	files := map[string]string{"main.go": program, "quickstart_test.go": quickstartTest}
 	bin := filepath.Join(t.TempDir(), "quickstart.test")
 	if err := goCommand(t, files, "test", "-c", "-vet=off", "-o", bin); err != nil {
