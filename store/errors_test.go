@@ -209,7 +209,9 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 					}
 
 					paths := &pathCounter{}
-					h := hybrid.New(remote, memory.New(), hybrid.WithBreaker(2, time.Hour), hybrid.WithObserver(paths.observer()))
+					// A long timeout: the test is about replies, not about a loaded
+					// machine.
+					h := hybrid.New(remote, memory.New(), hybrid.WithBreaker(2, time.Hour), hybrid.WithTimeout(time.Minute), hybrid.WithObserver(paths.observer()))
 					ctx := context.Background()
 					for i := range 10 {
 						if _, err := h.Acquire(ctx, b, "bad", 1); !errors.Is(err, spigot.ErrRequestFailed) {
@@ -377,7 +379,7 @@ func TestUnavailableOpensBreaker(t *testing.T) {
 						}
 						paths := &pathCounter{}
 						h := hybrid.New(remotes[i], memory.New(), hybrid.WithBreaker(2, time.Hour),
-							hybrid.WithTimeout(time.Second), hybrid.WithObserver(paths.observer()))
+							hybrid.WithTimeout(time.Minute), hybrid.WithObserver(paths.observer()))
 						for j := range 4 {
 							a, err := h.Acquire(context.Background(), b, "k", 1)
 							if err != nil || a.Allowed != (j < 3) {
