@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/rueidis"
 	"github.com/valkey-io/valkey-go"
+
+	"github.com/spigot-go/spigot/internal/testserver"
 )
 
 // Quiet turns off go-redis's logging for the rest of the test binary. By
@@ -24,6 +26,14 @@ import (
 // setting, which only tests may do: spigot itself leaves go-redis's logger
 // to the application.
 func Quiet() { goredis.SetLogger(&logging.VoidLogger{}) }
+
+// Main is the TestMain of a package whose tests use these clients: it
+// turns off go-redis's logging (Quiet), runs the tests, and says how many
+// were skipped for want of a server binary (testserver.Main).
+func Main(m *testing.M) {
+	Quiet()
+	testserver.Main(m)
+}
 
 // GoRedis returns a *goredis.Client for one address, or GoRedisCluster's
 // client for several, as store/redis advises: with ContextTimeoutEnabled,

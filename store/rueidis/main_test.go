@@ -3,8 +3,9 @@ package rueidis_test
 import (
 	"testing"
 
-	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/testclient"
 )
 
-// TestMain says how many tests were skipped for want of a server binary.
-func TestMain(m *testing.M) { testserver.Main(m) }
+// TestMain turns off go-redis's logging and says how many tests were
+// skipped for want of a server binary.
+func TestMain(m *testing.M) { testclient.Main(m) }
