@@ -2,7 +2,9 @@ package testserver
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,9 +13,9 @@ import (
 )
 
 // Cluster is a real Redis Cluster or Valkey Cluster on loopback ports:
-// three primaries with one replica each, no persistence, a short node
-// timeout. Its nodes are ordinary Servers, so a test can kill, pause or
-// restart any of them.
+// three primaries with one replica each, no persistence, and no failover
+// unless a test allows it (see StartCluster). Its nodes are ordinary
+// Servers, so a test can kill, pause or restart any of them.
 type Cluster struct {
 	Kind  Kind
 	Nodes []*Server // the first three are the primaries at creation
@@ -35,15 +37,24 @@ func (k Kind) cli() string { return strings.TrimSuffix(string(k), "-server") + "
 // primaries with one replica each (with redis-cli or valkey-cli --cluster
 // create), waits until every node reports cluster_state:ok, and stops the
 // nodes when tb ends. It skips or fails like Start when the binaries are
-// missing.
+// missing, and skips under go test -short (see SkipShort). If tb fails,
+// each node's CLUSTER NODES and log are logged before the nodes stop.
+//
+// No replica takes over on its own (cluster-replica-no-failover), and a
+// node is taken for failed only after NodeTimeout without an answer: a node
+// starved of CPU on a loaded machine neither makes the cluster answer
+// CLUSTERDOWN nor is failed over. A test that kills a primary to see it
+// fail over calls AllowFailover first; CLUSTER FAILOVER works without it.
 func StartCluster(tb testing.TB, kind Kind) *Cluster {
 	tb.Helper()
+	SkipShort(tb, "starts a cluster")
 	Binary(tb, kind)
 	Binary(tb, Kind(kind.cli()))
 	c := &Cluster{Kind: kind}
 	for range 6 {
 		c.Nodes = append(c.Nodes, Start(tb, kind, clusterArgs...))
 	}
+	c.logOnFailure(tb)
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
 	if out, err := exec.Command(kind.cli(), args...).CombinedOutput(); err != nil {
@@ -53,33 +64,109 @@ func StartCluster(tb testing.TB, kind Kind) *Cluster {
 	return c
 }
 
+// NodeTimeout is the cluster-node-timeout of the nodes StartCluster and
+// StartClusterNode start (Redis's default). A node that has not answered
+// another's ping for this long is taken for failed (PFAIL), and a node
+// that sees a primary failed, or most primaries unreachable, answers
+// CLUSTERDOWN: with the 1 s a failover test wants, a node starved of CPU
+// for a second on a loaded machine would be, in a test that kills nothing.
+// The price is fewer pings: after a failover, the other nodes learn of a
+// node's new role within NodeTimeout/2 (WaitOK waits for that).
+const NodeTimeout = 15 * time.Second
+
+// FailoverNodeTimeout is the cluster-node-timeout that AllowFailover sets
+// on every running node: a killed primary's replica takes over about two
+// seconds after the kill.
+const FailoverNodeTimeout = time.Second
+
 // clusterArgs are the options of every cluster node.
 var clusterArgs = []string{
 	"--cluster-enabled", "yes",
 	"--cluster-config-file", "nodes.conf",
-	"--cluster-node-timeout", "1000",
+	"--cluster-node-timeout", strconv.FormatInt(NodeTimeout.Milliseconds(), 10),
+	"--cluster-replica-no-failover", "yes", // until AllowFailover
 	"--repl-diskless-sync-delay", "0", // replicas sync at once
+	"--loglevel", "notice", // failure reports, failovers, state changes
+}
+
+// AllowFailover prepares the cluster for primary's failure: it lets
+// primary's replica take over on its own (cluster-replica-no-failover no)
+// and sets cluster-node-timeout to FailoverNodeTimeout on every running
+// node, so that once primary stops answering, its replica is promoted
+// about two seconds later, as in a cluster configured for fast failover.
+// It returns the replica. Every other replica still never takes over on
+// its own. Call it just before killing or pausing primary, then wait for
+// the failover with WaitOK. A node started again by Restart has
+// NodeTimeout again.
+func (c *Cluster) AllowFailover(tb testing.TB, primary *Server) *Server {
+	tb.Helper()
+	replica, err := c.Replica(primary)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if n.running() {
+			c.configSet(tb, n, "cluster-node-timeout", strconv.FormatInt(FailoverNodeTimeout.Milliseconds(), 10))
+		}
+	}
+	c.configSet(tb, replica, "cluster-replica-no-failover", "no")
+	return replica
+}
+
+func (c *Cluster) configSet(tb testing.TB, n *Server, name, value string) {
+	tb.Helper()
+	if reply, err := n.Do("CONFIG", "SET", name, value); err != nil || reply != "OK" {
+		tb.Fatalf("testserver: CONFIG SET %s %s on %s = %q, %v", name, value, n.Addr, reply, err)
+	}
+}
+
+// logOnFailure logs, when tb ends failed and before the nodes stop, each
+// node's view of the cluster and its log, which tells a failure the test
+// did not expect (a node taken for failed, a failover) from a bug.
+func (c *Cluster) logOnFailure(tb testing.TB) {
+	tb.Cleanup(func() {
+		if !tb.Failed() {
+			return
+		}
+		for _, n := range c.Nodes {
+			nodes, err := n.Do("CLUSTER", "NODES")
+			if err != nil {
+				nodes = err.Error()
+			}
+			log, err := os.ReadFile(filepath.Join(n.dir, "server.log"))
+			if err != nil {
+				log = []byte(err.Error())
+			}
+			tb.Logf("testserver: node %s: CLUSTER NODES:\n%s\nserver.log:\n%s", n.Addr, nodes, log)
+		}
+	})
 }
 
 // StartClusterNode starts one node of kind in cluster mode that serves
 // all 16384 slots itself: a cluster with nothing to route between nodes,
 // to tell what cluster mode costs from what spreading over nodes costs. It
-// stops the node when tb ends.
+// stops the node when tb ends, and skips under go test -short.
 func StartClusterNode(tb testing.TB, kind Kind) *Cluster {
 	tb.Helper()
+	SkipShort(tb, "starts a cluster node")
 	c := &Cluster{Kind: kind, Nodes: []*Server{Start(tb, kind, clusterArgs...)}}
 	if _, err := c.Nodes[0].Do("CLUSTER", "ADDSLOTSRANGE", "0", "16383"); err != nil {
 		tb.Fatalf("testserver: CLUSTER ADDSLOTSRANGE on %s: %v", c.Nodes[0].Addr, err)
 	}
+	c.logOnFailure(tb)
 	c.WaitOK(tb, 30*time.Second)
 	return c
 }
 
 // WaitOK waits until every running node reports cluster_state:ok, knows
 // all 16384 slots and sees each of them served by a running primary (so
-// after a kill it waits for the failover), and every running replica has
-// synced with its primary (so it could take over in turn), or fails tb
-// after timeout.
+// after a kill it waits for the failover), every running replica has
+// synced with its primary (so it could take over in turn), and every
+// running node sees each running node in the role, primary or replica of
+// whom, that the node itself reports (a primary votes for a replica's
+// failover only if it knows it for a replica), or fails tb after timeout.
+// Nodes learn of a role change from the node itself, in a ping or its
+// answer, which after a failover takes up to half the node timeout.
 func (c *Cluster) WaitOK(tb testing.TB, timeout time.Duration) {
 	tb.Helper()
 	deadline := time.Now().Add(timeout)
@@ -96,6 +183,7 @@ func (c *Cluster) WaitOK(tb testing.TB, timeout time.Duration) {
 }
 
 func (c *Cluster) ok() error {
+	views := make(map[*Server]map[string]nodeView)
 	for _, n := range c.Nodes {
 		if !n.running() {
 			continue
@@ -123,6 +211,18 @@ func (c *Cluster) ok() error {
 		for addr, v := range view {
 			if len(v.slots) > 0 && !c.isRunning(addr) {
 				return fmt.Errorf("%s: slots %v are still served by %s, which is down", n.Addr, v.slots, addr)
+			}
+		}
+		views[n] = view
+	}
+	for n, view := range views {
+		for m, mView := range views {
+			self, seen := mView[m.Addr], view[m.Addr]
+			if _, ok := view[m.Addr]; !ok {
+				return fmt.Errorf("%s does not know %s", n.Addr, m.Addr)
+			}
+			if seen.replicaOf != self.replicaOf {
+				return fmt.Errorf("%s sees %s as %s; it is %s", n.Addr, m.Addr, seen.role(), self.role())
 			}
 		}
 	}
@@ -188,8 +288,16 @@ func (c *Cluster) Owner(slot int) (*Server, error) {
 
 // A nodeView is one line of CLUSTER NODES.
 type nodeView struct {
-	primary bool     // flags has master and not fail
-	slots   [][2]int // served slot ranges, inclusive
+	primary   bool     // flags has master and not fail
+	replicaOf string   // the ID of its primary if flags has slave, "" if master
+	slots     [][2]int // served slot ranges, inclusive
+}
+
+func (v nodeView) role() string {
+	if v.replicaOf == "" {
+		return "a primary"
+	}
+	return "a replica of " + v.replicaOf
 }
 
 // serves reports whether the node is a primary that serves slot.
@@ -225,6 +333,9 @@ func (c *Cluster) viewFrom(n *Server) (map[string]nodeView, error) {
 		}
 		flags := "," + f[2] + ","
 		v := nodeView{primary: strings.Contains(flags, ",master,") && !strings.Contains(flags, ",fail")}
+		if strings.Contains(flags, ",slave,") {
+			v.replicaOf = f[3]
+		}
 		for _, r := range f[8:] {
 			if strings.HasPrefix(r, "[") { // a slot being migrated or imported
 				continue

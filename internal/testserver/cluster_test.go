@@ -1,10 +1,16 @@
 package testserver_test
 
 import (
+	"context"
+	"flag"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/spigot-go/spigot/internal/testserver"
 )
@@ -55,11 +61,29 @@ func TestCluster(t *testing.T) {
 				t.Fatalf("Owner(0) = %v, %v; want %s", owner, err, c.Nodes[0].Addr)
 			}
 
+			// Until AllowFailover, no replica would take over on its own
+			// and no node takes another for failed for NodeTimeout.
+			for _, n := range c.Nodes {
+				want := map[string]string{"cluster-node-timeout": "15000", "cluster-replica-no-failover": "yes"}
+				if got := configGet(t, n, "cluster-node-timeout", "cluster-replica-no-failover"); !maps.Equal(got, want) {
+					t.Errorf("%s: CONFIG GET = %v; want %v", n.Addr, got, want)
+				}
+			}
+			replica := c.AllowFailover(t, owner)
+			for _, n := range c.Nodes {
+				want := map[string]string{"cluster-node-timeout": "1000", "cluster-replica-no-failover": "yes"}
+				if n == replica {
+					want["cluster-replica-no-failover"] = "no"
+				}
+				if got := configGet(t, n, "cluster-node-timeout", "cluster-replica-no-failover"); !maps.Equal(got, want) {
+					t.Errorf("%s: after AllowFailover(%s), CONFIG GET = %v; want %v", n.Addr, owner.Addr, got, want)
+				}
+			}
 			owner.Kill()
 			c.WaitOK(t, 30*time.Second)
 			promoted, err := c.Owner(0)
-			if err != nil || promoted == owner || slices.Contains(c.Nodes[:3], promoted) {
-				t.Fatalf("after killing %s, Owner(0) = %v, %v; want its replica", owner.Addr, promoted, err)
+			if err != nil || promoted != replica {
+				t.Fatalf("after killing %s, Owner(0) = %v, %v; want its replica %s", owner.Addr, promoted, err, replica.Addr)
 			}
 			owner.Restart()
 			c.WaitOK(t, 30*time.Second)
@@ -91,6 +115,60 @@ func TestClusterNode(t *testing.T) {
 				t.Errorf("Owner(16383) = %v, %v; want the one node", owner, err)
 			}
 		})
+	}
+}
+
+// configGet returns the values of CONFIG GET for names on n.
+func configGet(t *testing.T, n *testserver.Server, names ...string) map[string]string {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: n.Addr})
+	defer c.Close()
+	got := make(map[string]string)
+	for _, name := range names {
+		m, err := c.ConfigGet(context.Background(), name).Result()
+		if err != nil {
+			t.Fatalf("%s: CONFIG GET %s: %v", n.Addr, name, err)
+		}
+		maps.Copy(got, m)
+	}
+	return got
+}
+
+// TestShort: under go test -short, StartCluster and StartClusterNode skip
+// the test before starting anything, and so does SkipShort;
+// without -short, SkipShort does nothing.
+func TestShort(t *testing.T) {
+	short := testing.Short()
+	defer flag.Set("test.short", strconv.FormatBool(short))
+	for _, c := range []struct {
+		name string
+		f    func(t *testing.T)
+	}{
+		{"SkipShort", func(t *testing.T) { testserver.SkipShort(t, "it kills a server") }},
+		{"StartCluster", func(t *testing.T) { testserver.StartCluster(t, testserver.Redis) }},
+		{"StartClusterNode", func(t *testing.T) { testserver.StartClusterNode(t, testserver.Redis) }},
+	} {
+		if err := flag.Set("test.short", "true"); err != nil {
+			t.Fatal(err)
+		}
+		var inner *testing.T
+		returned := false
+		t.Run(c.name+"/short", func(t *testing.T) {
+			inner = t
+			c.f(t)
+			returned = true
+		})
+		if !inner.Skipped() || returned {
+			t.Errorf("%s under -short: skipped %v, returned %v; want it skipped", c.name, inner.Skipped(), returned)
+		}
+	}
+	if err := flag.Set("test.short", "false"); err != nil {
+		t.Fatal(err)
+	}
+	var inner *testing.T
+	t.Run("SkipShort/long", func(t *testing.T) { inner = t; testserver.SkipShort(t, "it kills a server") })
+	if inner.Skipped() {
+		t.Errorf("SkipShort without -short skipped the test")
 	}
 }
 
