@@ -1071,39 +1071,66 @@ func TestMalformedReply(t *testing.T) {
 // TestNoReplay: a request is sent once. After a timeout the server may
 // have run it, so it is not sent again; after NOSCRIPT the server ran
 // nothing, so the script follows with EVAL, once.
+//
+// A replay could come after Acquire returned (a client may write from a
+// goroutine of its own), so the timeout and connection-lost cases count
+// what the server got only once the client is closed and the server has
+// read everything it sent, on every connection (replayServer.waitRead).
 func TestNoReplay(t *testing.T) {
 	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	for _, ps := range protoStores {
 		t.Run(ps.name, func(t *testing.T) {
 			t.Run("timeout", func(t *testing.T) {
-				f := startFake(t, func(string) string { return "" })
-				s := ps.new(t, []string{f.addr}, storeOpts{})
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-				defer cancel()
-				start := time.Now()
-				a, err := s.Acquire(ctx, b, "k", 1)
-				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
-					t.Fatalf("Acquire on a server that never answers = %s, %v; want an error starting %q", show(a), err, "spigot: ")
-				}
-				if d := time.Since(start); d > 2*time.Second {
-					t.Errorf("Acquire with a deadline of 50ms on a server that never answers returned after %v", d)
-				}
-				// Give a replay, if there were one, time to arrive.
-				time.Sleep(100 * time.Millisecond)
-				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 0 {
-					t.Errorf("after a timeout the server got %d EVALSHA and %d EVAL; want 1 and 0", sha, eval)
+				// On a loaded machine the deadline may pass before the
+				// client sends the request at all: the server then gets
+				// nothing, which is no replay but tests nothing either, so
+				// the test tries again with a longer deadline.
+				for deadline := 50 * time.Millisecond; ; deadline *= 2 {
+					f := startReplayServer(t, false)
+					ok := t.Run(fmt.Sprintf("deadline=%v", deadline), func(t *testing.T) {
+						s := ps.new(t, []string{f.addr}, storeOpts{}) // closed when this test ends
+						ctx, cancel := context.WithTimeout(context.Background(), deadline)
+						defer cancel()
+						start := time.Now()
+						a, err := s.Acquire(ctx, b, "k", 1)
+						if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
+							t.Fatalf("Acquire on a server that never answers = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+						}
+						// A client that waited for the answer would never return.
+						if d := time.Since(start); d > deadline+5*time.Second {
+							t.Errorf("Acquire with a deadline of %v on a server that never answers returned after %v", deadline, d)
+						}
+					})
+					if !ok {
+						return
+					}
+					f.waitRead(t)
+					sha, eval := f.evalsha.Load(), f.eval.Load()
+					if sha == 0 && eval == 0 && deadline < 5*time.Second {
+						t.Logf("the deadline of %v passed before the request was sent; again with %v", deadline, 2*deadline)
+						continue
+					}
+					if sha != 1 || eval != 0 {
+						t.Errorf("after a timeout the server got %d EVALSHA and %d EVAL; want 1 and 0", sha, eval)
+					}
+					return
 				}
 			})
 			t.Run("connection-lost", func(t *testing.T) {
 				// The server reads the request and drops the connection: it
 				// may have run the script.
-				f := startFake(t, func(string) string { return "drop" })
-				s := ps.new(t, []string{f.addr}, storeOpts{})
-				a, err := s.Acquire(context.Background(), b, "k", 1)
-				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
-					t.Fatalf("Acquire on a server that drops the connection = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+				f := startReplayServer(t, true)
+				ok := t.Run("acquire", func(t *testing.T) {
+					s := ps.new(t, []string{f.addr}, storeOpts{}) // closed when this test ends
+					a, err := s.Acquire(context.Background(), b, "k", 1)
+					if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
+						t.Fatalf("Acquire on a server that drops the connection = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+					}
+				})
+				if !ok {
+					return
 				}
-				time.Sleep(100 * time.Millisecond)
+				f.waitRead(t)
 				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 0 {
 					t.Errorf("after a lost connection the server got %d EVALSHA and %d EVAL; want 1 and 0", sha, eval)
 				}
@@ -1138,5 +1165,142 @@ func TestNoReplay(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// A replayServer stands in for a server that reads a request and never
+// answers it, or, with drop, closes the connection on it. It counts the
+// EVALSHA and EVAL it reads, answers PING until then, and rejects every
+// other command (HELLO included) as unknown. Unlike fakeServer, it can
+// tell when it has read everything a client sent.
+type replayServer struct {
+	addr          string
+	drop          bool
+	evalsha, eval atomic.Int64
+
+	mu       sync.Mutex
+	accepted []net.Conn        // in the order accepted
+	read     map[net.Conn]bool // read to its end, or dropped
+	changed  chan struct{}     // closed, and replaced, at each change
+}
+
+// startReplayServer starts a replayServer, stopped when t ends.
+func startReplayServer(t *testing.T, drop bool) *replayServer {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &replayServer{addr: l.Addr().String(), drop: drop, read: map[net.Conn]bool{}, changed: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.accepted = append(f.accepted, c)
+			f.notify()
+			f.mu.Unlock()
+			wg.Go(func() { f.serve(c) })
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		f.mu.Lock()
+		for _, c := range f.accepted {
+			c.Close()
+		}
+		f.mu.Unlock()
+		wg.Wait()
+	})
+	return f
+}
+
+// notify wakes waitRead; f.mu is held.
+func (f *replayServer) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *replayServer) serve(c net.Conn) {
+	defer func() {
+		c.Close()
+		f.mu.Lock()
+		f.read[c] = true
+		f.notify()
+		f.mu.Unlock()
+	}()
+	r := bufio.NewReader(c)
+	mute := false // once a request goes unanswered, so does all that follows
+	for {
+		args, err := readCommand(r)
+		if err != nil {
+			return // the client closed the connection, or the test ended
+		}
+		var reply string
+		switch cmd := strings.ToUpper(args[0]); cmd {
+		case "PING":
+			reply = "+PONG\r\n"
+		case "EVALSHA", "EVAL":
+			if cmd == "EVALSHA" {
+				f.evalsha.Add(1)
+			} else {
+				f.eval.Add(1)
+			}
+			if f.drop {
+				return
+			}
+			mute = true
+		default:
+			reply = fmt.Sprintf("-ERR unknown command '%s'\r\n", args[0])
+		}
+		if !mute {
+			if _, err := io.WriteString(c, reply); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// waitRead waits, once the client is closed, until the server has read
+// everything the client sent: it connects once more itself and waits until
+// that connection is accepted (connections are accepted in the order they
+// were made, so every connection of the client is accepted by then), and
+// until every connection accepted before it has been read to its end. It
+// fails t after 10 seconds.
+func (f *replayServer) waitRead(t *testing.T) {
+	t.Helper()
+	marker, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marker.Close()
+	timeout := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		pending := -1 // until the marker is accepted
+		for i, c := range f.accepted {
+			if c.RemoteAddr().String() == marker.LocalAddr().String() {
+				pending = 0
+				for _, c := range f.accepted[:i] {
+					if !f.read[c] {
+						pending++
+					}
+				}
+				break
+			}
+		}
+		changed := f.changed
+		f.mu.Unlock()
+		if pending == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("after 10s the server has not read to their end the connections of a closed client (%d left, -1: its own not accepted)", pending)
+		}
 	}
 }
