@@ -352,9 +352,7 @@ func mustDo(t *testing.T, srv *testserver.Server, args ...string) {
 // primary, out of memory, a cluster node without slots) every store's error
 // means unavailable, so a hybrid store falls back and opens its breaker.
 func TestUnavailableOpensBreaker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault injection: skipped under -short")
-	}
+	testserver.SkipShort(t, "fault injection")
 	b := spigot.MustBucket("login", 3, spigot.PerHour(1))
 	for _, kind := range testserver.Kinds {
 		for _, o := range outages {
