@@ -850,6 +850,7 @@ func evalCalls(t *testing.T, addr string) int {
 // next request succeeds on the client's new connection and finds a full
 // bucket.
 func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
+	testserver.SkipShort(t, "kills and restarts a server")
 	srv := testserver.Start(t, shared.Kind) // a server of its own, to kill
 	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: prefix(t)})
 	b := spigot.MustBucket("restart", 5, spigot.PerHour(1))

@@ -201,6 +201,7 @@ func TestDoesNotCloseClient(t *testing.T) {
 // wrap the client's; a restarted server is served again, with the script
 // loaded anew and its state lost.
 func TestServerDown(t *testing.T) {
+	testserver.SkipShort(t, "kills and restarts a server")
 	srv := testserver.Start(t, testserver.Valkey)
 	s := spigotvalkey.New(serverClient(t, srv))
 	b := spigot.MustBucket("down", 3, spigot.PerHour(1))
