@@ -61,9 +61,8 @@ type Option func(*Limiter)
 // both to sleep and to compare the context's deadline with the time a
 // retry needs. When c also has a method After(time.Duration) <-chan
 // time.Time, as clocktest.Clock does, Wait waits on it, so tests of Wait
-// need no real sleeps. It does not
-// change the store's clock: give the store the same clock with its own
-// option.
+// need no real sleeps. It does not change the store's clock: give the
+// store the same clock with its own option.
 func WithClock(c clock.Clock) Option {
 	return func(l *Limiter) { l.clock = c }
 }

@@ -173,8 +173,8 @@ func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv [6]an
 		}
 	}
 	if err != nil {
-		var reply goredis.Error
-		return nil, store.Err("redis", err, errors.As(err, &reply))
+		var replyErr goredis.Error // an error reply of the server
+		return nil, store.Err("redis", err, errors.As(err, &replyErr))
 	}
 	return reply, nil
 }
