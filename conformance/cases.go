@@ -46,6 +46,8 @@ var cases = slices.Concat([]testCase{
 }, retryAfterCases(), []testCase{
 	{"reset", testReset},
 	{"config-change", testConfigChange},
+	{"clock-steps-back", testClockStepsBack},
+	{"slowest-exact-rate", testSlowestExactRate},
 	{"invalid-input", testInvalidInput},
 	{"cancelled-context", testCancelledContext},
 	{"concurrent", testConcurrent},
@@ -326,6 +328,50 @@ func testConfigChange(t testing.TB, e env) {
 	// Both at once: 9 tokens clamp to the new capacity of 4.
 	play(t, e, old, "both", []step{{4500 * ms, 1, allow(9, 1*s)}})
 	play(t, e, both, "both", []step{{4500 * ms, 0, allow(4, 0)}, {4500 * ms, 4, allow(0, 2*s)}})
+}
+
+// testClockStepsBack: a clock that steps back adds no tokens and never
+// moves a key's stamp back: when it catches up, the bucket refills only
+// for the time after the stamp. A RetryAfter counts the time the clock
+// has to catch up (as x/time/rate's TestLimiterJumpBackwards checks of
+// it, the other way round: x/time/rate moves its stamp back).
+func testClockStepsBack(t testing.TB, e env) {
+	b := e.bucket(t, "back", 2, spigot.PerSecond(1))
+	play(t, e, b, "k", []step{
+		{10 * s, 2, allow(0, 2*s)},
+		// One second back: nothing refills, and the retry waits for the
+		// clock to come back to the stamp, then for a token.
+		{9 * s, 1, deny(0, 2*s, 3*s)},
+		{9500 * ms, 0, allow(0, 2500*ms)},
+		// Back at the stamp: still nothing (a store that moved its stamp
+		// to 9s would now hold a token).
+		{10 * s, 1, deny(0, 1*s, 2*s)},
+		{11 * s, 1, allow(0, 2*s)},
+		{12 * s, 1, allow(0, 2*s)},
+	})
+}
+
+// testSlowestExactRate: the slowest rate whose arithmetic is exact, one
+// token every 2^53 µs (about 285 years) in a bucket of 1, where a token is
+// 2^53 scaled units, the most a bucket may hold: every field is still
+// exact to the millisecond (a store computing in doubles is most at risk
+// here).
+func testSlowestExactRate(t testing.TB, e env) {
+	const period = time.Duration(spigot.MaxExact) * time.Microsecond
+	b := e.bucket(t, "slowest", 1, spigot.Per(1, period))
+	if b.Scale() != spigot.MaxExact {
+		t.Fatalf("bucket %v: Scale() = %d, want 2^53", b, b.Scale())
+	}
+	const full = 9007199254741 * ms // ⌈2^53 µs⌉ in ms
+	const half = 1 << 52 * time.Microsecond
+	play(t, e, b, "k", []step{
+		{0, 1, allow(0, full)},
+		{1 * time.Microsecond, 1, deny(0, full, full)},
+		{1 * ms, 1, deny(0, full-1*ms, full-1*ms)},
+		// Half the period: half a token, 2^52 units.
+		{half, 1, deny(0, 4503599627371*ms, 4503599627371*ms)},
+		{half, 0, allow(0, 4503599627371*ms)},
+	})
 }
 
 // testInvalidInput: the zero Bucket and a negative cost are errors that

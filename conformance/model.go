@@ -10,7 +10,8 @@ import (
 // model is the suite's reference: the model of one key of one bucket,
 // written as plainly as the design states it, in exact rationals. It is
 // independent of Bucket.Take, which a store under test may itself call.
-// It assumes that time never goes back.
+// When time goes back it adds nothing and keeps its stamp, and a wait
+// counts the time the clock needs to come back to the stamp.
 type model struct {
 	capacity *big.Rat
 	refill   *big.Rat // tokens per microsecond
@@ -39,6 +40,7 @@ func (m *model) take(now time.Time, cost int64) spigot.Admission {
 		}
 		m.stamp = t
 	}
+	lag := m.stamp - t // > 0 when the clock went back
 	c := new(big.Rat).SetInt64(cost)
 	var a spigot.Admission
 	switch {
@@ -48,19 +50,20 @@ func (m *model) take(now time.Time, cost int64) spigot.Admission {
 		m.tokens.Sub(m.tokens, c)
 		a.Allowed = true
 	default:
-		a.RetryAfter = m.timeFor(new(big.Rat).Sub(c, m.tokens))
+		a.RetryAfter = m.timeFor(lag, new(big.Rat).Sub(c, m.tokens))
 	}
 	if m.tokens.Cmp(m.capacity) < 0 {
-		a.ResetAfter = m.timeFor(new(big.Rat).Sub(m.capacity, m.tokens))
+		a.ResetAfter = m.timeFor(lag, new(big.Rat).Sub(m.capacity, m.tokens))
 	}
 	a.Remaining = floor(m.tokens)
 	return a
 }
 
-// timeFor returns how long the bucket takes to gain n tokens, rounded up
-// to the millisecond.
-func (m *model) timeFor(n *big.Rat) time.Duration {
+// timeFor returns lag µs plus how long the bucket takes to gain n tokens,
+// rounded up to the millisecond.
+func (m *model) timeFor(lag int64, n *big.Rat) time.Duration {
 	ms := n.Quo(n, m.refill)                                    // µs
+	ms.Add(ms, new(big.Rat).SetInt64(lag))                      // µs
 	ms.Quo(ms, big.NewRat(1000, 1))                             // ms
 	return time.Duration(-floor(ms.Neg(ms))) * time.Millisecond // ⌈x⌉ = -⌊-x⌋
 }

@@ -202,6 +202,33 @@ func neverRefill(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (sp
 
 var mutants = []mutant{
 	{
+		// x/time/rate moves its stamp back when time goes back, so the
+		// time between refills twice when the clock catches up.
+		name: "moves its stamp back",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			if s.Scale != 0 && now.UnixMicro() < s.Stamp {
+				s.Stamp = now.UnixMicro()
+			}
+			return b.Take(s, now, cost)
+		}),
+		mustFail: []string{"clock-steps-back"},
+		msg:      "RetryAfter = 1s, want 2s",
+	},
+	{
+		// A store that loses precision on waits of centuries, as float64
+		// arithmetic near 2^53 does.
+		name: "loses precision on long waits",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			next, a := b.Take(s, now, cost)
+			if a.ResetAfter > 0 && a.ResetAfter != spigot.Never {
+				a.ResetAfter = time.Duration(float64(a.ResetAfter) * (1 + 1e-12)).Round(time.Millisecond)
+			}
+			return next, a
+		}),
+		mustFail: []string{"slowest-exact-rate"},
+		msg:      "ResetAfter",
+	},
+	{
 		name:     "ignores the cost",
 		store:    mutate(ignoreCost),
 		mustFail: []string{"burst-weighted", "cost-over-capacity", "concurrent", "never-more-than", "retry-after-*"},
