@@ -26,6 +26,7 @@ type refModel struct {
 	refill   *big.Rat // tokens per microsecond: Rate.Tokens / period in µs
 	tokens   *big.Rat // nil: no state yet (a full bucket)
 	stamp    int64    // µs of the last update; never moves back
+	fullAt   int64    // µs from which the state no longer matters: full again, and now ≥ stamp
 }
 
 func newRefModel(capacity int64, r spigot.Rate) *refModel {
@@ -54,6 +55,9 @@ func (m *refModel) reconfigure(capacity int64, r spigot.Rate) {
 // take applies one request of cost tokens at now (µs).
 func (m *refModel) take(now, cost int64) spigot.Admission {
 	capacity := refInt(m.capacity)
+	if m.tokens != nil && now >= m.fullAt { // full again: as if never seen
+		m.tokens = nil
+	}
 	if m.tokens == nil {
 		m.tokens, m.stamp = capacity, now
 	}
@@ -80,6 +84,10 @@ func (m *refModel) take(now, cost int64) spigot.Admission {
 		a.ResetAfter = m.wait(lag, deficit)
 	}
 	a.Remaining = refFloor(m.tokens).Int64()
+	m.fullAt = max(now+a.ResetAfter.Microseconds(), m.stamp)
+	if m.fullAt <= now { // full, and nothing to remember
+		m.tokens = nil
+	}
 	return a
 }
 
@@ -191,6 +199,15 @@ func (r *refRun) do(op refOp) error {
 		r.m.reconfigure(r.b.Capacity(), r.b.Rate())
 	}
 	r.now += op.dt
+	if r.s == (spigot.State{}) && len(r.seg) > 0 && r.now < r.seg[len(r.seg)-1].at {
+		// The bucket was full and forgotten, and the clock has stepped
+		// back behind its stamp: the bucket restarts, full, at the earlier
+		// instant (Take's doc), so the interval bound starts again.
+		if err := r.checkIntervals(); err != nil {
+			return err
+		}
+		r.seg = r.seg[:0]
+	}
 	now := time.UnixMicro(r.now).Add(time.Duration(op.ns))
 	r.note(refPast{int64(r.step), r.now, op})
 
@@ -199,11 +216,15 @@ func (r *refRun) do(op refOp) error {
 	if got != want {
 		return r.fail("got %+v, want %+v", got, want)
 	}
-	if s.Scale != r.b.Scale() || s.Stamp != r.m.stamp {
-		return r.fail("state %+v: want Scale %d, Stamp %d", s, r.b.Scale(), r.m.stamp)
-	}
-	if tokens := big.NewRat(s.Tokens, s.Scale); tokens.Cmp(r.m.tokens) != 0 {
-		return r.fail("state %+v holds %v tokens, want %v", s, tokens, r.m.tokens)
+	switch {
+	case r.m.tokens == nil: // forgotten
+		if s != (spigot.State{}) {
+			return r.fail("state %+v, want the zero State: the bucket is full", s)
+		}
+	case s.Scale != r.b.Scale() || s.Stamp != r.m.stamp || s.FullAt != r.m.fullAt:
+		return r.fail("state %+v: want Scale %d, Stamp %d, FullAt %d", s, r.b.Scale(), r.m.stamp, r.m.fullAt)
+	case big.NewRat(s.Tokens, s.Scale).Cmp(r.m.tokens) != 0:
+		return r.fail("state %+v holds %v tokens, want %v", s, big.NewRat(s.Tokens, s.Scale), r.m.tokens)
 	}
 	if op.retry && !got.Allowed {
 		return r.fail("a retry after exactly RetryAfter %v was denied: %+v", r.last.RetryAfter, got)

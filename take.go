@@ -23,6 +23,16 @@ type State struct {
 	// carry tokens over exactly when a bucket's rate changes. A Scale of 0
 	// marks the zero State.
 	Scale int64
+	// FullAt is the instant, in microseconds since the Unix epoch, from
+	// which the state no longer matters: the bucket is full again under the
+	// config the state was stored with (the request's instant plus its
+	// ResetAfter), and the clock has caught up with Stamp. From then on Take
+	// reads the state as a full bucket, whatever the bucket's config has
+	// become, so a store may forget it then; until then it must keep it,
+	// even when ResetAfter is 0 (a full bucket on a clock that stepped
+	// back still holds its stamp). A FullAt of 0, in a state stored before
+	// FullAt existed, is unknown: the state counts until it refills.
+	FullAt int64
 }
 
 // Admission is a store's decision on one request.
@@ -46,22 +56,29 @@ type Admission struct {
 
 // Take applies one request of cost tokens, made at now, to the state s of
 // a key of bucket b, and returns the new state to store and the decision.
+// The new state is the zero State when the bucket is full and the clock
+// is not behind its stamp: there is nothing to keep, and a store may
+// delete the key.
 // It is a pure function: it neither reads a clock nor keeps anything, so a
 // store only has to make the read of s, the call, and the write of the
 // result atomic.
 //
 // Time counts in whole microseconds (now is truncated). The bucket first
 // refills for the time since s.Stamp (none if now is earlier: a clock that
-// steps back never adds tokens, and the stamp never moves back). Then a
+// steps back never adds tokens, and the stamp never moves back). Only a
+// kept state remembers its stamp: once a full bucket's state is the zero
+// State, a clock that steps back starts the bucket again, full, at the
+// earlier instant. Then a
 // cost above b.Capacity() is denied with RetryAfter Never; a cost the
 // bucket holds is taken and allowed; anything else is denied and takes
 // nothing. A cost of 0 is always allowed and still refills the state.
 //
-// When s was stored under another rate (s.Scale differs from b.Scale()) its
-// whole tokens carry over, clamped to the capacity; the fraction of a token
-// is dropped, so a config change never admits more than either config
-// would. A state the bucket cannot hold (more tokens than its capacity,
-// negative tokens) is clamped.
+// A state whose FullAt has come is a full bucket, as if it had never been
+// stored: the bucket was full again under the config it was stored with.
+// Otherwise, when s was stored under another rate (s.Scale differs from
+// b.Scale()), its whole tokens carry over, clamped to the capacity; the
+// fraction of a token is dropped. A state the bucket cannot hold (more
+// tokens than its capacity, negative tokens) is clamped.
 //
 // Take does not validate its input: with the zero Bucket or a negative cost
 // (see Check) it returns s unchanged and a denial with RetryAfter Never.
@@ -71,7 +88,7 @@ func (b Bucket) Take(s State, now time.Time, cost int64) (State, Admission) {
 	}
 	t := now.UnixMicro()
 	tokens, stamp := b.max, t
-	if s.Scale > 0 {
+	if s.Scale > 0 && (s.FullAt == 0 || t < s.FullAt) {
 		tokens, stamp = b.carry(s), s.Stamp
 	}
 	if t > stamp {
@@ -100,7 +117,11 @@ func (b Bucket) Take(s State, now time.Time, cost int64) (State, Admission) {
 		a.ResetAfter = ceilMs(lag, ceilDiv(b.max-tokens, b.refill))
 	}
 	a.Remaining = tokens / b.scale
-	return State{Tokens: tokens, Stamp: stamp, Scale: b.scale}, a
+	full := max(t+a.ResetAfter.Microseconds(), stamp)
+	if full <= t { // full, and nothing to remember: as if never seen
+		return State{}, a
+	}
+	return State{Tokens: tokens, Stamp: stamp, Scale: b.scale, FullAt: full}, a
 }
 
 // carry returns s's tokens in b's units, clamped to [0, b.max].

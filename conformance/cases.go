@@ -46,6 +46,7 @@ var cases = slices.Concat([]testCase{
 }, retryAfterCases(), []testCase{
 	{"reset", testReset},
 	{"config-change", testConfigChange},
+	{"full-again-forgets", testFullAgainForgets},
 	{"clock-steps-back", testClockStepsBack},
 	{"slowest-exact-rate", testSlowestExactRate},
 	{"invalid-input", testInvalidInput},
@@ -349,6 +350,32 @@ func testClockStepsBack(t testing.TB, e env) {
 		{11 * s, 1, allow(0, 2*s)},
 		{12 * s, 1, allow(0, 2*s)},
 	})
+	// A bucket full again is forgotten, stamp and all: a clock that then
+	// steps back starts it again, full, at the earlier instant.
+	play(t, e, b, "forgotten", []step{
+		{10 * s, 2, allow(0, 2*s)},
+		{12 * s, 0, allow(2, 0)},
+		{11 * s, 2, allow(0, 2*s)},
+		{12 * s, 1, allow(0, 2*s)},
+	})
+}
+
+// testFullAgainForgets: once a bucket is full again under the config its
+// state was stored with, the state counts as absent whatever the config
+// has become since, as a store that forgets it then (its time to live is
+// ResetAfter) would find: the model, not each store, says so.
+func testFullAgainForgets(t testing.TB, e env) {
+	const name = "forget"
+	fast := e.bucket(t, name, 10, spigot.PerSecond(10))
+	slow := e.bucket(t, name, 10, spigot.PerSecond(1))
+	// Full again at 1s under 10/s: read under 1/s at 2s, it is full.
+	play(t, e, fast, "after", []step{{0, 10, allow(0, 1*s)}})
+	play(t, e, slow, "after", []step{{2 * s, 0, allow(10, 0)}, {2 * s, 4, allow(6, 4*s)}})
+	// Read under 1/s before 1s, its whole tokens (0) carry over, and the
+	// state is stored again under 1/s: full again at 10.5s.
+	play(t, e, fast, "before", []step{{0, 10, allow(0, 1*s)}})
+	play(t, e, slow, "before", []step{{500 * ms, 0, allow(0, 9500*ms)}, {1 * s, 0, allow(1, 9*s)}})
+	play(t, e, fast, "before", []step{{1200 * ms, 0, allow(3, 700*ms)}})
 }
 
 // testSlowestExactRate: the slowest rate whose arithmetic is exact, one

@@ -17,6 +17,7 @@ type model struct {
 	refill   *big.Rat // tokens per microsecond
 	tokens   *big.Rat // held at stamp; nil until the first request
 	stamp    int64    // µs since the epoch
+	fullAt   int64    // µs from which the state counts as absent
 }
 
 func newModel(capacity int64, r spigot.Rate) *model {
@@ -29,6 +30,9 @@ func newModel(capacity int64, r spigot.Rate) *model {
 // take applies a request of cost tokens at now and returns its admission.
 func (m *model) take(now time.Time, cost int64) spigot.Admission {
 	t := now.UnixMicro()
+	if m.tokens != nil && t >= m.fullAt { // full again: as if never seen
+		m.tokens = nil
+	}
 	if m.tokens == nil { // never seen: full
 		m.tokens, m.stamp = new(big.Rat).Set(m.capacity), t
 	}
@@ -56,6 +60,11 @@ func (m *model) take(now time.Time, cost int64) spigot.Admission {
 		a.ResetAfter = m.timeFor(lag, new(big.Rat).Sub(m.capacity, m.tokens))
 	}
 	a.Remaining = floor(m.tokens)
+	// Full again under this config, and the clock caught up with the
+	// stamp: nothing to remember.
+	if m.fullAt = max(t+a.ResetAfter.Microseconds(), m.stamp); m.fullAt <= t {
+		m.tokens = nil
+	}
 	return a
 }
 

@@ -202,6 +202,17 @@ func neverRefill(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (sp
 
 var mutants = []mutant{
 	{
+		// Before FullAt, Take carried a state over a config change until
+		// it refilled under the new config.
+		name: "ignores FullAt",
+		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+			s.FullAt = 0
+			return b.Take(s, now, cost)
+		}),
+		mustFail: []string{"full-again-forgets"},
+		msg:      "Remaining = 2, want 10",
+	},
+	{
 		// x/time/rate moves its stamp back when time goes back, so the
 		// time between refills twice when the clock catches up.
 		name: "moves its stamp back",
@@ -287,8 +298,10 @@ var mutants = []mutant{
 		name: "ResetAfter rounded down",
 		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
 			next, a := b.Take(s, now, cost)
-			us := (b.Capacity()*b.Scale() - next.Tokens) / b.Refill()
-			a.ResetAfter = time.Duration(us/1000) * time.Millisecond
+			if next.Scale != 0 { // not the zero State of a full bucket
+				us := (b.Capacity()*b.Scale() - next.Tokens) / b.Refill()
+				a.ResetAfter = time.Duration(us/1000) * time.Millisecond
+			}
 			return next, a
 		}),
 		mustFail: []string{"exact-fields-7-per-10s", "retry-after-3-per-s", "retry-after-7-per-10s"},
@@ -298,7 +311,9 @@ var mutants = []mutant{
 		name: "Remaining rounded up",
 		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
 			next, a := b.Take(s, now, cost)
-			a.Remaining = (next.Tokens + next.Scale - 1) / next.Scale
+			if next.Scale != 0 { // not the zero State of a full bucket
+				a.Remaining = (next.Tokens + next.Scale - 1) / next.Scale
+			}
 			return next, a
 		}),
 		mustFail: []string{"refill-fractions", "never-more-than"},
@@ -551,7 +566,7 @@ func (s *modelStore) get(b spigot.Bucket, key string) *model {
 		if tokens.Cmp(next.capacity) > 0 {
 			tokens = new(big.Rat).Set(next.capacity)
 		}
-		next.tokens, next.stamp = tokens, m.stamp
+		next.tokens, next.stamp, next.fullAt = tokens, m.stamp, m.fullAt
 		m = next
 		s.m[k] = m
 	}

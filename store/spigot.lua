@@ -1,10 +1,9 @@
 -- spigot's token bucket: the line-by-line twin of Bucket.Take (take.go).
 --
--- KEYS[1]  the bucket's state: "tokens stamp scale expires", integers:
---          spigot.State (tokens in the bucket's scaled units, stamp in µs)
---          and the µs at which the bucket is full again, after which the
---          state counts as absent whatever the key's TTL (as in
---          store/memory)
+-- KEYS[1]  the bucket's state: "tokens stamp scale fullat", integers:
+--          spigot.State (tokens in the bucket's scaled units, stamp and
+--          FullAt in µs); from FullAt on the state counts as absent
+--          whatever the key's TTL
 -- ARGV[1]  capacity in tokens
 -- ARGV[2]  scale: units per token
 -- ARGV[3]  refill: units per µs
@@ -59,9 +58,9 @@ end
 local tokens, stamp = max, now
 local v = redis.call('GET', KEYS[1])
 if v then
-	local t, s, sc, exp = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-	t, s, sc, exp = tonumber(t), tonumber(s), tonumber(sc), tonumber(exp)
-	if sc and sc > 0 and now < exp then
+	local t, s, sc, full = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+	t, s, sc, full = tonumber(t), tonumber(s), tonumber(sc), tonumber(full)
+	if sc and sc > 0 and now < full then
 		if sc ~= scale then -- stored under another rate: whole tokens carry
 			local whole = quo(t, sc)
 			if whole >= capacity then
@@ -111,14 +110,20 @@ if tokens < max then
 	reset = ceilms(lag, ceildiv(max - tokens, refill))
 end
 
-if reset == 0 then
+-- FullAt: full again, and the clock caught up with the stamp (a full
+-- bucket on a clock that stepped back keeps its stamp until then).
+local ms = reset
+if ms < 0 then -- Never: keep it as long as a Duration holds
+	ms = 9223372036854
+end
+local fullat = now + ms * 1000
+if fullat < stamp then
+	fullat = stamp
+end
+if fullat <= now then
 	redis.call('DEL', KEYS[1])
 else
-	local ms = reset
-	if ms < 0 then -- Never: keep it as long as a Duration holds
-		ms = 9223372036854
-	end
-	local state = string.format('%d %d %d %d', tokens, stamp, scale, now + ms * 1000)
-	redis.call('SET', KEYS[1], state, 'PX', ms + tonumber(ARGV[6]))
+	local state = string.format('%d %d %d %d', tokens, stamp, scale, fullat)
+	redis.call('SET', KEYS[1], state, 'PX', ceildiv(fullat - now, 1000) + tonumber(ARGV[6]))
 end
 return {allowed, quo(tokens, scale), retry, reset}

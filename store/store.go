@@ -2,15 +2,16 @@
 // script that runs spigot's model on the server, the encoding of its
 // arguments, key naming and prefixes, the decoding of its replies, and the
 // classification of errors (Err: an error about one request matches
-// spigot.ErrRequestFailed; any other means the server is unavailable). The stores
-// themselves are in its subpackages: redis (go-redis), valkey (valkey-go)
-// and rueidis; memory is the in-process store.
+// spigot.ErrRequestFailed; any other means the server is unavailable).
+// The stores themselves are in its subpackages: redis (go-redis), valkey
+// (valkey-go) and rueidis; memory is the in-process store.
 //
 // The script (spigot.lua) is the line-by-line twin of spigot.Bucket.Take:
-// it keeps a key's State, and the instant its bucket is full again, as the
-// string "tokens stamp scale expires", touches only that key, deletes it when the bucket is full and otherwise sets its TTL
-// to ResetAfter (never below 1 ms). By default it reads the server's TIME,
-// so every replica shares one clock.
+// it keeps a key's State as the string "tokens stamp scale fullat",
+// touches only that key, deletes it once the state no longer matters
+// (State.FullAt) and otherwise sets its TTL to the time until then: the
+// ResetAfter of the request (never below 1 ms). By default it reads the
+// server's TIME, so every replica shares one clock.
 package store
 
 import (

@@ -61,9 +61,8 @@ type shard struct {
 
 type entry struct {
 	bucket, key string
-	state       spigot.State
-	expires     int64  // µs since the epoch at which the bucket is full again
-	next        *entry // the next entry with the same hash
+	state       spigot.State // forgotten from state.FullAt on
+	next        *entry       // the next entry with the same hash
 }
 
 // An Option configures a Store.
@@ -137,22 +136,22 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 
 	sh.mu.Lock()
 	e := sh.find(h, b.Name(), key)
-	var state spigot.State // an expired key is full again: same as never seen
-	if e != nil && e.expires > t {
-		state = e.state
+	var state spigot.State // never seen
+	if e != nil {
+		state = e.state // Take reads it as full from its FullAt on
 	}
 	next, a := b.Take(state, now, cost)
 	switch {
-	case a.ResetAfter == 0: // full: nothing worth keeping
+	case next == (spigot.State{}): // full: nothing worth keeping
 		if e != nil {
 			sh.remove(h, e)
 		}
 	case e != nil:
-		e.state, e.expires = next, t+a.ResetAfter.Microseconds()
+		e.state = next
 	default:
 		// The key is copied, so that holding it cannot pin a larger string
 		// it was cut from (a request line, a header).
-		sh.insert(h, &entry{bucket: b.Name(), key: strings.Clone(key), state: next, expires: t + a.ResetAfter.Microseconds()}, t)
+		sh.insert(h, &entry{bucket: b.Name(), key: strings.Clone(key), state: next}, t)
 	}
 	sh.mu.Unlock()
 	return a, nil
@@ -211,17 +210,17 @@ func (sh *shard) evict(t int64) {
 scan:
 	for h, head := range sh.m {
 		for e := head; e != nil; e = e.next {
-			if victim == nil || e.expires < victim.expires {
+			if victim == nil || e.state.FullAt < victim.state.FullAt {
 				victim, vh = e, h
 			}
-			if i++; e.expires <= t || i == sample {
+			if i++; e.state.FullAt <= t || i == sample {
 				break scan
 			}
 		}
 	}
 	if victim != nil {
 		sh.remove(vh, victim)
-		if victim.expires > t {
+		if victim.state.FullAt > t {
 			sh.evictions++
 		}
 	}
@@ -234,7 +233,7 @@ func (sh *shard) sweep(t int64) {
 	for h, head := range sh.m {
 		kept := head
 		for p := &kept; *p != nil; {
-			if e := *p; e.expires <= t {
+			if e := *p; e.state.FullAt <= t {
 				*p = e.next
 				sh.n--
 			} else {
@@ -278,7 +277,7 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 		return false, nil
 	}
 	sh.remove(h, e)
-	if e.expires <= now.UnixMicro() {
+	if e.state.FullAt <= now.UnixMicro() {
 		return false, nil
 	}
 	_, a := b.Take(e.state, now, 0) // the bucket as it is now, under b's config

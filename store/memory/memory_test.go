@@ -676,7 +676,7 @@ func TestHashCollision(t *testing.T) {
 	for i := range es {
 		// Each insert goes ahead of the chain: es[3], es[2], es[1], es[0],
 		// expiring at 10, 20, 30, 40.
-		es[i] = &entry{bucket: "b", key: "k" + strconv.Itoa(i), expires: int64(10 * (4 - i))}
+		es[i] = &entry{bucket: "b", key: "k" + strconv.Itoa(i), state: spigot.State{FullAt: int64(10 * (4 - i))}}
 		sh.insert(h, es[i], 0)
 	}
 	check := func(step int, want ...int) {
