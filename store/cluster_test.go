@@ -571,7 +571,7 @@ func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
 	clk := clocktest.New(t0)
 	onKilled := func(key string) bool { return owners[key] == primary }
 	type observed struct {
-		paths       [hybrid.Guard + 1]atomic.Int64
+		paths       [hybrid.PathGuard + 1]atomic.Int64
 		transitions atomic.Value // string
 	}
 	var (
@@ -604,7 +604,7 @@ func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
 	waitFor(t, recs, 50, 30*time.Second, "before the kill")
 	fallbacksBefore := make([]int64, len(obs))
 	for i, o := range obs {
-		fallbacksBefore[i] = o.paths[hybrid.LocalFallback].Load()
+		fallbacksBefore[i] = o.paths[hybrid.PathLocal].Load()
 	}
 	if r := cl.AllowFailover(t, primary); r != replica {
 		t.Fatalf("AllowFailover(%s) = %s; want its replica %s", primary.Addr, r.Addr, replica.Addr)
@@ -642,7 +642,7 @@ func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
 	}
 	var total, fallbacks int64
 	for i, o := range obs {
-		fb := o.paths[hybrid.LocalFallback].Load() - fallbacksBefore[i]
+		fb := o.paths[hybrid.PathLocal].Load() - fallbacksBefore[i]
 		fallbacks += fb
 		for p := range o.paths {
 			total += o.paths[p].Load()

@@ -221,7 +221,7 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 							t.Fatalf("step %d: hybrid Reset on a list = %v, want ErrRequestFailed, not ErrUnavailable", i, err)
 						}
 					}
-					if got := h.State(); got != hybrid.Closed {
+					if got := h.Circuit(); got != hybrid.CircuitClosed {
 						t.Errorf("breaker after 20 errors on one key: got %v, want closed", got)
 					}
 					for i := range 4 {
@@ -230,7 +230,7 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 							t.Errorf("step %d: Acquire(good) = %+v, %v; want allowed %v", i, a, err, i < 3)
 						}
 					}
-					if got := paths.get(hybrid.Remote); got != 4 {
+					if got := paths.get(hybrid.PathRemote); got != 4 {
 						t.Errorf("decisions by the remote: got %d, want 4 (%v)", got, paths)
 					}
 					if was, err := h.Reset(ctx, b, "good"); err != nil || !was {
@@ -384,10 +384,10 @@ func TestUnavailableOpensBreaker(t *testing.T) {
 								t.Errorf("step %d: hybrid Acquire = %+v, %v; want the local store's allowed %v", j, a, err, j < 3)
 							}
 						}
-						if got := h.State(); got != hybrid.Open {
+						if got := h.Circuit(); got != hybrid.CircuitOpen {
 							t.Errorf("breaker after 4 requests: got %v, want open", got)
 						}
-						if got := paths.get(hybrid.LocalFallback); got != 4 {
+						if got := paths.get(hybrid.PathLocal); got != 4 {
 							t.Errorf("local decisions: got %d, want 4 (%v)", got, paths)
 						}
 						if _, err := h.Reset(context.Background(), b, "k"); !errors.Is(err, hybrid.ErrUnavailable) {

@@ -27,7 +27,7 @@ func BenchmarkHybrid(b *testing.B) {
 	b.Run("healthy", func(b *testing.B) {
 		srv := testserver.Start(b, testserver.Redis)
 		remote := redis.New(serverClient(b, srv.Addr))
-		var decisions [hybrid.Guard + 1]atomic.Int64
+		var decisions [hybrid.PathGuard + 1]atomic.Int64
 		counted := hybrid.Observer{
 			Decision: func(_ spigot.Bucket, p hybrid.Path, _ spigot.Admission) { decisions[p].Add(1) },
 		}
@@ -47,14 +47,14 @@ func BenchmarkHybrid(b *testing.B) {
 				for _, st := range stores {
 					b.Run(st.name, func(b *testing.B) {
 						run.f(b, st.s)
-						if h, ok := st.s.(*hybrid.Store); ok && h.State() != hybrid.Closed {
-							b.Fatalf("the breaker is %v: the remote failed", h.State())
+						if h, ok := st.s.(*hybrid.Store); ok && h.Circuit() != hybrid.CircuitClosed {
+							b.Fatalf("the breaker is %v: the remote failed", h.Circuit())
 						}
 					})
 				}
 			})
 		}
-		if n := decisions[hybrid.LocalFallback].Load(); n > 0 {
+		if n := decisions[hybrid.PathLocal].Load(); n > 0 {
 			b.Errorf("%d requests fell back on the local store: the remote failed", n)
 		}
 	})
@@ -64,8 +64,8 @@ func BenchmarkHybrid(b *testing.B) {
 		failing := newFakeRemote(b, clk)
 		failing.set(fail)
 		open := hybrid.New(failing, memory.New(), hybrid.WithClock(clk), hybrid.WithBreaker(1, time.Hour))
-		if _, err := open.Acquire(context.Background(), benchBucket, "hot", 1); err != nil || open.State() != hybrid.Open {
-			b.Fatalf("opening the breaker: %v, breaker %v", err, open.State())
+		if _, err := open.Acquire(context.Background(), benchBucket, "hot", 1); err != nil || open.Circuit() != hybrid.CircuitOpen {
+			b.Fatalf("opening the breaker: %v, breaker %v", err, open.Circuit())
 		}
 		stores := []struct {
 			name string

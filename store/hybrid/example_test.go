@@ -49,7 +49,7 @@ func Example() {
 		panic(err)
 	}
 	fmt.Println("allowed:", a.Allowed)
-	fmt.Println("breaker:", store.State())
+	fmt.Println("breaker:", store.Circuit())
 	// Output:
 	// allowed: true
 	// breaker: closed
@@ -71,7 +71,7 @@ func (down) Reset(context.Context, spigot.Bucket, string) (bool, error) { return
 // the remote store is down: the local store decides, the breaker opens after
 // 3 failures, and its probe 5 seconds later fails again.
 func ExampleObserver() {
-	var decisions [hybrid.Guard + 1]atomic.Int64 // by Path
+	var decisions [hybrid.PathGuard + 1]atomic.Int64 // by Path
 	var remoteErrors atomic.Int64
 	observer := hybrid.Observer{
 		Decision: func(_ spigot.Bucket, p hybrid.Path, _ spigot.Admission) {
@@ -106,7 +106,7 @@ func ExampleObserver() {
 	clk.Advance(5 * time.Second)
 	allow()
 
-	for p := hybrid.Remote; p <= hybrid.Guard; p++ {
+	for p := hybrid.PathRemote; p <= hybrid.PathGuard; p++ {
 		fmt.Printf("decisions{path=%q}: %d\n", p, decisions[p].Load())
 	}
 	fmt.Println("remote errors:", remoteErrors.Load())

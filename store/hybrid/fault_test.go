@@ -126,7 +126,7 @@ func newRig(t *testing.T, remote spigot.Store, policy hybrid.Policy) *rig {
 				r.tried[r.index[b.Name()]].Store(true)
 			},
 			Transition: func(from, to hybrid.Circuit) {
-				if to == hybrid.Open {
+				if to == hybrid.CircuitOpen {
 					r.opens.Add(1)
 				}
 				r.mu.Lock()
@@ -178,7 +178,7 @@ func (s *stats) add(o stats) {
 
 // policyPath is the path of the policy's decisions.
 func (r *rig) policyPath() hybrid.Path {
-	return [...]hybrid.Path{hybrid.Local: hybrid.LocalFallback, hybrid.FailOpen: hybrid.FailedOpen, hybrid.FailClosed: hybrid.FailedClosed}[r.policy]
+	return [...]hybrid.Path{hybrid.Local: hybrid.PathLocal, hybrid.FailOpen: hybrid.PathFailOpen, hybrid.FailClosed: hybrid.PathFailClosed}[r.policy]
 }
 
 // call makes one request of worker i, adds it to st, and returns its path.
@@ -198,7 +198,7 @@ func (r *rig) call(i int, st *stats) hybrid.Path {
 	st.n++
 	st.worst = max(st.worst, d)
 	st.paths[p]++
-	if p == hybrid.Remote || r.tried[i].Load() {
+	if p == hybrid.PathRemote || r.tried[i].Load() {
 		st.remote = append(st.remote, d)
 	} else {
 		st.local = append(st.local, d)
@@ -207,21 +207,21 @@ func (r *rig) call(i int, st *stats) hybrid.Path {
 	switch {
 	case err != nil:
 		bad = fmt.Sprintf("error %v", err)
-	case p == hybrid.Remote:
+	case p == hybrid.PathRemote:
 		if !a.Allowed || a.Remaining < localCap {
 			bad = fmt.Sprintf("remote decision %s; want allowed, Remaining ≥ %d", show(a), localCap)
 		}
 	case p != r.policyPath():
-		bad = fmt.Sprintf("decided by %v; want %v or %v", p, hybrid.Remote, r.policyPath())
-	case p == hybrid.LocalFallback:
+		bad = fmt.Sprintf("decided by %v; want %v or %v", p, hybrid.PathRemote, r.policyPath())
+	case p == hybrid.PathLocal:
 		if !a.Allowed || a.Remaining >= localCap {
 			bad = fmt.Sprintf("local decision %s; want allowed, Remaining < %d", show(a), localCap)
 		}
-	case p == hybrid.FailedOpen:
+	case p == hybrid.PathFailOpen:
 		if a != admitted {
 			bad = fmt.Sprintf("fail-open decision %s; want %s", show(a), show(admitted))
 		}
-	case p == hybrid.FailedClosed:
+	case p == hybrid.PathFailClosed:
 		if a.Allowed || a.RetryAfter < ms || a.RetryAfter > faultCooldown {
 			bad = fmt.Sprintf("fail-closed decision %s; want denied, RetryAfter in [1ms, %v]", show(a), faultCooldown)
 		}
@@ -277,12 +277,12 @@ func (r *rig) phase(name string, fault func(), until func(requests int64) bool) 
 	}
 	r.all.add(total)
 	r.t.Logf("%s: %d requests in %v, worst latency %v (timeout %v), paths %v, breaker %v",
-		name, total.n, time.Since(start).Round(ms), total.worst, faultTimeout, total.paths, r.s.State())
+		name, total.n, time.Since(start).Round(ms), total.worst, faultTimeout, total.paths, r.s.Circuit())
 	if total.bad > 0 {
 		r.t.Errorf("%s: %d of %d calls broke a rule; the first: %s", name, total.bad, total.n, total.first)
 	}
 	if !met {
-		r.t.Errorf("%s: its condition did not hold within %v (%d requests, breaker %v)", name, phaseLimit, total.n, r.s.State())
+		r.t.Errorf("%s: its condition did not hold within %v (%d requests, breaker %v)", name, phaseLimit, total.n, r.s.Circuit())
 	}
 	return total
 }
@@ -326,10 +326,10 @@ func (r *rig) recover(name string) {
 	r.t.Helper()
 	var st stats
 	start := time.Now()
-	wasClosed := r.s.State() == hybrid.Closed
+	wasClosed := r.s.Circuit() == hybrid.CircuitClosed
 	defer func() { r.all.add(st) }()
 	for time.Since(start) < phaseLimit {
-		if r.call(0, &st) == hybrid.Remote && r.s.State() == hybrid.Closed {
+		if r.call(0, &st) == hybrid.PathRemote && r.s.Circuit() == hybrid.CircuitClosed {
 			r.t.Logf("%s: the remote decides again after %v (%d requests, worst latency %v)", name, time.Since(start).Round(ms), st.n, st.worst)
 			if st.bad > 0 {
 				r.t.Errorf("%s: %d of %d calls broke a rule; the first: %s", name, st.bad, st.n, st.first)
@@ -341,7 +341,7 @@ func (r *rig) recover(name string) {
 		}
 		time.Sleep(5 * ms) // the cooldown runs in real time
 	}
-	r.t.Fatalf("%s: the remote did not decide again within %v (breaker %v)", name, phaseLimit, r.s.State())
+	r.t.Fatalf("%s: the remote did not decide again within %v (breaker %v)", name, phaseLimit, r.s.Circuit())
 }
 
 // warm runs a phase to fill the client's connection pool, then waits for
@@ -364,7 +364,7 @@ func (r *rig) warm() {
 func (r *rig) healthy(name string) {
 	r.t.Helper()
 	st := r.phase(name, nil, count(workers*20))
-	if remote := st.paths[hybrid.Remote]; remote < st.n*9/10 {
+	if remote := st.paths[hybrid.PathRemote]; remote < st.n*9/10 {
 		r.t.Logf("%s: NOTE: the remote decided only %d of %d requests", name, remote, st.n)
 	}
 	r.takeTransitions()
@@ -407,7 +407,7 @@ func TestFaultServer(t *testing.T) {
 			r.warm()
 			r.healthy("healthy")
 			r.fault("SIGKILL", srv.Kill)
-			t.Logf("breaker %v; restarting", r.s.State())
+			t.Logf("breaker %v; restarting", r.s.Circuit())
 			srv.Restart()
 			r.recover("restart")
 			r.healthy("after restart")

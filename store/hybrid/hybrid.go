@@ -57,7 +57,7 @@
 // requests go straight to the policy with no network wait. After the
 // cooldown it is half-open: one request probes the remote (the others still
 // get the policy); success closes the breaker, failure opens it for another
-// cooldown. State reports where it is; WithObserver reports every
+// cooldown. Circuit reports where it is; WithObserver reports every
 // transition.
 package hybrid
 
@@ -119,21 +119,22 @@ func (p Policy) String() string {
 type Circuit int32
 
 const (
-	// Closed: requests go to the remote store.
-	Closed Circuit = iota
-	// Open: requests go to the policy, without a network wait.
-	Open
-	// HalfOpen: one request probes the remote; the others go to the policy.
-	HalfOpen
+	// CircuitClosed: requests go to the remote store.
+	CircuitClosed Circuit = iota
+	// CircuitOpen: requests go to the policy, without a network wait.
+	CircuitOpen
+	// CircuitHalfOpen: one request probes the remote; the others go to the
+	// policy.
+	CircuitHalfOpen
 )
 
 func (c Circuit) String() string {
 	switch c {
-	case Closed:
+	case CircuitClosed:
 		return "closed"
-	case Open:
+	case CircuitOpen:
 		return "open"
-	case HalfOpen:
+	case CircuitHalfOpen:
 		return "half-open"
 	}
 	return fmt.Sprintf("Circuit(%d)", int(c))
@@ -143,29 +144,29 @@ func (c Circuit) String() string {
 type Path int
 
 const (
-	// Remote: the remote store decided.
-	Remote Path = iota
-	// LocalFallback: the local store decided, under the Local policy.
-	LocalFallback
-	// FailedOpen: admitted under the FailOpen policy.
-	FailedOpen
-	// FailedClosed: denied under the FailClosed policy.
-	FailedClosed
-	// Guard: denied by the guard bucket, without asking the remote.
-	Guard
+	// PathRemote: the remote store decided.
+	PathRemote Path = iota
+	// PathLocal: the local store decided, under the Local policy.
+	PathLocal
+	// PathFailOpen: admitted under the FailOpen policy.
+	PathFailOpen
+	// PathFailClosed: denied under the FailClosed policy.
+	PathFailClosed
+	// PathGuard: denied by the guard bucket, without asking the remote.
+	PathGuard
 )
 
 func (p Path) String() string {
 	switch p {
-	case Remote:
+	case PathRemote:
 		return "remote"
-	case LocalFallback:
+	case PathLocal:
 		return "local"
-	case FailedOpen:
+	case PathFailOpen:
 		return "fail-open"
-	case FailedClosed:
+	case PathFailClosed:
 		return "fail-closed"
-	case Guard:
+	case PathGuard:
 		return "guard"
 	}
 	return fmt.Sprintf("Path(%d)", int(p))
@@ -302,8 +303,8 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 	return s
 }
 
-// State reports the breaker's state.
-func (s *Store) State() Circuit { return Circuit(s.state.Load()) }
+// Circuit reports the breaker's state.
+func (s *Store) Circuit() Circuit { return Circuit(s.state.Load()) }
 
 // Acquire implements spigot.Store.
 func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
@@ -319,7 +320,7 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 			return spigot.Admission{}, err
 		}
 		if !a.Allowed {
-			s.decided(b, Guard, a)
+			s.decided(b, PathGuard, a)
 			return a, nil
 		}
 	}
@@ -332,7 +333,7 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 	})
 	switch {
 	case err == nil:
-		s.decided(b, Remote, a)
+		s.decided(b, PathRemote, a)
 		return a, nil
 	case ctx.Err() != nil: // the caller gave up: not the remote's failure
 		return spigot.Admission{}, ctx.Err()
@@ -398,7 +399,7 @@ func remoteCall[T any](s *Store, ctx context.Context, b spigot.Bucket, probe boo
 		s.succeeded(probe)
 	case ctx.Err() != nil: // the caller gave up: nothing learnt
 		if probe {
-			s.transition(HalfOpen, Open, 0)
+			s.transition(CircuitHalfOpen, CircuitOpen, 0)
 		}
 	default:
 		if s.obs.RemoteError != nil {
@@ -452,20 +453,20 @@ func (s *Store) fallback(ctx context.Context, b spigot.Bucket, key string, cost 
 		if a, err = s.local.Acquire(ctx, s.fallbackBucket(b), key, cost); err != nil {
 			return spigot.Admission{}, err
 		}
-		path = LocalFallback
+		path = PathLocal
 	case cost > b.Capacity(): // the model's answer needs no remote
 		a = spigot.Admission{RetryAfter: spigot.Never}
-		path = FailedClosed
+		path = PathFailClosed
 		if s.policy == FailOpen {
-			path = FailedOpen
+			path = PathFailOpen
 		}
 	case s.policy == FailOpen || cost == 0: // a peek is always allowed
-		a, path = spigot.Admission{Allowed: true}, FailedOpen
+		a, path = spigot.Admission{Allowed: true}, PathFailOpen
 		if s.policy == FailClosed {
-			path = FailedClosed
+			path = PathFailClosed
 		}
 	default:
-		a, path = spigot.Admission{RetryAfter: s.untilProbe()}, FailedClosed
+		a, path = spigot.Admission{RetryAfter: s.untilProbe()}, PathFailClosed
 	}
 	s.decided(b, path, a)
 	return a, nil
@@ -482,7 +483,7 @@ func (s *Store) decided(b spigot.Bucket, p Path, a spigot.Admission) {
 // cooldown when the breaker is not open (the remote just failed).
 func (s *Store) untilProbe() time.Duration {
 	d := s.cooldown
-	if s.State() == Open {
+	if s.Circuit() == CircuitOpen {
 		d = time.Duration(s.openUntil.Load() - s.clock.Now().UnixNano())
 	}
 	d = (d + time.Millisecond - 1).Truncate(time.Millisecond)
@@ -495,15 +496,15 @@ func (s *Store) untilProbe() time.Duration {
 // which turns it half-open and probes; while it is half-open, none.
 func (s *Store) allow() (call, probe bool) {
 	switch Circuit(s.state.Load()) {
-	case Closed:
+	case CircuitClosed:
 		return true, false
-	case HalfOpen:
+	case CircuitHalfOpen:
 		return false, false
 	}
 	if s.clock.Now().UnixNano() < s.openUntil.Load() {
 		return false, false
 	}
-	return s.transition(Open, HalfOpen, 0), true
+	return s.transition(CircuitOpen, CircuitHalfOpen, 0), true
 }
 
 // succeeded records a remote success: a probe's closes the breaker; any
@@ -511,7 +512,7 @@ func (s *Store) allow() (call, probe bool) {
 // breaker opened, so it says nothing of the remote now).
 func (s *Store) succeeded(probe bool) {
 	if probe {
-		s.transition(HalfOpen, Closed, 0)
+		s.transition(CircuitHalfOpen, CircuitClosed, 0)
 	}
 	s.failed.Store(0)
 }
@@ -521,11 +522,11 @@ func (s *Store) succeeded(probe bool) {
 // breaker when it reaches s.failures.
 func (s *Store) failedOnce(probe bool) {
 	if probe {
-		s.transition(HalfOpen, Open, s.cooldown)
+		s.transition(CircuitHalfOpen, CircuitOpen, s.cooldown)
 		return
 	}
 	if s.failed.Add(1) >= int32(s.failures) {
-		s.transition(Closed, Open, s.cooldown)
+		s.transition(CircuitClosed, CircuitOpen, s.cooldown)
 	}
 }
 
@@ -538,7 +539,7 @@ func (s *Store) transition(from, to Circuit, cooldown time.Duration) bool {
 	if Circuit(s.state.Load()) != from {
 		return false
 	}
-	if to == Open {
+	if to == CircuitOpen {
 		s.failed.Store(0)
 		s.openUntil.Store(s.clock.Now().Add(cooldown).UnixNano())
 	}

@@ -379,7 +379,7 @@ func (f *fixture) play(t *testing.T, b spigot.Bucket, steps []step) {
 				t.Errorf("%s: remote error %v after %v; want errDown after [0, %v]", what, e.err, e.latency, patience)
 			}
 		}
-		if got := f.s.State(); got != st.state {
+		if got := f.s.Circuit(); got != st.state {
 			t.Errorf("%s: got state %v, want %v", what, got, st.state)
 		}
 		if trans != st.trans {
@@ -397,9 +397,9 @@ func half(b spigot.Bucket) spigot.Bucket {
 }
 
 const (
-	open     = hybrid.Open
-	closed   = hybrid.Closed
-	halfOpen = hybrid.HalfOpen
+	open     = hybrid.CircuitOpen
+	closed   = hybrid.CircuitClosed
+	halfOpen = hybrid.CircuitHalfOpen
 
 	toOpen  = "closed>open"
 	probeOK = "open>half-open half-open>closed"
@@ -414,24 +414,24 @@ const (
 func TestLocal(t *testing.T) {
 	f := newFixture(t, hybrid.WithLocalBucket(half), hybrid.WithBreaker(2, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		// The local bucket holds 2 tokens.
-		{at: 0, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.LocalFallback, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.PathLocal, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		// The success reset the count: this is the first failure again.
-		{at: 0, mode: fail, cost: 1, want: allow(0, 2*sec), path: hybrid.LocalFallback, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
+		{at: 0, mode: fail, cost: 1, want: allow(0, 2*sec), path: hybrid.PathLocal, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
 		// Open: the healthy remote is not called until t0+10s.
-		{at: 1 * sec, mode: succeed, cost: 1, want: allow(0, 2*sec), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 9999 * ms, mode: succeed, cost: 2, want: allow(0, 2*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(0, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 9999 * ms, mode: succeed, cost: 2, want: allow(0, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
 		// The probe: the remote's bucket has refilled.
-		{at: 10 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
-		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.LocalFallback, calls: 1, state: closed},
-		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
+		{at: 10 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.PathLocal, calls: 1, state: closed},
+		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
 		// A failed probe opens the breaker for another cooldown.
-		{at: 20 * sec, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: probeKO},
-		{at: 29999 * ms, mode: succeed, cost: 1, want: allow(1, 1*sec), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 30 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
+		{at: 20 * sec, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: probeKO},
+		{at: 29999 * ms, mode: succeed, cost: 1, want: allow(1, 1*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 30 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
 	})
 }
 
@@ -443,10 +443,10 @@ func TestLocalSplit(t *testing.T) {
 	small := spigot.MustBucket("small", 3, spigot.PerSecond(3))
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec), hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket { return b.Split(4) }))
 	f.play(t, small, []step{
-		{at: 0, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
-		{at: 0, mode: fail, cost: 1, want: deny(0, 1334*ms, 1334*ms), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 1334 * ms, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 1334 * ms, mode: fail, cost: 2, want: deny(0, spigot.Never, 1334*ms), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 0, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
+		{at: 0, mode: fail, cost: 1, want: deny(0, 1334*ms, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1334 * ms, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1334 * ms, mode: fail, cost: 2, want: deny(0, spigot.Never, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
 	})
 }
 
@@ -455,11 +455,11 @@ func TestLocalSplit(t *testing.T) {
 func TestLocalSameBucket(t *testing.T) {
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
-		{at: 0, mode: succeed, cost: 3, want: allow(0, 4*sec), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 0, mode: succeed, cost: 5, want: deny(0, spigot.Never, 4*sec), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 0, mode: succeed, cost: 0, want: allow(0, 4*sec), path: hybrid.LocalFallback, calls: 0, state: open},
+		{at: 0, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
+		{at: 0, mode: succeed, cost: 3, want: allow(0, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 0, mode: succeed, cost: 5, want: deny(0, spigot.Never, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 0, mode: succeed, cost: 0, want: allow(0, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
 	})
 }
 
@@ -468,13 +468,13 @@ func TestLocalSameBucket(t *testing.T) {
 func TestFailOpen(t *testing.T) {
 	f := newFixture(t, hybrid.WithPolicy(hybrid.FailOpen), hybrid.WithBreaker(2, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.FailedOpen, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.Remote, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.FailedOpen, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 4, want: admitted, path: hybrid.FailedOpen, calls: 1, state: open, trans: toOpen},
-		{at: 5 * sec, mode: succeed, cost: 4, want: admitted, path: hybrid.FailedOpen, calls: 0, state: open},
-		{at: 10 * sec, mode: fail, cost: 1, want: admitted, path: hybrid.FailedOpen, calls: 1, state: open, trans: probeKO},
-		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
+		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 4, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: open, trans: toOpen},
+		{at: 5 * sec, mode: succeed, cost: 4, want: admitted, path: hybrid.PathFailOpen, calls: 0, state: open},
+		{at: 10 * sec, mode: fail, cost: 1, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: open, trans: probeKO},
+		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
 	})
 }
 
@@ -486,18 +486,18 @@ func TestFailOpen(t *testing.T) {
 func TestFailClosed(t *testing.T) {
 	f := newFixture(t, hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithBreaker(2, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.FailedClosed, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.FailedClosed, calls: 1, state: open, trans: toOpen},
-		{at: 1234500 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 8766*ms, 0), path: hybrid.FailedClosed, calls: 0, state: open},
-		{at: 5 * sec, mode: succeed, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.FailedClosed, calls: 0, state: open},
-		{at: 5 * sec, mode: succeed, cost: 0, want: allow(0, 0), path: hybrid.FailedClosed, calls: 0, state: open}, // a peek is always allowed
-		{at: 9999 * ms, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.FailedClosed, calls: 0, state: open},
-		{at: 9999900 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.FailedClosed, calls: 0, state: open},
+		{at: 0, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.PathFailClosed, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.PathFailClosed, calls: 1, state: open, trans: toOpen},
+		{at: 1234500 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 8766*ms, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 5 * sec, mode: succeed, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 5 * sec, mode: succeed, cost: 0, want: allow(0, 0), path: hybrid.PathFailClosed, calls: 0, state: open}, // a peek is always allowed
+		{at: 9999 * ms, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 9999900 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
 		// A failed probe: the next one is a cooldown away.
-		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.FailedClosed, calls: 1, state: open, trans: probeKO},
-		{at: 15*sec + 1, mode: succeed, cost: 1, want: deny(0, 5*sec, 0), path: hybrid.FailedClosed, calls: 0, state: open},
-		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
-		{at: 20 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.FailedClosed, calls: 1, state: closed},
+		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.PathFailClosed, calls: 1, state: open, trans: probeKO},
+		{at: 15*sec + 1, mode: succeed, cost: 1, want: deny(0, 5*sec, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 20 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.PathFailClosed, calls: 1, state: closed},
 	})
 }
 
@@ -509,27 +509,27 @@ func TestGuard(t *testing.T) {
 	guard := func(b spigot.Bucket) spigot.Bucket { return spigot.MustBucket(b.Name(), 2, b.Rate()) }
 	f := newFixture(t, hybrid.WithGuard(guard), hybrid.WithBreaker(1, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.Remote, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		// The guard's own denial.
-		{at: 0, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
-		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
-		{at: 0, mode: fail, cost: 3, want: deny(0, spigot.Never, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
+		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
+		{at: 0, mode: fail, cost: 3, want: deny(0, spigot.Never, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
 		// The guard refilled a token: the remote fails, the local store
 		// (the same bucket, 4 tokens) decides.
-		{at: 1 * sec, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.LocalFallback, calls: 1, state: open, trans: toOpen},
-		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: open},
+		{at: 1 * sec, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
+		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: open},
 		// The breaker is open: Reset fails, but resets the guard and the
 		// local store.
 		{at: 1 * sec, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
-		{at: 1 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 1 * sec, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.LocalFallback, calls: 0, state: open},
-		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: open},
 		// The probe, then a Reset that reaches the remote.
-		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed, trans: probeOK},
-		{at: 11 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.Guard, calls: 0, state: closed},
+		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 11 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
 		{at: 11 * sec, mode: succeed, reset: true, notFull: true, calls: 1, state: closed},
-		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 	})
 }
 
@@ -540,10 +540,10 @@ func TestGuard(t *testing.T) {
 func TestReset(t *testing.T) {
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		{at: 0, mode: succeed, reset: true, notFull: true, calls: 1, state: closed},
 		{at: 0, mode: succeed, reset: true, notFull: false, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.Remote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		{at: 0, mode: fail, reset: true, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: toOpen},
 		{at: 5 * sec, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
 		{at: 10 * sec, mode: fail, reset: true, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: probeKO},
@@ -602,7 +602,7 @@ func TestInvalidInput(t *testing.T) {
 				if ds, errs, trans := f.rec.take(); len(ds)+len(errs) != 0 || trans != "" {
 					t.Errorf("breaker %v: invalid input was observed: decisions %v, remote errors %v, transitions %q", state, ds, errs, trans)
 				}
-				if got := f.s.State(); got != state {
+				if got := f.s.Circuit(); got != state {
 					t.Errorf("after invalid input: got state %v, want %v", got, state)
 				}
 			}
@@ -671,7 +671,7 @@ func TestCallerCancellation(t *testing.T) {
 			if _, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil {
 				t.Fatalf("Acquire on a failing remote: %v", err)
 			}
-			if got := f.s.State(); got != closed {
+			if got := f.s.Circuit(); got != closed {
 				t.Errorf("after cancelled calls and one failure: got state %v, want %v (2 failures open it)", got, closed)
 			}
 		})
@@ -694,14 +694,14 @@ func TestAbandonedProbe(t *testing.T) {
 		errc <- err
 	}()
 	f.remote.waitHung(t, 1)
-	if got := f.s.State(); got != halfOpen {
+	if got := f.s.Circuit(); got != halfOpen {
 		t.Errorf("during the probe: got state %v, want %v", got, halfOpen)
 	}
 	cancel()
 	if err := <-errc; err != context.Canceled {
 		t.Errorf("the abandoned probe: got %v, want context.Canceled", err)
 	}
-	if got := f.s.State(); got != open {
+	if got := f.s.Circuit(); got != open {
 		t.Errorf("after the abandoned probe: got state %v, want %v", got, open)
 	}
 	_, errs, trans := f.rec.take()
@@ -718,8 +718,8 @@ func TestAbandonedProbe(t *testing.T) {
 	if got := f.remote.calls() - calls; got != 1 {
 		t.Errorf("the next request made %d remote calls, want 1", got)
 	}
-	if _, _, trans := f.rec.take(); trans != probeOK || f.s.State() != closed {
-		t.Errorf("the next request: got transitions %q, state %v; want %q, %v", trans, f.s.State(), probeOK, closed)
+	if _, _, trans := f.rec.take(); trans != probeOK || f.s.Circuit() != closed {
+		t.Errorf("the next request: got transitions %q, state %v; want %q, %v", trans, f.s.Circuit(), probeOK, closed)
 	}
 }
 
@@ -733,9 +733,9 @@ func TestHalfOpen(t *testing.T) {
 		path   hybrid.Path
 		want   spigot.Admission
 	}{
-		{hybrid.Local, hybrid.LocalFallback, allow(3, sec)},
-		{hybrid.FailOpen, hybrid.FailedOpen, admitted},
-		{hybrid.FailClosed, hybrid.FailedClosed, deny(0, 10*sec, 0)},
+		{hybrid.Local, hybrid.PathLocal, allow(3, sec)},
+		{hybrid.FailOpen, hybrid.PathFailOpen, admitted},
+		{hybrid.FailClosed, hybrid.PathFailClosed, deny(0, 10*sec, 0)},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
 			checkGoroutines(t)
@@ -771,7 +771,7 @@ func TestHalfOpen(t *testing.T) {
 			if got := f.remote.calls() - calls; got != 0 {
 				t.Errorf("requests during the probe made %d remote calls, want 0", got)
 			}
-			if got := f.s.State(); got != halfOpen {
+			if got := f.s.Circuit(); got != halfOpen {
 				t.Errorf("during the probe: got state %v, want %v", got, halfOpen)
 			}
 			ds, _, trans := f.rec.take()
@@ -790,9 +790,9 @@ func TestHalfOpen(t *testing.T) {
 				t.Errorf("the probe: %v", err)
 			}
 			ds, _, trans = f.rec.take()
-			if trans != "half-open>closed" || len(ds) != 1 || ds[0].path != hybrid.Remote || f.s.State() != closed {
+			if trans != "half-open>closed" || len(ds) != 1 || ds[0].path != hybrid.PathRemote || f.s.Circuit() != closed {
 				t.Errorf("after the probe: got transitions %q, decisions %v, state %v; want %q, one by %v, %v",
-					trans, ds, f.s.State(), "half-open>closed", hybrid.Remote, closed)
+					trans, ds, f.s.Circuit(), "half-open>closed", hybrid.PathRemote, closed)
 			}
 		})
 	}
@@ -809,9 +809,9 @@ func TestDeadline(t *testing.T) {
 		path   hybrid.Path
 		want   spigot.Admission
 	}{
-		{hybrid.Local, hybrid.LocalFallback, allow(3, sec)},
-		{hybrid.FailOpen, hybrid.FailedOpen, admitted},
-		{hybrid.FailClosed, hybrid.FailedClosed, deny(0, 10*sec, 0)},
+		{hybrid.Local, hybrid.PathLocal, allow(3, sec)},
+		{hybrid.FailOpen, hybrid.PathFailOpen, admitted},
+		{hybrid.FailClosed, hybrid.PathFailClosed, deny(0, 10*sec, 0)},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
 			checkGoroutines(t)
@@ -911,7 +911,7 @@ func TestBreakerFailures(t *testing.T) {
 			if i == c.opensAfter {
 				want = open
 			}
-			if got := f.s.State(); got != want {
+			if got := f.s.Circuit(); got != want {
 				t.Errorf("WithBreaker(%d, 1s): after %d failures: got state %v, want %v", c.failures, i, got, want)
 			}
 		}
@@ -943,18 +943,18 @@ func TestDefaults(t *testing.T) {
 	for range 4 {
 		s.Acquire(t.Context(), cap4, "k", 1)
 	}
-	if got := s.State(); got != open {
+	if got := s.Circuit(); got != open {
 		t.Errorf("after 5 failures: got state %v, want %v", got, open)
 	}
 	remote.set(succeed)
 	clk.Advance(5*sec - 1)
 	s.Acquire(t.Context(), cap4, "k", 1)
-	if got := s.State(); got != open {
+	if got := s.Circuit(); got != open {
 		t.Errorf("5s - 1ns after opening: got state %v, want %v", got, open)
 	}
 	clk.Advance(1)
 	s.Acquire(t.Context(), cap4, "k", 1)
-	if got := s.State(); got != closed {
+	if got := s.Circuit(); got != closed {
 		t.Errorf("5s after opening: got state %v, want %v", got, closed)
 	}
 	remote.releaseAll()
@@ -966,9 +966,9 @@ func TestStrings(t *testing.T) {
 		want string
 	}{
 		{hybrid.Local, "local"}, {hybrid.FailOpen, "fail-open"}, {hybrid.FailClosed, "fail-closed"}, {hybrid.Policy(7), "Policy(7)"},
-		{hybrid.Closed, "closed"}, {hybrid.Open, "open"}, {hybrid.HalfOpen, "half-open"}, {hybrid.Circuit(-1), "Circuit(-1)"},
-		{hybrid.Remote, "remote"}, {hybrid.LocalFallback, "local"}, {hybrid.FailedOpen, "fail-open"},
-		{hybrid.FailedClosed, "fail-closed"}, {hybrid.Guard, "guard"}, {hybrid.Path(9), "Path(9)"},
+		{hybrid.CircuitClosed, "closed"}, {hybrid.CircuitOpen, "open"}, {hybrid.CircuitHalfOpen, "half-open"}, {hybrid.Circuit(-1), "Circuit(-1)"},
+		{hybrid.PathRemote, "remote"}, {hybrid.PathLocal, "local"}, {hybrid.PathFailOpen, "fail-open"},
+		{hybrid.PathFailClosed, "fail-closed"}, {hybrid.PathGuard, "guard"}, {hybrid.Path(9), "Path(9)"},
 	} {
 		if s := c.got.String(); s != c.want {
 			t.Errorf("got %q, want %q", s, c.want)
@@ -983,7 +983,7 @@ func TestStrings(t *testing.T) {
 func healthy(t *testing.T) hybrid.Observer {
 	return hybrid.Observer{
 		Decision: func(b spigot.Bucket, p hybrid.Path, _ spigot.Admission) {
-			if p != hybrid.Remote {
+			if p != hybrid.PathRemote {
 				t.Errorf("bucket %v: a decision by %v with a healthy remote", b, p)
 			}
 		},

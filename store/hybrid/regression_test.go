@@ -41,7 +41,7 @@ func TestOneProbeDespiteStaleAbandon(t *testing.T) {
 	if err := <-stale; err != context.Canceled {
 		t.Errorf("the stale request: got %v, want context.Canceled", err)
 	}
-	if got := f.s.State(); got != halfOpen {
+	if got := f.s.Circuit(); got != halfOpen {
 		t.Errorf("a non-probe request abandoned during the probe: got state %v, want %v", got, halfOpen)
 	}
 	f.remote.set(fail)
