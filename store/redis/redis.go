@@ -4,10 +4,11 @@
 //
 // Each request is one EVALSHA of the shared script (package store), which
 // applies spigot's model to one key atomically on the server, with the
-// server's clock. It works with any goredis.Scripter: *goredis.Client,
-// *goredis.ClusterClient, *goredis.Ring and goredis.UniversalClient. A
-// request touches one key, so it runs on any cluster as it is; see the
-// README for hash tags.
+// server's clock. It works with any goredis.UniversalClient:
+// *goredis.Client, *goredis.ClusterClient and *goredis.Ring. A pipeline
+// or a transaction (goredis.Pipeliner) is not one, since it would only
+// queue the request: New does not accept it. A request touches one key,
+// so it runs on any cluster as it is; see the README for hash tags.
 //
 // A request is sent once. After a NOSCRIPT reply (a server restarted, a
 // replica promoted, a SCRIPT FLUSH) the script is sent again with EVAL,
@@ -56,7 +57,7 @@ var _ spigot.Store = (*Store)(nil)
 // use. It does not own the client: closing the client is the caller's
 // business. The zero Store is not usable; call New.
 type Store struct {
-	client goredis.Scripter
+	client goredis.UniversalClient
 	prefix string
 	clock  clock.Clock
 	args   *store.Args
@@ -84,7 +85,7 @@ func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns a store that keeps its state in the server behind client.
 // It panics if client is nil or WithPrefix was given an invalid prefix.
-func New(client goredis.Scripter, opts ...Option) *Store {
+func New(client goredis.UniversalClient, opts ...Option) *Store {
 	if store.Nil(client) {
 		panic("spigot: redis: New: nil client")
 	}
@@ -123,13 +124,6 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 	return store.DecodeReset(reply)
 }
 
-// processor is what every go-redis client (Client, ClusterClient, Ring,
-// UniversalClient) has beside Scripter: the store sends its own commands
-// through it, marked never to be resent.
-type processor interface {
-	Process(ctx context.Context, cmd goredis.Cmder) error
-}
-
 // onceCmd is a command that go-redis never resends once it may have
 // reached the server, whatever the client's MaxRetries or, on a
 // ClusterClient, MaxRedirects (which still follows MOVED and ASK, whose
@@ -148,30 +142,20 @@ type call struct {
 }
 
 // run sends the script with EVALSHA, and with EVAL only after an explicit
-// NOSCRIPT reply.
+// NOSCRIPT reply, through Process, marked never to be resent.
 func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv [6]any) (any, error) {
-	full := store.Key(s.prefix, b, key)
-	var reply any
-	var err error
-	if p, ok := s.client.(processor); ok {
-		c := &call{line: [10]any{"evalsha", sha1Arg, 1, full}}
-		copy(c.line[4:], argv[:])
-		cmd := goredis.NewCmd(ctx, c.line[:]...)
+	c := &call{line: [10]any{"evalsha", sha1Arg, 1, store.Key(s.prefix, b, key)}}
+	copy(c.line[4:], argv[:])
+	cmd := goredis.NewCmd(ctx, c.line[:]...)
+	cmd.SetFirstKeyPos(3)
+	err := s.client.Process(ctx, onceCmd{cmd})
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		c.line[0], c.line[1] = "eval", scriptArg
+		cmd = goredis.NewCmd(ctx, c.line[:]...)
 		cmd.SetFirstKeyPos(3)
-		if err = p.Process(ctx, onceCmd{cmd}); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			c.line[0], c.line[1] = "eval", scriptArg
-			cmd = goredis.NewCmd(ctx, c.line[:]...)
-			cmd.SetFirstKeyPos(3)
-			err = p.Process(ctx, onceCmd{cmd})
-		}
-		reply = cmd.Val()
-	} else {
-		keys := []string{full}
-		reply, err = s.client.EvalSha(ctx, store.SHA1, keys, argv[:]...).Result()
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			reply, err = s.client.Eval(ctx, store.Script, keys, argv[:]...).Result()
-		}
+		err = s.client.Process(ctx, onceCmd{cmd})
 	}
+	reply := cmd.Val()
 	if err != nil {
 		var replyErr goredis.Error // an error reply of the server
 		return nil, store.Err("redis", err, errors.As(err, &replyErr))

@@ -1,6 +1,7 @@
 package redis_test
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -26,16 +27,21 @@ func TestConformanceMiniredis(t *testing.T) {
 	})
 }
 
-// scripterOnly hides every method of a client but Scripter's, as a
-// Scripter of the caller's own (a wrapper for tracing, say) would.
-type scripterOnly struct{ goredis.Scripter }
-
-// TestConformanceScripterOnly: a Scripter without Process gets the same
-// answers, through EvalSha and Eval.
-func TestConformanceScripterOnly(t *testing.T) {
-	conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
-		return redis.New(scripterOnly{client(t, miniredis.RunT(t).Addr())}, redis.WithClock(clk))
-	})
+// TestNoPipeline: New takes a UniversalClient, which a pipeline or a
+// transaction is not, so redis.New(rdb.Pipeline()), which could only
+// queue requests, does not compile.
+func TestNoPipeline(t *testing.T) {
+	universal := reflect.TypeFor[goredis.UniversalClient]()
+	for _, typ := range []reflect.Type{reflect.TypeFor[goredis.Pipeliner](), reflect.TypeFor[*goredis.Pipeline]()} {
+		if typ.Implements(universal) {
+			t.Errorf("%v implements goredis.UniversalClient: redis.New would take a pipeline", typ)
+		}
+	}
+	for _, typ := range []reflect.Type{reflect.TypeFor[*goredis.Client](), reflect.TypeFor[*goredis.ClusterClient](), reflect.TypeFor[*goredis.Ring]()} {
+		if !typ.Implements(universal) {
+			t.Errorf("%v does not implement goredis.UniversalClient: redis.New would not take it", typ)
+		}
+	}
 }
 
 func TestConformanceServers(t *testing.T) {
