@@ -213,6 +213,9 @@ func (c *Cluster) ok() error {
 				return fmt.Errorf("%s: slots %v are still served by %s, which is down", n.Addr, v.slots, addr)
 			}
 		}
+		if err := n.shardIDsSettled(); err != nil {
+			return err
+		}
 		views[n] = view
 	}
 	for n, view := range views {
@@ -224,6 +227,39 @@ func (c *Cluster) ok() error {
 			if seen.replicaOf != self.replicaOf {
 				return fmt.Errorf("%s sees %s as %s; it is %s", n.Addr, m.Addr, seen.role(), self.role())
 			}
+		}
+	}
+	return nil
+}
+
+// shardIDsSettled checks that n's nodes.conf gives every replica the
+// shard id of its primary. Until the shard ids have spread through the
+// cluster they may differ, and a node killed then cannot start again:
+// valkey-server 8.0 rejects its own nodes.conf as corrupted (valkey
+// issues 774 and 2171, fixed in later versions). Servers that write no
+// shard ids pass.
+func (n *Server) shardIDsSettled() error {
+	conf, err := os.ReadFile(filepath.Join(n.dir, "nodes.conf"))
+	if err != nil {
+		return err
+	}
+	shard := make(map[string]string)   // node id → shard id
+	primary := make(map[string]string) // replica id → its primary's id
+	for _, line := range strings.Split(string(conf), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[0] == "vars" {
+			continue
+		}
+		if _, id, ok := strings.Cut(f[1], "shard-id="); ok {
+			shard[f[0]], _, _ = strings.Cut(id, ",")
+		}
+		if f[3] != "-" {
+			primary[f[0]] = f[3]
+		}
+	}
+	for replica, p := range primary {
+		if shard[replica] != shard[p] {
+			return fmt.Errorf("%s: nodes.conf gives replica %s shard id %q and its primary %s %q", n.Addr, replica, shard[replica], p, shard[p])
 		}
 	}
 	return nil
