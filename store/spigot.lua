@@ -119,11 +119,12 @@ end
 local fullat = now + ms * 1000
 if fullat < stamp then
 	fullat = stamp
+	ms = ceildiv(stamp - now, 1000)
 end
 if fullat <= now then
 	redis.call('DEL', KEYS[1])
 else
 	local state = string.format('%d %d %d %d', tokens, stamp, scale, fullat)
-	redis.call('SET', KEYS[1], state, 'PX', ceildiv(fullat - now, 1000) + tonumber(ARGV[6]))
+	redis.call('SET', KEYS[1], state, 'PX', ms + tonumber(ARGV[6]))
 end
 return {allowed, quo(tokens, scale), retry, reset}
