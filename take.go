@@ -56,22 +56,21 @@ type Admission struct {
 
 // Take applies one request of cost tokens, made at now, to the state s of
 // a key of bucket b, and returns the new state to store and the decision.
-// The new state is the zero State when the bucket is full and the clock
-// is not behind its stamp: there is nothing to keep, and a store may
-// delete the key.
 // It is a pure function: it neither reads a clock nor keeps anything, so a
 // store only has to make the read of s, the call, and the write of the
-// result atomic.
+// result atomic. The new state is the zero State when the bucket is full
+// and the clock is not behind its stamp: there is nothing to keep, and a
+// store may delete the key.
 //
 // Time counts in whole microseconds (now is truncated). The bucket first
 // refills for the time since s.Stamp (none if now is earlier: a clock that
 // steps back never adds tokens, and the stamp never moves back). Only a
 // kept state remembers its stamp: once a full bucket's state is the zero
 // State, a clock that steps back starts the bucket again, full, at the
-// earlier instant. Then a
-// cost above b.Capacity() is denied with RetryAfter Never; a cost the
-// bucket holds is taken and allowed; anything else is denied and takes
-// nothing. A cost of 0 is always allowed and still refills the state.
+// earlier instant. Then a cost above b.Capacity() is denied with
+// RetryAfter Never; a cost the bucket holds is taken and allowed; anything
+// else is denied and takes nothing. A cost of 0 is always allowed and
+// still refills the state.
 //
 // A state whose FullAt has come is a full bucket, as if it had never been
 // stored: the bucket was full again under the config it was stored with.
