@@ -895,7 +895,8 @@ func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
 // A fakeServer speaks just enough RESP to stand in for a server that
 // answers EVALSHA and EVAL as a test says; it answers PING, and rejects
 // every other command (HELLO included, so clients fall back to RESP2) as
-// an unknown command. It counts the EVALSHA and EVAL it receives.
+// an unknown command. It counts the EVALSHA and EVAL it receives, and can
+// tell when it has read everything a client sent (waitRead).
 type fakeServer struct {
 	addr          string
 	evalsha, eval atomic.Int64
@@ -903,6 +904,12 @@ type fakeServer struct {
 	// answer nothing more on that connection (it still reads and counts),
 	// or "drop" to close the connection.
 	answer func(cmd string) string
+
+	mu       sync.Mutex
+	closed   bool
+	accepted []net.Conn        // in the order accepted
+	read     map[net.Conn]bool // read to its end, or dropped
+	changed  chan struct{}     // closed, and replaced, at each change
 }
 
 func startFake(t *testing.T, answer func(cmd string) string) *fakeServer {
@@ -911,50 +918,59 @@ func startFake(t *testing.T, answer func(cmd string) string) *fakeServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeServer{addr: l.Addr().String(), answer: answer}
-	var (
-		mu     sync.Mutex
-		conns  []net.Conn
-		closed bool
-		wg     sync.WaitGroup
-	)
+	f := &fakeServer{addr: l.Addr().String(), answer: answer, read: map[net.Conn]bool{}, changed: make(chan struct{})}
+	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			if closed {
-				mu.Unlock()
+			f.mu.Lock()
+			if f.closed {
+				f.mu.Unlock()
 				c.Close()
 				return
 			}
-			conns = append(conns, c)
+			f.accepted = append(f.accepted, c)
+			f.notify()
 			wg.Go(func() { f.serve(c) }) // this goroutine still counts: Wait has not returned
-			mu.Unlock()
+			f.mu.Unlock()
 		}
 	})
 	t.Cleanup(func() {
 		l.Close()
-		mu.Lock()
-		closed = true
-		for _, c := range conns {
+		f.mu.Lock()
+		f.closed = true
+		for _, c := range f.accepted {
 			c.Close()
 		}
-		mu.Unlock()
+		f.mu.Unlock()
 		wg.Wait()
 	})
 	return f
 }
 
+// notify wakes waitRead; f.mu is held.
+func (f *fakeServer) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
 func (f *fakeServer) serve(c net.Conn) {
+	defer func() {
+		c.Close()
+		f.mu.Lock()
+		f.read[c] = true
+		f.notify()
+		f.mu.Unlock()
+	}()
 	r := bufio.NewReader(c)
 	mute := false // once a command goes unanswered, so do all that follow
 	for {
 		args, err := readCommand(r)
 		if err != nil {
-			return
+			return // the client closed the connection, or the test ended
 		}
 		var reply string
 		switch cmd := strings.ToUpper(args[0]); cmd {
@@ -968,7 +984,6 @@ func (f *fakeServer) serve(c net.Conn) {
 			}
 			reply = f.answer(cmd)
 			if reply == "drop" {
-				c.Close()
 				return
 			}
 			mute = mute || reply == ""
@@ -980,6 +995,47 @@ func (f *fakeServer) serve(c net.Conn) {
 		}
 		if _, err := io.WriteString(c, reply); err != nil {
 			return
+		}
+	}
+}
+
+// waitRead waits, once the client is closed, until the server has read
+// everything the client sent: it connects once more itself and waits until
+// that connection is accepted (connections are accepted in the order they
+// were made, so every connection of the client is accepted by then), and
+// until every connection accepted before it has been read to its end. It
+// fails t after 10 seconds.
+func (f *fakeServer) waitRead(t *testing.T) {
+	t.Helper()
+	marker, err := net.Dial("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer marker.Close()
+	timeout := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		pending := -1 // until the marker is accepted
+		for i, c := range f.accepted {
+			if c.RemoteAddr().String() == marker.LocalAddr().String() {
+				pending = 0
+				for _, c := range f.accepted[:i] {
+					if !f.read[c] {
+						pending++
+					}
+				}
+				break
+			}
+		}
+		changed := f.changed
+		f.mu.Unlock()
+		if pending == 0 {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("after 10s the server has not read to their end the connections of a closed client (%d left, -1: its own not accepted)", pending)
 		}
 	}
 }
@@ -1076,7 +1132,7 @@ func TestMalformedReply(t *testing.T) {
 // A replay could come after Acquire returned (a client may write from a
 // goroutine of its own), so the timeout and connection-lost cases count
 // what the server got only once the client is closed and the server has
-// read everything it sent, on every connection (replayServer.waitRead).
+// read everything it sent, on every connection (fakeServer.waitRead).
 func TestNoReplay(t *testing.T) {
 	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	for _, ps := range protoStores {
@@ -1087,7 +1143,7 @@ func TestNoReplay(t *testing.T) {
 				// nothing, which is no replay but tests nothing either, so
 				// the test tries again with a longer deadline.
 				for deadline := 50 * time.Millisecond; ; deadline *= 2 {
-					f := startReplayServer(t, false)
+					f := startFake(t, func(string) string { return "" }) // never answers
 					ok := t.Run(fmt.Sprintf("deadline=%v", deadline), func(t *testing.T) {
 						s := ps.new(t, []string{f.addr}, storeOpts{}) // closed when this test ends
 						ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -1120,7 +1176,7 @@ func TestNoReplay(t *testing.T) {
 			t.Run("connection-lost", func(t *testing.T) {
 				// The server reads the request and drops the connection: it
 				// may have run the script.
-				f := startReplayServer(t, true)
+				f := startFake(t, func(string) string { return "drop" })
 				ok := t.Run("acquire", func(t *testing.T) {
 					s := ps.new(t, []string{f.addr}, storeOpts{}) // closed when this test ends
 					a, err := s.Acquire(context.Background(), b, "k", 1)
@@ -1166,142 +1222,5 @@ func TestNoReplay(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// A replayServer stands in for a server that reads a request and never
-// answers it, or, with drop, closes the connection on it. It counts the
-// EVALSHA and EVAL it reads, answers PING until then, and rejects every
-// other command (HELLO included) as unknown. Unlike fakeServer, it can
-// tell when it has read everything a client sent.
-type replayServer struct {
-	addr          string
-	drop          bool
-	evalsha, eval atomic.Int64
-
-	mu       sync.Mutex
-	accepted []net.Conn        // in the order accepted
-	read     map[net.Conn]bool // read to its end, or dropped
-	changed  chan struct{}     // closed, and replaced, at each change
-}
-
-// startReplayServer starts a replayServer, stopped when t ends.
-func startReplayServer(t *testing.T, drop bool) *replayServer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &replayServer{addr: l.Addr().String(), drop: drop, read: map[net.Conn]bool{}, changed: make(chan struct{})}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			f.mu.Lock()
-			f.accepted = append(f.accepted, c)
-			f.notify()
-			f.mu.Unlock()
-			wg.Go(func() { f.serve(c) })
-		}
-	})
-	t.Cleanup(func() {
-		l.Close()
-		f.mu.Lock()
-		for _, c := range f.accepted {
-			c.Close()
-		}
-		f.mu.Unlock()
-		wg.Wait()
-	})
-	return f
-}
-
-// notify wakes waitRead; f.mu is held.
-func (f *replayServer) notify() {
-	close(f.changed)
-	f.changed = make(chan struct{})
-}
-
-func (f *replayServer) serve(c net.Conn) {
-	defer func() {
-		c.Close()
-		f.mu.Lock()
-		f.read[c] = true
-		f.notify()
-		f.mu.Unlock()
-	}()
-	r := bufio.NewReader(c)
-	mute := false // once a request goes unanswered, so does all that follows
-	for {
-		args, err := readCommand(r)
-		if err != nil {
-			return // the client closed the connection, or the test ended
-		}
-		var reply string
-		switch cmd := strings.ToUpper(args[0]); cmd {
-		case "PING":
-			reply = "+PONG\r\n"
-		case "EVALSHA", "EVAL":
-			if cmd == "EVALSHA" {
-				f.evalsha.Add(1)
-			} else {
-				f.eval.Add(1)
-			}
-			if f.drop {
-				return
-			}
-			mute = true
-		default:
-			reply = fmt.Sprintf("-ERR unknown command '%s'\r\n", args[0])
-		}
-		if !mute {
-			if _, err := io.WriteString(c, reply); err != nil {
-				return
-			}
-		}
-	}
-}
-
-// waitRead waits, once the client is closed, until the server has read
-// everything the client sent: it connects once more itself and waits until
-// that connection is accepted (connections are accepted in the order they
-// were made, so every connection of the client is accepted by then), and
-// until every connection accepted before it has been read to its end. It
-// fails t after 10 seconds.
-func (f *replayServer) waitRead(t *testing.T) {
-	t.Helper()
-	marker, err := net.Dial("tcp", f.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer marker.Close()
-	timeout := time.After(10 * time.Second)
-	for {
-		f.mu.Lock()
-		pending := -1 // until the marker is accepted
-		for i, c := range f.accepted {
-			if c.RemoteAddr().String() == marker.LocalAddr().String() {
-				pending = 0
-				for _, c := range f.accepted[:i] {
-					if !f.read[c] {
-						pending++
-					}
-				}
-				break
-			}
-		}
-		changed := f.changed
-		f.mu.Unlock()
-		if pending == 0 {
-			return
-		}
-		select {
-		case <-changed:
-		case <-timeout:
-			t.Fatalf("after 10s the server has not read to their end the connections of a closed client (%d left, -1: its own not accepted)", pending)
-		}
 	}
 }
