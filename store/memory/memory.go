@@ -277,10 +277,8 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 		return false, nil
 	}
 	sh.remove(h, e)
-	if e.state.FullAt <= now.UnixMicro() {
-		return false, nil
-	}
-	_, a := b.Take(e.state, now, 0) // the bucket as it is now, under b's config
+	// The bucket as it is now, under b's config (full from FullAt on).
+	_, a := b.Take(e.state, now, 0)
 	return a.ResetAfter > 0, nil
 }
 
