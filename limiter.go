@@ -22,10 +22,10 @@ package spigot
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/nilcheck"
 )
 
 // A Store keeps the state of every key of every bucket and applies requests
@@ -71,7 +71,7 @@ func WithClock(c clock.Clock) Option {
 // programmer error, found at once rather than at the first request); a
 // zero b makes every call fail with ErrInvalidBucket.
 func New(s Store, b Bucket, opts ...Option) *Limiter {
-	if isNil(s) {
+	if nilcheck.Nil(s) {
 		panic("spigot: New: nil Store")
 	}
 	l := &Limiter{store: s, bucket: b, clock: clock.System()}
@@ -138,15 +138,6 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Admission, 
 			return Admission{}, err
 		}
 	}
-}
-
-// isNil reports whether s is nil or holds a nil pointer.
-func isNil(s Store) bool {
-	if s == nil {
-		return true
-	}
-	v := reflect.ValueOf(s)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // afterer is the optional capability of a clock that can wait, such as

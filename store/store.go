@@ -19,7 +19,6 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,19 +83,6 @@ func CheckPrefix(p string) error {
 		return fmt.Errorf("spigot: prefix %q must not contain '{' or '}': a hash tag would put every key of the store in one cluster slot", p)
 	}
 	return nil
-}
-
-// Nil reports whether client, handed to a store's New, is nil: a nil
-// interface or one that holds a nil pointer.
-func Nil(client any) bool {
-	if client == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(client); v.Kind() {
-	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
-		return v.IsNil()
-	}
-	return false
 }
 
 // Args builds the script's arguments. It formats a bucket's parameters

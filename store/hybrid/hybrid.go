@@ -71,7 +71,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
-	"github.com/spigot-go/spigot/store"
+	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -275,9 +275,9 @@ func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 // fails, which is too late to find out.
 func New(remote, local spigot.Store, opts ...Option) *Store {
 	switch {
-	case store.Nil(remote):
+	case nilcheck.Nil(remote):
 		panic("spigot: hybrid: New: nil remote store")
-	case store.Nil(local):
+	case nilcheck.Nil(local):
 		panic("spigot: hybrid: New: nil local store (the fallback while the remote is unavailable)")
 	}
 	s := &Store{

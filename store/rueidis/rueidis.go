@@ -38,6 +38,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/store"
 )
 
@@ -76,7 +77,7 @@ func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 // New returns a store that keeps its state in the server behind client.
 // It panics if client is nil or WithPrefix was given an invalid prefix.
 func New(client rueidis.Client, opts ...Option) *Store {
-	if store.Nil(client) {
+	if nilcheck.Nil(client) {
 		panic("spigot: rueidis: New: nil client")
 	}
 	s := &Store{client: client, prefix: store.DefaultPrefix}
