@@ -126,7 +126,7 @@ func BenchmarkXTimeRate(b *testing.B) {
 	})
 }
 
-func mustAcquire(tb testing.TB, s spigot.Store, bk spigot.Bucket, key string, cost int64) {
+func mustAcquire(tb testing.TB, s spigot.Store, bk spigot.Limit, key string, cost int64) {
 	tb.Helper()
 	if _, err := s.Acquire(context.Background(), bk, key, cost); err != nil {
 		tb.Fatal(err)

@@ -3,12 +3,12 @@ package spigot
 import "errors"
 
 // The sentinel errors. Errors returned by this module wrap them with detail;
-// match them with errors.Is. A denial is never an error: it is an Admission
+// match them with errors.Is. A denial is never an error: it is an Decision
 // with Allowed false.
 var (
-	// ErrInvalidBucket reports a bucket that NewBucket rejected, or the zero
-	// Bucket handed to a store.
-	ErrInvalidBucket = errors.New("spigot: invalid bucket")
+	// ErrInvalidLimit reports a bucket that NewBucket rejected, or the zero
+	// Limit handed to a store.
+	ErrInvalidLimit = errors.New("spigot: invalid bucket")
 
 	// ErrInvalidCost reports a negative cost.
 	ErrInvalidCost = errors.New("spigot: invalid cost")

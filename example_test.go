@@ -88,13 +88,13 @@ func ExampleLimiter_Wait() {
 
 // Take is the whole model as a pure function: a store for any database only
 // has to read a State, call Take and write the result atomically.
-func ExampleBucket_Take() {
+func ExampleLimit_Take() {
 	b := spigot.MustBucket("api", 2, spigot.PerSecond(1))
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 	var st spigot.State // the zero State is a full bucket
 	for _, at := range []time.Duration{0, 0, 0, 1500 * time.Millisecond} {
-		var a spigot.Admission
+		var a spigot.Decision
 		st, a = b.Take(st, t0.Add(at), 1)
 		fmt.Printf("t0+%v: %+v\n", at, a)
 	}
@@ -124,7 +124,7 @@ func ExampleNewBucket() {
 // Four replicas that each enforce Split(4) of a bucket admit together
 // about what the bucket admits: a quarter of the capacity and of the rate
 // each, as store/hybrid's local fallback while Redis is down.
-func ExampleBucket_Split() {
+func ExampleLimit_Split() {
 	login := spigot.MustBucket("login", 20, spigot.Per(20, 3*time.Second))
 	fmt.Println(login.Split(4))
 	fmt.Println(spigot.MustBucket("small", 3, spigot.PerSecond(3)).Split(4)) // never 0 tokens

@@ -1,11 +1,11 @@
 // Package spigot rate-limits anything by name: login attempts per IP
 // address, API calls per tenant, exported rows per account.
 //
-// It has one exact token-bucket model (Bucket.Take) behind a small Store
+// It has one exact token-bucket model (Limit.Take) behind a small Store
 // interface, with stores in process (store/memory), shared by every
 // replica of a service (store/redis, store/valkey, store/rueidis), and a
 // hybrid of the two (store/hybrid) that keeps limiting in process while
-// Redis is down. A Limiter ties a Store to a Bucket:
+// Redis is down. A Limiter ties a Store to a Limit:
 //
 //	var login = spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 //	limiter := spigot.New(memory.New(), login)
@@ -30,27 +30,27 @@ import (
 
 // A Store keeps the state of every key of every bucket and applies requests
 // to it atomically. Implementations must be safe for concurrent use and keep
-// the model of Bucket.Take; package conformance checks that they do.
+// the model of Limit.Take; package conformance checks that they do.
 type Store interface {
 	// Acquire takes cost tokens from the bucket b of key if it holds that
-	// many, and reports the decision. A denial is an Admission with Allowed
-	// false, not an error. It returns an error wrapping ErrInvalidBucket for
-	// the zero Bucket and ErrInvalidCost for a negative cost (see
-	// Bucket.Check), and the store's own errors (a lost connection, a
+	// many, and reports the decision. A denial is an Decision with Allowed
+	// false, not an error. It returns an error wrapping ErrInvalidLimit for
+	// the zero Limit and ErrInvalidCost for a negative cost (see
+	// Limit.Check), and the store's own errors (a lost connection, a
 	// cancelled context) wrapped.
-	Acquire(ctx context.Context, b Bucket, key string, cost int64) (Admission, error)
+	Acquire(ctx context.Context, b Limit, key string, cost int64) (Decision, error)
 
 	// Reset fills the bucket b of key again, by forgetting its state. It
 	// reports whether the bucket was not full before. It returns an error
-	// wrapping ErrInvalidBucket for the zero Bucket.
-	Reset(ctx context.Context, b Bucket, key string) (bool, error)
+	// wrapping ErrInvalidLimit for the zero Limit.
+	Reset(ctx context.Context, b Limit, key string) (bool, error)
 }
 
-// A Limiter applies one Bucket to many keys in one Store. It is safe for
+// A Limiter applies one Limit to many keys in one Store. It is safe for
 // concurrent use. Create one with New; the zero Limiter is not usable.
 type Limiter struct {
 	store  Store
-	bucket Bucket
+	bucket Limit
 	clock  clock.Clock
 }
 
@@ -69,8 +69,8 @@ func WithClock(c clock.Clock) Option {
 
 // New returns a Limiter that applies b in s. It panics if s is nil (a
 // programmer error, found at once rather than at the first request); a
-// zero b makes every call fail with ErrInvalidBucket.
-func New(s Store, b Bucket, opts ...Option) *Limiter {
+// zero b makes every call fail with ErrInvalidLimit.
+func New(s Store, b Limit, opts ...Option) *Limiter {
 	if nilcheck.Nil(s) {
 		panic("spigot: New: nil Store")
 	}
@@ -81,18 +81,18 @@ func New(s Store, b Bucket, opts ...Option) *Limiter {
 	return l
 }
 
-// Bucket returns the bucket the limiter applies.
-func (l *Limiter) Bucket() Bucket { return l.bucket }
+// Limit returns the bucket the limiter applies.
+func (l *Limiter) Limit() Limit { return l.bucket }
 
 // Allow is Acquire with a cost of 1.
-func (l *Limiter) Allow(ctx context.Context, key string) (Admission, error) {
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 	return l.store.Acquire(ctx, l.bucket, key, 1)
 }
 
 // Acquire takes cost tokens for key if the bucket holds them; see
 // Store.Acquire. A cost of 0 peeks: it is always allowed and reports what
 // remains.
-func (l *Limiter) Acquire(ctx context.Context, key string, cost int64) (Admission, error) {
+func (l *Limiter) Acquire(ctx context.Context, key string, cost int64) (Decision, error) {
 	return l.store.Acquire(ctx, l.bucket, key, cost)
 }
 
@@ -112,16 +112,16 @@ func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
 // an error wrapping context.DeadlineExceeded when ctx's deadline falls
 // before the retry would be allowed (as x/time/rate does), so a caller with
 // a deadline does not sleep in vain.
-func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Admission, error) {
+func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Decision, error) {
 	if err := l.bucket.Check(cost); err != nil {
-		return Admission{}, err
+		return Decision{}, err
 	}
 	if cost > l.bucket.capacity {
-		return Admission{RetryAfter: Never}, fmt.Errorf("%w: cost %d, capacity %d", ErrNeverAdmitted, cost, l.bucket.capacity)
+		return Decision{RetryAfter: Never}, fmt.Errorf("%w: cost %d, capacity %d", ErrNeverAdmitted, cost, l.bucket.capacity)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return Admission{}, err
+			return Decision{}, err
 		}
 		a, err := l.store.Acquire(ctx, l.bucket, key, cost)
 		if err != nil || a.Allowed {
@@ -135,7 +135,7 @@ func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Admission, 
 				key, cost, a.RetryAfter, context.DeadlineExceeded)
 		}
 		if err := l.sleep(ctx, a.RetryAfter); err != nil {
-			return Admission{}, err
+			return Decision{}, err
 		}
 	}
 }

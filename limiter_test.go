@@ -26,13 +26,13 @@ func TestLimiterAllowAcquireReset(t *testing.T) {
 	l, _ := newLimiter(t, 2, spigot.PerSecond(1))
 	ctx := context.Background()
 	steps := []struct {
-		do   func() (spigot.Admission, error)
-		want spigot.Admission
+		do   func() (spigot.Decision, error)
+		want spigot.Decision
 	}{
-		{func() (spigot.Admission, error) { return l.Allow(ctx, "k") }, allow(1, 1*s)},
-		{func() (spigot.Admission, error) { return l.Acquire(ctx, "k", 2) }, deny(1, 1*s, 1*s)},
-		{func() (spigot.Admission, error) { return l.Acquire(ctx, "k", 1) }, allow(0, 2*s)},
-		{func() (spigot.Admission, error) { return l.Allow(ctx, "other") }, allow(1, 1*s)},
+		{func() (spigot.Decision, error) { return l.Allow(ctx, "k") }, allow(1, 1*s)},
+		{func() (spigot.Decision, error) { return l.Acquire(ctx, "k", 2) }, deny(1, 1*s, 1*s)},
+		{func() (spigot.Decision, error) { return l.Acquire(ctx, "k", 1) }, allow(0, 2*s)},
+		{func() (spigot.Decision, error) { return l.Allow(ctx, "other") }, allow(1, 1*s)},
 	}
 	for i, st := range steps {
 		got, err := st.do()
@@ -46,8 +46,8 @@ func TestLimiterAllowAcquireReset(t *testing.T) {
 	if a, err := l.Acquire(ctx, "k", 2); !a.Allowed || err != nil {
 		t.Errorf("after Reset: %+v, %v; want a full bucket", a, err)
 	}
-	if l.Bucket().Name() != "test" {
-		t.Errorf("Bucket().Name() = %q", l.Bucket().Name())
+	if l.Limit().Name() != "test" {
+		t.Errorf("Limit().Name() = %q", l.Limit().Name())
 	}
 }
 
@@ -59,7 +59,7 @@ func TestWait(t *testing.T) {
 	if _, err := l.Acquire(ctx, "k", 3); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan spigot.Admission)
+	done := make(chan spigot.Decision)
 	go func() {
 		a, err := l.Wait(ctx, "k", 2)
 		if err != nil {
@@ -86,7 +86,7 @@ func TestWaitRetriesWhenRaced(t *testing.T) {
 	l, clk := newLimiter(t, 1, spigot.PerSecond(1))
 	ctx := context.Background()
 	l.Allow(ctx, "k")
-	done := make(chan spigot.Admission)
+	done := make(chan spigot.Decision)
 	go func() {
 		a, err := l.Wait(ctx, "k", 1)
 		if err != nil {
@@ -190,10 +190,10 @@ type failing struct{}
 
 var errDown = errors.New("store down")
 
-func (failing) Acquire(context.Context, spigot.Bucket, string, int64) (spigot.Admission, error) {
-	return spigot.Admission{}, errDown
+func (failing) Acquire(context.Context, spigot.Limit, string, int64) (spigot.Decision, error) {
+	return spigot.Decision{}, errDown
 }
-func (failing) Reset(context.Context, spigot.Bucket, string) (bool, error) { return false, errDown }
+func (failing) Reset(context.Context, spigot.Limit, string) (bool, error) { return false, errDown }
 
 func TestWaitReturnsStoreError(t *testing.T) {
 	l := spigot.New(failing{}, spigot.MustBucket("b", 1, spigot.PerSecond(1)))

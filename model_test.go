@@ -13,9 +13,9 @@ import (
 	"github.com/spigot-go/spigot"
 )
 
-// This file checks Bucket.Take against refModel, an independent statement of
-// the model (Bucket and Take's docs) in exact rational arithmetic (math/big), on random and
-// fuzzed sequences of requests: every field of every Admission, the tokens
+// This file checks Limit.Take against refModel, an independent statement of
+// the model (Limit and Take's docs) in exact rational arithmetic (math/big), on random and
+// fuzzed sequences of requests: every field of every Decision, the tokens
 // left, and the interval bound capacity + floor(T × refill).
 
 // refModel is the model of one key, written from its formulas with
@@ -53,7 +53,7 @@ func (m *refModel) reconfigure(capacity int64, r spigot.Rate) {
 }
 
 // take applies one request of cost tokens at now (µs).
-func (m *refModel) take(now, cost int64) spigot.Admission {
+func (m *refModel) take(now, cost int64) spigot.Decision {
 	capacity := refInt(m.capacity)
 	if m.tokens != nil && now >= m.fullAt { // full again: as if never seen
 		m.tokens = nil
@@ -69,7 +69,7 @@ func (m *refModel) take(now, cost int64) spigot.Admission {
 	} else {
 		lag = m.stamp - now
 	}
-	var a spigot.Admission
+	var a spigot.Decision
 	c := refInt(cost)
 	switch {
 	case cost > m.capacity:
@@ -131,7 +131,7 @@ type refOp struct {
 	ns    int64          // sub-microsecond nanoseconds of the new instant, which Take must ignore
 	cost  int64          // tokens asked for
 	retry bool           // dt is the last RetryAfter and cost the last cost: must be allowed
-	b     *spigot.Bucket // non-nil: the config changes to b before the step
+	b     *spigot.Limit // non-nil: the config changes to b before the step
 }
 
 // refEvent is one step, for the interval check.
@@ -154,30 +154,30 @@ func (p refPast) String() string {
 	return s
 }
 
-// refRun drives Bucket.Take and refModel side by side.
+// refRun drives Limit.Take and refModel side by side.
 type refRun struct {
-	b        spigot.Bucket
+	b        spigot.Limit
 	s        spigot.State
 	m        *refModel
 	now      int64 // µs
 	step     int
-	last     spigot.Admission
+	last     spigot.Decision
 	lastCost int64
 	lastNow  int64
 	seg      []refEvent // the steps since the last config change
 	history  []refPast  // the last steps, for failure messages
 }
 
-func newRefRun(b spigot.Bucket) (*refRun, error) {
+func newRefRun(b spigot.Limit) (*refRun, error) {
 	if err := refCheckBucket(b); err != nil {
 		return nil, err
 	}
 	return &refRun{b: b, m: newRefModel(b.Capacity(), b.Rate()), now: refStart, lastNow: refStart}, nil
 }
 
-// refCheckBucket checks that b's scaled units are what Bucket's doc says: the
+// refCheckBucket checks that b's scaled units are what Limit's doc says: the
 // refill Rate.Tokens/period in lowest terms is Refill()/Scale().
-func refCheckBucket(b spigot.Bucket) error {
+func refCheckBucket(b spigot.Limit) error {
 	r := refRefill(b.Rate())
 	if r.Denom().Cmp(big.NewInt(b.Scale())) != 0 || r.Num().Cmp(big.NewInt(b.Refill())) != 0 {
 		return fmt.Errorf("%v: Refill()/Scale() = %d/%d, want %v tokens per µs in lowest terms", b, b.Refill(), b.Scale(), r)
@@ -318,7 +318,7 @@ func refRate(rng *rand.Rand) spigot.Rate {
 
 // refSameScale returns a rate with b's scale, so that a config change to it
 // carries b's tokens over exactly.
-func refSameScale(rng *rand.Rand, b spigot.Bucket) spigot.Rate {
+func refSameScale(rng *rand.Rand, b spigot.Limit) spigot.Rate {
 	for {
 		n := refLogUniform(rng, 1e6)
 		if new(big.Int).GCD(nil, nil, big.NewInt(n), big.NewInt(b.Scale())).Int64() == 1 {
@@ -348,7 +348,7 @@ func refCapacity(rng *rand.Rand, r spigot.Rate) int64 {
 	return max(0, min(c, limit))
 }
 
-func refBucket(name string, capacity int64, r spigot.Rate) (spigot.Bucket, bool) {
+func refBucket(name string, capacity int64, r spigot.Rate) (spigot.Limit, bool) {
 	b, err := spigot.NewBucket(name, capacity, r)
 	return b, err == nil
 }
@@ -413,7 +413,7 @@ func refNext(rng *rand.Rand, r *refRun) refOp {
 // bucket's capacity and rate change now and then under the same name.
 func refSequence(seed uint64, reconfig bool) error {
 	rng := rand.New(rand.NewPCG(seed, 0x5b160))
-	var b spigot.Bucket
+	var b spigot.Limit
 	for ok := false; !ok; {
 		r := refRate(rng)
 		b, ok = refBucket("model", refCapacity(rng, r), r)
@@ -438,7 +438,7 @@ func refSequence(seed uint64, reconfig bool) error {
 
 // reconfigure returns a new config for r's bucket: another capacity, another
 // rate (sometimes with the same scale), or both.
-func (r *refRun) reconfigure(rng *rand.Rand) spigot.Bucket {
+func (r *refRun) reconfigure(rng *rand.Rand) spigot.Limit {
 	for {
 		rate, capacity := r.b.Rate(), r.b.Capacity()
 		switch rng.IntN(4) {
@@ -490,21 +490,21 @@ func TestRefModel(t *testing.T) {
 	steps := []struct {
 		at   int64 // µs after t0
 		cost int64
-		want spigot.Admission
+		want spigot.Decision
 	}{
 		// t0: full; 2/0.7 s = 2.857142…s to refill.
-		{0, 2, spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
+		{0, 2, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
 		// t1 = t0+1s: 0.7 tokens; 0.3/0.7 s = 428.57…ms to 1.
-		{1 * s, 1, spigot.Admission{RetryAfter: 429 * time.Millisecond, ResetAfter: 1858 * time.Millisecond}},
+		{1 * s, 1, spigot.Decision{RetryAfter: 429 * time.Millisecond, ResetAfter: 1858 * time.Millisecond}},
 		// t2 = t1+429ms: 0.7 + 0.3003 = 1.0003 tokens, takes 1, 0.0003 left.
-		{1*s + 429*ms, 1, spigot.Admission{Allowed: true, ResetAfter: 2857 * time.Millisecond}},
+		{1*s + 429*ms, 1, spigot.Decision{Allowed: true, ResetAfter: 2857 * time.Millisecond}},
 		// t3 = t1: the clock steps back 429ms; no refill, and the wait
 		// counts from the stamp: 429ms + 1.9997/0.7 s = 3285.71…ms to
 		// full, 429ms + 0.9997/0.7 s = 1857.14…ms to 1 token.
-		{1 * s, 0, spigot.Admission{Allowed: true, ResetAfter: 3286 * time.Millisecond}},
-		{1 * s, 1, spigot.Admission{RetryAfter: 1858 * time.Millisecond, ResetAfter: 3286 * time.Millisecond}},
+		{1 * s, 0, spigot.Decision{Allowed: true, ResetAfter: 3286 * time.Millisecond}},
+		{1 * s, 1, spigot.Decision{RetryAfter: 1858 * time.Millisecond, ResetAfter: 3286 * time.Millisecond}},
 		// t4 = t2+2857ms: full again.
-		{1*s + 429*ms + 2857*ms, 3, spigot.Admission{Remaining: 2, RetryAfter: spigot.Never}},
+		{1*s + 429*ms + 2857*ms, 3, spigot.Decision{Remaining: 2, RetryAfter: spigot.Never}},
 	}
 	m := newRefModel(b.Capacity(), b.Rate())
 	var st spigot.State
@@ -512,7 +512,7 @@ func TestRefModel(t *testing.T) {
 		if got := m.take(refStart+step.at, step.cost); got != step.want {
 			t.Errorf("step %d: model: got %+v, want %+v", i, got, step.want)
 		}
-		var got spigot.Admission
+		var got spigot.Decision
 		st, got = b.Take(st, time.UnixMicro(refStart+step.at), step.cost)
 		if got != step.want {
 			t.Errorf("step %d: Take: got %+v, want %+v", i, got, step.want)
@@ -609,7 +609,7 @@ func FuzzTake(f *testing.F) {
 // refFuzzConfig returns a config for b's name made from x and c: capacity x
 // (or b's when c is odd), and b's rate with its tokens times 1…8 and its
 // period times 1…8. It returns nil if NewBucket rejects that.
-func refFuzzConfig(b spigot.Bucket, x, c int64) *spigot.Bucket {
+func refFuzzConfig(b spigot.Limit, x, c int64) *spigot.Limit {
 	capacity, r := x, b.Rate()
 	if c&1 != 0 {
 		capacity = b.Capacity()

@@ -246,14 +246,14 @@ func TestClientIP(t *testing.T) {
 
 func TestDeny(t *testing.T) {
 	for i, tt := range []struct {
-		a          spigot.Admission
+		a          spigot.Decision
 		status     int
 		retryAfter string
 	}{
-		{spigot.Admission{RetryAfter: 1500 * time.Millisecond}, http.StatusTooManyRequests, "2"},
-		{spigot.Admission{RetryAfter: 3 * time.Second}, http.StatusTooManyRequests, "3"},
-		{spigot.Admission{RetryAfter: time.Millisecond}, http.StatusTooManyRequests, "1"},
-		{spigot.Admission{RetryAfter: spigot.Never}, http.StatusRequestEntityTooLarge, ""},
+		{spigot.Decision{RetryAfter: 1500 * time.Millisecond}, http.StatusTooManyRequests, "2"},
+		{spigot.Decision{RetryAfter: 3 * time.Second}, http.StatusTooManyRequests, "3"},
+		{spigot.Decision{RetryAfter: time.Millisecond}, http.StatusTooManyRequests, "1"},
+		{spigot.Decision{RetryAfter: spigot.Never}, http.StatusRequestEntityTooLarge, ""},
 	} {
 		w := httptest.NewRecorder()
 		deny(w, tt.a)

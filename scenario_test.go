@@ -48,7 +48,7 @@ func TestScenarioExport(t *testing.T) {
 	steps := []struct {
 		at   time.Duration
 		rows int64
-		want spigot.Admission
+		want spigot.Decision
 	}{
 		{0, 4000, allow(6000, 80*s)},
 		{0, 4000, allow(2000, 160*s)},

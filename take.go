@@ -35,8 +35,8 @@ type State struct {
 	FullAt int64
 }
 
-// Admission is a store's decision on one request.
-type Admission struct {
+// Decision is a store's decision on one request.
+type Decision struct {
 	// Allowed reports whether the request took its tokens.
 	Allowed bool
 	// Remaining is the whole number of tokens left in the bucket after the
@@ -79,11 +79,11 @@ type Admission struct {
 // fraction of a token is dropped. A state the bucket cannot hold (more
 // tokens than its capacity, negative tokens) is clamped.
 //
-// Take does not validate its input: with the zero Bucket or a negative cost
+// Take does not validate its input: with the zero Limit or a negative cost
 // (see Check) it returns s unchanged and a denial with RetryAfter Never.
-func (b Bucket) Take(s State, now time.Time, cost int64) (State, Admission) {
+func (b Limit) Take(s State, now time.Time, cost int64) (State, Decision) {
 	if b.Check(cost) != nil {
-		return s, Admission{RetryAfter: Never}
+		return s, Decision{RetryAfter: Never}
 	}
 	t := now.UnixMicro()
 	tokens, stamp := b.max, t
@@ -102,7 +102,7 @@ func (b Bucket) Take(s State, now time.Time, cost int64) (State, Admission) {
 	}
 	lag := stamp - t // > 0 only when the clock stepped back
 
-	a := Admission{}
+	a := Decision{}
 	switch need := cost * b.scale; {
 	case cost > b.capacity:
 		a.RetryAfter = Never
@@ -124,7 +124,7 @@ func (b Bucket) Take(s State, now time.Time, cost int64) (State, Admission) {
 }
 
 // carry returns s's tokens in b's units, clamped to [0, b.max].
-func (b Bucket) carry(s State) int64 {
+func (b Limit) carry(s State) int64 {
 	tokens := s.Tokens
 	if s.Scale != b.scale {
 		whole := s.Tokens / s.Scale

@@ -15,22 +15,22 @@ const ms, s = time.Millisecond, time.Second
 type step struct {
 	at   time.Duration // since t0
 	cost int64
-	want spigot.Admission
+	want spigot.Decision
 }
 
-func allow(remaining int64, reset time.Duration) spigot.Admission {
-	return spigot.Admission{Allowed: true, Remaining: remaining, ResetAfter: reset}
+func allow(remaining int64, reset time.Duration) spigot.Decision {
+	return spigot.Decision{Allowed: true, Remaining: remaining, ResetAfter: reset}
 }
 
-func deny(remaining int64, retry, reset time.Duration) spigot.Admission {
-	return spigot.Admission{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+func deny(remaining int64, retry, reset time.Duration) spigot.Decision {
+	return spigot.Decision{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 // play applies steps to one key's state with Take and checks each admission.
-func play(t *testing.T, b spigot.Bucket, st spigot.State, steps []step) spigot.State {
+func play(t *testing.T, b spigot.Limit, st spigot.State, steps []step) spigot.State {
 	t.Helper()
 	for i, s := range steps {
-		var got spigot.Admission
+		var got spigot.Decision
 		st, got = b.Take(st, t0.Add(s.at), s.cost)
 		if got != s.want {
 			t.Errorf("%v step %d (t0+%v, cost %d): got %+v, want %+v", b, i, s.at, s.cost, got, s.want)
@@ -42,7 +42,7 @@ func play(t *testing.T, b spigot.Bucket, st spigot.State, steps []step) spigot.S
 func TestTake(t *testing.T) {
 	tests := []struct {
 		name   string
-		bucket spigot.Bucket
+		bucket spigot.Limit
 		steps  []step
 	}{
 		{"login burst then one per 3s", spigot.MustBucket("login", 3, spigot.Per(1, 3*s)), []step{
@@ -120,7 +120,7 @@ func TestTakeNoDrift(t *testing.T) {
 	st, _ := b.Take(spigot.State{}, t0, 2)
 	for k := int64(1); k <= 20_000; k++ {
 		due := t0.Add(time.Duration((k*10_000_000+6)/7) * time.Microsecond) // ⌈k×10/7 s⌉ in µs
-		var a spigot.Admission
+		var a spigot.Decision
 		if _, a = b.Take(st, due.Add(-time.Microsecond), 1); a.Allowed {
 			t.Fatalf("token %d admitted 1µs before it is due at t0+%v", k, due.Sub(t0))
 		}
@@ -136,7 +136,7 @@ func TestTakeConfigChange(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		bucket spigot.Bucket
+		bucket spigot.Limit
 		steps  []step
 	}{
 		{"capacity lowered clamps", spigot.MustBucket("login", 3, spigot.PerSecond(1)), []step{
@@ -178,7 +178,7 @@ func TestTakeCorruptState(t *testing.T) {
 	tests := []struct {
 		name  string
 		state spigot.State
-		want  spigot.Admission
+		want  spigot.Decision
 	}{
 		{"negative tokens", spigot.State{Tokens: -7, Stamp: stamp, Scale: b.Scale()}, deny(0, 1*s, 5*s)},
 		{"too many tokens", spigot.State{Tokens: 99 * b.Scale(), Stamp: stamp, Scale: b.Scale()}, allow(4, 1*s)},
@@ -194,9 +194,9 @@ func TestTakeCorruptState(t *testing.T) {
 
 func TestTakeInvalid(t *testing.T) {
 	st := spigot.State{Tokens: 1, Stamp: 2, Scale: 3}
-	never := spigot.Admission{RetryAfter: spigot.Never}
-	if got, a := (spigot.Bucket{}).Take(st, t0, 1); got != st || a != never {
-		t.Errorf("zero Bucket: got %+v, %+v; want the state unchanged and %+v", got, a, never)
+	never := spigot.Decision{RetryAfter: spigot.Never}
+	if got, a := (spigot.Limit{}).Take(st, t0, 1); got != st || a != never {
+		t.Errorf("zero Limit: got %+v, %+v; want the state unchanged and %+v", got, a, never)
 	}
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	if got, a := b.Take(st, t0, -1); got != st || a != never {

@@ -62,7 +62,7 @@ func RunBenchmarks(b *testing.B, s spigot.Store) {
 // bench runs parallel requests of cost on bucket bk, the i-th request of a
 // goroutine on key(start+i), where each goroutine starts at a different
 // place, and fails if an admission is not allowed as expected.
-func bench(b *testing.B, s spigot.Store, bk spigot.Bucket, key func(int) string, cost int64, allowed bool) {
+func bench(b *testing.B, s spigot.Store, bk spigot.Limit, key func(int) string, cost int64, allowed bool) {
 	b.ReportAllocs()
 	ctx := context.Background()
 	var next atomic.Int64

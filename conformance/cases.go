@@ -16,7 +16,7 @@ import (
 )
 
 // The expected admissions in the tables below are worked out by hand from
-// the model, as spigot.Bucket.Take documents it:
+// the model, as spigot.Limit.Take documents it:
 //
 //	refill     = rate.Tokens / rate.Period
 //	tokens     = min(capacity, tokens + elapsed × refill)
@@ -24,7 +24,7 @@ import (
 //	ResetAfter = ceil_ms((capacity - tokens) / refill)
 //	Remaining  = floor(tokens)
 //
-// and never by calling Bucket.Take, which a store under test may use.
+// and never by calling Limit.Take, which a store under test may use.
 
 const (
 	ms = time.Millisecond
@@ -267,7 +267,7 @@ func testReset(t testing.TB, e env) {
 	for _, k := range []struct {
 		key  string
 		cost int64
-		want spigot.Admission
+		want spigot.Decision
 	}{
 		{"used", 2, allow(1, 2*s)},
 		{"other", 3, allow(0, 3*s)},
@@ -294,7 +294,7 @@ func testReset(t testing.TB, e env) {
 
 // testConfigChange: a bucket whose capacity or rate changes under the same
 // name keeps each key's tokens, clamped to the new capacity. When the
-// change alters the bucket's scale (see spigot.Bucket), only whole tokens
+// change alters the bucket's scale (see spigot.Limit), only whole tokens
 // carry over.
 func testConfigChange(t testing.TB, e env) {
 	const name = "config"
@@ -401,7 +401,7 @@ func testSlowestExactRate(t testing.TB, e env) {
 	})
 }
 
-// testInvalidInput: the zero Bucket and a negative cost are errors that
+// testInvalidInput: the zero Limit and a negative cost are errors that
 // match spigot's sentinels, and take nothing.
 func testInvalidInput(t testing.TB, e env) {
 	ctx := t.Context()
@@ -414,23 +414,23 @@ func testInvalidInput(t testing.TB, e env) {
 	}
 	for _, c := range []struct {
 		what string
-		call func() (spigot.Admission, error)
+		call func() (spigot.Decision, error)
 		want error
 	}{
-		{"Acquire with the zero Bucket", func() (spigot.Admission, error) {
-			return e.s.Acquire(ctx, spigot.Bucket{}, "k", 1)
-		}, spigot.ErrInvalidBucket},
-		{"Acquire of cost 0 with the zero Bucket", func() (spigot.Admission, error) {
-			return e.s.Acquire(ctx, spigot.Bucket{}, "k", 0)
-		}, spigot.ErrInvalidBucket},
-		{"Reset with the zero Bucket", func() (spigot.Admission, error) {
-			ok, err := e.s.Reset(ctx, spigot.Bucket{}, "k")
-			return spigot.Admission{Allowed: ok}, err
-		}, spigot.ErrInvalidBucket},
-		{"Acquire of cost -1", func() (spigot.Admission, error) {
+		{"Acquire with the zero Limit", func() (spigot.Decision, error) {
+			return e.s.Acquire(ctx, spigot.Limit{}, "k", 1)
+		}, spigot.ErrInvalidLimit},
+		{"Acquire of cost 0 with the zero Limit", func() (spigot.Decision, error) {
+			return e.s.Acquire(ctx, spigot.Limit{}, "k", 0)
+		}, spigot.ErrInvalidLimit},
+		{"Reset with the zero Limit", func() (spigot.Decision, error) {
+			ok, err := e.s.Reset(ctx, spigot.Limit{}, "k")
+			return spigot.Decision{Allowed: ok}, err
+		}, spigot.ErrInvalidLimit},
+		{"Acquire of cost -1", func() (spigot.Decision, error) {
 			return e.s.Acquire(ctx, b, "k", -1)
 		}, spigot.ErrInvalidCost},
-		{"Acquire of cost math.MinInt64", func() (spigot.Admission, error) {
+		{"Acquire of cost math.MinInt64", func() (spigot.Decision, error) {
 			return e.s.Acquire(ctx, b, "k", math.MinInt64)
 		}, spigot.ErrInvalidCost},
 	} {
@@ -503,14 +503,14 @@ func testConcurrent(t testing.TB, e env) {
 		{100, 3, 10},
 	} {
 		b := e.bucket(t, fmt.Sprintf("concurrent-cost-%d", c.cost), c.capacity, spigot.PerSecond(1))
-		results := race(t, e, goroutines, c.each, func(int, int) (spigot.Bucket, string, int64) { return b, "hot", c.cost })
+		results := race(t, e, goroutines, c.each, func(int, int) (spigot.Limit, string, int64) { return b, "hot", c.cost })
 		checkRace(t, b, "hot", c.cost, results)
 	}
 
 	// Many keys at once: each is admitted exactly its own capacity.
 	b := e.bucket(t, "concurrent-keys", 10, spigot.PerSecond(1))
 	const keys = 8
-	results := race(t, e, goroutines, 3*keys, func(g, i int) (spigot.Bucket, string, int64) {
+	results := race(t, e, goroutines, 3*keys, func(g, i int) (spigot.Limit, string, int64) {
 		return b, fmt.Sprintf("k%d", (g+i)%keys), 1
 	})
 	byKey := make(map[string][]raced)
@@ -528,12 +528,12 @@ func testConcurrent(t testing.TB, e env) {
 // raced is one request of race.
 type raced struct {
 	key string
-	a   spigot.Admission
+	a   spigot.Decision
 }
 
 // race runs goroutines goroutines of each requests, the i-th of goroutine
 // g made by req(g, i), at once, and returns every admission.
-func race(t testing.TB, e env, goroutines, each int, req func(g, i int) (spigot.Bucket, string, int64)) []raced {
+func race(t testing.TB, e env, goroutines, each int, req func(g, i int) (spigot.Limit, string, int64)) []raced {
 	t.Helper()
 	out := make([][]raced, goroutines)
 	errs := make([]error, goroutines)
@@ -568,7 +568,7 @@ func race(t testing.TB, e env, goroutines, each int, req func(g, i int) (spigot.
 // checkRace checks the admissions of concurrent requests of cost on key of
 // a full bucket b: every whole cost is admitted once, each leaving a
 // different Remaining, and every denial sees what is left.
-func checkRace(t testing.TB, b spigot.Bucket, key string, cost int64, results []raced) {
+func checkRace(t testing.TB, b spigot.Limit, key string, cost int64, results []raced) {
 	t.Helper()
 	capacity := b.Capacity()
 	admits := capacity / cost
@@ -688,7 +688,7 @@ func testNeverMoreThan(t testing.TB, e env) {
 
 // randomRun is testNeverMoreThan for one bucket. It reports whether the
 // store passed.
-func randomRun(t testing.TB, e env, rng *rand.Rand, b spigot.Bucket) bool {
+func randomRun(t testing.TB, e env, rng *rand.Rand, b spigot.Limit) bool {
 	t.Helper()
 	const requests = 400
 	rate := b.Rate()

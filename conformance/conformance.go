@@ -1,5 +1,5 @@
 // Package conformance is the test suite every spigot.Store must pass: the
-// project's statement of the model of spigot.Bucket.Take, runnable against
+// project's statement of the model of spigot.Limit.Take, runnable against
 // any store, including one you write yourself.
 //
 // A store's tests call Run with a factory that builds the store on the
@@ -88,7 +88,7 @@ func Run(t *testing.T, newStore func(t *testing.T, clk clock.Clock) spigot.Store
 // store reading the server's TIME, and it sleeps, briefly: it takes about
 // half a second.
 //
-// Every case calls newStore once with its subtest's t. Bucket names carry
+// Every case calls newStore once with its subtest's t. Limit names carry
 // a random suffix per run, so newStore may return stores that share one
 // server, even across runs. Its assertions allow for any scheduling delay:
 // they hold however slowly the test runs, as long as the store's clock and
@@ -123,7 +123,7 @@ type env struct {
 }
 
 // bucket returns a bucket named name plus the run's suffix.
-func (e env) bucket(t testing.TB, name string, capacity int64, rate spigot.Rate) spigot.Bucket {
+func (e env) bucket(t testing.TB, name string, capacity int64, rate spigot.Rate) spigot.Limit {
 	t.Helper()
 	b, err := spigot.NewBucket(name+e.suffix, capacity, rate)
 	if err != nil {

@@ -12,14 +12,14 @@ import (
 )
 
 // MapStore is a complete spigot.Store in a few lines: a map of
-// spigot.State behind a mutex, updated by Bucket.Take, which holds the
+// spigot.State behind a mutex, updated by Limit.Take, which holds the
 // whole model. A store for another backend (SQL, etcd, DynamoDB) does the
 // same inside one atomic read-modify-write: read the State, call Take,
 // write the new State. MapStore passes conformance.Run and RunRealTime;
 // see conformance_test.go.
 //
 // It never forgets a key; a store that must bound its memory deletes a
-// key's state after the Admission's ResetAfter (store/memory does).
+// key's state after the Decision's ResetAfter (store/memory does).
 type MapStore struct {
 	Clock clock.Clock // where the store reads the time
 
@@ -32,12 +32,12 @@ type MapStore struct {
 type mapKey struct{ bucket, key string }
 
 // Acquire implements spigot.Store.
-func (s *MapStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
-	if err := b.Check(cost); err != nil { // the zero Bucket, a negative cost
-		return spigot.Admission{}, err
+func (s *MapStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
+	if err := b.Check(cost); err != nil { // the zero Limit, a negative cost
+		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,7 +51,7 @@ func (s *MapStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cos
 }
 
 // Reset implements spigot.Store.
-func (s *MapStore) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (s *MapStore) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	if err := b.Check(0); err != nil {
 		return false, err
 	}

@@ -9,7 +9,7 @@ import (
 
 // model is the suite's reference: the model of one key of one bucket,
 // written as plainly as the design states it, in exact rationals. It is
-// independent of Bucket.Take, which a store under test may itself call.
+// independent of Limit.Take, which a store under test may itself call.
 // When time goes back it adds nothing and keeps its stamp, and a wait
 // counts the time the clock needs to come back to the stamp.
 type model struct {
@@ -28,7 +28,7 @@ func newModel(capacity int64, r spigot.Rate) *model {
 }
 
 // take applies a request of cost tokens at now and returns its admission.
-func (m *model) take(now time.Time, cost int64) spigot.Admission {
+func (m *model) take(now time.Time, cost int64) spigot.Decision {
 	t := now.UnixMicro()
 	if m.tokens != nil && t >= m.fullAt { // full again: as if never seen
 		m.tokens = nil
@@ -46,7 +46,7 @@ func (m *model) take(now time.Time, cost int64) spigot.Admission {
 	}
 	lag := m.stamp - t // > 0 when the clock went back
 	c := new(big.Rat).SetInt64(cost)
-	var a spigot.Admission
+	var a spigot.Decision
 	switch {
 	case c.Cmp(m.capacity) > 0:
 		a.RetryAfter = spigot.Never

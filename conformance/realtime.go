@@ -29,7 +29,7 @@ var realTimeCases = []testCase{
 func runID() uint32 { return rand.Uint32() }
 
 // acquire calls Acquire and fails the test on an error.
-func acquire(t testing.TB, e env, b spigot.Bucket, key string, cost int64) spigot.Admission {
+func acquire(t testing.TB, e env, b spigot.Limit, key string, cost int64) spigot.Decision {
 	t.Helper()
 	a, err := e.s.Acquire(t.Context(), b, key, cost)
 	if err != nil {
@@ -83,7 +83,7 @@ func testRealRetryAfter(t testing.TB, e env) {
 	for round := range 3 {
 		// Take until denied: a request can be late enough to find the
 		// token back.
-		var a spigot.Admission
+		var a spigot.Decision
 		for range 50 {
 			if a = acquire(t, e, b, "k", 1); !a.Allowed {
 				break
@@ -170,6 +170,6 @@ func testRealCostOverCapacity(t testing.TB, e env) {
 // capacity, each token once.
 func testRealConcurrent(t testing.TB, e env) {
 	b := e.bucket(t, "rt-concurrent", 50, spigot.PerHour(1))
-	results := race(t, e, 8, 20, func(int, int) (spigot.Bucket, string, int64) { return b, "hot", 1 })
+	results := race(t, e, 8, 20, func(int, int) (spigot.Limit, string, int64) { return b, "hot", 1 })
 	checkRace(t, b, "hot", 1, results)
 }

@@ -14,24 +14,24 @@ import (
 type step struct {
 	at   time.Duration
 	cost int64
-	want spigot.Admission
+	want spigot.Decision
 }
 
 // allow is the admission of an allowed request.
-func allow(remaining int64, resetAfter time.Duration) spigot.Admission {
-	return spigot.Admission{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
+func allow(remaining int64, resetAfter time.Duration) spigot.Decision {
+	return spigot.Decision{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
 }
 
 // deny is the admission of a denied request.
-func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Admission {
-	return spigot.Admission{Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}
+func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Decision {
+	return spigot.Decision{Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}
 }
 
 // play applies steps, in order, to key of bucket b, moving the fake clock
 // to each step's instant, and reports the first step whose admission
 // differs from the model's. The steps after it are not run: they depend on
 // it. It reports whether every step matched.
-func play(t testing.TB, e env, b spigot.Bucket, key string, steps []step) bool {
+func play(t testing.TB, e env, b spigot.Limit, key string, steps []step) bool {
 	t.Helper()
 	for i, st := range steps {
 		e.at(st.at)
@@ -51,7 +51,7 @@ func play(t testing.TB, e env, b spigot.Bucket, key string, steps []step) bool {
 
 // diff describes how got differs from want, field by field, or returns ""
 // when they are equal.
-func diff(got, want spigot.Admission) string {
+func diff(got, want spigot.Decision) string {
 	var d []string
 	if got.Allowed != want.Allowed {
 		if got.Allowed {
@@ -82,7 +82,7 @@ func dur(d time.Duration) string {
 
 // reset calls Reset on key of bucket b at t0+at and checks its result;
 // why says what the model expects of the key.
-func reset(t testing.TB, e env, b spigot.Bucket, key string, at time.Duration, want bool, why string) {
+func reset(t testing.TB, e env, b spigot.Limit, key string, at time.Duration, want bool, why string) {
 	t.Helper()
 	e.at(at)
 	got, err := e.s.Reset(t.Context(), b, key)
@@ -96,6 +96,6 @@ func reset(t testing.TB, e env, b spigot.Bucket, key string, at time.Duration, w
 }
 
 // show formats an admission, with Never by name.
-func show(a spigot.Admission) string {
+func show(a spigot.Decision) string {
 	return fmt.Sprintf("{Allowed:%v Remaining:%d RetryAfter:%s ResetAfter:%s}", a.Allowed, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter))
 }

@@ -2,7 +2,7 @@ package conformance
 
 // The suite's own tests: the suite must fail a broken store, naming what
 // it got wrong, and its hand-computed tables must agree with an
-// implementation of the model that does not use Bucket.Take.
+// implementation of the model that does not use Limit.Take.
 
 import (
 	"context"
@@ -85,15 +85,15 @@ func runCase(t *testing.T, c testCase, newStore func(clk clock.Clock) spigot.Sto
 	return record(t, func(r testing.TB) { c.run(r, env{s: newStore(clk), clk: clk}) })
 }
 
-// takeStore is a store on Bucket.Take, like the example's MapStore, with
+// takeStore is a store on Limit.Take, like the example's MapStore, with
 // hooks that break it on purpose.
 type takeStore struct {
 	clk clock.Clock
 
-	// take replaces Bucket.Take.
-	take func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission)
+	// take replaces Limit.Take.
+	take func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision)
 	// name replaces the bucket's name in the state's key.
-	name func(b spigot.Bucket) string
+	name func(b spigot.Limit) string
 	// Skip checks of the input and of the context.
 	noCheck, noContext bool
 	// resetExisted makes Reset report whether the key had state, rather
@@ -105,25 +105,25 @@ type takeStore struct {
 }
 
 type held struct {
-	b spigot.Bucket
+	b spigot.Limit
 	s spigot.State
 }
 
 func newTakeStore(clk clock.Clock) *takeStore {
 	return &takeStore{
 		clk:  clk,
-		take: spigot.Bucket.Take,
-		name: spigot.Bucket.Name,
+		take: spigot.Limit.Take,
+		name: spigot.Limit.Name,
 		m:    make(map[[2]string]held),
 	}
 }
 
-func (s *takeStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (s *takeStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	if err := b.Check(cost); err != nil && !s.noCheck {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil && !s.noContext {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -133,7 +133,7 @@ func (s *takeStore) Acquire(ctx context.Context, b spigot.Bucket, key string, co
 	return a, nil
 }
 
-func (s *takeStore) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (s *takeStore) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	if err := b.Check(0); err != nil && !s.noCheck {
 		return false, err
 	}
@@ -179,7 +179,7 @@ type mutant struct {
 }
 
 // mutate returns a store whose Take result goes through f.
-func mutate(f func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission)) func(clock.Clock) spigot.Store {
+func mutate(f func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision)) func(clock.Clock) spigot.Store {
 	return func(clk clock.Clock) spigot.Store {
 		s := newTakeStore(clk)
 		s.take = f
@@ -188,12 +188,12 @@ func mutate(f func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (
 }
 
 // ignoreCost takes at most 1 token.
-func ignoreCost(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+func ignoreCost(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 	return b.Take(s, now, min(cost, 1))
 }
 
 // neverRefill keeps a key at the instant of its first request.
-func neverRefill(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+func neverRefill(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 	if s.Scale != 0 {
 		now = time.UnixMicro(s.Stamp)
 	}
@@ -205,7 +205,7 @@ var mutants = []mutant{
 		// Before FullAt, Take carried a state over a config change until
 		// it refilled under the new config.
 		name: "ignores FullAt",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			s.FullAt = 0
 			return b.Take(s, now, cost)
 		}),
@@ -216,7 +216,7 @@ var mutants = []mutant{
 		// x/time/rate moves its stamp back when time goes back, so the
 		// time between refills twice when the clock catches up.
 		name: "moves its stamp back",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			if s.Scale != 0 && now.UnixMicro() < s.Stamp {
 				s.Stamp = now.UnixMicro()
 			}
@@ -229,7 +229,7 @@ var mutants = []mutant{
 		// A store that loses precision on waits of centuries, as float64
 		// arithmetic near 2^53 does.
 		name: "loses precision on long waits",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := b.Take(s, now, cost)
 			if a.ResetAfter > 0 && a.ResetAfter != spigot.Never {
 				a.ResetAfter = time.Duration(float64(a.ResetAfter) * (1 + 1e-12)).Round(time.Millisecond)
@@ -260,7 +260,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "RetryAfter 1ms short",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := b.Take(s, now, cost)
 			if !a.Allowed && a.RetryAfter != spigot.Never {
 				a.RetryAfter -= time.Millisecond
@@ -272,7 +272,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "RetryAfter 1ms long",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := b.Take(s, now, cost)
 			if !a.Allowed && a.RetryAfter != spigot.Never {
 				a.RetryAfter += time.Millisecond
@@ -284,7 +284,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "RetryAfter Never is 0",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := b.Take(s, now, cost)
 			if a.RetryAfter == spigot.Never {
 				a.RetryAfter = 0
@@ -296,7 +296,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "ResetAfter rounded down",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := b.Take(s, now, cost)
 			if next.Scale != 0 { // not the zero State of a full bucket
 				us := (b.Capacity()*b.Scale() - next.Tokens) / b.Refill()
@@ -309,7 +309,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "Remaining rounded up",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := b.Take(s, now, cost)
 			if next.Scale != 0 { // not the zero State of a full bucket
 				a.Remaining = (next.Tokens + next.Scale - 1) / next.Scale
@@ -321,7 +321,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "charges denied requests",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := b.Take(s, now, cost)
 			if !a.Allowed && a.RetryAfter != spigot.Never {
 				next.Tokens = 0 // takes what there was
@@ -332,7 +332,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "peeks take a token",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			if cost == 0 {
 				if next, a := b.Take(s, now, 1); a.Allowed {
 					return next, a
@@ -346,7 +346,7 @@ var mutants = []mutant{
 		name: "a config change refills",
 		store: func(clk clock.Clock) spigot.Store {
 			s := newTakeStore(clk)
-			s.name = spigot.Bucket.String // state keyed by name and config
+			s.name = spigot.Limit.String // state keyed by name and config
 			return s
 		},
 		mustFail: []string{"config-change"},
@@ -354,7 +354,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "a config change keeps fractions across scales",
-		store: mutate(func(b spigot.Bucket, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Admission) {
+		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			if s.Scale != 0 && s.Scale != b.Scale() { // convert exactly, rounding down
 				s.Tokens = s.Tokens * b.Scale() / s.Scale
 				s.Scale = b.Scale()
@@ -368,7 +368,7 @@ var mutants = []mutant{
 		name: "ignores bucket names",
 		store: func(clk clock.Clock) spigot.Store {
 			s := newTakeStore(clk)
-			s.name = func(spigot.Bucket) string { return "" }
+			s.name = func(spigot.Limit) string { return "" }
 			return s
 		},
 		mustFail: []string{"bucket-names"},
@@ -435,9 +435,9 @@ type gate struct {
 	wg sync.WaitGroup
 }
 
-func (s *racyStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (s *racyStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	if err := b.Check(cost); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	k := [2]string{b.Name(), key}
 	s.mu.Lock()
@@ -539,7 +539,7 @@ func TestRealTimeCatchesMutants(t *testing.T) {
 }
 
 // modelStore runs the suite's reference model (model.go) instead of
-// Bucket.Take, so that Run against it checks the tables of expected
+// Limit.Take, so that Run against it checks the tables of expected
 // admissions, worked out by hand, against an implementation other than
 // Take (TestMemory checks them against Take).
 type modelStore struct {
@@ -548,7 +548,7 @@ type modelStore struct {
 	m   map[[2]string]*model
 }
 
-func (s *modelStore) get(b spigot.Bucket, key string) *model {
+func (s *modelStore) get(b spigot.Limit, key string) *model {
 	k := [2]string{b.Name(), key}
 	m := s.m[k]
 	if m == nil {
@@ -573,19 +573,19 @@ func (s *modelStore) get(b spigot.Bucket, key string) *model {
 	return m
 }
 
-func (s *modelStore) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (s *modelStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	if err := b.Check(cost); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.get(b, key).take(s.clk.Now(), cost), nil
 }
 
-func (s *modelStore) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (s *modelStore) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	if err := b.Check(0); err != nil {
 		return false, err
 	}

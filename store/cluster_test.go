@@ -81,7 +81,7 @@ func testClusterConformance(t *testing.T, cl *testserver.Cluster) {
 // spreadKeys returns keys of bucket b under prefix, per keys on each
 // primary, in an order that takes turns between the primaries, and the
 // primary of each, as CLUSTER KEYSLOT and CLUSTER NODES say.
-func spreadKeys(t *testing.T, cl *testserver.Cluster, pfx string, b spigot.Bucket, per int) ([]string, map[string]*testserver.Server) {
+func spreadKeys(t *testing.T, cl *testserver.Cluster, pfx string, b spigot.Limit, per int) ([]string, map[string]*testserver.Server) {
 	t.Helper()
 	primaries, err := cl.Primaries()
 	if err != nil || len(primaries) != 3 {
@@ -161,7 +161,7 @@ func testClusterHashTag(t *testing.T, cl *testserver.Cluster) {
 		pfx := t.Name() + "-" + ps.name + ":"
 		s := ps.new(t, cl.Addrs(), storeOpts{prefix: pfx})
 		for _, c := range []struct {
-			b   spigot.Bucket
+			b   spigot.Limit
 			key string
 		}{{login, "{tenant-7}:alice"}, {login, "{tenant-7}:bob"}, {export, "{tenant-7}"}} {
 			if a := acquire(t, s, c.b, c.key, 1); !a.Allowed || a.Remaining != c.b.Capacity()-1 {
@@ -202,7 +202,7 @@ func newRecorder(s spigot.Store) *recorder {
 	return &recorder{Store: s, remaining: make(map[string][]int64), errs: make(map[string]int), lateErrs: make(map[string]int)}
 }
 
-func (r *recorder) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (r *recorder) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	late := r.settled.Load()
 	a, err := r.Store.Acquire(ctx, b, key, cost)
 	r.mu.Lock()
@@ -345,7 +345,7 @@ type failoverLoad struct {
 	lastErr atomic.Value
 }
 
-func startLoad(stores []spigot.Store, b spigot.Bucket, keys []string, goroutines int, pace, timeout time.Duration) *failoverLoad {
+func startLoad(stores []spigot.Store, b spigot.Limit, keys []string, goroutines int, pace, timeout time.Duration) *failoverLoad {
 	l := &failoverLoad{stop: make(chan struct{}), latency: make([][]time.Duration, len(stores))}
 	for si, s := range stores {
 		for g := range goroutines {
@@ -590,7 +590,7 @@ func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
 			hybrid.WithTimeout(timeout),
 			hybrid.WithBreaker(3, 200*time.Millisecond),
 			hybrid.WithObserver(hybrid.Observer{
-				Decision: func(_ spigot.Bucket, p hybrid.Path, _ spigot.Admission) { o.paths[p].Add(1) },
+				Decision: func(_ spigot.Limit, p hybrid.Path, _ spigot.Decision) { o.paths[p].Add(1) },
 				Transition: func(from, to hybrid.Circuit) {
 					o.transitions.Store(o.transitions.Load().(string) + " " + to.String())
 				},

@@ -136,7 +136,7 @@ func TestPrefixesNeverCollide(t *testing.T) {
 	// back into one triple.
 	seen := map[string]string{}
 	for _, p := range []string{"spigot:", "a:", "app:", "b:"} {
-		for _, bk := range []spigot.Bucket{login, spig, b, c} {
+		for _, bk := range []spigot.Limit{login, spig, b, c} {
 			for _, k := range []string{"u", "login:u", "c:x", "x", ":", ""} {
 				name := store.Key(p, bk, k)
 				triple := fmt.Sprintf("%q %q %q", p, bk.Name(), k)
@@ -407,7 +407,7 @@ type pathCounter struct {
 }
 
 func (p *pathCounter) observer() hybrid.Observer {
-	return hybrid.Observer{Decision: func(_ spigot.Bucket, path hybrid.Path, _ spigot.Admission) {
+	return hybrid.Observer{Decision: func(_ spigot.Limit, path hybrid.Path, _ spigot.Decision) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.n == nil {

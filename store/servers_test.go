@@ -121,7 +121,7 @@ func TestServers(t *testing.T) {
 // prefix returns a key prefix of t's own.
 func prefix(t *testing.T) string { return t.Name() + ":" }
 
-func acquire(t testing.TB, s spigot.Store, b spigot.Bucket, key string, cost int64) spigot.Admission {
+func acquire(t testing.TB, s spigot.Store, b spigot.Limit, key string, cost int64) spigot.Decision {
 	t.Helper()
 	a, err := s.Acquire(context.Background(), b, key, cost)
 	if err != nil {
@@ -154,7 +154,7 @@ func exists(t testing.TB, addr, key string) bool {
 	return reply == "1"
 }
 
-func show(a spigot.Admission) string {
+func show(a spigot.Decision) string {
 	retry := a.RetryAfter.String()
 	if a.RetryAfter == spigot.Never {
 		retry = "Never"
@@ -164,7 +164,7 @@ func show(a spigot.Admission) string {
 
 // The differential: the same random operation sequences on the memory
 // store and on a Redis-protocol store, with one fake clock, give the same
-// Admissions and Reset results, field by field.
+// Decisions and Reset results, field by field.
 
 // t0 is where the differential's fake clocks start.
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -173,7 +173,7 @@ var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 // then a request of cost on key of bucket (or a reset of it).
 type diffOp struct {
 	step   time.Duration
-	bucket spigot.Bucket
+	bucket spigot.Limit
 	key    string
 	cost   int64
 	reset  bool
@@ -212,11 +212,11 @@ var diffRates = []struct {
 type diffGen struct {
 	rng     *rand.Rand
 	forward bool // never step the clock back
-	d       []spigot.Bucket
+	d       []spigot.Limit
 	cur     int // d's config now
-	e       spigot.Bucket
+	e       spigot.Limit
 	prev    diffOp
-	prevA   spigot.Admission
+	prevA   spigot.Decision
 	hasPrev bool
 }
 
@@ -229,7 +229,7 @@ func newDiffGen(seed uint64, forward bool) *diffGen {
 	return g
 }
 
-func (g *diffGen) bucket(name string) spigot.Bucket {
+func (g *diffGen) bucket(name string) spigot.Limit {
 	if g.rng.IntN(3) > 0 {
 		c := diffRates[g.rng.IntN(len(diffRates))]
 		return spigot.MustBucket(name, c.capacity, c.rate)
@@ -306,7 +306,7 @@ func (g *diffGen) next() diffOp {
 }
 
 // record tells the generator the result of op.
-func (g *diffGen) record(op diffOp, a spigot.Admission) {
+func (g *diffGen) record(op diffOp, a spigot.Decision) {
 	g.prev, g.prevA, g.hasPrev = op, a, true
 }
 
@@ -320,7 +320,7 @@ func (g *diffGen) record(op diffOp, a spigot.Admission) {
 // clock's terms, cannot follow that. check, if not nil, runs after each
 // request with remote's result.
 func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, remote spigot.Store,
-	setTime func(), check func(step int, op diffOp, a spigot.Admission)) {
+	setTime func(), check func(step int, op diffOp, a spigot.Decision)) {
 	t.Helper()
 	ctx := context.Background()
 	mem := memory.New(memory.WithClock(clk))
@@ -346,7 +346,7 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 				fail(i, "%v: memory %v, %v; remote %v, %v", op, mr, merr, rr, rerr)
 			}
 			history[len(history)-1] += fmt.Sprintf(" = %v", rr)
-			g.record(op, spigot.Admission{})
+			g.record(op, spigot.Decision{})
 			continue
 		}
 		ma, merr := mem.Acquire(ctx, op.bucket, op.key, op.cost)
@@ -416,7 +416,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 					p := fmt.Sprintf("%d:", seed)
 					s := ps.new(t, []string{m.Addr()}, storeOpts{prefix: p})
 					differential(t, seed, diffSteps, clk, s, func() { m.SetTime(clk.Now()) },
-						func(step int, op diffOp, a spigot.Admission) {
+						func(step int, op diffOp, a spigot.Decision) {
 							key := store.Key(p, op.bucket, op.key)
 							want := a.ResetAfter.Milliseconds()
 							if a.ResetAfter == 0 {
@@ -479,7 +479,7 @@ func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 		run  func() any
 		want any
 	}{
-		{"cost 0 on a new key", func() any { return acquire(t, s, b, "k", 0) }, spigot.Admission{Allowed: true, Remaining: 5}},
+		{"cost 0 on a new key", func() any { return acquire(t, s, b, "k", 0) }, spigot.Decision{Allowed: true, Remaining: 5}},
 		{"Reset of a new key", func() any {
 			ok, err := s.Reset(context.Background(), b, "k")
 			if err != nil {
@@ -487,8 +487,8 @@ func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 			}
 			return ok
 		}, false},
-		{"cost 6 > capacity on a new key", func() any { return acquire(t, s, b, "k", 6) }, spigot.Admission{Remaining: 5, RetryAfter: spigot.Never}},
-		{"cost 0 on the empty key", func() any { return acquire(t, s, b, "", 0) }, spigot.Admission{Allowed: true, Remaining: 5}},
+		{"cost 6 > capacity on a new key", func() any { return acquire(t, s, b, "k", 6) }, spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},
+		{"cost 0 on the empty key", func() any { return acquire(t, s, b, "", 0) }, spigot.Decision{Allowed: true, Remaining: 5}},
 	} {
 		if got := c.run(); got != c.want {
 			t.Errorf("step %d: %s = %+v; want %+v", i, c.name, got, c.want)
@@ -525,7 +525,7 @@ func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 	if gone := time.Since(start); gone < a.ResetAfter-2*time.Millisecond {
 		t.Errorf("%s was gone %v after the request; want it kept for ResetAfter, %v", key, gone, a.ResetAfter)
 	}
-	if a := acquire(t, s, b, "k", 0); a != (spigot.Admission{Allowed: true, Remaining: 2}) {
+	if a := acquire(t, s, b, "k", 0); a != (spigot.Decision{Allowed: true, Remaining: 2}) {
 		t.Errorf("cost 0 after the key expired = %s; want a full bucket, {Allowed true, Remaining 2}", show(a))
 	}
 }
@@ -618,7 +618,7 @@ func hammer(t *testing.T, stores []spigot.Store) {
 // exactly b's capacity, with Remaining capacity-1 down to 0 each once. b
 // must not refill during the test, and each key must get more requests
 // than its capacity.
-func hammerKeys(t *testing.T, stores []spigot.Store, b spigot.Bucket, keys []string, goroutines, rounds int) {
+func hammerKeys(t *testing.T, stores []spigot.Store, b spigot.Limit, keys []string, goroutines, rounds int) {
 	t.Helper()
 	if goroutines*rounds <= int(b.Capacity()) {
 		t.Fatalf("hammerKeys: %d requests per key cannot exhaust %v", goroutines*rounds, b)
@@ -687,23 +687,23 @@ func testConfigChange(t *testing.T, ps protoStore, srv *testserver.Server) {
 	}
 	for i, c := range []struct {
 		advance time.Duration
-		b       spigot.Bucket
+		b       spigot.Limit
 		key     string
 		cost    int64
-		want    spigot.Admission
+		want    spigot.Decision
 	}{
-		{0, v1, "a", 5, spigot.Admission{Allowed: true, ResetAfter: 5 * time.Second}},
-		{0, v2, "b", 10, spigot.Admission{Allowed: true, ResetAfter: 10 * time.Second}},
-		{0, v2, "c", 10, spigot.Admission{Allowed: true, ResetAfter: 10 * time.Second}},
+		{0, v1, "a", 5, spigot.Decision{Allowed: true, ResetAfter: 5 * time.Second}},
+		{0, v2, "b", 10, spigot.Decision{Allowed: true, ResetAfter: 10 * time.Second}},
+		{0, v2, "c", 10, spigot.Decision{Allowed: true, ResetAfter: 10 * time.Second}},
 		// t0+6s: a's state was full again at t0+5s; under v2 it is a full
 		// 10 (carried over, it would hold 6 and deny).
-		{6 * time.Second, v2, "a", 10, spigot.Admission{Allowed: true, ResetAfter: 10 * time.Second}},
+		{6 * time.Second, v2, "a", 10, spigot.Decision{Allowed: true, ResetAfter: 10 * time.Second}},
 		// t0+10s-1µs: b's whole tokens (0) carry to v3, which refills
 		// 9999999 of its 2000000 units per token since t0.
-		{4*time.Second - time.Microsecond, v3, "b", 0, spigot.Admission{Allowed: true, Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
+		{4*time.Second - time.Microsecond, v3, "b", 0, spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
 		// t0+10s: c's state is full again, exactly: a full v3.
-		{time.Microsecond, v3, "c", 0, spigot.Admission{Allowed: true, Remaining: 10}},
-		{0, v3, "c", 10, spigot.Admission{Allowed: true, ResetAfter: 20 * time.Second}},
+		{time.Microsecond, v3, "c", 0, spigot.Decision{Allowed: true, Remaining: 10}},
+		{0, v3, "c", 10, spigot.Decision{Allowed: true, ResetAfter: 20 * time.Second}},
 	} {
 		clk.Advance(c.advance)
 		for _, s := range stores {
@@ -754,14 +754,14 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 			s    spigot.Store
 			who  string
 			cost int64
-			want spigot.Admission
+			want spigot.Decision
 		}{
-			{x, "behind", 10, spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{x, "behind", 10, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
 			// 10 s later by its clock: the bucket refilled, a second capacity.
-			{y, "ahead", 10, spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{y, "ahead", 10, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
 			// The stamp is now 10 s ahead of this caller: it waits the skew too.
-			{x, "behind", 1, spigot.Admission{Remaining: 0, RetryAfter: 11 * time.Second, ResetAfter: 20 * time.Second}},
-			{y, "ahead", 1, spigot.Admission{Remaining: 0, RetryAfter: time.Second, ResetAfter: 10 * time.Second}},
+			{x, "behind", 1, spigot.Decision{Remaining: 0, RetryAfter: 11 * time.Second, ResetAfter: 20 * time.Second}},
+			{y, "ahead", 1, spigot.Decision{Remaining: 0, RetryAfter: time.Second, ResetAfter: 10 * time.Second}},
 		} {
 			if got := acquire(t, c.s, b, "k", c.cost); got != c.want {
 				t.Errorf("step %d: the caller %s, cost %d: got %s; want %s", i, c.who, c.cost, show(got), show(c.want))
@@ -1108,10 +1108,10 @@ func TestMalformedReply(t *testing.T) {
 				if c.reset {
 					_, err = s.Reset(context.Background(), b, "k")
 				} else {
-					var a spigot.Admission
+					var a spigot.Decision
 					a, err = s.Acquire(context.Background(), b, "k", 1)
-					if err != nil && a != (spigot.Admission{}) {
-						t.Errorf("step %d: Acquire returned %s with its error; want the zero Admission", i, show(a))
+					if err != nil && a != (spigot.Decision{}) {
+						t.Errorf("step %d: Acquire returned %s with its error; want the zero Decision", i, show(a))
 					}
 				}
 				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") || !strings.Contains(err.Error(), c.want) {
@@ -1201,7 +1201,7 @@ func TestNoReplay(t *testing.T) {
 				})
 				s := ps.new(t, []string{f.addr}, storeOpts{})
 				a, err := s.Acquire(context.Background(), b, "k", 1)
-				if want := (spigot.Admission{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
+				if want := (spigot.Decision{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
 					t.Errorf("Acquire after NOSCRIPT = %s, %v; want %s", show(a), err, show(want))
 				}
 				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 1 {

@@ -1,4 +1,4 @@
--- spigot's token bucket: the line-by-line twin of Bucket.Take (take.go).
+-- spigot's token bucket: the line-by-line twin of Limit.Take (take.go).
 --
 -- KEYS[1]  the bucket's state: "tokens stamp scale fullat", integers:
 --          spigot.State (tokens in the bucket's scaled units, stamp and

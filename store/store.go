@@ -6,7 +6,7 @@
 // The stores themselves are in its subpackages: redis (go-redis), valkey
 // (valkey-go) and rueidis; memory is the in-process store.
 //
-// The script (spigot.lua) is the line-by-line twin of spigot.Bucket.Take:
+// The script (spigot.lua) is the line-by-line twin of spigot.Limit.Take:
 // it keeps a key's State as the string "tokens stamp scale fullat",
 // touches only that key, deletes it once the state no longer matters
 // (State.FullAt) and otherwise sets its TTL to the time until then: the
@@ -59,7 +59,7 @@ const ClockTTLSlack = time.Minute
 // way only: no two stores, buckets or keys share a name. On a cluster, a
 // {hash tag} in the bucket's name or in the key decides the slot; see the
 // README.
-func Key(prefix string, b spigot.Bucket, key string) string {
+func Key(prefix string, b spigot.Limit, key string) string {
 	return prefix + b.Name() + ":" + key
 }
 
@@ -93,7 +93,7 @@ type Args struct {
 	clock  clock.Clock // nil: the server's TIME
 	slack  string      // ARGV[6]
 	slackV any         // slack, boxed once for AcquireAny and ResetAny
-	cached atomic.Pointer[map[spigot.Bucket]*params]
+	cached atomic.Pointer[map[spigot.Limit]*params]
 	mu     sync.Mutex // serializes additions to cached
 }
 
@@ -125,14 +125,14 @@ func NewArgs(c clock.Clock) *Args {
 }
 
 // Acquire returns ARGV for a request of cost tokens on b.
-func (a *Args) Acquire(b spigot.Bucket, cost int64) Argv {
+func (a *Args) Acquire(b spigot.Limit, cost int64) Argv {
 	return a.argv(b, strconv.FormatInt(cost, 10))
 }
 
 // Reset returns ARGV for a reset of b.
-func (a *Args) Reset(b spigot.Bucket) Argv { return a.argv(b, "reset") }
+func (a *Args) Reset(b spigot.Limit) Argv { return a.argv(b, "reset") }
 
-func (a *Args) argv(b spigot.Bucket, op string) Argv {
+func (a *Args) argv(b spigot.Limit, op string) Argv {
 	p := a.params(b)
 	return Argv{p.s[0], p.s[1], p.s[2], op, a.now(), a.slackMs()}
 }
@@ -140,13 +140,13 @@ func (a *Args) argv(b spigot.Bucket, op string) Argv {
 // AcquireAny is Acquire for clients that take arguments as ...any, such as
 // go-redis: the bucket's parameters come boxed from the cache, and the cost
 // is passed as an int64 for the client to format.
-func (a *Args) AcquireAny(b spigot.Bucket, cost int64) [6]any {
+func (a *Args) AcquireAny(b spigot.Limit, cost int64) [6]any {
 	p := a.params(b)
 	return [6]any{p.v[0], p.v[1], p.v[2], cost, a.now(), a.slackAny()}
 }
 
 // ResetAny is Reset for clients that take arguments as ...any.
-func (a *Args) ResetAny(b spigot.Bucket) [6]any {
+func (a *Args) ResetAny(b spigot.Limit) [6]any {
 	p := a.params(b)
 	return [6]any{p.v[0], p.v[1], p.v[2], "reset", a.now(), a.slackAny()}
 }
@@ -173,7 +173,7 @@ func (a *Args) slackMs() string {
 	return a.slack
 }
 
-func (a *Args) params(b spigot.Bucket) *params {
+func (a *Args) params(b spigot.Limit) *params {
 	if m := a.cached.Load(); m != nil {
 		if p, ok := (*m)[b]; ok {
 			return p
@@ -193,7 +193,7 @@ func (a *Args) params(b spigot.Bucket) *params {
 	if old != nil && len(*old) >= maxCached {
 		return p
 	}
-	m := make(map[spigot.Bucket]*params, 1)
+	m := make(map[spigot.Limit]*params, 1)
 	if old != nil {
 		for k, v := range *old {
 			m[k] = v
@@ -204,32 +204,32 @@ func (a *Args) params(b spigot.Bucket) *params {
 	return p
 }
 
-// DecodeAcquire turns the script's reply to a request into an Admission.
+// DecodeAcquire turns the script's reply to a request into an Decision.
 // The reply is what a client decodes from RESP: a slice of four integers,
 // as []any of int64 (go-redis, and ToAny of valkey-go and rueidis) or
 // []int64. Anything else, or values the model cannot produce, is an error
 // that names the problem and matches spigot.ErrRequestFailed.
-func DecodeAcquire(reply any) (spigot.Admission, error) {
+func DecodeAcquire(reply any) (spigot.Decision, error) {
 	var n [4]int64
 	switch vals := reply.(type) {
 	case []int64:
 		if len(vals) != 4 {
-			return spigot.Admission{}, malformed(reply, "want 4 integers, got %d values", len(vals))
+			return spigot.Decision{}, malformed(reply, "want 4 integers, got %d values", len(vals))
 		}
 		copy(n[:], vals)
 	case []any:
 		if len(vals) != 4 {
-			return spigot.Admission{}, malformed(reply, "want 4 integers, got %d values", len(vals))
+			return spigot.Decision{}, malformed(reply, "want 4 integers, got %d values", len(vals))
 		}
 		for i, v := range vals {
 			x, ok := v.(int64)
 			if !ok {
-				return spigot.Admission{}, malformed(reply, "value %d is %T, want an integer", i+1, v)
+				return spigot.Decision{}, malformed(reply, "value %d is %T, want an integer", i+1, v)
 			}
 			n[i] = x
 		}
 	default:
-		return spigot.Admission{}, malformed(reply, "want an array of 4 integers, got %T", reply)
+		return spigot.Decision{}, malformed(reply, "want an array of 4 integers, got %T", reply)
 	}
 	return DecodeInts(n)
 }
@@ -265,24 +265,24 @@ func Ints[M any, P interface {
 // DecodeInts is DecodeAcquire for a reply already read as four integers:
 // allowed, remaining, retry-after ms (-1 for Never), reset-after ms. It
 // rejects values the model cannot produce.
-func DecodeInts(n [4]int64) (spigot.Admission, error) {
+func DecodeInts(n [4]int64) (spigot.Decision, error) {
 	allowed, remaining, retry, reset := n[0], n[1], n[2], n[3]
 	const maxMs = int64(spigot.Never / time.Millisecond)
 	switch {
 	case allowed != 0 && allowed != 1:
-		return spigot.Admission{}, malformed(n, "allowed is %d, want 0 or 1", allowed)
+		return spigot.Decision{}, malformed(n, "allowed is %d, want 0 or 1", allowed)
 	case remaining < 0:
-		return spigot.Admission{}, malformed(n, "remaining is %d, want 0 or more", remaining)
+		return spigot.Decision{}, malformed(n, "remaining is %d, want 0 or more", remaining)
 	case retry < -1 || retry > maxMs:
-		return spigot.Admission{}, malformed(n, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
+		return spigot.Decision{}, malformed(n, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
 	case reset < -1 || reset > maxMs:
-		return spigot.Admission{}, malformed(n, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
+		return spigot.Decision{}, malformed(n, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
 	case allowed == 1 && retry != 0:
-		return spigot.Admission{}, malformed(n, "allowed with a retry-after of %d ms", retry)
+		return spigot.Decision{}, malformed(n, "allowed with a retry-after of %d ms", retry)
 	case allowed == 0 && retry == 0:
-		return spigot.Admission{}, malformed(n, "denied with no retry-after")
+		return spigot.Decision{}, malformed(n, "denied with no retry-after")
 	}
-	return spigot.Admission{
+	return spigot.Decision{
 		Allowed:    allowed == 1,
 		Remaining:  remaining,
 		RetryAfter: msDuration(retry),

@@ -39,20 +39,20 @@ func ints(v ...int64) []any {
 func TestDecodeAcquire(t *testing.T) {
 	for i, c := range []struct {
 		reply any
-		want  spigot.Admission
+		want  spigot.Decision
 	}{
-		{ints(1, 19, 0, 3000), spigot.Admission{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}},
-		{ints(0, 0, 2999, 60000), spigot.Admission{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}},
-		{ints(1, 20, 0, 0), spigot.Admission{Allowed: true, Remaining: 20}},           // cost 0 on a full bucket
-		{ints(1, 0, 0, 0), spigot.Admission{Allowed: true}},                           // capacity 0, cost 0
-		{ints(0, 5, -1, 0), spigot.Admission{Remaining: 5, RetryAfter: spigot.Never}}, // cost > capacity on a full bucket
-		{ints(0, 0, -1, 60000), spigot.Admission{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
-		{ints(0, 0, -1, -1), spigot.Admission{RetryAfter: spigot.Never, ResetAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
-		{ints(0, 0, 1, 1), spigot.Admission{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}},
-		{ints(0, 0, maxMs, maxMs), spigot.Admission{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond}},
-		{ints(1, math.MaxInt64, 0, 0), spigot.Admission{Allowed: true, Remaining: math.MaxInt64}},
-		{[]int64{1, 19, 0, 3000}, spigot.Admission{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}},
-		{[]int64{0, 0, -1, 60000}, spigot.Admission{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
+		{ints(1, 19, 0, 3000), spigot.Decision{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{ints(0, 0, 2999, 60000), spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}},
+		{ints(1, 20, 0, 0), spigot.Decision{Allowed: true, Remaining: 20}},           // cost 0 on a full bucket
+		{ints(1, 0, 0, 0), spigot.Decision{Allowed: true}},                           // capacity 0, cost 0
+		{ints(0, 5, -1, 0), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}}, // cost > capacity on a full bucket
+		{ints(0, 0, -1, 60000), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
+		{ints(0, 0, -1, -1), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
+		{ints(0, 0, 1, 1), spigot.Decision{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}},
+		{ints(0, 0, maxMs, maxMs), spigot.Decision{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond}},
+		{ints(1, math.MaxInt64, 0, 0), spigot.Decision{Allowed: true, Remaining: math.MaxInt64}},
+		{[]int64{1, 19, 0, 3000}, spigot.Decision{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{[]int64{0, 0, -1, 60000}, spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
 	} {
 		got, err := store.DecodeAcquire(c.reply)
 		if err != nil || got != c.want {
@@ -118,8 +118,8 @@ func TestDecodeAcquireMalformed(t *testing.T) {
 		if msg := err.Error(); !strings.HasPrefix(msg, "spigot: malformed reply") || !strings.Contains(msg, c.want) {
 			t.Errorf("step %d: DecodeAcquire(%#v) error = %q; want one starting with %q that names %q", i, c.reply, msg, "spigot: malformed reply", c.want)
 		}
-		if a != (spigot.Admission{}) {
-			t.Errorf("step %d: DecodeAcquire(%#v) = %+v with its error; want the zero Admission", i, c.reply, a)
+		if a != (spigot.Decision{}) {
+			t.Errorf("step %d: DecodeAcquire(%#v) = %+v with its error; want the zero Decision", i, c.reply, a)
 		}
 	}
 }
@@ -236,7 +236,7 @@ func TestDecodeReset(t *testing.T) {
 
 // FuzzDecodeAcquire checks that DecodeAcquire never panics, that every
 // error it returns is a malformed-reply error, and that every reply it
-// accepts is a consistent Admission that encodes back to the same reply.
+// accepts is a consistent Decision that encodes back to the same reply.
 // shape varies the reply around the four integers: its length, and one
 // value of another type.
 func FuzzDecodeAcquire(f *testing.F) {
@@ -425,7 +425,7 @@ func TestArgsCachesParams(t *testing.T) {
 // request gets its own bucket's parameters.
 func TestArgsManyBuckets(t *testing.T) {
 	type bucket struct {
-		b    spigot.Bucket
+		b    spigot.Limit
 		want [3]string
 	}
 	var buckets []bucket
@@ -475,7 +475,7 @@ func TestKey(t *testing.T) {
 	api := spigot.MustBucket("api", 100, spigot.PerSecond(10))
 	for i, c := range []struct {
 		prefix string
-		b      spigot.Bucket
+		b      spigot.Limit
 		key    string
 		want   string
 	}{

@@ -185,7 +185,7 @@ const maxRequests = 10_000_000
 // A step is one simulated request and its admission.
 type step struct {
 	at time.Duration // since the start
-	a  spigot.Admission
+	a  spigot.Decision
 }
 
 // simFlags are simulate's flags.
@@ -254,9 +254,9 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 
 // bucket checks the flags and returns the bucket to simulate, or an error
 // that names the flags to change.
-func (f *simFlags) bucket() (spigot.Bucket, error) {
-	bad := func(format string, args ...any) (spigot.Bucket, error) {
-		return spigot.Bucket{}, fmt.Errorf(format, args...)
+func (f *simFlags) bucket() (spigot.Limit, error) {
+	bad := func(format string, args ...any) (spigot.Limit, error) {
+		return spigot.Limit{}, fmt.Errorf(format, args...)
 	}
 	r := f.rate.rate
 	switch {
@@ -314,7 +314,7 @@ func (f *simFlags) bucket() (spigot.Bucket, error) {
 
 // play makes burst requests of cost at time 0 and then n more, one every
 // every, against b in a memory store on a fake clock.
-func play(b spigot.Bucket, cost int64, burst int, every time.Duration, n int) ([]step, error) {
+func play(b spigot.Limit, cost int64, burst int, every time.Duration, n int) ([]step, error) {
 	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktest.New(start)
 	lim := spigot.New(memory.New(memory.WithClock(clk)), b, spigot.WithClock(clk))
@@ -349,7 +349,7 @@ func printTimeline(w io.Writer, steps []step, cost int64) {
 
 // printSummary prints the totals of steps and returns the exit status: 1
 // if the bucket admitted more than its bound, which would be a bug.
-func printSummary(w, stderr io.Writer, b spigot.Bucket, cost int64, burst int, every time.Duration, n int, steps []step) int {
+func printSummary(w, stderr io.Writer, b spigot.Limit, cost int64, burst int, every time.Duration, n int, steps []step) int {
 	var admitted, denied, streak, longest int64
 	firstDenied := -1
 	for i, s := range steps {

@@ -29,7 +29,7 @@ func BenchmarkHybrid(b *testing.B) {
 		remote := redis.New(serverClient(b, srv.Addr))
 		var decisions [hybrid.PathGuard + 1]atomic.Int64
 		counted := hybrid.Observer{
-			Decision: func(_ spigot.Bucket, p hybrid.Path, _ spigot.Admission) { decisions[p].Add(1) },
+			Decision: func(_ spigot.Limit, p hybrid.Path, _ spigot.Decision) { decisions[p].Add(1) },
 		}
 		stores := []struct {
 			name string

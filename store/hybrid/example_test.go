@@ -35,7 +35,7 @@ func Example() {
 	store := hybrid.New(redis.New(rdb), memory.New(),
 		// While Redis is unavailable, each of 3 replicas admits a third
 		// of the limit.
-		hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket {
+		hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit {
 			return spigot.MustBucket(b.Name(), b.Capacity()/3, spigot.Per(b.Rate().Tokens, 3*b.Rate().Period))
 		}),
 		hybrid.WithPolicy(hybrid.Local), // the default; or FailOpen, FailClosed
@@ -60,11 +60,11 @@ type down struct{}
 
 var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-func (down) Acquire(context.Context, spigot.Bucket, string, int64) (spigot.Admission, error) {
-	return spigot.Admission{}, errRefused
+func (down) Acquire(context.Context, spigot.Limit, string, int64) (spigot.Decision, error) {
+	return spigot.Decision{}, errRefused
 }
 
-func (down) Reset(context.Context, spigot.Bucket, string) (bool, error) { return false, errRefused }
+func (down) Reset(context.Context, spigot.Limit, string) (bool, error) { return false, errRefused }
 
 // An Observer that counts decisions by path, remote errors and breaker
 // transitions, as a Prometheus counter vector would (inc on a label), while
@@ -74,10 +74,10 @@ func ExampleObserver() {
 	var decisions [hybrid.PathGuard + 1]atomic.Int64 // by Path
 	var remoteErrors atomic.Int64
 	observer := hybrid.Observer{
-		Decision: func(_ spigot.Bucket, p hybrid.Path, _ spigot.Admission) {
+		Decision: func(_ spigot.Limit, p hybrid.Path, _ spigot.Decision) {
 			decisions[p].Add(1)
 		},
-		RemoteError: func(spigot.Bucket, error, time.Duration) {
+		RemoteError: func(spigot.Limit, error, time.Duration) {
 			remoteErrors.Add(1)
 		},
 		Transition: func(from, to hybrid.Circuit) {

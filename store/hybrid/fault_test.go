@@ -55,7 +55,7 @@ const (
 	phaseLimit  = 5 * sec
 
 	remoteCap = 1_000_000_000 // every worker's bucket: never runs dry
-	localCap  = 100_000       // WithLocalBucket's: tells a local decision from a remote one
+	localCap  = 100_000       // WithLocalLimit's: tells a local decision from a remote one
 )
 
 // A faultClient makes the remote store on a server's address with one
@@ -92,7 +92,7 @@ type rig struct {
 	s      *hybrid.Store
 	policy hybrid.Policy
 
-	buckets [workers]spigot.Bucket
+	buckets [workers]spigot.Limit
 	index   map[string]int        // bucket name → worker
 	last    [workers]atomic.Int32 // the path of each worker's last decision, -1 before
 
@@ -115,14 +115,14 @@ func newRig(t *testing.T, remote spigot.Store, policy hybrid.Policy) *rig {
 		hybrid.WithPolicy(policy),
 		hybrid.WithTimeout(faultTimeout),
 		hybrid.WithBreaker(faultFailures, faultCooldown),
-		hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket {
+		hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit {
 			return spigot.MustBucket(b.Name(), localCap, spigot.PerSecond(localCap))
 		}),
 		hybrid.WithObserver(hybrid.Observer{
-			Decision: func(b spigot.Bucket, p hybrid.Path, _ spigot.Admission) {
+			Decision: func(b spigot.Limit, p hybrid.Path, _ spigot.Decision) {
 				r.last[r.index[b.Name()]].Store(int32(p))
 			},
-			RemoteError: func(b spigot.Bucket, _ error, _ time.Duration) {
+			RemoteError: func(b spigot.Limit, _ error, _ time.Duration) {
 				r.tried[r.index[b.Name()]].Store(true)
 			},
 			Transition: func(from, to hybrid.Circuit) {

@@ -18,7 +18,7 @@
 // error, or no answer before the deadline) or the breaker is open, the
 // policy decides:
 //
-//	Local       the local store decides, with WithLocalBucket's bucket (default)
+//	Local       the local store decides, with WithLocalLimit's bucket (default)
 //	FailOpen    the request is admitted
 //	FailClosed  the request is denied, RetryAfter until the breaker's next probe
 //
@@ -177,12 +177,12 @@ func (p Path) String() string {
 // goroutine, so they must be fast and safe for concurrent use: increment a
 // counter, observe a histogram.
 type Observer struct {
-	// Decision is called once for every request that got an Admission.
-	Decision func(b spigot.Bucket, path Path, a spigot.Admission)
+	// Decision is called once for every request that got an Decision.
+	Decision func(b spigot.Limit, path Path, a spigot.Decision)
 	// RemoteError is called for every failed remote call (including a
 	// failed probe, and an error that matches spigot.ErrRequestFailed,
 	// which does not count against the breaker), with the time it took.
-	RemoteError func(b spigot.Bucket, err error, latency time.Duration)
+	RemoteError func(b spigot.Limit, err error, latency time.Duration)
 	// Transition is called when the breaker changes state, in order, under
 	// the breaker's lock: it must not call the Store.
 	Transition func(from, to Circuit)
@@ -195,8 +195,8 @@ type Store struct {
 	clock         clock.Clock
 	timeout       time.Duration
 	policy        Policy
-	localBucket   func(spigot.Bucket) spigot.Bucket
-	guardBucket   func(spigot.Bucket) spigot.Bucket
+	localBucket   func(spigot.Limit) spigot.Limit
+	guardBucket   func(spigot.Limit) spigot.Limit
 	guard         *memory.Store
 	failures      int
 	cooldown      time.Duration
@@ -234,14 +234,14 @@ func WithDetach() Option { return func(s *Store) { s.detach = true } }
 // Local).
 func WithPolicy(p Policy) Option { return func(s *Store) { s.policy = p } }
 
-// WithLocalBucket sets the bucket the local store enforces, under the
+// WithLocalLimit sets the bucket the local store enforces, under the
 // Local policy, in place of a request's bucket: for example the limit
 // divided by the number of replicas, so that the replicas together admit
 // about what the remote would. The default is the same bucket, so N
 // replicas admit up to N times the limit while the remote is down. Give
 // the local bucket the same name as the remote one unless the local store
 // is shared with other limiters.
-func WithLocalBucket(f func(spigot.Bucket) spigot.Bucket) Option {
+func WithLocalLimit(f func(spigot.Limit) spigot.Limit) Option {
 	return func(s *Store) { s.localBucket = f }
 }
 
@@ -250,7 +250,7 @@ func WithLocalBucket(f func(spigot.Bucket) spigot.Bucket) Option {
 // replica), so that a flood from one key is denied locally without a round
 // trip. A guard denial never calls the remote. The guard keeps its state
 // in a memory store of its own, on the Store's clock.
-func WithGuard(f func(spigot.Bucket) spigot.Bucket) Option {
+func WithGuard(f func(spigot.Limit) spigot.Limit) Option {
 	return func(s *Store) { s.guardBucket = f }
 }
 
@@ -307,17 +307,17 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 func (s *Store) Circuit() Circuit { return Circuit(s.state.Load()) }
 
 // Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	if err := b.Check(cost); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	if s.guard != nil {
 		a, err := s.guard.Acquire(ctx, s.guardBucket(b), key, cost)
 		if err != nil {
-			return spigot.Admission{}, err
+			return spigot.Decision{}, err
 		}
 		if !a.Allowed {
 			s.decided(b, PathGuard, a)
@@ -328,7 +328,7 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 	if !call {
 		return s.fallback(ctx, b, key, cost)
 	}
-	a, err := remoteCall(s, ctx, b, probe, func(ctx context.Context) (spigot.Admission, error) {
+	a, err := remoteCall(s, ctx, b, probe, func(ctx context.Context) (spigot.Decision, error) {
 		return s.remote.Acquire(ctx, b, key, cost)
 	})
 	switch {
@@ -336,9 +336,9 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 		s.decided(b, PathRemote, a)
 		return a, nil
 	case ctx.Err() != nil: // the caller gave up: not the remote's failure
-		return spigot.Admission{}, ctx.Err()
+		return spigot.Decision{}, ctx.Err()
 	case errors.Is(err, spigot.ErrRequestFailed): // this request's error
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	return s.fallback(ctx, b, key, cost)
 }
@@ -347,7 +347,7 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 // then the remote; it reports whether the remote's bucket was not full,
 // and returns an error wrapping ErrUnavailable when the remote could not be
 // reached.
-func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	if err := b.Check(0); err != nil {
 		return false, err
 	}
@@ -383,7 +383,7 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 // remoteCall runs f on the remote under the deadline and records the
 // outcome with the breaker: probe says whether this call is the half-open
 // breaker's probe.
-func remoteCall[T any](s *Store, ctx context.Context, b spigot.Bucket, probe bool, f func(context.Context) (T, error)) (T, error) {
+func remoteCall[T any](s *Store, ctx context.Context, b spigot.Limit, probe bool, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -436,7 +436,7 @@ func detached[T any](ctx context.Context, f func(context.Context) (T, error)) (T
 	}
 }
 
-func (s *Store) fallbackBucket(b spigot.Bucket) spigot.Bucket {
+func (s *Store) fallbackBucket(b spigot.Limit) spigot.Limit {
 	if s.localBucket != nil {
 		return s.localBucket(b)
 	}
@@ -444,35 +444,35 @@ func (s *Store) fallbackBucket(b spigot.Bucket) spigot.Bucket {
 }
 
 // fallback decides by the policy.
-func (s *Store) fallback(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
-	var a spigot.Admission
+func (s *Store) fallback(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
+	var a spigot.Decision
 	var path Path
 	switch {
 	case s.policy == Local:
 		var err error
 		if a, err = s.local.Acquire(ctx, s.fallbackBucket(b), key, cost); err != nil {
-			return spigot.Admission{}, err
+			return spigot.Decision{}, err
 		}
 		path = PathLocal
 	case cost > b.Capacity(): // the model's answer needs no remote
-		a = spigot.Admission{RetryAfter: spigot.Never}
+		a = spigot.Decision{RetryAfter: spigot.Never}
 		path = PathFailClosed
 		if s.policy == FailOpen {
 			path = PathFailOpen
 		}
 	case s.policy == FailOpen || cost == 0: // a peek is always allowed
-		a, path = spigot.Admission{Allowed: true}, PathFailOpen
+		a, path = spigot.Decision{Allowed: true}, PathFailOpen
 		if s.policy == FailClosed {
 			path = PathFailClosed
 		}
 	default:
-		a, path = spigot.Admission{RetryAfter: s.untilProbe()}, PathFailClosed
+		a, path = spigot.Decision{RetryAfter: s.untilProbe()}, PathFailClosed
 	}
 	s.decided(b, path, a)
 	return a, nil
 }
 
-func (s *Store) decided(b spigot.Bucket, p Path, a spigot.Admission) {
+func (s *Store) decided(b spigot.Limit, p Path, a spigot.Decision) {
 	if s.obs.Decision != nil {
 		s.obs.Decision(b, p, a)
 	}

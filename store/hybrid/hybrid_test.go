@@ -151,12 +151,12 @@ func (f *fakeRemote) waitDone(t testing.TB, n int) {
 
 // Acquire answers by the mode. A call that hung ignores its context, as a
 // server that took the request does.
-func (f *fakeRemote) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (f *fakeRemote) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	f.acquires.Add(1)
 	m, hung := f.answer()
 	defer f.done(hung)
 	if m == fail {
-		return spigot.Admission{}, errDown
+		return spigot.Decision{}, errDown
 	}
 	if hung {
 		ctx = context.WithoutCancel(ctx)
@@ -164,7 +164,7 @@ func (f *fakeRemote) Acquire(ctx context.Context, b spigot.Bucket, key string, c
 	return f.mem.Acquire(ctx, b, key, cost)
 }
 
-func (f *fakeRemote) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (f *fakeRemote) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	f.resets.Add(1)
 	m, hung := f.answer()
 	defer f.done(hung)
@@ -184,7 +184,7 @@ func (f *fakeRemote) calls() int64 { return f.acquires.Load() + f.resets.Load() 
 type decision struct {
 	bucket string
 	path   hybrid.Path
-	a      spigot.Admission
+	a      spigot.Decision
 }
 
 type remoteError struct {
@@ -203,12 +203,12 @@ type recorder struct {
 
 func (r *recorder) observer() hybrid.Observer {
 	return hybrid.Observer{
-		Decision: func(b spigot.Bucket, p hybrid.Path, a spigot.Admission) {
+		Decision: func(b spigot.Limit, p hybrid.Path, a spigot.Decision) {
 			r.mu.Lock()
 			r.decisions = append(r.decisions, decision{b.Name(), p, a})
 			r.mu.Unlock()
 		},
-		RemoteError: func(_ spigot.Bucket, err error, latency time.Duration) {
+		RemoteError: func(_ spigot.Limit, err error, latency time.Duration) {
 			r.mu.Lock()
 			r.errs = append(r.errs, remoteError{err, latency})
 			r.mu.Unlock()
@@ -259,18 +259,18 @@ func checkGoroutines(t testing.TB) {
 
 // ---- step tables ----
 
-func allow(remaining int64, resetAfter time.Duration) spigot.Admission {
-	return spigot.Admission{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
+func allow(remaining int64, resetAfter time.Duration) spigot.Decision {
+	return spigot.Decision{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
 }
 
-func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Admission {
-	return spigot.Admission{Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}
+func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Decision {
+	return spigot.Decision{Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}
 }
 
 // admitted is FailOpen's admission: nothing is known of the bucket.
-var admitted = spigot.Admission{Allowed: true}
+var admitted = spigot.Decision{Allowed: true}
 
-func show(a spigot.Admission) string {
+func show(a spigot.Decision) string {
 	retry := a.RetryAfter.String()
 	if a.RetryAfter == spigot.Never {
 		retry = "Never"
@@ -286,7 +286,7 @@ type step struct {
 	reset bool  // Reset instead of Acquire
 	cost  int64 // Acquire's cost
 
-	want spigot.Admission // Acquire's admission
+	want spigot.Decision // Acquire's admission
 	path hybrid.Path      // Acquire's decision path
 
 	notFull bool    // Reset's result
@@ -321,7 +321,7 @@ func newFixture(t testing.TB, opts ...hybrid.Option) *fixture {
 }
 
 // play runs the steps on bucket b, key "k".
-func (f *fixture) play(t *testing.T, b spigot.Bucket, steps []step) {
+func (f *fixture) play(t *testing.T, b spigot.Limit, steps []step) {
 	t.Helper()
 	for i, st := range steps {
 		i++
@@ -391,8 +391,8 @@ func (f *fixture) play(t *testing.T, b spigot.Bucket, steps []step) {
 // cap4 is the remote's bucket of the step tables: 4 tokens, 1 a second.
 var cap4 = spigot.MustBucket("api", 4, spigot.PerSecond(1))
 
-// half is a WithLocalBucket function: half the capacity, the same rate.
-func half(b spigot.Bucket) spigot.Bucket {
+// half is a WithLocalLimit function: half the capacity, the same rate.
+func half(b spigot.Limit) spigot.Limit {
 	return spigot.MustBucket(b.Name(), b.Capacity()/2, b.Rate())
 }
 
@@ -407,12 +407,12 @@ const (
 )
 
 // TestLocal: under the Local policy the local store decides, on
-// WithLocalBucket's bucket, whenever the remote fails or the breaker is
+// WithLocalLimit's bucket, whenever the remote fails or the breaker is
 // open; the breaker opens after 2 consecutive failures, a success resets
 // the count, and a probe after the cooldown closes it or reopens it for
 // another cooldown.
 func TestLocal(t *testing.T) {
-	f := newFixture(t, hybrid.WithLocalBucket(half), hybrid.WithBreaker(2, 10*sec))
+	f := newFixture(t, hybrid.WithLocalLimit(half), hybrid.WithBreaker(2, 10*sec))
 	f.play(t, cap4, []step{
 		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		// The local bucket holds 2 tokens.
@@ -435,13 +435,13 @@ func TestLocal(t *testing.T) {
 	})
 }
 
-// TestLocalSplit: the README's WithLocalBucket, Bucket.Split(4), on a
+// TestLocalSplit: the README's WithLocalLimit, Limit.Split(4), on a
 // bucket of 3 tokens at 3/s: each replica keeps 1 token (never 0, which
 // would deny every request with RetryAfter Never) and a quarter of the
 // rate, 3 per 4 s.
 func TestLocalSplit(t *testing.T) {
 	small := spigot.MustBucket("small", 3, spigot.PerSecond(3))
-	f := newFixture(t, hybrid.WithBreaker(1, 10*sec), hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket { return b.Split(4) }))
+	f := newFixture(t, hybrid.WithBreaker(1, 10*sec), hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit { return b.Split(4) }))
 	f.play(t, small, []step{
 		{at: 0, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
 		{at: 0, mode: fail, cost: 1, want: deny(0, 1334*ms, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
@@ -450,7 +450,7 @@ func TestLocalSplit(t *testing.T) {
 	})
 }
 
-// TestLocalSameBucket: without WithLocalBucket, the local store enforces
+// TestLocalSameBucket: without WithLocalLimit, the local store enforces
 // the request's own bucket.
 func TestLocalSameBucket(t *testing.T) {
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
@@ -506,7 +506,7 @@ func TestFailClosed(t *testing.T) {
 // allows, the remote decides, or the policy. Reset resets the guard and the
 // local store too, even when the remote is unavailable.
 func TestGuard(t *testing.T) {
-	guard := func(b spigot.Bucket) spigot.Bucket { return spigot.MustBucket(b.Name(), 2, b.Rate()) }
+	guard := func(b spigot.Limit) spigot.Limit { return spigot.MustBucket(b.Name(), 2, b.Rate()) }
 	f := newFixture(t, hybrid.WithGuard(guard), hybrid.WithBreaker(1, 10*sec))
 	f.play(t, cap4, []step{
 		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
@@ -560,7 +560,7 @@ func TestReset(t *testing.T) {
 	}
 }
 
-// TestInvalidInput: a zero Bucket or a negative cost is returned as the
+// TestInvalidInput: a zero Limit or a negative cost is returned as the
 // error any store returns, whatever the policy and the breaker, without
 // calling the remote or the policy.
 func TestInvalidInput(t *testing.T) {
@@ -568,7 +568,7 @@ func TestInvalidInput(t *testing.T) {
 	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
 			f := newFixture(t, hybrid.WithPolicy(policy), hybrid.WithBreaker(1, 10*sec),
-				hybrid.WithGuard(func(b spigot.Bucket) spigot.Bucket { return b }))
+				hybrid.WithGuard(func(b spigot.Limit) spigot.Limit { return b }))
 			f.remote.set(fail)
 			for _, state := range []hybrid.Circuit{closed, open} {
 				if state == open {
@@ -577,24 +577,24 @@ func TestInvalidInput(t *testing.T) {
 				}
 				calls := f.remote.calls()
 				for _, c := range []struct {
-					b      spigot.Bucket
+					b      spigot.Limit
 					cost   int64
 					target error
 				}{
-					{spigot.Bucket{}, 1, spigot.ErrInvalidBucket},
-					{spigot.Bucket{}, 0, spigot.ErrInvalidBucket},
+					{spigot.Limit{}, 1, spigot.ErrInvalidLimit},
+					{spigot.Limit{}, 0, spigot.ErrInvalidLimit},
 					{cap4, -1, spigot.ErrInvalidCost},
 				} {
 					what := fmt.Sprintf("breaker %v: Acquire(%v, cost %d)", state, c.b, c.cost)
 					a, err := f.s.Acquire(t.Context(), c.b, "k", c.cost)
 					_, want := ref.Acquire(t.Context(), c.b, "k", c.cost)
-					if !errors.Is(err, c.target) || err.Error() != want.Error() || a != (spigot.Admission{}) {
-						t.Errorf("%s: got %s, %v; want the zero Admission, %v", what, show(a), err, want)
+					if !errors.Is(err, c.target) || err.Error() != want.Error() || a != (spigot.Decision{}) {
+						t.Errorf("%s: got %s, %v; want the zero Decision, %v", what, show(a), err, want)
 					}
 				}
-				ok, err := f.s.Reset(t.Context(), spigot.Bucket{}, "k")
-				if _, want := ref.Reset(t.Context(), spigot.Bucket{}, "k"); ok || !errors.Is(err, spigot.ErrInvalidBucket) || err.Error() != want.Error() {
-					t.Errorf("breaker %v: Reset of the zero Bucket: got %v, %v; want false, %v", state, ok, err, want)
+				ok, err := f.s.Reset(t.Context(), spigot.Limit{}, "k")
+				if _, want := ref.Reset(t.Context(), spigot.Limit{}, "k"); ok || !errors.Is(err, spigot.ErrInvalidLimit) || err.Error() != want.Error() {
+					t.Errorf("breaker %v: Reset of the zero Limit: got %v, %v; want false, %v", state, ok, err, want)
 				}
 				if got := f.remote.calls() - calls; got != 0 {
 					t.Errorf("breaker %v: invalid input made %d remote calls, want 0", state, got)
@@ -731,7 +731,7 @@ func TestHalfOpen(t *testing.T) {
 	for _, c := range []struct {
 		policy hybrid.Policy
 		path   hybrid.Path
-		want   spigot.Admission
+		want   spigot.Decision
 	}{
 		{hybrid.Local, hybrid.PathLocal, allow(3, sec)},
 		{hybrid.FailOpen, hybrid.PathFailOpen, admitted},
@@ -807,7 +807,7 @@ func TestDeadline(t *testing.T) {
 	for _, c := range []struct {
 		policy hybrid.Policy
 		path   hybrid.Path
-		want   spigot.Admission
+		want   spigot.Decision
 	}{
 		{hybrid.Local, hybrid.PathLocal, allow(3, sec)},
 		{hybrid.FailOpen, hybrid.PathFailOpen, admitted},
@@ -878,7 +878,7 @@ func TestLateAnswer(t *testing.T) {
 // the Observer.
 func TestObserverOptional(t *testing.T) {
 	var decisions atomic.Int64
-	for _, o := range []hybrid.Observer{{}, {Decision: func(spigot.Bucket, hybrid.Path, spigot.Admission) { decisions.Add(1) }}} {
+	for _, o := range []hybrid.Observer{{}, {Decision: func(spigot.Limit, hybrid.Path, spigot.Decision) { decisions.Add(1) }}} {
 		clk := clocktest.New(t0)
 		remote := newFakeRemote(t, clk)
 		s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute),
@@ -982,12 +982,12 @@ func TestStrings(t *testing.T) {
 // any remote error: with a healthy remote, the remote decides everything.
 func healthy(t *testing.T) hybrid.Observer {
 	return hybrid.Observer{
-		Decision: func(b spigot.Bucket, p hybrid.Path, _ spigot.Admission) {
+		Decision: func(b spigot.Limit, p hybrid.Path, _ spigot.Decision) {
 			if p != hybrid.PathRemote {
 				t.Errorf("bucket %v: a decision by %v with a healthy remote", b, p)
 			}
 		},
-		RemoteError: func(b spigot.Bucket, err error, latency time.Duration) {
+		RemoteError: func(b spigot.Limit, err error, latency time.Duration) {
 			t.Errorf("bucket %v: remote error after %v with a healthy remote: %v", b, latency, err)
 		},
 	}
@@ -1037,12 +1037,12 @@ func TestConformance(t *testing.T) {
 // spigot's Redis-protocol stores do.
 type stuck struct{}
 
-func (stuck) Acquire(ctx context.Context, _ spigot.Bucket, _ string, _ int64) (spigot.Admission, error) {
+func (stuck) Acquire(ctx context.Context, _ spigot.Limit, _ string, _ int64) (spigot.Decision, error) {
 	<-ctx.Done()
-	return spigot.Admission{}, ctx.Err()
+	return spigot.Decision{}, ctx.Err()
 }
 
-func (stuck) Reset(ctx context.Context, _ spigot.Bucket, _ string) (bool, error) {
+func (stuck) Reset(ctx context.Context, _ spigot.Limit, _ string) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }

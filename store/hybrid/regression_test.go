@@ -83,7 +83,7 @@ func TestCancelledWhileOpen(t *testing.T) {
 func TestFailOpenCostOverCapacity(t *testing.T) {
 	f := newFixture(t, hybrid.WithPolicy(hybrid.FailOpen), hybrid.WithBreaker(1, 10*sec))
 	f.remote.set(fail)
-	want := spigot.Admission{RetryAfter: spigot.Never}
+	want := spigot.Decision{RetryAfter: spigot.Never}
 	if a, err := f.s.Acquire(t.Context(), cap4, "k", 5); err != nil || a != want {
 		t.Errorf("FailOpen, cost 5 > capacity 4: got %s, %v; want %s", show(a), err, show(want))
 	}

@@ -1,7 +1,7 @@
 // Package memory is an in-process spigot.Store: the fastest store, for a
 // single replica, for tests, and as the local side of store/hybrid.
 //
-// It runs spigot's model (Bucket.Take) on a sharded map, so parallel callers
+// It runs spigot's model (Limit.Take) on a sharded map, so parallel callers
 // on different keys rarely contend on a lock, and an Acquire on a key that
 // already has state allocates nothing. A key's state is forgotten once its
 // bucket is full again, so idle keys cost nothing; WithMaxKeys caps the
@@ -122,12 +122,12 @@ func New(opts ...Option) *Store {
 func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
 
 // Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	if err := b.Check(cost); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	now := s.clock.Now()
 	t := now.UnixMicro()
@@ -259,7 +259,7 @@ func (sh *shard) sweep(t int64) {
 
 // Reset implements spigot.Store: it forgets key's state and reports
 // whether its bucket was not full.
-func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	if err := b.Check(0); err != nil {
 		return false, err
 	}

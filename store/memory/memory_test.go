@@ -28,7 +28,7 @@ func newStore(t *testing.T, opts ...Option) (*Store, *clocktest.Clock) {
 	return New(append([]Option{WithClock(clk)}, opts...)...), clk
 }
 
-func acquire(t testing.TB, s *Store, b spigot.Bucket, key string, cost int64) spigot.Admission {
+func acquire(t testing.TB, s *Store, b spigot.Limit, key string, cost int64) spigot.Decision {
 	t.Helper()
 	a, err := s.Acquire(context.Background(), b, key, cost)
 	if err != nil {
@@ -39,7 +39,7 @@ func acquire(t testing.TB, s *Store, b spigot.Bucket, key string, cost int64) sp
 
 // held reports whether the store holds state for key in b, without
 // sweeping or refilling anything.
-func held(s *Store, b spigot.Bucket, key string) bool {
+func held(s *Store, b spigot.Limit, key string) bool {
 	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -244,13 +244,13 @@ func TestAcquireAllocs(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		s     *Store
-		b     spigot.Bucket
-		after []spigot.Bucket // stored for the key after b: ahead of b in its chain
+		b     spigot.Limit
+		after []spigot.Limit // stored for the key after b: ahead of b in its chain
 	}{
 		{"allowed/fake-clock", New(WithClock(clocktest.New(t0))), roomy, nil},
 		{"allowed/system-clock", New(), roomy, nil},
 		{"denied/system-clock", New(), empty, nil},
-		{"chained", New(), roomy, []spigot.Bucket{other, empty}},
+		{"chained", New(), roomy, []spigot.Limit{other, empty}},
 		{"capped", New(WithMaxKeys(10)), roomy, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -559,7 +559,7 @@ func TestReset(t *testing.T) {
 	for i, c := range []struct {
 		cost  int64         // taken at t0
 		at    time.Duration // the Reset
-		under spigot.Bucket
+		under spigot.Limit
 		want  bool
 	}{
 		{1, time.Second - time.Microsecond, b, true},
@@ -597,28 +597,28 @@ func TestReset(t *testing.T) {
 func TestConfigChange(t *testing.T) {
 	old := spigot.MustBucket("login", 10, spigot.PerSecond(1))
 	for i, c := range []struct {
-		next      spigot.Bucket
+		next      spigot.Limit
 		cost      int64 // at t0+500ms, with 8.5 tokens stored under old
-		want      spigot.Admission
+		want      spigot.Decision
 		wantCount int // keys held afterwards
 	}{
 		// Clamped to 3: full, so the state is dropped.
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 0,
-			spigot.Admission{Allowed: true, Remaining: 3}, 0},
+			spigot.Decision{Allowed: true, Remaining: 3}, 0},
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 3,
-			spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}, 1},
+			spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}, 1},
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 4,
-			spigot.Admission{Remaining: 3, RetryAfter: spigot.Never}, 0},
+			spigot.Decision{Remaining: 3, RetryAfter: spigot.Never}, 0},
 		// A capacity of 0: nothing is ever stored.
 		{spigot.MustBucket("login", 0, spigot.PerSecond(1)), 1,
-			spigot.Admission{Remaining: 0, RetryAfter: spigot.Never}, 0},
+			spigot.Decision{Remaining: 0, RetryAfter: spigot.Never}, 0},
 		// Raised, at the same scale: 8.5 tokens carry over exactly.
 		{spigot.MustBucket("login", 20, spigot.PerSecond(1)), 0,
-			spigot.Admission{Allowed: true, Remaining: 8, ResetAfter: 11500 * time.Millisecond}, 1},
+			spigot.Decision{Allowed: true, Remaining: 8, ResetAfter: 11500 * time.Millisecond}, 1},
 		// Another scale (7/10s): the 8 whole tokens carry over; 3 missing
 		// tokens refill in 30/7 s = 4285714.3 µs.
 		{spigot.MustBucket("login", 10, spigot.Per(7, 10*time.Second)), 1,
-			spigot.Admission{Allowed: true, Remaining: 7, ResetAfter: 4286 * time.Millisecond}, 1},
+			spigot.Decision{Allowed: true, Remaining: 7, ResetAfter: 4286 * time.Millisecond}, 1},
 	} {
 		s, clk := newStore(t)
 		acquire(t, s, old, "ip", 2)
@@ -640,7 +640,7 @@ func TestConfigChange(t *testing.T) {
 // share a hash) keeps one state per bucket, and that dropping any of them
 // leaves the others.
 func TestBucketsOfOneKey(t *testing.T) {
-	bs := []spigot.Bucket{
+	bs := []spigot.Limit{
 		spigot.MustBucket("a", 5, spigot.PerSecond(1)),
 		spigot.MustBucket("b", 5, spigot.PerSecond(1)),
 		spigot.MustBucket("c", 5, spigot.PerSecond(1)),
@@ -757,11 +757,11 @@ func TestInvalidInput(t *testing.T) {
 	cancel()
 	for i, c := range []struct {
 		ctx  context.Context
-		b    spigot.Bucket
+		b    spigot.Limit
 		cost int64
 		want error
 	}{
-		{context.Background(), spigot.Bucket{}, 1, spigot.ErrInvalidBucket},
+		{context.Background(), spigot.Limit{}, 1, spigot.ErrInvalidLimit},
 		{context.Background(), b, -1, spigot.ErrInvalidCost},
 		{ctx, b, 1, context.Canceled},
 	} {

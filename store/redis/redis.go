@@ -102,19 +102,19 @@ func New(client goredis.UniversalClient, opts ...Option) *Store {
 }
 
 // Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	if err := b.Check(cost); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	reply, err := s.run(ctx, b, key, s.args.AcquireAny(b, cost))
 	if err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	return store.DecodeAcquire(reply)
 }
 
 // Reset implements spigot.Store, in one round trip.
-func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	if err := b.Check(0); err != nil {
 		return false, err
 	}
@@ -144,7 +144,7 @@ type call struct {
 
 // run sends the script with EVALSHA, and with EVAL only after an explicit
 // NOSCRIPT reply, through Process, marked never to be resent.
-func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv [6]any) (any, error) {
+func (s *Store) run(ctx context.Context, b spigot.Limit, key string, argv [6]any) (any, error) {
 	c := &call{line: [10]any{"evalsha", sha1Arg, 1, store.Key(s.prefix, b, key)}}
 	copy(c.line[4:], argv[:])
 	cmd := goredis.NewCmd(ctx, c.line[:]...)

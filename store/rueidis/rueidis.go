@@ -92,13 +92,13 @@ func New(client rueidis.Client, opts ...Option) *Store {
 }
 
 // Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost int64) (spigot.Admission, error) {
+func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
 	if err := b.Check(cost); err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	r, err := s.run(ctx, b, key, s.args.Acquire(b, cost))
 	if err != nil {
-		return spigot.Admission{}, err
+		return spigot.Decision{}, err
 	}
 	if msgs, err := r.ToArray(); err == nil {
 		if n, ok := store.Ints(msgs); ok {
@@ -112,7 +112,7 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Bucket, key string, cost i
 }
 
 // Reset implements spigot.Store, in one round trip.
-func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, error) {
+func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
 	if err := b.Check(0); err != nil {
 		return false, err
 	}
@@ -127,7 +127,7 @@ func (s *Store) Reset(ctx context.Context, b spigot.Bucket, key string) (bool, e
 // run sends the script with EVALSHA, and with EVAL only after an explicit
 // NOSCRIPT reply. It returns the reply once the server answered it; a nil
 // reply is left for the decoder to reject.
-func (s *Store) run(ctx context.Context, b spigot.Bucket, key string, argv store.Argv) (rueidis.RedisResult, error) {
+func (s *Store) run(ctx context.Context, b spigot.Limit, key string, argv store.Argv) (rueidis.RedisResult, error) {
 	k := store.Key(s.prefix, b, key)
 	c := s.client
 	r := c.Do(ctx, c.B().Evalsha().Sha1(store.SHA1).Numkeys(1).Key(k).Arg(argv[:]...).Build())

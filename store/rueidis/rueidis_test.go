@@ -83,12 +83,12 @@ type step struct {
 	cost  int64
 	reset bool
 	flush bool // SCRIPT FLUSH before the request
-	want  spigot.Admission
+	want  spigot.Decision
 	wasOK bool // Reset's result
 }
 
 // run plays steps on s, moving clk, and fails on any error.
-func run(t *testing.T, s spigot.Store, clk *clocktest.Clock, b spigot.Bucket, steps []step, flush func()) {
+func run(t *testing.T, s spigot.Store, clk *clocktest.Clock, b spigot.Limit, steps []step, flush func()) {
 	t.Helper()
 	for i, st := range steps {
 		clk.Set(t0.Add(st.at))
@@ -118,11 +118,11 @@ func TestDenialIsNotAnError(t *testing.T) {
 			s := spigotrueidis.New(c, spigotrueidis.WithClock(clk))
 			b := spigot.MustBucket("deny", 2, spigot.Per(1, 10*time.Second))
 			run(t, s, clk, b, []step{
-				{at: 0, cost: 2, want: spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
-				{at: 0, cost: 1, want: spigot.Admission{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second}},
-				{at: 4 * time.Second, cost: 1, want: spigot.Admission{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
-				{at: 4 * time.Second, cost: 3, want: spigot.Admission{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second}},
-				{at: 10 * time.Second, cost: 1, want: spigot.Admission{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 0, cost: 2, want: spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 0, cost: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second}},
+				{at: 4 * time.Second, cost: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
+				{at: 4 * time.Second, cost: 3, want: spigot.Decision{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second}},
+				{at: 10 * time.Second, cost: 1, want: spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
 				{at: 10 * time.Second, reset: true, wasOK: true},
 				{at: 10 * time.Second, reset: true, wasOK: false},
 			}, nil)
@@ -151,12 +151,12 @@ func TestScriptFlush(t *testing.T) {
 			const h = time.Hour
 			b := spigot.MustBucket("flush", 5, spigot.PerHour(1))
 			run(t, s, clk, b, []step{
-				{cost: 1, want: spigot.Admission{Allowed: true, Remaining: 4, ResetAfter: 1 * h}},
-				{cost: 1, flush: true, want: spigot.Admission{Allowed: true, Remaining: 3, ResetAfter: 2 * h}},
-				{cost: 1, want: spigot.Admission{Allowed: true, Remaining: 2, ResetAfter: 3 * h}},
-				{cost: 3, flush: true, want: spigot.Admission{Remaining: 2, RetryAfter: 1 * h, ResetAfter: 3 * h}},
+				{cost: 1, want: spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: 1 * h}},
+				{cost: 1, flush: true, want: spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 2 * h}},
+				{cost: 1, want: spigot.Decision{Allowed: true, Remaining: 2, ResetAfter: 3 * h}},
+				{cost: 3, flush: true, want: spigot.Decision{Remaining: 2, RetryAfter: 1 * h, ResetAfter: 3 * h}},
 				{reset: true, flush: true, wasOK: true},
-				{cost: 0, flush: true, want: spigot.Admission{Allowed: true, Remaining: 5}},
+				{cost: 0, flush: true, want: spigot.Decision{Allowed: true, Remaining: 5}},
 			}, flush)
 			if !loaded(t, c) {
 				t.Error("the script is not loaded again after the NOSCRIPT reply")
@@ -224,7 +224,7 @@ func TestServerDown(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "spigot: rueidis: ") || inner == nil || err.Error() != "spigot: rueidis: "+inner.Error() {
 			t.Errorf("call %d on a killed server: error %q (wrapping %v); want \"spigot: rueidis: \" and the client's error", i, err, inner)
 		}
-		if errors.Is(err, spigot.ErrInvalidBucket) || errors.Is(err, spigot.ErrInvalidCost) {
+		if errors.Is(err, spigot.ErrInvalidLimit) || errors.Is(err, spigot.ErrInvalidCost) {
 			t.Errorf("call %d on a killed server: error %v matches an input error", i, err)
 		}
 	}
@@ -285,13 +285,13 @@ func TestReplies(t *testing.T) {
 	for _, c := range []struct {
 		name           string
 		evalsha, eval  func(*server.Peer)
-		want           spigot.Admission
+		want           spigot.Decision
 		err            string // the error's start; "" for none
 		sends, evals   int32
 		wrapsServerErr bool
 	}{
-		{name: "ok", evalsha: ints(1, 4, 0, 3600000), want: spigot.Admission{Allowed: true, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
-		{name: "noscript", evalsha: noscript, eval: ints(0, 300, 1500, 3600000), want: spigot.Admission{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour}, sends: 1, evals: 1},
+		{name: "ok", evalsha: ints(1, 4, 0, 3600000), want: spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
+		{name: "noscript", evalsha: noscript, eval: ints(0, 300, 1500, 3600000), want: spigot.Decision{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour}, sends: 1, evals: 1},
 		{name: "noscript-twice", evalsha: noscript, eval: noscript, err: "spigot: rueidis: NOSCRIPT", sends: 1, evals: 1, wrapsServerErr: true},
 		{name: "other-error", evalsha: func(p *server.Peer) { p.WriteError("BUSY Redis is busy running a script") }, err: "spigot: rueidis: BUSY", sends: 1, wrapsServerErr: true},
 		{name: "hang-up", evalsha: hangUp, err: "spigot: rueidis: ", sends: 1},
@@ -313,8 +313,8 @@ func TestReplies(t *testing.T) {
 			switch {
 			case c.err == "" && (err != nil || got != c.want):
 				t.Errorf("Acquire = %+v, %v; want %+v, nil", got, err, c.want)
-			case c.err != "" && (err == nil || !strings.HasPrefix(err.Error(), c.err) || got != spigot.Admission{}):
-				t.Errorf("Acquire = %+v, %v; want the zero Admission and an error starting %q", got, err, c.err)
+			case c.err != "" && (err == nil || !strings.HasPrefix(err.Error(), c.err) || got != spigot.Decision{}):
+				t.Errorf("Acquire = %+v, %v; want the zero Decision and an error starting %q", got, err, c.err)
 			}
 			var serverErr *rueidis.RedisError
 			if ok := errors.As(err, &serverErr); ok != c.wrapsServerErr {

@@ -34,14 +34,14 @@ func TestNewBucketRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b, err := spigot.NewBucket(tt.bucket, tt.capacity, tt.rate)
-			if !errors.Is(err, spigot.ErrInvalidBucket) {
-				t.Fatalf("NewBucket(%q, %d, %v) error = %v, want ErrInvalidBucket", tt.bucket, tt.capacity, tt.rate, err)
+			if !errors.Is(err, spigot.ErrInvalidLimit) {
+				t.Fatalf("NewBucket(%q, %d, %v) error = %v, want ErrInvalidLimit", tt.bucket, tt.capacity, tt.rate, err)
 			}
 			if !strings.HasPrefix(err.Error(), "spigot: ") || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q does not start with \"spigot: \" or lacks %q", err, tt.want)
 			}
-			if b != (spigot.Bucket{}) {
-				t.Errorf("NewBucket returned %v with its error, want the zero Bucket", b)
+			if b != (spigot.Limit{}) {
+				t.Errorf("NewBucket returned %v with its error, want the zero Limit", b)
 			}
 		})
 	}
@@ -70,7 +70,7 @@ func TestNewBucketLimits(t *testing.T) {
 	}
 }
 
-func TestBucketAccessors(t *testing.T) {
+func TestLimitAccessors(t *testing.T) {
 	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	if b.Name() != "login" || b.Capacity() != 20 || b.Rate() != spigot.Per(1, 3*time.Second) {
 		t.Errorf("accessors = %q, %d, %v", b.Name(), b.Capacity(), b.Rate())
@@ -93,8 +93,8 @@ func TestMustBucketPanics(t *testing.T) {
 	defer func() {
 		r := recover()
 		err, ok := r.(error)
-		if !ok || !errors.Is(err, spigot.ErrInvalidBucket) {
-			t.Errorf("MustBucket panicked with %v, want an error wrapping ErrInvalidBucket", r)
+		if !ok || !errors.Is(err, spigot.ErrInvalidLimit) {
+			t.Errorf("MustBucket panicked with %v, want an error wrapping ErrInvalidLimit", r)
 		}
 	}()
 	spigot.MustBucket("b", -1, spigot.PerSecond(1))
@@ -103,7 +103,7 @@ func TestMustBucketPanics(t *testing.T) {
 func TestCheck(t *testing.T) {
 	b := spigot.MustBucket("b", 1, spigot.PerSecond(1))
 	tests := []struct {
-		bucket spigot.Bucket
+		bucket spigot.Limit
 		cost   int64
 		want   error
 	}{
@@ -111,8 +111,8 @@ func TestCheck(t *testing.T) {
 		{b, 1, nil},
 		{b, 2, nil}, // more than the capacity is a denial, not an error
 		{b, -1, spigot.ErrInvalidCost},
-		{spigot.Bucket{}, 1, spigot.ErrInvalidBucket},
-		{spigot.Bucket{}, -1, spigot.ErrInvalidBucket},
+		{spigot.Limit{}, 1, spigot.ErrInvalidLimit},
+		{spigot.Limit{}, -1, spigot.ErrInvalidLimit},
 	}
 	for i, tt := range tests {
 		if err := tt.bucket.Check(tt.cost); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
@@ -180,7 +180,7 @@ func TestParseRate(t *testing.T) {
 func TestSplit(t *testing.T) {
 	huge := spigot.MustBucket("huge", 1, spigot.Per(1, time.Duration(math.MaxInt64/2).Truncate(time.Microsecond)))
 	tests := []struct {
-		b        spigot.Bucket
+		b        spigot.Limit
 		n        int
 		capacity int64
 		rate     spigot.Rate
@@ -211,8 +211,8 @@ func TestSplit(t *testing.T) {
 			t.Errorf("step %d: %v.Split(%d) = %v, not a valid bucket", i, tt.b, tt.n, got)
 		}
 	}
-	if z := (spigot.Bucket{}).Split(4); z != (spigot.Bucket{}) {
-		t.Errorf("the zero Bucket's Split(4) = %v, want the zero Bucket", z)
+	if z := (spigot.Limit{}).Split(4); z != (spigot.Limit{}) {
+		t.Errorf("the zero Limit's Split(4) = %v, want the zero Limit", z)
 	}
 }
 
@@ -228,7 +228,7 @@ func TestSplitAdmitsTheShare(t *testing.T) {
 	const hours = 10
 	for ms := int64(0); ms <= hours*3600*1000; ms += 10 {
 		now := t0.Add(time.Duration(ms) * time.Millisecond)
-		var a spigot.Admission
+		var a spigot.Decision
 		if st, a = split.Take(st, now, 1); a.Allowed {
 			admitted++
 		}

@@ -18,19 +18,19 @@ const Never = time.Duration(math.MaxInt64)
 // it.
 const MaxExact = 1 << 53
 
-// A Bucket is a named token bucket: it holds up to Capacity tokens and
+// A Limit is a named token bucket: it holds up to Capacity tokens and
 // refills continuously at Rate. A request takes cost tokens when the bucket
 // holds at least that many, and nothing otherwise.
 //
-// A Bucket is an immutable value: copy it freely and share it between
-// goroutines. The zero Bucket is invalid; every store rejects it with
-// ErrInvalidBucket. Create one with NewBucket or MustBucket.
+// A Limit is an immutable value: copy it freely and share it between
+// goroutines. The zero Limit is invalid; every store rejects it with
+// ErrInvalidLimit. Create one with NewBucket or MustBucket.
 //
 // Internally the bucket counts in scaled units so that its arithmetic is
 // exact: with the period p in microseconds and g = gcd(Rate.Tokens, p), one
 // token is p/g units and the bucket gains Rate.Tokens/g units every
 // microsecond. Every quantity is then an integer, and no rate drifts.
-type Bucket struct {
+type Limit struct {
 	name     string
 	capacity int64
 	rate     Rate
@@ -47,20 +47,20 @@ type Bucket struct {
 // "{login}") puts every key of the bucket in one slot, on one primary;
 // without one, the keys spread over the cluster.
 //
-// It rejects, with an error that wraps ErrInvalidBucket, an empty name, a
+// It rejects, with an error that wraps ErrInvalidLimit, an empty name, a
 // name with a ':' (stores name a key's state prefix+name+":"+key, so the
 // name must end at the first ':' for two buckets never to share a key), a
 // negative capacity, a rate that refills less than one token, a period that
 // is under a microsecond or not a whole number of microseconds, and a bucket
 // whose exact arithmetic would not fit (a capacity in scaled units above
 // MaxExact). A capacity of 0 is valid: such a bucket admits only cost 0.
-func NewBucket(name string, capacity int64, rate Rate) (Bucket, error) {
-	bad := func(format string, args ...any) (Bucket, error) {
-		return Bucket{}, fmt.Errorf("%w %q: %s", ErrInvalidBucket, name, fmt.Sprintf(format, args...))
+func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
+	bad := func(format string, args ...any) (Limit, error) {
+		return Limit{}, fmt.Errorf("%w %q: %s", ErrInvalidLimit, name, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case name == "":
-		return Bucket{}, fmt.Errorf("%w: the name is empty", ErrInvalidBucket)
+		return Limit{}, fmt.Errorf("%w: the name is empty", ErrInvalidLimit)
 	case strings.Contains(name, ":"):
 		return bad("the name must not contain ':', which separates it from the key in a store")
 	case capacity < 0:
@@ -74,7 +74,7 @@ func NewBucket(name string, capacity int64, rate Rate) (Bucket, error) {
 	}
 	period := int64(rate.Period / time.Microsecond)
 	g := gcd(rate.Tokens, period)
-	b := Bucket{
+	b := Limit{
 		name:     name,
 		capacity: capacity,
 		rate:     rate,
@@ -96,7 +96,7 @@ func NewBucket(name string, capacity int64, rate Rate) (Bucket, error) {
 
 // MustBucket is like NewBucket but panics on invalid input. It is meant for
 // package-level variables whose arguments are constants.
-func MustBucket(name string, capacity int64, rate Rate) Bucket {
+func MustBucket(name string, capacity int64, rate Rate) Limit {
 	b, err := NewBucket(name, capacity, rate)
 	if err != nil {
 		panic(err)
@@ -105,24 +105,24 @@ func MustBucket(name string, capacity int64, rate Rate) Bucket {
 }
 
 // Name returns the bucket's name.
-func (b Bucket) Name() string { return b.name }
+func (b Limit) Name() string { return b.name }
 
 // Capacity returns the most tokens the bucket holds.
-func (b Bucket) Capacity() int64 { return b.capacity }
+func (b Limit) Capacity() int64 { return b.capacity }
 
 // Rate returns how fast the bucket refills.
-func (b Bucket) Rate() Rate { return b.rate }
+func (b Limit) Rate() Rate { return b.rate }
 
-// Scale returns how many scaled units make one token (see Bucket). Stores
+// Scale returns how many scaled units make one token (see Limit). Stores
 // that run the model outside Go, such as the Redis Lua script, pass it
-// along with Refill and the capacity. It is 0 for the zero Bucket.
-func (b Bucket) Scale() int64 { return b.scale }
+// along with Refill and the capacity. It is 0 for the zero Limit.
+func (b Limit) Scale() int64 { return b.scale }
 
 // Refill returns how many scaled units the bucket gains per microsecond.
-func (b Bucket) Refill() int64 { return b.refill }
+func (b Limit) Refill() int64 { return b.refill }
 
 // String describes the bucket, as in login(cap 20, 1/3s).
-func (b Bucket) String() string {
+func (b Limit) String() string {
 	return fmt.Sprintf("%s(cap %d, %v)", b.name, b.capacity, b.rate)
 }
 
@@ -132,15 +132,15 @@ func (b Bucket) String() string {
 // by n exactly (20/3s split 4 ways is 5/3s; 1/s split 4 ways is 1/4s).
 // It is meant for store/hybrid's local fallback while Redis is down:
 //
-//	hybrid.WithLocalBucket(func(b spigot.Bucket) spigot.Bucket { return b.Split(4) })
+//	hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit { return b.Split(4) })
 //
 // With fewer tokens than replicas each keeps 1, so together they may
 // admit up to n at once. A request that costs more than the split
 // capacity is never admitted by the split bucket (RetryAfter Never): for
 // weighted costs, split fewer ways. Split returns b itself when n < 2,
-// for the zero Bucket, and when the divided rate would not be exact (the
+// for the zero Limit, and when the divided rate would not be exact (the
 // checks of NewBucket).
-func (b Bucket) Split(n int) Bucket {
+func (b Limit) Split(n int) Limit {
 	if n < 2 || b.scale == 0 {
 		return b
 	}
@@ -161,11 +161,11 @@ func (b Bucket) Split(n int) Bucket {
 }
 
 // Check returns the error a store must return, before doing anything else,
-// for a request of cost tokens on b: ErrInvalidBucket for the zero Bucket,
+// for a request of cost tokens on b: ErrInvalidLimit for the zero Limit,
 // ErrInvalidCost for a negative cost, and nil otherwise.
-func (b Bucket) Check(cost int64) error {
+func (b Limit) Check(cost int64) error {
 	if b.scale == 0 {
-		return fmt.Errorf("%w: the zero Bucket; create one with NewBucket", ErrInvalidBucket)
+		return fmt.Errorf("%w: the zero Limit; create one with NewBucket", ErrInvalidLimit)
 	}
 	if cost < 0 {
 		return fmt.Errorf("%w %d: a cost must be 0 or more", ErrInvalidCost, cost)
