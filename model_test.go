@@ -127,10 +127,10 @@ const refLimit = 1 << 61
 
 // refOp is one step of a sequence.
 type refOp struct {
-	dt    int64          // µs to move the clock, possibly back
-	ns    int64          // sub-microsecond nanoseconds of the new instant, which Take must ignore
-	cost  int64          // tokens asked for
-	retry bool           // dt is the last RetryAfter and cost the last cost: must be allowed
+	dt    int64         // µs to move the clock, possibly back
+	ns    int64         // sub-microsecond nanoseconds of the new instant, which Take must ignore
+	cost  int64         // tokens asked for
+	retry bool          // dt is the last RetryAfter and cost the last cost: must be allowed
 	b     *spigot.Limit // non-nil: the config changes to b before the step
 }
 

@@ -287,7 +287,7 @@ type step struct {
 	cost  int64 // Acquire's cost
 
 	want spigot.Decision // Acquire's admission
-	path hybrid.Path      // Acquire's decision path
+	path hybrid.Path     // Acquire's decision path
 
 	notFull bool    // Reset's result
 	errs    []error // Reset's error must match each (errors.Is); none: no error
