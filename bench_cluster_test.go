@@ -11,7 +11,9 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 )
 
@@ -189,8 +191,8 @@ func TestClusterSpreadsBenchKeys(t *testing.T) {
 				s, c := single[i], cluster[i]
 				sStore := allocsPerCall(t, acquireCall(s.store, keys), len(keys))
 				cStore := allocsPerCall(t, acquireCall(c.store, keys), len(keys))
-				sRaw := allocsPerCall(t, s.raw(store.SHA1), len(keys))
-				cRaw := allocsPerCall(t, c.raw(store.SHA1), len(keys))
+				sRaw := allocsPerCall(t, s.raw(wire.SHA1()), len(keys))
+				cRaw := allocsPerCall(t, c.raw(wire.SHA1()), len(keys))
 				if cStore-cRaw > sStore-sRaw {
 					t.Errorf("%s: Acquire allocates %v times on the cluster against %v for its raw EVALSHA, %v on one server against %v; want spigot's share no higher on the cluster",
 						s.name, cStore, cRaw, sStore, sRaw)
@@ -213,18 +215,18 @@ func sendAcquires(t *testing.T, addrs []string, keys []string) {
 		t.Fatalf("rueidis on %v: %v", addrs, err)
 	}
 	defer c.Close()
-	argv := store.NewArgs(nil).Acquire(roomy, 1)
+	argv := wire.NewArgs(nil).Op(spigot.Op{Limit: roomy, N: 1})
 	const batch = 1000
 	cmds := make(rueidis.Commands, 0, batch)
 	for i, k := range keys {
 		full := store.Key(store.DefaultPrefix, roomy, k)
-		cmds = append(cmds, c.B().Evalsha().Sha1(store.SHA1).Numkeys(1).Key(full).Arg(argv[:]...).Build())
+		cmds = append(cmds, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(1).Key(full).Arg(argv[:]...).Build())
 		if len(cmds) < batch && i < len(keys)-1 {
 			continue
 		}
 		for j, r := range c.DoMulti(context.Background(), cmds...) {
-			if v, err := r.ToArray(); err != nil || len(v) != 4 {
-				t.Fatalf("EVALSHA on %q = %v, %v; want 4 values", keys[i-len(cmds)+1+j], v, err)
+			if v, err := r.ToArray(); err != nil || len(v) != wire.Fields {
+				t.Fatalf("EVALSHA on %q = %v, %v; want %d values", keys[i-len(cmds)+1+j], v, err, wire.Fields)
 			}
 		}
 		cmds = cmds[:0]

@@ -28,6 +28,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 	redisstore "github.com/spigot-go/spigot/store/redis"
 	rueidisstore "github.com/spigot-go/spigot/store/rueidis"
@@ -57,7 +58,7 @@ import (
 // noopScript is the baseline's script: it takes the key and arguments of
 // spigot's script and does nothing with them, so that what a call costs
 // above it is the server's work on the bucket.
-const noopScript = "return {1,0,0,0}"
+const noopScript = "return {1,1,0,0,0}"
 
 var noopSHA1 = func() string {
 	sum := sha1.Sum([]byte(noopScript))
@@ -136,7 +137,7 @@ func BenchmarkRedisStores(b *testing.B) {
 					call benchCall
 				}{
 					{"spigot", acquireCall(c.store, keys)},
-					{"evalsha-spigot-script", c.raw(store.SHA1)},
+					{"evalsha-spigot-script", c.raw(wire.SHA1())},
 					{"evalsha-noop-script", c.raw(noopSHA1)},
 				}
 				for _, cf := range configs {
@@ -162,7 +163,7 @@ func BenchmarkRedisStores(b *testing.B) {
 // one token of roomy on keys[i], which must be allowed.
 func acquireCall(s spigot.Store, keys []string) benchCall {
 	return func(ctx context.Context, i int) error {
-		a, err := s.Acquire(ctx, roomy, keys[i], 1)
+		a, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: keys[i], N: 1})
 		if err == nil && !a.Allowed {
 			err = fmt.Errorf("Acquire(%q) = %+v; want allowed", keys[i], a)
 		}
@@ -416,7 +417,7 @@ func serverName(k testserver.Kind) string {
 // them by the SHA-1s that the stores and the raw calls send.
 func loadScripts(tb testing.TB, srv *testserver.Server) {
 	tb.Helper()
-	for _, sc := range []struct{ src, sha string }{{store.Script, store.SHA1}, {noopScript, noopSHA1}} {
+	for _, sc := range []struct{ src, sha string }{{wire.Script(), wire.SHA1()}, {noopScript, noopSHA1}} {
 		sha, err := srv.Do("SCRIPT", "LOAD", sc.src)
 		if err != nil {
 			tb.Fatalf("SCRIPT LOAD on %s: %v", srv.Addr, err)
@@ -439,7 +440,7 @@ func fill(tb testing.TB, s spigot.Store, keys []string) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(keys); i += workers {
-				a, err := s.Acquire(context.Background(), roomy, keys[i], deficit)
+				a, err := s.Do(context.Background(), spigot.Op{Limit: roomy, Key: keys[i], N: deficit})
 				if err == nil && !a.Allowed {
 					err = fmt.Errorf("Acquire(%q, %d) = %+v; want allowed", keys[i], deficit, a)
 				}
@@ -482,10 +483,10 @@ func checkKeys(tb testing.TB, n int, srvs ...*testserver.Server) {
 	}
 }
 
-// checkReply checks that a raw call got the 4 integers the stores decode.
+// checkReply checks that a raw call got the integers the stores decode.
 func checkReply(n int, err error) error {
-	if err == nil && n != 4 {
-		err = fmt.Errorf("EVALSHA replied %d values; want 4", n)
+	if err == nil && n != wire.Fields {
+		err = fmt.Errorf("EVALSHA replied %d values; want %d", n, wire.Fields)
 	}
 	return err
 }
@@ -503,7 +504,7 @@ func benchClients(tb testing.TB, addrs []string, cluster bool, keys []string) []
 		full[i] = store.Key(store.DefaultPrefix, roomy, k)
 		keysets[i] = []string{full[i]}
 	}
-	argv := store.NewArgs(nil).Acquire(roomy, 1)
+	argv := wire.NewArgs(nil).Op(spigot.Op{Limit: roomy, N: 1})
 	args := make([]any, len(argv))
 	for i, a := range argv {
 		args[i] = a
@@ -536,7 +537,7 @@ func benchClients(tb testing.TB, addrs []string, cluster bool, keys []string) []
 	}
 }
 
-// checkInts checks that a raw call of valkey-go or rueidis got the 4
+// checkInts checks that a raw call of valkey-go or rueidis got the
 // integers the stores decode.
 func checkInts[M any, P interface {
 	*M
@@ -566,7 +567,7 @@ func BenchmarkServerCeiling(b *testing.B) {
 		}
 		b.Skip("redis-benchmark is not installed")
 	}
-	args := store.NewArgs(nil).Acquire(roomy, 1)
+	args := wire.NewArgs(nil).Op(spigot.Op{Limit: roomy, N: 1})
 	argv := args[:]
 	// redis-benchmark replaces __rand_int__ with 12 digits, a random
 	// number below -r.
@@ -581,7 +582,7 @@ func BenchmarkServerCeiling(b *testing.B) {
 			fill(b, rueidisstore.New(testclient.Rueidis(b, srv.Addr)), keys)
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
-			for _, script := range []struct{ name, sha string }{{"spigot", store.SHA1}, {"noop", noopSHA1}} {
+			for _, script := range []struct{ name, sha string }{{"spigot", wire.SHA1()}, {"noop", noopSHA1}} {
 				for _, p := range []int{1, 32} {
 					for _, nkeys := range []int{1, manyKeys} {
 						key, extra := keys[hotKey], []string(nil)

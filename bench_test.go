@@ -44,7 +44,7 @@ func BenchmarkMemory(b *testing.B) {
 		mustAcquire(b, s, roomy, "10.0.0.1", 1) // the key has state from now on
 		b.ReportAllocs()
 		for b.Loop() {
-			a, err := s.Acquire(ctx, roomy, "10.0.0.1", 1)
+			a, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: "10.0.0.1", N: 1})
 			if err != nil || !a.Allowed {
 				b.Fatalf("Acquire = %+v, %v; want allowed", a, err)
 			}
@@ -59,7 +59,7 @@ func BenchmarkMemory(b *testing.B) {
 		mustAcquire(b, s, empty, "10.0.0.1", 1)
 		b.ReportAllocs()
 		for b.Loop() {
-			a, err := s.Acquire(ctx, empty, "10.0.0.1", 1)
+			a, err := s.Do(ctx, spigot.Op{Limit: empty, Key: "10.0.0.1", N: 1})
 			if err != nil || a.Allowed {
 				b.Fatalf("Acquire = %+v, %v; want denied", a, err)
 			}
@@ -77,7 +77,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, err := s.Acquire(ctx, roomy, keys[i], 1); err != nil {
+			if _, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: keys[i], N: 1}); err != nil {
 				b.Fatal(err)
 			}
 			if i++; i == len(keys) {
@@ -98,7 +98,7 @@ func BenchmarkMemory(b *testing.B) {
 			// Each goroutine walks all the keys from its own starting point.
 			i := int(next.Add(1)*7919) % len(keys)
 			for pb.Next() {
-				if _, err := s.Acquire(ctx, roomy, keys[i], 1); err != nil {
+				if _, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: keys[i], N: 1}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -128,7 +128,7 @@ func BenchmarkXTimeRate(b *testing.B) {
 
 func mustAcquire(tb testing.TB, s spigot.Store, bk spigot.Limit, key string, cost int64) {
 	tb.Helper()
-	if _, err := s.Acquire(context.Background(), bk, key, cost); err != nil {
+	if _, err := s.Do(context.Background(), spigot.Op{Limit: bk, Key: key, N: cost}); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -3,24 +3,24 @@ package spigot
 import "errors"
 
 // The sentinel errors. Errors returned by this module wrap them with detail;
-// match them with errors.Is. A denial is never an error: it is an Decision
-// with Allowed false.
+// match them with errors.Is. A denial is never an error: it is a Decision
+// with Allowed false. What a store cannot do matches errors.ErrUnsupported.
 var (
-	// ErrInvalidLimit reports a bucket that NewBucket rejected, or the zero
+	// ErrInvalidLimit reports a limit that NewBucket rejected, or the zero
 	// Limit handed to a store.
-	ErrInvalidLimit = errors.New("spigot: invalid bucket")
+	ErrInvalidLimit = errors.New("spigot: invalid limit")
 
-	// ErrInvalidCost reports a negative cost.
+	// ErrInvalidCost reports a negative cost: an Op's N below 0.
 	ErrInvalidCost = errors.New("spigot: invalid cost")
 
-	// ErrNeverAdmitted reports that Limiter.Wait was asked for more tokens
-	// than the bucket can ever hold.
+	// ErrNeverAdmitted reports that Limiter.WaitN was asked for more tokens
+	// than the limit can ever hold.
 	ErrNeverAdmitted = errors.New("spigot: cost exceeds the bucket's capacity and can never be admitted")
 
 	// ErrRequestFailed is matched by the error of a store that is up but
-	// failed this one request: in Redis, a key that holds another type
-	// (WRONGTYPE), a script that failed on it, or a reply that is not the
-	// script's. Other keys are unaffected, so store/hybrid returns such an
+	// failed this one operation: in Redis, a key that holds another type
+	// (WRONGTYPE) or a value the script cannot read, a script that failed on
+	// it, or a reply that is not the script's. Other keys are unaffected, so store/hybrid returns such an
 	// error to its caller instead of counting it as the remote store being
 	// unavailable. A store's other errors (a lost connection, a timeout, a
 	// server that is loading or has no primary) say that the store cannot

@@ -37,30 +37,52 @@ func Example_login() {
 	clk.Advance(3 * time.Second)
 	a, _ = limiter.Allow(ctx, "203.0.113.7") // the right password, at last
 	fmt.Println("allowed:", a.Allowed)
-	wasLimited, _ := limiter.Reset(ctx, "203.0.113.7")
-	fmt.Println("reset:", wasLimited)
+	d, _ := limiter.Reset(ctx, "203.0.113.7")
+	fmt.Println("reset gave back:", d.N)
 	// Output:
 	// 429 Retry-After: 3
 	// allowed: true
-	// reset: true
+	// reset gave back: 20
 }
 
 // Weighted costs: an export quota of 10 000 rows, refilled at 50 rows per
 // second, charged by the rows each export returns.
-func ExampleLimiter_Acquire() {
+func ExampleLimiter_AllowN() {
 	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	rows := spigot.MustBucket("export-rows", 10_000, spigot.PerSecond(50))
 	limiter := spigot.New(memory.New(memory.WithClock(clk)), rows)
 	ctx := context.Background()
 
 	for _, n := range []int64{4000, 4000, 3000} {
-		a, _ := limiter.Acquire(ctx, "account-42", n)
-		fmt.Printf("%d rows: allowed=%v remaining=%d retry-after=%v\n", n, a.Allowed, a.Remaining, a.RetryAfter)
+		d, _ := limiter.AllowN(ctx, "account-42", n)
+		fmt.Printf("%d rows: allowed=%v remaining=%d retry-after=%v\n", n, d.Allowed, d.Remaining, d.RetryAfter)
 	}
 	// Output:
 	// 4000 rows: allowed=true remaining=6000 retry-after=0s
 	// 4000 rows: allowed=true remaining=2000 retry-after=0s
 	// 3000 rows: allowed=false remaining=2000 retry-after=20s
+}
+
+// Work that can be done in part takes what the limit holds; work that
+// could not be served gives its tokens back.
+func ExampleLimiter_AllowAtMost() {
+	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	rows := spigot.MustBucket("export-rows", 10_000, spigot.PerSecond(50))
+	limiter := spigot.New(memory.New(memory.WithClock(clk)), rows)
+	ctx := context.Background()
+
+	limiter.AllowN(ctx, "account-42", 9000)
+	d, _ := limiter.AllowAtMost(ctx, "account-42", 2500)
+	fmt.Println("export", d.N, "of 2500 rows now")
+
+	d, _ = limiter.AllowN(ctx, "account-42", 0) // what is left
+	fmt.Println("remaining:", d.Remaining)
+	d, _ = limiter.Refund(ctx, "account-42", 400) // 400 rows failed to export
+	fmt.Println("refunded:", d.N, "remaining:", d.Remaining)
+	// Output:
+	// export 1000 of 2500 rows now
+	// remaining: 0
+	// refunded: 400 remaining: 400
 }
 
 // Wait blocks until the tokens are taken; with a fake clock it waits for the
@@ -76,33 +98,43 @@ func ExampleLimiter_Wait() {
 		clk.BlockUntil(1) // the Wait below is sleeping
 		clk.Advance(500 * time.Millisecond)
 	}()
-	a, err := limiter.Wait(ctx, "worker", 1)
-	fmt.Println(a.Allowed, err)
+	d, err := limiter.Wait(ctx, "worker")
+	fmt.Println(d.Allowed, err)
 
-	_, err = limiter.Wait(ctx, "worker", 2)
+	_, err = limiter.WaitN(ctx, "worker", 2)
 	fmt.Println(err)
 	// Output:
 	// true <nil>
-	// spigot: cost exceeds the bucket's capacity and can never be admitted: cost 2, capacity 1
+	// spigot: cost exceeds the bucket's capacity and can never be admitted: 2 tokens, capacity 1
 }
 
-// Take is the whole model as a pure function: a store for any database only
-// has to read a State, call Take and write the result atomically.
-func ExampleLimit_Take() {
-	b := spigot.MustBucket("api", 2, spigot.PerSecond(1))
+// Apply is the whole model as a pure function: a store for any database
+// only has to read a State, call Apply and write the result atomically.
+func ExampleOp_Apply() {
+	api := spigot.MustBucket("api", 2, spigot.PerSecond(1))
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 	var st spigot.State // the zero State is a full bucket
-	for _, at := range []time.Duration{0, 0, 0, 1500 * time.Millisecond} {
-		var a spigot.Decision
-		st, a = b.Take(st, t0.Add(at), 1)
-		fmt.Printf("t0+%v: %+v\n", at, a)
+	for _, step := range []struct {
+		at time.Duration
+		op spigot.Op
+	}{
+		{0, spigot.Op{Limit: api, Key: "k", N: 1}},
+		{0, spigot.Op{Limit: api, Key: "k", N: 1}},
+		{0, spigot.Op{Limit: api, Key: "k", N: 1}},
+		{1500 * time.Millisecond, spigot.Op{Limit: api, Key: "k", Action: spigot.TakeUpTo, N: 5}},
+		{1500 * time.Millisecond, spigot.Op{Limit: api, Key: "k", Action: spigot.Refund, N: 1}},
+	} {
+		var d spigot.Decision
+		st, d = step.op.Apply(st, t0.Add(step.at))
+		fmt.Printf("t0+%v %v %d: %+v\n", step.at, step.op.Action, step.op.N, d)
 	}
 	// Output:
-	// t0+0s: {Allowed:true Remaining:1 RetryAfter:0s ResetAfter:1s}
-	// t0+0s: {Allowed:true Remaining:0 RetryAfter:0s ResetAfter:2s}
-	// t0+0s: {Allowed:false Remaining:0 RetryAfter:1s ResetAfter:2s}
-	// t0+1.5s: {Allowed:true Remaining:0 RetryAfter:0s ResetAfter:1.5s}
+	// t0+0s Take 1: {Allowed:true N:1 Remaining:1 RetryAfter:0s ResetAfter:1s Degraded:false}
+	// t0+0s Take 1: {Allowed:true N:1 Remaining:0 RetryAfter:0s ResetAfter:2s Degraded:false}
+	// t0+0s Take 1: {Allowed:false N:0 Remaining:0 RetryAfter:1s ResetAfter:2s Degraded:false}
+	// t0+1.5s TakeUpTo 5: {Allowed:true N:1 Remaining:0 RetryAfter:0s ResetAfter:1.5s Degraded:false}
+	// t0+1.5s Refund 1: {Allowed:true N:1 Remaining:1 RetryAfter:0s ResetAfter:500ms Degraded:false}
 }
 
 func ExampleParseRate() {
@@ -118,7 +150,7 @@ func ExampleNewBucket() {
 	_, err := spigot.NewBucket("login", 20, spigot.Per(0, time.Second))
 	fmt.Println(err)
 	// Output:
-	// spigot: invalid bucket "login": rate 0/s: a rate must refill at least one token
+	// spigot: invalid limit "login": rate 0/s: a rate must refill at least one token
 }
 
 // Four replicas that each enforce Split(4) of a bucket admit together

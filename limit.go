@@ -18,25 +18,51 @@ const Never = time.Duration(math.MaxInt64)
 // it.
 const MaxExact = 1 << 53
 
-// A Limit is a named token bucket: it holds up to Capacity tokens and
-// refills continuously at Rate. A request takes cost tokens when the bucket
-// holds at least that many, and nothing otherwise.
+// A Limit is a named rule for how much a key may do: how many tokens it
+// may take and how fast they come back. Its Kind is the algorithm; today
+// there is one, the token bucket (NewBucket): it holds up to Capacity
+// tokens and refills continuously at Rate, and a request takes its tokens
+// when the bucket holds that many, and nothing otherwise.
 //
-// A Limit is an immutable value: copy it freely and share it between
-// goroutines. The zero Limit is invalid; every store rejects it with
-// ErrInvalidLimit. Create one with NewBucket or MustBucket.
+// A Limit is an immutable, comparable value: copy it freely, share it
+// between goroutines, use it as a map key. The zero Limit is invalid;
+// every store rejects it with ErrInvalidLimit. Create one with NewBucket
+// or MustBucket.
 //
-// Internally the bucket counts in scaled units so that its arithmetic is
-// exact: with the period p in microseconds and g = gcd(Rate.Tokens, p), one
-// token is p/g units and the bucket gains Rate.Tokens/g units every
+// Internally a token bucket counts in scaled units so that its arithmetic
+// is exact: with the period p in microseconds and g = gcd(Rate.Tokens, p),
+// one token is p/g units and the bucket gains Rate.Tokens/g units every
 // microsecond. Every quantity is then an integer, and no rate drifts.
 type Limit struct {
 	name     string
+	kind     Kind
 	capacity int64
 	rate     Rate
 	scale    int64 // units per token: period_µs / g
 	refill   int64 // units per microsecond: Rate.Tokens / g
 	max      int64 // capacity in units: capacity × scale
+}
+
+// Kind is the algorithm of a Limit. The zero Kind is none: it marks the
+// zero Limit and the zero State.
+type Kind uint8
+
+// The kinds of limit.
+const (
+	// TokenBucket is a bucket of Capacity tokens that refills
+	// continuously at Rate: bursts up to Capacity, then Rate on average.
+	TokenBucket Kind = 1
+)
+
+// String returns the kind's name, as in "TokenBucket".
+func (k Kind) String() string {
+	switch k {
+	case 0:
+		return "none"
+	case TokenBucket:
+		return "TokenBucket"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
 // NewBucket returns a bucket named name that holds up to capacity tokens and
@@ -76,6 +102,7 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	g := gcd(rate.Tokens, period)
 	b := Limit{
 		name:     name,
+		kind:     TokenBucket,
 		capacity: capacity,
 		rate:     rate,
 		scale:    period / g,
@@ -104,8 +131,11 @@ func MustBucket(name string, capacity int64, rate Rate) Limit {
 	return b
 }
 
-// Name returns the bucket's name.
+// Name returns the limit's name.
 func (b Limit) Name() string { return b.name }
+
+// Kind returns the limit's algorithm.
+func (b Limit) Kind() Kind { return b.kind }
 
 // Capacity returns the most tokens the bucket holds.
 func (b Limit) Capacity() int64 { return b.capacity }
@@ -158,19 +188,6 @@ func (b Limit) Split(n int) Limit {
 		return b
 	}
 	return split
-}
-
-// Check returns the error a store must return, before doing anything else,
-// for a request of cost tokens on b: ErrInvalidLimit for the zero Limit,
-// ErrInvalidCost for a negative cost, and nil otherwise.
-func (b Limit) Check(cost int64) error {
-	if b.scale == 0 {
-		return fmt.Errorf("%w: the zero Limit; create one with NewBucket", ErrInvalidLimit)
-	}
-	if cost < 0 {
-		return fmt.Errorf("%w %d: a cost must be 0 or more", ErrInvalidCost, cost)
-	}
-	return nil
 }
 
 func gcd(a, b int64) int64 {

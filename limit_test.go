@@ -115,7 +115,7 @@ func TestCheck(t *testing.T) {
 		{spigot.Limit{}, -1, spigot.ErrInvalidLimit},
 	}
 	for i, tt := range tests {
-		if err := tt.bucket.Check(tt.cost); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+		if err := (spigot.Op{Limit: tt.bucket, N: tt.cost}).Check(); !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
 			t.Errorf("case %d: Check(%d) = %v, want %v", i, tt.cost, err, tt.want)
 		}
 	}
@@ -207,7 +207,7 @@ func TestSplit(t *testing.T) {
 		if got.Name() != tt.b.Name() || got.Capacity() != tt.capacity || got.Rate() != tt.rate {
 			t.Errorf("step %d: %v.Split(%d) = %v, want %s(cap %d, %v)", i, tt.b, tt.n, got, tt.b.Name(), tt.capacity, tt.rate)
 		}
-		if got.Check(1) != nil {
+		if (spigot.Op{Limit: got, N: 1}).Check() != nil {
 			t.Errorf("step %d: %v.Split(%d) = %v, not a valid bucket", i, tt.b, tt.n, got)
 		}
 	}
@@ -229,7 +229,7 @@ func TestSplitAdmitsTheShare(t *testing.T) {
 	for ms := int64(0); ms <= hours*3600*1000; ms += 10 {
 		now := t0.Add(time.Duration(ms) * time.Millisecond)
 		var a spigot.Decision
-		if st, a = split.Take(st, now, 1); a.Allowed {
+		if st, a = take(split, st, now, 1); a.Allowed {
 			admitted++
 		}
 	}

@@ -1,17 +1,19 @@
 // Package spigot rate-limits anything by name: login attempts per IP
 // address, API calls per tenant, exported rows per account.
 //
-// It has one exact token-bucket model (Limit.Take) behind a small Store
-// interface, with stores in process (store/memory), shared by every
-// replica of a service (store/redis, store/valkey, store/rueidis), and a
-// hybrid of the two (store/hybrid) that keeps limiting in process while
-// Redis is down. A Limiter ties a Store to a Limit:
+// A Limit (today, a token bucket) is applied to a key by operations: take
+// n tokens, take up to n, refund, reset, peek. One exact model (Op.Apply)
+// decides every operation, behind a small Store interface, with stores in
+// process (store/memory), shared by every replica of a service
+// (store/redis, store/valkey, store/rueidis), and a hybrid of the two
+// (store/hybrid) that keeps limiting in process while Redis is down. A
+// Limiter ties a Store to a Limit:
 //
 //	var login = spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 //	limiter := spigot.New(memory.New(), login)
-//	a, err := limiter.Allow(ctx, clientIP)
+//	d, err := limiter.Allow(ctx, clientIP)
 //	if err != nil { /* the store failed */ }
-//	if !a.Allowed { /* deny; retry after a.RetryAfter */ }
+//	if !d.Allowed { /* deny; retry after d.RetryAfter */ }
 //
 // The arithmetic is exact: a bucket counts in scaled integers, so waiting
 // exactly RetryAfter admits the retry, no interval admits more than the
@@ -21,6 +23,7 @@ package spigot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,30 +31,74 @@ import (
 	"github.com/spigot-go/spigot/internal/nilcheck"
 )
 
-// A Store keeps the state of every key of every bucket and applies requests
-// to it atomically. Implementations must be safe for concurrent use and keep
-// the model of Limit.Take; package conformance checks that they do.
+// A Store keeps the state of every key of every limit and applies
+// operations to it atomically. Implementations must be safe for concurrent
+// use and keep the model of Op.Apply; package conformance checks that they
+// do.
+//
+// A store that cannot do what it is asked (an Action or a Kind it does not
+// know, or several operations at once) returns an error that matches
+// errors.ErrUnsupported and changes nothing, so a store that wraps another
+// (store/hybrid) has the same two methods, passes every operation through,
+// and loses nothing.
 type Store interface {
-	// Acquire takes cost tokens from the bucket b of key if it holds that
-	// many, and reports the decision. A denial is an Decision with Allowed
-	// false, not an error. It returns an error wrapping ErrInvalidLimit for
-	// the zero Limit and ErrInvalidCost for a negative cost (see
-	// Limit.Check), and the store's own errors (a lost connection, a
-	// cancelled context) wrapped.
-	Acquire(ctx context.Context, b Limit, key string, cost int64) (Decision, error)
+	// Do applies op and returns its decision. A denial is a Decision with
+	// Allowed false, not an error. It returns the error of op.Check for an
+	// invalid op, and the store's own errors (a lost connection, a
+	// cancelled context) wrapped; an error that concerns this op alone,
+	// not the store, matches ErrRequestFailed.
+	Do(ctx context.Context, op Op) (Decision, error)
 
-	// Reset fills the bucket b of key again, by forgetting its state. It
-	// reports whether the bucket was not full before. It returns an error
-	// wrapping ErrInvalidLimit for the zero Limit.
-	Reset(ctx context.Context, b Limit, key string) (bool, error)
+	// DoMulti applies ops and sets out[i] to the decision on ops[i]; out
+	// must be as long as ops. With AllOrNothing, either every Take is
+	// allowed and charged, or none takes anything. With Independent, each
+	// op is decided as by Do. A store that cannot apply several ops in one
+	// call returns, for more than one, an error matching
+	// errors.ErrUnsupported, and applies nothing.
+	DoMulti(ctx context.Context, mode Mode, ops []Op, out []Decision) error
+}
+
+// A Mode says how DoMulti applies several operations.
+type Mode uint8
+
+// The modes.
+const (
+	// Independent decides each operation as Do would: a batch.
+	Independent Mode = iota
+	// AllOrNothing applies the operations only if every one is allowed:
+	// a request limited by several limits is charged to none of them
+	// when one denies it.
+	AllOrNothing
+)
+
+// DoOne is DoMulti for a store that applies one op per call: it checks
+// mode and the length of out, applies a single op with s.Do, and returns
+// an error matching errors.ErrUnsupported for more than one op, having
+// applied none.
+func DoOne(ctx context.Context, s interface {
+	Do(context.Context, Op) (Decision, error)
+}, mode Mode, ops []Op, out []Decision) error {
+	switch {
+	case mode > AllOrNothing:
+		return fmt.Errorf("spigot: DoMulti: mode %d: %w", mode, errors.ErrUnsupported)
+	case len(out) != len(ops):
+		return fmt.Errorf("spigot: DoMulti: %d ops and %d decisions; want one decision per op", len(ops), len(out))
+	case len(ops) > 1:
+		return fmt.Errorf("spigot: DoMulti: %d ops in one call: %w", len(ops), errors.ErrUnsupported)
+	case len(ops) == 0:
+		return nil
+	}
+	d, err := s.Do(ctx, ops[0])
+	out[0] = d
+	return err
 }
 
 // A Limiter applies one Limit to many keys in one Store. It is safe for
 // concurrent use. Create one with New; the zero Limiter is not usable.
 type Limiter struct {
-	store  Store
-	bucket Limit
-	clock  clock.Clock
+	store Store
+	limit Limit
+	clock clock.Clock
 }
 
 // An Option configures a Limiter.
@@ -67,74 +114,102 @@ func WithClock(c clock.Clock) Option {
 	return func(l *Limiter) { l.clock = c }
 }
 
-// New returns a Limiter that applies b in s. It panics if s is nil (a
-// programmer error, found at once rather than at the first request); a
-// zero b makes every call fail with ErrInvalidLimit.
-func New(s Store, b Limit, opts ...Option) *Limiter {
+// New returns a Limiter that applies limit in s. It panics if s is nil (a
+// programmer error, found at once rather than at the first request); the
+// zero Limit makes every call fail with ErrInvalidLimit.
+func New(s Store, limit Limit, opts ...Option) *Limiter {
 	if nilcheck.Nil(s) {
 		panic("spigot: New: nil Store")
 	}
-	l := &Limiter{store: s, bucket: b, clock: clock.System()}
+	l := &Limiter{store: s, limit: limit, clock: clock.System()}
 	for _, o := range opts {
 		o(l)
 	}
 	return l
 }
 
-// Limit returns the bucket the limiter applies.
-func (l *Limiter) Limit() Limit { return l.bucket }
+// Limit returns the limit the limiter applies.
+func (l *Limiter) Limit() Limit { return l.limit }
 
-// Allow is Acquire with a cost of 1.
+// Allow takes one token for key if the limit holds it: AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.store.Acquire(ctx, l.bucket, key, 1)
+	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: 1})
 }
 
-// Acquire takes cost tokens for key if the bucket holds them; see
-// Store.Acquire. A cost of 0 peeks: it is always allowed and reports what
-// remains.
-func (l *Limiter) Acquire(ctx context.Context, key string, cost int64) (Decision, error) {
-	return l.store.Acquire(ctx, l.bucket, key, cost)
+// AllowN takes n tokens for key if the limit holds them all, and nothing
+// otherwise. A denial is a Decision with Allowed false, not an error; an
+// n of 0 is always allowed.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: n})
 }
 
-// Reset fills key's bucket again, as after a successful login. It reports
-// whether the bucket was not full.
-func (l *Limiter) Reset(ctx context.Context, key string) (bool, error) {
-	return l.store.Reset(ctx, l.bucket, key)
+// AllowAtMost takes as many of n tokens for key as the limit holds, and
+// reports how many in the Decision's N: for work that can be done in
+// part, such as exporting up to n rows. It is denied only when it takes
+// none of n > 0.
+func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: TakeUpTo, N: n})
 }
 
-// Wait blocks until cost tokens for key are taken, and returns that
-// admission. Between tries it sleeps RetryAfter on the limiter's clock;
+// Refund gives n tokens back to key's limit, up to its capacity: for a
+// request that was allowed but then not served. A Refund of what AllowN
+// took, with nothing in between, leaves the limit as if neither happened.
+func (l *Limiter) Refund(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Refund, N: n})
+}
+
+// Reset fills key's limit again, as after a successful login. The
+// Decision's N is the whole tokens it gave back, above 0 exactly when the
+// limit was not full.
+func (l *Limiter) Reset(ctx context.Context, key string) (Decision, error) {
+	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Reset})
+}
+
+// Peek reports what AllowN(ctx, key, n) would decide now, and takes
+// nothing.
+func (l *Limiter) Peek(ctx context.Context, key string, n int64) (Decision, error) {
+	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Peek, N: n})
+}
+
+// Wait blocks until one token for key is taken: WaitN(ctx, key, 1).
+func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
+	return l.WaitN(ctx, key, 1)
+}
+
+// WaitN blocks until n tokens for key are taken, and returns that
+// decision. Between tries it sleeps RetryAfter on the limiter's clock;
 // another caller may take the tokens meanwhile, so it may try more than
 // once.
 //
-// It returns at once, having taken nothing: ErrNeverAdmitted when cost
-// exceeds the bucket's capacity; the context's error when ctx is done; and
+// It returns at once, having taken nothing: ErrNeverAdmitted when n
+// exceeds the limit's capacity; the context's error when ctx is done; and
 // an error wrapping context.DeadlineExceeded when ctx's deadline falls
 // before the retry would be allowed (as x/time/rate does), so a caller with
 // a deadline does not sleep in vain.
-func (l *Limiter) Wait(ctx context.Context, key string, cost int64) (Decision, error) {
-	if err := l.bucket.Check(cost); err != nil {
+func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
+	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
+	if err := op.Check(); err != nil {
 		return Decision{}, err
 	}
-	if cost > l.bucket.capacity {
-		return Decision{RetryAfter: Never}, fmt.Errorf("%w: cost %d, capacity %d", ErrNeverAdmitted, cost, l.bucket.capacity)
+	if n > l.limit.capacity {
+		return Decision{RetryAfter: Never}, fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, l.limit.capacity)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return Decision{}, err
 		}
-		a, err := l.store.Acquire(ctx, l.bucket, key, cost)
-		if err != nil || a.Allowed {
-			return a, err
+		d, err := l.store.Do(ctx, op)
+		if err != nil || d.Allowed {
+			return d, err
 		}
-		if a.RetryAfter == Never { // the store holds a config we did not expect
-			return a, fmt.Errorf("%w: cost %d", ErrNeverAdmitted, cost)
+		if d.RetryAfter == Never { // the store holds a config we did not expect
+			return d, fmt.Errorf("%w: %d tokens", ErrNeverAdmitted, n)
 		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(l.clock.Now()) < a.RetryAfter {
-			return a, fmt.Errorf("spigot: Wait(%q, cost %d) needs %v, past the context's deadline: %w",
-				key, cost, a.RetryAfter, context.DeadlineExceeded)
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(l.clock.Now()) < d.RetryAfter {
+			return d, fmt.Errorf("spigot: WaitN(%q, %d) needs %v, past the context's deadline: %w",
+				key, n, d.RetryAfter, context.DeadlineExceeded)
 		}
-		if err := l.sleep(ctx, a.RetryAfter); err != nil {
+		if err := l.sleep(ctx, d.RetryAfter); err != nil {
 			return Decision{}, err
 		}
 	}

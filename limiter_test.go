@@ -22,29 +22,38 @@ func newLimiter(t *testing.T, capacity int64, r spigot.Rate) (*spigot.Limiter, *
 	return l, clk
 }
 
-func TestLimiterAllowAcquireReset(t *testing.T) {
-	l, _ := newLimiter(t, 2, spigot.PerSecond(1))
+// TestLimiterMethods: each of the Limiter's calls is one operation on the
+// limit of its key, in one step table at fixed instants.
+func TestLimiterMethods(t *testing.T) {
+	l, clk := newLimiter(t, 3, spigot.PerSecond(1))
 	ctx := context.Background()
+	type call func() (spigot.Decision, error)
 	steps := []struct {
-		do   func() (spigot.Decision, error)
+		at   time.Duration
+		what string
+		do   call
 		want spigot.Decision
 	}{
-		{func() (spigot.Decision, error) { return l.Allow(ctx, "k") }, allow(1, 1*s)},
-		{func() (spigot.Decision, error) { return l.Acquire(ctx, "k", 2) }, deny(1, 1*s, 1*s)},
-		{func() (spigot.Decision, error) { return l.Acquire(ctx, "k", 1) }, allow(0, 2*s)},
-		{func() (spigot.Decision, error) { return l.Allow(ctx, "other") }, allow(1, 1*s)},
+		{0, "Allow", func() (spigot.Decision, error) { return l.Allow(ctx, "k") }, taken(allow(2, 1*s), 1)},
+		{0, "AllowN 3", func() (spigot.Decision, error) { return l.AllowN(ctx, "k", 3) }, deny(2, 1*s, 1*s)},
+		{0, "Peek 3", func() (spigot.Decision, error) { return l.Peek(ctx, "k", 3) }, deny(2, 1*s, 1*s)},
+		{0, "Peek 2", func() (spigot.Decision, error) { return l.Peek(ctx, "k", 2) }, allow(2, 1*s)},
+		{0, "AllowAtMost 5", func() (spigot.Decision, error) { return l.AllowAtMost(ctx, "k", 5) }, taken(allow(0, 3*s), 2)},
+		{0, "AllowAtMost 1 of none", func() (spigot.Decision, error) { return l.AllowAtMost(ctx, "k", 1) }, deny(0, 1*s, 3*s)},
+		{0, "Refund 1", func() (spigot.Decision, error) { return l.Refund(ctx, "k", 1) }, taken(allow(1, 2*s), 1)},
+		{0, "Refund 5, capped", func() (spigot.Decision, error) { return l.Refund(ctx, "k", 5) }, taken(allow(3, 0), 2)},
+		{0, "AllowN 2", func() (spigot.Decision, error) { return l.AllowN(ctx, "k", 2) }, taken(allow(1, 2*s), 2)},
+		{500 * ms, "Reset", func() (spigot.Decision, error) { return l.Reset(ctx, "k") }, taken(allow(3, 0), 2)}, // 1.5 short: 2
+		{500 * ms, "Reset of a full limit", func() (spigot.Decision, error) { return l.Reset(ctx, "k") }, allow(3, 0)},
+		{500 * ms, "AllowN 3 after Reset", func() (spigot.Decision, error) { return l.AllowN(ctx, "k", 3) }, taken(allow(0, 3*s), 3)},
+		{500 * ms, "Allow on another key", func() (spigot.Decision, error) { return l.Allow(ctx, "other") }, taken(allow(2, 1*s), 1)},
 	}
 	for i, st := range steps {
+		clk.Set(t0.Add(st.at))
 		got, err := st.do()
 		if err != nil || got != st.want {
-			t.Errorf("step %d: got %+v, %v; want %+v", i, got, err, st.want)
+			t.Errorf("step %d (t0+%v, %s): got %+v, %v; want %+v", i, st.at, st.what, got, err, st.want)
 		}
-	}
-	if ok, err := l.Reset(ctx, "k"); !ok || err != nil {
-		t.Errorf("Reset of an empty bucket = %v, %v; want true", ok, err)
-	}
-	if a, err := l.Acquire(ctx, "k", 2); !a.Allowed || err != nil {
-		t.Errorf("after Reset: %+v, %v; want a full bucket", a, err)
 	}
 	if l.Limit().Name() != "test" {
 		t.Errorf("Limit().Name() = %q", l.Limit().Name())
@@ -56,12 +65,12 @@ func TestLimiterAllowAcquireReset(t *testing.T) {
 func TestWait(t *testing.T) {
 	l, clk := newLimiter(t, 3, spigot.Per(1, 3*s))
 	ctx := context.Background()
-	if _, err := l.Acquire(ctx, "k", 3); err != nil {
+	if _, err := l.AllowN(ctx, "k", 3); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan spigot.Decision)
 	go func() {
-		a, err := l.Wait(ctx, "k", 2)
+		a, err := l.WaitN(ctx, "k", 2)
 		if err != nil {
 			t.Errorf("Wait: %v", err)
 		}
@@ -75,8 +84,8 @@ func TestWait(t *testing.T) {
 	default:
 	}
 	clk.Advance(1 * ms)
-	if a := <-done; a != allow(0, 9*s) {
-		t.Errorf("Wait = %+v, want %+v", a, allow(0, 9*s))
+	if a := <-done; a != taken(allow(0, 9*s), 2) {
+		t.Errorf("Wait = %+v, want %+v", a, taken(allow(0, 9*s), 2))
 	}
 }
 
@@ -88,7 +97,7 @@ func TestWaitRetriesWhenRaced(t *testing.T) {
 	l.Allow(ctx, "k")
 	done := make(chan spigot.Decision)
 	go func() {
-		a, err := l.Wait(ctx, "k", 1)
+		a, err := l.WaitN(ctx, "k", 1)
 		if err != nil {
 			t.Errorf("Wait: %v", err)
 		}
@@ -105,8 +114,8 @@ func TestWaitRetriesWhenRaced(t *testing.T) {
 	}
 	clk.BlockUntil(1) // the waiter lost and sleeps again
 	clk.Advance(1 * s)
-	if a := <-done; a != allow(0, 1*s) {
-		t.Errorf("Wait = %+v, want %+v", a, allow(0, 1*s))
+	if a := <-done; a != taken(allow(0, 1*s), 1) {
+		t.Errorf("Wait = %+v, want %+v", a, taken(allow(0, 1*s), 1))
 	}
 }
 
@@ -133,8 +142,8 @@ func TestWaitReturnsAtOnce(t *testing.T) {
 			clk := clocktest.New(tFuture)
 			b := spigot.MustBucket("test", 3, spigot.PerHour(1))
 			l := spigot.New(memory.New(memory.WithClock(clk)), b, spigot.WithClock(clk))
-			l.Acquire(context.Background(), "k", 2)
-			_, err := l.Wait(tt.ctx, "k", tt.cost)
+			l.AllowN(context.Background(), "k", 2)
+			_, err := l.WaitN(tt.ctx, "k", tt.cost)
 			if !errors.Is(err, tt.want) {
 				t.Errorf("Wait = %v, want %v", err, tt.want)
 			}
@@ -142,7 +151,7 @@ func TestWaitReturnsAtOnce(t *testing.T) {
 				t.Errorf("Wait left %d timers waiting on the clock", n)
 			}
 			// Nothing was taken: the 1 token left is still there.
-			if a, _ := l.Acquire(context.Background(), "k", 0); a.Remaining != 1 {
+			if a, _ := l.AllowN(context.Background(), "k", 0); a.Remaining != 1 {
 				t.Errorf("after Wait, Remaining = %d, want 1", a.Remaining)
 			}
 		})
@@ -155,7 +164,7 @@ func TestWaitCancelledWhileWaiting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() {
-		_, err := l.Wait(ctx, "k", 1)
+		_, err := l.WaitN(ctx, "k", 1)
 		errc <- err
 	}()
 	clk.BlockUntil(1)
@@ -176,7 +185,7 @@ func TestWaitRealTimerCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error)
 	go func() {
-		_, err := l.Wait(ctx, "k", 1)
+		_, err := l.WaitN(ctx, "k", 1)
 		errc <- err
 	}()
 	cancel()
@@ -190,14 +199,17 @@ type failing struct{}
 
 var errDown = errors.New("store down")
 
-func (failing) Acquire(context.Context, spigot.Limit, string, int64) (spigot.Decision, error) {
+func (failing) Do(context.Context, spigot.Op) (spigot.Decision, error) {
 	return spigot.Decision{}, errDown
 }
-func (failing) Reset(context.Context, spigot.Limit, string) (bool, error) { return false, errDown }
+
+func (failing) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return errDown
+}
 
 func TestWaitReturnsStoreError(t *testing.T) {
 	l := spigot.New(failing{}, spigot.MustBucket("b", 1, spigot.PerSecond(1)))
-	if _, err := l.Wait(context.Background(), "k", 1); !errors.Is(err, errDown) {
+	if _, err := l.Wait(context.Background(), "k"); !errors.Is(err, errDown) {
 		t.Errorf("Wait = %v, want the store's error", err)
 	}
 }
@@ -223,7 +235,7 @@ func TestWaitDeadlineOnLimiterClock(t *testing.T) {
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := l.Wait(ctx, "k", 1)
+		_, err := l.WaitN(ctx, "k", 1)
 		errc <- err
 	}()
 	slept := make(chan struct{})

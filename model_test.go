@@ -13,20 +13,22 @@ import (
 	"github.com/spigot-go/spigot"
 )
 
-// This file checks Limit.Take against refModel, an independent statement of
-// the model (Limit and Take's docs) in exact rational arithmetic (math/big), on random and
-// fuzzed sequences of requests: every field of every Decision, the tokens
-// left, and the interval bound capacity + floor(T × refill).
+// This file checks Op.Apply against refModel, an independent statement of
+// the model (the docs of Limit and Apply) in exact rational arithmetic
+// (math/big), on random and fuzzed sequences of operations of every
+// action: every field of every Decision, the tokens left, and the interval
+// bound capacity + floor(T × refill) on what was taken net of refunds.
 
 // refModel is the model of one key, written from its formulas with
 // tokens as an exact rational number of tokens and time in whole
-// microseconds. It shares nothing with take.go but the formulas.
+// microseconds. It shares nothing with op.go but the formulas.
 type refModel struct {
 	capacity int64
 	refill   *big.Rat // tokens per microsecond: Rate.Tokens / period in µs
 	tokens   *big.Rat // nil: no state yet (a full bucket)
 	stamp    int64    // µs of the last update; never moves back
 	fullAt   int64    // µs from which the state no longer matters: full again, and now ≥ stamp
+	denom    *big.Int // the refill's denominator when the state was stored
 }
 
 func newRefModel(capacity int64, r spigot.Rate) *refModel {
@@ -38,29 +40,46 @@ func refRefill(r spigot.Rate) *big.Rat {
 	return big.NewRat(r.Tokens, int64(r.Period/time.Microsecond))
 }
 
-// reconfigure applies a config change under the same name: the tokens carry
-// over, clamped to the new capacity; when the scale (the denominator of the
-// refill in lowest terms) changes, only whole tokens carry over.
+// reconfigure applies a config change under the same name. The state is
+// read under the new config at the next operation (see carry).
 func (m *refModel) reconfigure(capacity int64, r spigot.Rate) {
-	refill := refRefill(r)
-	if m.tokens != nil {
-		if m.refill.Denom().Cmp(refill.Denom()) != 0 {
-			m.tokens = new(big.Rat).SetInt(refFloor(m.tokens))
-		}
-		m.tokens = refMin(m.tokens, refInt(capacity))
-	}
-	m.capacity, m.refill = capacity, refill
+	m.capacity, m.refill = capacity, refRefill(r)
 }
 
-// take applies one request of cost tokens at now (µs).
+// carry reads the stored tokens under the current config: they carry over,
+// clamped to the capacity; when the scale (the denominator of the refill
+// in lowest terms) changed since they were stored, only whole tokens carry
+// over.
+func (m *refModel) carry() {
+	if m.denom.Cmp(m.refill.Denom()) != 0 {
+		m.tokens = new(big.Rat).SetInt(refFloor(m.tokens))
+	}
+	m.tokens = refMin(m.tokens, refInt(m.capacity))
+}
+
+// take applies a Take of cost tokens at now (µs).
 func (m *refModel) take(now, cost int64) spigot.Decision {
+	d, _ := m.apply(now, spigot.Take, cost)
+	return d
+}
+
+// apply applies an operation at now (µs), and returns its decision and the
+// exact tokens it gave back (Refund) or took (Take, TakeUpTo; negative).
+func (m *refModel) apply(now int64, action spigot.Action, n int64) (spigot.Decision, *big.Rat) {
+	if action == spigot.Peek { // decides on a copy: nothing changes
+		saved := *m
+		defer func() { *m = saved }()
+	}
 	capacity := refInt(m.capacity)
 	if m.tokens != nil && now >= m.fullAt { // full again: as if never seen
 		m.tokens = nil
 	}
 	if m.tokens == nil {
 		m.tokens, m.stamp = capacity, now
+	} else {
+		m.carry()
 	}
+	m.denom = m.refill.Denom()
 	var lag int64 // > 0 when the clock is behind the stamp
 	if now > m.stamp {
 		gain := new(big.Rat).Mul(refInt(now-m.stamp), m.refill)
@@ -69,26 +88,52 @@ func (m *refModel) take(now, cost int64) spigot.Decision {
 	} else {
 		lag = m.stamp - now
 	}
-	var a spigot.Decision
-	c := refInt(cost)
-	switch {
-	case cost > m.capacity:
-		a.RetryAfter = spigot.Never
-	case m.tokens.Cmp(c) >= 0:
-		m.tokens = new(big.Rat).Sub(m.tokens, c)
-		a.Allowed = true
-	default:
-		a.RetryAfter = m.wait(lag, new(big.Rat).Sub(c, m.tokens))
+	d := spigot.Decision{Allowed: true}
+	moved := new(big.Rat)
+	c := refInt(n)
+	switch action {
+	case spigot.Take, spigot.Peek:
+		switch {
+		case n > m.capacity:
+			d.Allowed, d.RetryAfter = false, spigot.Never
+		case m.tokens.Cmp(c) >= 0:
+			if action == spigot.Take {
+				m.tokens = new(big.Rat).Sub(m.tokens, c)
+				d.N, moved = n, new(big.Rat).Neg(c)
+			}
+		default:
+			d.Allowed, d.RetryAfter = false, m.wait(lag, new(big.Rat).Sub(c, m.tokens))
+		}
+	case spigot.TakeUpTo: // the whole tokens held, up to n
+		k := min(n, refFloor(m.tokens).Int64())
+		switch {
+		case k > 0 || n == 0:
+			m.tokens = new(big.Rat).Sub(m.tokens, refInt(k))
+			d.N, moved = k, refInt(-k)
+		case m.capacity == 0:
+			d.Allowed, d.RetryAfter = false, spigot.Never
+		default:
+			d.Allowed, d.RetryAfter = false, m.wait(lag, new(big.Rat).Sub(refInt(1), m.tokens))
+		}
+	case spigot.Refund: // n more, up to the capacity
+		moved = refMin(c, new(big.Rat).Sub(capacity, m.tokens))
+		m.tokens = new(big.Rat).Add(m.tokens, moved)
+		d.N = refCeil(moved).Int64()
+	case spigot.Reset: // what it lacked, rounded up; then forgotten
+		d.N = refCeil(new(big.Rat).Sub(capacity, m.tokens)).Int64()
+		d.Remaining = m.capacity
+		m.tokens = nil
+		return d, new(big.Rat)
 	}
 	if deficit := new(big.Rat).Sub(capacity, m.tokens); deficit.Sign() > 0 {
-		a.ResetAfter = m.wait(lag, deficit)
+		d.ResetAfter = m.wait(lag, deficit)
 	}
-	a.Remaining = refFloor(m.tokens).Int64()
-	m.fullAt = max(now+a.ResetAfter.Microseconds(), m.stamp)
+	d.Remaining = refFloor(m.tokens).Int64()
+	m.fullAt = max(now+d.ResetAfter.Microseconds(), m.stamp)
 	if m.fullAt <= now { // full, and nothing to remember
 		m.tokens = nil
 	}
-	return a
+	return d, moved
 }
 
 // wait returns ceil_ms(lag + deficit/refill), or Never past what a Duration
@@ -129,15 +174,16 @@ const refLimit = 1 << 61
 type refOp struct {
 	dt    int64         // µs to move the clock, possibly back
 	ns    int64         // sub-microsecond nanoseconds of the new instant, which Take must ignore
-	cost  int64         // tokens asked for
-	retry bool          // dt is the last RetryAfter and cost the last cost: must be allowed
+	act   spigot.Action // what the step does
+	cost  int64         // its N
+	retry bool          // dt is the last RetryAfter, act and cost the last ones: must be allowed
 	b     *spigot.Limit // non-nil: the config changes to b before the step
 }
 
 // refEvent is one step, for the interval check.
 type refEvent struct {
-	at       int64 // the model's stamp after the step
-	admitted int64 // the cost taken, 0 if denied
+	at    int64    // the model's stamp after the step
+	taken *big.Rat // the tokens taken, net of those given back
 }
 
 // refPast is a step done, for failure messages.
@@ -147,14 +193,14 @@ type refPast struct {
 }
 
 func (p refPast) String() string {
-	s := fmt.Sprintf("step %d: t%+dµs (+%dns) cost %d", p.step, p.now-refStart, p.op.ns, p.op.cost)
+	s := fmt.Sprintf("step %d: t%+dµs (+%dns) %v %d", p.step, p.now-refStart, p.op.ns, p.op.act, p.op.cost)
 	if p.op.b != nil {
 		s = fmt.Sprintf("%s, after a config change to %v", s, *p.op.b)
 	}
 	return s
 }
 
-// refRun drives Limit.Take and refModel side by side.
+// refRun drives Op.Apply and refModel side by side.
 type refRun struct {
 	b        spigot.Limit
 	s        spigot.State
@@ -162,6 +208,7 @@ type refRun struct {
 	now      int64 // µs
 	step     int
 	last     spigot.Decision
+	lastAct  spigot.Action
 	lastCost int64
 	lastNow  int64
 	seg      []refEvent // the steps since the last config change
@@ -211,60 +258,82 @@ func (r *refRun) do(op refOp) error {
 	now := time.UnixMicro(r.now).Add(time.Duration(op.ns))
 	r.note(refPast{int64(r.step), r.now, op})
 
-	s, got := r.b.Take(r.s, now, op.cost)
-	want := r.m.take(r.now, op.cost)
+	o := spigot.Op{Limit: r.b, Key: "k", Action: op.act, N: op.cost}
+	s, got := o.Apply(r.s, now)
+	want, moved := r.m.apply(r.now, op.act, op.cost)
 	if got != want {
 		return r.fail("got %+v, want %+v", got, want)
 	}
 	switch {
+	case op.act == spigot.Peek:
+		if s != r.s {
+			return r.fail("Peek changed the state to %+v", s)
+		}
 	case r.m.tokens == nil: // forgotten
 		if s != (spigot.State{}) {
 			return r.fail("state %+v, want the zero State: the bucket is full", s)
 		}
-	case s.Scale != r.b.Scale() || s.Stamp != r.m.stamp || s.FullAt != r.m.fullAt:
-		return r.fail("state %+v: want Scale %d, Stamp %d, FullAt %d", s, r.b.Scale(), r.m.stamp, r.m.fullAt)
+	case s.Kind != spigot.TokenBucket || s.Scale != r.b.Scale() || s.Stamp != r.m.stamp || s.FullAt != r.m.fullAt:
+		return r.fail("state %+v: want Kind TokenBucket, Scale %d, Stamp %d, FullAt %d", s, r.b.Scale(), r.m.stamp, r.m.fullAt)
 	case big.NewRat(s.Tokens, s.Scale).Cmp(r.m.tokens) != 0:
 		return r.fail("state %+v holds %v tokens, want %v", s, big.NewRat(s.Tokens, s.Scale), r.m.tokens)
 	}
 	if op.retry && !got.Allowed {
 		return r.fail("a retry after exactly RetryAfter %v was denied: %+v", r.last.RetryAfter, got)
 	}
+	// A Refund of what a Take or TakeUpTo took, at the same instant, leaves
+	// the state a Take of 0 leaves: as if neither happened.
+	if op.act == spigot.Take || op.act == spigot.TakeUpTo {
+		back, _ := spigot.Op{Limit: r.b, Key: "k", Action: spigot.Refund, N: got.N}.Apply(s, now)
+		if none, _ := (spigot.Op{Limit: r.b, Key: "k"}).Apply(r.s, now); back != none {
+			return r.fail("%v then Refund %d: state %+v, want %+v, as after neither", op.act, got.N, back, none)
+		}
+	}
 	// A store may drop the state once ResetAfter has passed (it is the TTL):
 	// a zero State must then decide exactly as the kept one. (A ResetAfter
 	// of Never is one that saturated, after the clock stepped back years.)
 	if reset := r.last.ResetAfter; op.b == nil && reset > 0 && reset != spigot.Never && r.now-r.lastNow >= reset.Microseconds() {
-		if s0, a0 := r.b.Take(spigot.State{}, now, op.cost); s0 != s || a0 != got {
+		s0, a0 := o.Apply(spigot.State{}, now)
+		if op.act == spigot.Peek {
+			s0 = s // a Peek keeps whatever it was given
+		}
+		if s0 != s || a0 != got {
 			return r.fail("%v after ResetAfter %v: the zero State gives %+v %+v, the kept state %+v %+v",
 				now.Sub(time.UnixMicro(r.lastNow)), r.last.ResetAfter, s0, a0, s, got)
 		}
 	}
 
-	e := refEvent{at: r.m.stamp}
-	if got.Allowed {
-		e.admitted = op.cost
+	if op.act == spigot.Reset { // the bound starts again from a full bucket
+		if err := r.checkIntervals(); err != nil {
+			return err
+		}
+		r.seg = r.seg[:0]
+	} else {
+		r.seg = append(r.seg, refEvent{at: r.m.stamp, taken: new(big.Rat).Neg(moved)})
 	}
-	r.seg = append(r.seg, e)
-	r.s, r.last, r.lastCost, r.lastNow = s, got, op.cost, r.now
+	if op.act != spigot.Peek {
+		r.s = s
+	}
+	r.last, r.lastAct, r.lastCost, r.lastNow = got, op.act, op.cost, r.now
 	return nil
 }
 
 // checkIntervals checks that no run of steps i…j of the current config
-// admitted more than capacity + floor((t_j - t_i) × refill) tokens. As the
-// admitted sum is whole, that is (sum - capacity) ≤ (t_j - t_i) × refill.
+// took more than capacity + (t_j - t_i) × refill tokens, net of refunds.
 func (r *refRun) checkIntervals() error {
-	c := r.b.Capacity()
-	excess, span := new(big.Rat), new(big.Rat)
+	c := refInt(r.b.Capacity())
+	sum, excess, span := new(big.Rat), new(big.Rat), new(big.Rat)
 	for i := range r.seg {
-		var sum int64
+		sum.SetInt64(0)
 		for j := i; j < len(r.seg); j++ {
-			sum += r.seg[j].admitted
-			if sum <= c {
+			sum.Add(sum, r.seg[j].taken)
+			if sum.Cmp(c) <= 0 {
 				continue // within the burst alone
 			}
-			excess.SetInt64(sum - c)
+			excess.Sub(sum, c)
 			span.SetInt64(r.seg[j].at - r.seg[i].at)
 			if excess.Cmp(span.Mul(span, r.m.refill)) > 0 {
-				return fmt.Errorf("%v: the steps at t%+dµs…t%+dµs admitted %d tokens, more than %d + ⌊%v⌋",
+				return fmt.Errorf("%v: the steps at t%+dµs…t%+dµs took %v tokens net of refunds, more than %v + ⌊%v⌋",
 					r.b, r.seg[i].at-refStart, r.seg[j].at-refStart, sum, c, span)
 			}
 		}
@@ -353,8 +422,12 @@ func refBucket(name string, capacity int64, r spigot.Rate) (spigot.Limit, bool) 
 	return b, err == nil
 }
 
-// refNext returns a random next step for r.
-func refNext(rng *rand.Rand, r *refRun) refOp {
+// refActions weighs the actions of random steps: Take most often.
+var refActions = []spigot.Action{spigot.Take, spigot.Take, spigot.Take, spigot.TakeUpTo, spigot.TakeUpTo, spigot.Refund, spigot.Refund, spigot.Reset, spigot.Peek}
+
+// refNext returns a random next step for r: a Take, or with withActions an
+// operation of any action.
+func refNext(rng *rand.Rand, r *refRun, withActions bool) refOp {
 	c := r.b.Capacity()
 	var op refOp
 	switch rng.IntN(8) {
@@ -376,6 +449,10 @@ func refNext(rng *rand.Rand, r *refRun) refOp {
 		op.cost = rng.Int64N(c + 1)
 	}
 
+	if withActions {
+		op.act = refActions[rng.IntN(len(refActions))]
+	}
+
 	token := max(1, refCeil(new(big.Rat).Inv(r.m.refill)).Int64()) // µs per token
 	fill := max(1, refCeil(new(big.Rat).Quo(refInt(c), r.m.refill)).Int64())
 	switch rng.IntN(10) {
@@ -389,7 +466,7 @@ func refNext(rng *rand.Rand, r *refRun) refOp {
 		op.dt = rng.Int64N(min(fill, refLimit/1024) + 1)
 	case 4, 5:
 		if !r.last.Allowed && r.last.RetryAfter != spigot.Never && r.step > 0 {
-			op.dt, op.cost, op.retry = r.last.RetryAfter.Microseconds(), r.lastCost, true
+			op.dt, op.act, op.cost, op.retry = r.last.RetryAfter.Microseconds(), r.lastAct, r.lastCost, true
 		}
 	case 6:
 		op.dt = r.last.ResetAfter.Microseconds()
@@ -410,8 +487,9 @@ func refNext(rng *rand.Rand, r *refRun) refOp {
 }
 
 // refSequence runs one random sequence from seed; with reconfig, the
-// bucket's capacity and rate change now and then under the same name.
-func refSequence(seed uint64, reconfig bool) error {
+// bucket's capacity and rate change now and then under the same name; with
+// actions, its steps are operations of every action, not only Take.
+func refSequence(seed uint64, reconfig, actions bool) error {
 	rng := rand.New(rand.NewPCG(seed, 0x5b160))
 	var b spigot.Limit
 	for ok := false; !ok; {
@@ -423,7 +501,7 @@ func refSequence(seed uint64, reconfig bool) error {
 		return err
 	}
 	for range rng.IntN(60) + 1 {
-		op := refNext(rng, run)
+		op := refNext(rng, run, actions)
 		if reconfig && rng.IntN(6) == 0 {
 			op.retry = false
 			nb := run.reconfigure(rng)
@@ -462,7 +540,7 @@ func (r *refRun) reconfigure(rng *rand.Rand) spigot.Limit {
 // requests on one bucket.
 func TestTakeModel(t *testing.T) {
 	for seed := range uint64(1000) {
-		if err := refSequence(seed, false); err != nil {
+		if err := refSequence(seed, false, false); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 	}
@@ -472,8 +550,18 @@ func TestTakeModel(t *testing.T) {
 // sequences whose bucket changes capacity and rate under the same name.
 func TestTakeModelConfigChange(t *testing.T) {
 	for seed := range uint64(700) {
-		if err := refSequence(1<<32+seed, true); err != nil {
+		if err := refSequence(1<<32+seed, true, false); err != nil {
 			t.Fatalf("seed %d: %v", 1<<32+seed, err)
+		}
+	}
+}
+
+// TestApplyModel checks Apply against refModel on random sequences of
+// operations of every action, with and without config changes.
+func TestApplyModel(t *testing.T) {
+	for seed := range uint64(2000) {
+		if err := refSequence(seed, seed%2 == 1, true); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
 		}
 	}
 }
@@ -493,11 +581,11 @@ func TestRefModel(t *testing.T) {
 		want spigot.Decision
 	}{
 		// t0: full; 2/0.7 s = 2.857142…s to refill.
-		{0, 2, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
+		{0, 2, spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
 		// t1 = t0+1s: 0.7 tokens; 0.3/0.7 s = 428.57…ms to 1.
 		{1 * s, 1, spigot.Decision{RetryAfter: 429 * time.Millisecond, ResetAfter: 1858 * time.Millisecond}},
 		// t2 = t1+429ms: 0.7 + 0.3003 = 1.0003 tokens, takes 1, 0.0003 left.
-		{1*s + 429*ms, 1, spigot.Decision{Allowed: true, ResetAfter: 2857 * time.Millisecond}},
+		{1*s + 429*ms, 1, spigot.Decision{Allowed: true, N: 1, ResetAfter: 2857 * time.Millisecond}},
 		// t3 = t1: the clock steps back 429ms; no refill, and the wait
 		// counts from the stamp: 429ms + 1.9997/0.7 s = 3285.71…ms to
 		// full, 429ms + 0.9997/0.7 s = 1857.14…ms to 1 token.
@@ -513,14 +601,14 @@ func TestRefModel(t *testing.T) {
 			t.Errorf("step %d: model: got %+v, want %+v", i, got, step.want)
 		}
 		var got spigot.Decision
-		st, got = b.Take(st, time.UnixMicro(refStart+step.at), step.cost)
+		st, got = take(b, st, time.UnixMicro(refStart+step.at), step.cost)
 		if got != step.want {
 			t.Errorf("step %d: Take: got %+v, want %+v", i, got, step.want)
 		}
 	}
 }
 
-// FuzzTake checks Take against refModel on a bucket of rate tokens per
+// FuzzTake checks Apply's Take against refModel on a bucket of rate tokens per
 // period µs holding capacity, and a sequence of up to 64 steps encoded in ops,
 // four bytes a step: [k, x₁, x₀, c], with x = x₁x₀ as a uint16 and
 //
@@ -544,66 +632,100 @@ func FuzzTake(f *testing.F) {
 		0o10, 0, 0, 0, 2, 0x10, 0, 5, 0o30, 0, 5, 0x24, 4, 0, 0, 0, 0o30, 0, 0, 0x23, 5, 0, 0, 0, 0o12, 0x40, 0, 0,
 	})
 	f.Fuzz(func(t *testing.T, tokens, periodUs, capacity int64, ops []byte) {
-		if periodUs < 1 || periodUs > math.MaxInt64/int64(time.Microsecond) {
-			return // not a Duration
-		}
-		b, err := spigot.NewBucket("fuzz", capacity, spigot.Per(tokens, time.Duration(periodUs)*time.Microsecond))
-		if err != nil {
-			return
-		}
-		run, err := newRefRun(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for len(ops) >= 4 && run.step < 64 {
-			k, x, c := ops[0], int64(ops[1])<<8|int64(ops[2]), int64(ops[3])
-			ops = ops[4:]
-			var op refOp
-			switch full := run.b.Capacity(); (k >> 3) & 3 {
-			case 0:
-				op.cost = c
-			case 1:
-				op.cost = max(full-c, 0)
-			case 2:
-				op.cost = full + c
-			default:
-				if c != 0 {
-					op.b, op.cost = refFuzzConfig(b, x, c), 1
-				}
-			}
-			shift := 5 * (k >> 5)
-			switch k & 7 {
-			case 1:
-				op.dt = 1
-			case 2:
-				op.dt = x
-			case 3:
-				op.dt = x << shift
-			case 4:
-				if !run.last.Allowed && run.last.RetryAfter != spigot.Never && run.step > 0 {
-					op.dt, op.cost, op.retry = run.last.RetryAfter.Microseconds(), run.lastCost, true
-				}
-			case 5:
-				op.dt = run.last.ResetAfter.Microseconds()
-			case 6:
-				op.dt = -(x << shift)
-			case 7:
-				op.dt, op.ns = x, c*4%1000
-			}
-			if run.now+op.dt > refLimit || run.now+op.dt < -refLimit {
-				op.dt, op.retry = 0, false
-			}
-			if op.b != nil {
-				op.retry = false // the config changed: RetryAfter no longer holds
-			}
-			if err := run.do(op); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := run.checkIntervals(); err != nil {
-			t.Fatal(err)
-		}
+		refFuzz(t, tokens, periodUs, capacity, ops, false)
 	})
+}
+
+// FuzzApply is FuzzTake with every action: five bytes a step, [a, k, x₁,
+// x₀, c], where a%8 is the action (0…3 Take, 4 TakeUpTo, 5 Refund, 6
+// Reset, 7 Peek) and the other four are FuzzTake's (the cost is N).
+func FuzzApply(f *testing.F) {
+	f.Add(int64(1), int64(1_000_000), int64(3), []byte{
+		0, 0, 0, 0, 3, 5, 0, 0, 0, 2, 4, 0, 0, 0, 9, 7, 4, 0, 0, 1, 6, 2, 0x01, 0xf4, 0, 4, 0, 0, 0, 2,
+	})
+	f.Add(int64(7), int64(10_000_000), int64(2), []byte{
+		4, 0o20, 0, 0, 0, 5, 2, 0x10, 0, 1, 7, 4, 0, 0, 0, 4, 4, 0, 0, 0, 6, 6, 0x10, 0, 0, 5, 0, 0, 0, 3,
+	})
+	f.Add(int64(3), int64(1_000_000), int64(20), []byte{ // a config change, then a refund and a reset
+		0, 0o10, 0, 0, 0, 5, 0o30, 0, 5, 0x24, 4, 4, 0, 0, 0, 6, 5, 0, 0, 0,
+	})
+	f.Fuzz(func(t *testing.T, tokens, periodUs, capacity int64, ops []byte) {
+		refFuzz(t, tokens, periodUs, capacity, ops, true)
+	})
+}
+
+// refFuzzActions maps the action byte of FuzzApply's steps.
+var refFuzzActions = [8]spigot.Action{spigot.Take, spigot.Take, spigot.Take, spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek}
+
+// refFuzz runs the steps encoded in ops (see FuzzTake and FuzzApply).
+func refFuzz(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions bool) {
+	t.Helper()
+	if periodUs < 1 || periodUs > math.MaxInt64/int64(time.Microsecond) {
+		return // not a Duration
+	}
+	b, err := spigot.NewBucket("fuzz", capacity, spigot.Per(tokens, time.Duration(periodUs)*time.Microsecond))
+	if err != nil {
+		return
+	}
+	run, err := newRefRun(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 4
+	if actions {
+		size = 5
+	}
+	for len(ops) >= size && run.step < 64 {
+		var op refOp
+		if actions {
+			op.act, ops = refFuzzActions[ops[0]%8], ops[1:]
+		}
+		k, x, c := ops[0], int64(ops[1])<<8|int64(ops[2]), int64(ops[3])
+		ops = ops[4:]
+		switch full := run.b.Capacity(); (k >> 3) & 3 {
+		case 0:
+			op.cost = c
+		case 1:
+			op.cost = max(full-c, 0)
+		case 2:
+			op.cost = full + c
+		default:
+			if c != 0 {
+				op.b, op.cost = refFuzzConfig(b, x, c), 1
+			}
+		}
+		shift := 5 * (k >> 5)
+		switch k & 7 {
+		case 1:
+			op.dt = 1
+		case 2:
+			op.dt = x
+		case 3:
+			op.dt = x << shift
+		case 4:
+			if !run.last.Allowed && run.last.RetryAfter != spigot.Never && run.step > 0 {
+				op.dt, op.act, op.cost, op.retry = run.last.RetryAfter.Microseconds(), run.lastAct, run.lastCost, true
+			}
+		case 5:
+			op.dt = run.last.ResetAfter.Microseconds()
+		case 6:
+			op.dt = -(x << shift)
+		case 7:
+			op.dt, op.ns = x, c*4%1000
+		}
+		if run.now+op.dt > refLimit || run.now+op.dt < -refLimit {
+			op.dt, op.retry = 0, false
+		}
+		if op.b != nil {
+			op.retry = false // the config changed: RetryAfter no longer holds
+		}
+		if err := run.do(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := run.checkIntervals(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // refFuzzConfig returns a config for b's name made from x and c: capacity x

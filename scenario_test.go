@@ -20,7 +20,7 @@ func TestScenarioLogin(t *testing.T) {
 	ctx := context.Background()
 	for i := int64(0); i < 20; i++ {
 		a, err := l.Allow(ctx, "203.0.113.7")
-		if want := allow(19-i, time.Duration(i+1)*3*s); err != nil || a != want {
+		if want := taken(allow(19-i, time.Duration(i+1)*3*s), 1); err != nil || a != want {
 			t.Fatalf("attempt %d: got %+v, %v; want %+v", i+1, a, err, want)
 		}
 	}
@@ -35,7 +35,7 @@ func TestScenarioLogin(t *testing.T) {
 	if n := store.Len(); n != 0 {
 		t.Errorf("after 60 s idle, the store holds %d keys, want 0", n)
 	}
-	if a, _ := l.Acquire(ctx, "203.0.113.7", 0); a != allow(20, 0) {
+	if a, _ := l.AllowN(ctx, "203.0.113.7", 0); a != allow(20, 0) {
 		t.Errorf("after 60 s idle: got %+v, want a full bucket", a)
 	}
 }
@@ -61,12 +61,12 @@ func TestScenarioExport(t *testing.T) {
 	start := clk.Now()
 	for i, st := range steps {
 		clk.Set(start.Add(st.at))
-		a, err := l.Acquire(ctx, "acct-42", st.rows)
-		if err != nil || a != st.want {
-			t.Errorf("step %d (t0+%v, %d rows): got %+v, %v; want %+v", i, st.at, st.rows, a, err, st.want)
+		a, err := l.AllowN(ctx, "acct-42", st.rows)
+		if want := taken(st.want, st.rows); err != nil || a != want {
+			t.Errorf("step %d (t0+%v, %d rows): got %+v, %v; want %+v", i, st.at, st.rows, a, err, want)
 		}
 	}
-	if _, err := l.Wait(ctx, "acct-42", 10_001); !errors.Is(err, spigot.ErrNeverAdmitted) {
+	if _, err := l.WaitN(ctx, "acct-42", 10_001); !errors.Is(err, spigot.ErrNeverAdmitted) {
 		t.Errorf("Wait for 10 001 rows = %v, want ErrNeverAdmitted", err)
 	}
 }
@@ -88,8 +88,8 @@ func TestScenarioBurstThenSteady(t *testing.T) {
 	}
 	for i := 1; i <= 60; i++ {
 		clk.Advance(1 * s)
-		if a, _ := l.Allow(ctx, "tenant"); a != allow(0, 10*s) {
-			t.Fatalf("steady request at t0+%ds: got %+v, want %+v", i, a, allow(0, 10*s))
+		if a, _ := l.Allow(ctx, "tenant"); a != taken(allow(0, 10*s), 1) {
+			t.Fatalf("steady request at t0+%ds: got %+v, want %+v", i, a, taken(allow(0, 10*s), 1))
 		}
 	}
 }

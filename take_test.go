@@ -1,6 +1,8 @@
 package spigot_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,14 +28,27 @@ func deny(remaining int64, retry, reset time.Duration) spigot.Decision {
 	return spigot.Decision{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
-// play applies steps to one key's state with Take and checks each admission.
+// take applies a Take of cost tokens on b to s at now.
+func take(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+	return spigot.Op{Limit: b, Key: "k", Action: spigot.Take, N: cost}.Apply(s, now)
+}
+
+// taken returns want with the N of a Take of cost: cost when allowed.
+func taken(want spigot.Decision, cost int64) spigot.Decision {
+	if want.Allowed {
+		want.N = cost
+	}
+	return want
+}
+
+// play applies steps to one key's state with Take and checks each decision.
 func play(t *testing.T, b spigot.Limit, st spigot.State, steps []step) spigot.State {
 	t.Helper()
 	for i, s := range steps {
 		var got spigot.Decision
-		st, got = b.Take(st, t0.Add(s.at), s.cost)
-		if got != s.want {
-			t.Errorf("%v step %d (t0+%v, cost %d): got %+v, want %+v", b, i, s.at, s.cost, got, s.want)
+		st, got = take(b, st, t0.Add(s.at), s.cost)
+		if want := taken(s.want, s.cost); got != want {
+			t.Errorf("%v step %d (t0+%v, cost %d): got %+v, want %+v", b, i, s.at, s.cost, got, want)
 		}
 	}
 	return st
@@ -117,14 +132,14 @@ func TestTakeNoDrift(t *testing.T) {
 	// Capacity 2 so that the fraction left after each token is never
 	// clamped away by a full bucket.
 	b := spigot.MustBucket("b", 2, spigot.Per(7, 10*s))
-	st, _ := b.Take(spigot.State{}, t0, 2)
+	st, _ := take(b, spigot.State{}, t0, 2)
 	for k := int64(1); k <= 20_000; k++ {
 		due := t0.Add(time.Duration((k*10_000_000+6)/7) * time.Microsecond) // ⌈k×10/7 s⌉ in µs
 		var a spigot.Decision
-		if _, a = b.Take(st, due.Add(-time.Microsecond), 1); a.Allowed {
+		if _, a = take(b, st, due.Add(-time.Microsecond), 1); a.Allowed {
 			t.Fatalf("token %d admitted 1µs before it is due at t0+%v", k, due.Sub(t0))
 		}
-		if st, a = b.Take(st, due, 1); !a.Allowed {
+		if st, a = take(b, st, due, 1); !a.Allowed {
 			t.Fatalf("token %d denied when due at t0+%v: %+v", k, due.Sub(t0), a)
 		}
 	}
@@ -156,8 +171,8 @@ func TestTakeConfigChange(t *testing.T) {
 	// rounded up: 0.5 token at 1/s (10^6 units a token) becomes 0 at 2/s
 	// (5×10^5 units a token). At 3/s the scale is 10^6 again, and the half
 	// token carries over exactly.
-	half, _ := login.Take(spigot.State{}, t0, 10)
-	half, _ = login.Take(half, t0.Add(500*ms), 0)
+	half, _ := take(login, spigot.State{}, t0, 10)
+	half, _ = take(login, half, t0.Add(500*ms), 0)
 	play(t, spigot.MustBucket("login", 10, spigot.PerSecond(2)), half, []step{{500 * ms, 1, deny(0, 500*ms, 5000*ms)}})
 	play(t, spigot.MustBucket("login", 10, spigot.PerSecond(3)), half, []step{{500 * ms, 1, deny(0, 167*ms, 3167*ms)}})
 }
@@ -186,32 +201,50 @@ func TestTakeCorruptState(t *testing.T) {
 		{"far future stamp", spigot.State{Tokens: 0, Stamp: 1 << 62, Scale: b.Scale()}, deny(0, spigot.Never, spigot.Never)},
 	}
 	for _, tt := range tests {
-		if _, got := b.Take(tt.state, t0, 1); got != tt.want {
-			t.Errorf("%s: got %+v, want %+v", tt.name, got, tt.want)
+		if _, got := take(b, tt.state, t0, 1); got != taken(tt.want, 1) {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, taken(tt.want, 1))
 		}
 	}
 }
 
-func TestTakeInvalid(t *testing.T) {
-	st := spigot.State{Tokens: 1, Stamp: 2, Scale: 3}
+func TestApplyInvalid(t *testing.T) {
+	st := spigot.State{Kind: spigot.TokenBucket, Tokens: 1, Stamp: 2, Scale: 3, FullAt: 4}
 	never := spigot.Decision{RetryAfter: spigot.Never}
-	if got, a := (spigot.Limit{}).Take(st, t0, 1); got != st || a != never {
-		t.Errorf("zero Limit: got %+v, %+v; want the state unchanged and %+v", got, a, never)
-	}
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
-	if got, a := b.Take(st, t0, -1); got != st || a != never {
-		t.Errorf("cost -1: got %+v, %+v; want the state unchanged and %+v", got, a, never)
+	for _, tt := range []struct {
+		name string
+		op   spigot.Op
+		want error
+	}{
+		{"zero Limit", spigot.Op{N: 1}, spigot.ErrInvalidLimit},
+		{"zero Limit, Reset", spigot.Op{Action: spigot.Reset}, spigot.ErrInvalidLimit},
+		{"N -1", spigot.Op{Limit: b, N: -1}, spigot.ErrInvalidCost},
+		{"Refund of -1", spigot.Op{Limit: b, Action: spigot.Refund, N: -1}, spigot.ErrInvalidCost},
+		{"Action(5)", spigot.Op{Limit: b, Action: 5, N: 1}, errors.ErrUnsupported},
+		{"Action(255)", spigot.Op{Limit: b, Action: 255}, errors.ErrUnsupported},
+	} {
+		if err := tt.op.Check(); !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "spigot: ") {
+			t.Errorf("%s: Check() = %v, want an error starting with \"spigot: \" that matches %v", tt.name, err, tt.want)
+		}
+		if got, d := tt.op.Apply(st, t0); got != st || d != never {
+			t.Errorf("%s: Apply = %+v, %+v; want the state unchanged and %+v", tt.name, got, d, never)
+		}
+	}
+	for _, a := range []spigot.Action{spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek} {
+		if err := (spigot.Op{Limit: b, Action: a}).Check(); err != nil {
+			t.Errorf("%v of 0: Check() = %v, want nil", a, err)
+		}
 	}
 }
 
 func TestTakeTruncatesToMicroseconds(t *testing.T) {
 	b := spigot.MustBucket("b", 1, spigot.Per(1000, ms)) // 1 token per µs
-	st, _ := b.Take(spigot.State{}, t0, 1)
+	st, _ := take(b, spigot.State{}, t0, 1)
 	// 999 ns later is the same microsecond: no refill yet.
-	if _, a := b.Take(st, t0.Add(999*time.Nanosecond), 1); a.Allowed {
+	if _, a := take(b, st, t0.Add(999*time.Nanosecond), 1); a.Allowed {
 		t.Errorf("admitted 999ns after emptying a 1/µs bucket: %+v", a)
 	}
-	if _, a := b.Take(st, t0.Add(time.Microsecond), 1); !a.Allowed {
+	if _, a := take(b, st, t0.Add(time.Microsecond), 1); !a.Allowed {
 		t.Errorf("denied 1µs after emptying a 1/µs bucket: %+v", a)
 	}
 }

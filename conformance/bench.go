@@ -46,8 +46,8 @@ func RunBenchmarks(b *testing.B, s spigot.Store) {
 		bench(b, s, spread, func(i int) string { return keys[i%len(keys)] }, 1, true)
 	})
 	b.Run("denied", func(b *testing.B) {
-		if _, err := s.Acquire(b.Context(), slow, "hot", 1); err != nil { // empty it
-			b.Fatalf("Acquire: %v", err)
+		if _, err := take(b.Context(), s, slow, "hot", 1); err != nil { // empty it
+			b.Fatalf("Take: %v", err)
 		}
 		bench(b, s, slow, func(int) string { return "hot" }, 1, false)
 	})
@@ -70,13 +70,13 @@ func bench(b *testing.B, s spigot.Store, bk spigot.Limit, key func(int) string, 
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(next.Add(1)) * 7919 // a prime: goroutines start far apart
 		for pb.Next() {
-			a, err := s.Acquire(ctx, bk, key(i), cost)
+			a, err := take(ctx, s, bk, key(i), cost)
 			if err != nil {
-				b.Errorf("bucket %v: Acquire(%q, %d): %v", bk, key(i), cost, err)
+				b.Errorf("bucket %v: Take(%q, %d): %v", bk, key(i), cost, err)
 				return
 			}
 			if a.Allowed != allowed {
-				b.Errorf("bucket %v: Acquire(%q, %d) = %+v, want Allowed %v", bk, key(i), cost, a, allowed)
+				b.Errorf("bucket %v: Take(%q, %d) = %+v, want Allowed %v", bk, key(i), cost, a, allowed)
 				return
 			}
 			i++

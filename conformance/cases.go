@@ -16,7 +16,7 @@ import (
 )
 
 // The expected admissions in the tables below are worked out by hand from
-// the model, as spigot.Limit.Take documents it:
+// the model, as spigot.Op.Apply documents it:
 //
 //	refill     = rate.Tokens / rate.Period
 //	tokens     = min(capacity, tokens + elapsed × refill)
@@ -24,7 +24,7 @@ import (
 //	ResetAfter = ceil_ms((capacity - tokens) / refill)
 //	Remaining  = floor(tokens)
 //
-// and never by calling Limit.Take, which a store under test may use.
+// and never by calling Op.Apply, which a store under test may use.
 
 const (
 	ms = time.Millisecond
@@ -45,6 +45,11 @@ var cases = slices.Concat([]testCase{
 	{"exact-fields-10-per-13s", testExactFields10per13s},
 }, retryAfterCases(), []testCase{
 	{"reset", testReset},
+	{"take-up-to", testTakeUpTo},
+	{"refund", testRefund},
+	{"take-then-refund", testTakeThenRefund},
+	{"peek", testPeek},
+	{"unsupported", testUnsupported},
 	{"config-change", testConfigChange},
 	{"full-again-forgets", testFullAgainForgets},
 	{"clock-steps-back", testClockStepsBack},
@@ -56,6 +61,7 @@ var cases = slices.Concat([]testCase{
 	{"odd-keys", testOddKeys},
 	{"bucket-names", testBucketNames},
 	{"never-more-than", testNeverMoreThan},
+	{"random-operations", testRandomOperations},
 	{"ttl", testTTL},
 })
 
@@ -292,6 +298,169 @@ func testReset(t testing.TB, e env) {
 	play(t, e, b, "refilled", []step{{1 * s, 0, allow(3, 0)}})
 }
 
+// testTakeUpTo: TakeUpTo takes the whole tokens a bucket holds, up to N,
+// and is denied, with the RetryAfter of one token, only when it takes none.
+func testTakeUpTo(t testing.TB, e env) {
+	b := e.bucket(t, "take-up-to", 5, spigot.PerSecond(1))
+	playOps(t, e, b, "k", []opStep{
+		{0, spigot.TakeUpTo, 3, took(3, 2, 3*s)},
+		{0, spigot.TakeUpTo, 5, took(2, 0, 5*s)}, // all it holds
+		{0, spigot.TakeUpTo, 1, deny(0, 1*s, 5*s)},
+		{1500 * ms, spigot.TakeUpTo, 0, allow(1, 3500*ms)}, // 1.5 tokens
+		{1500 * ms, spigot.TakeUpTo, 9, took(1, 0, 4500*ms)},
+		{1500 * ms, spigot.TakeUpTo, 1, deny(0, 500*ms, 4500*ms)}, // half a token to go
+		{2 * s, spigot.TakeUpTo, 1, took(1, 0, 5*s)},
+	})
+	empty := e.bucket(t, "take-up-to-cap-0", 0, spigot.PerSecond(1))
+	playOps(t, e, empty, "k", []opStep{
+		{2 * s, spigot.TakeUpTo, 1, deny(0, spigot.Never, 0)},
+		{2 * s, spigot.TakeUpTo, 0, allow(0, 0)},
+	})
+}
+
+// testRefund: Refund gives tokens back, up to the capacity, and its N says
+// how many, rounded up to a whole token.
+func testRefund(t testing.TB, e env) {
+	b := e.bucket(t, "refund", 5, spigot.PerSecond(1))
+	playOps(t, e, b, "k", []opStep{
+		{0, spigot.Take, 5, took(5, 0, 5*s)},
+		{0, spigot.Refund, 2, took(2, 2, 3*s)},
+		{0, spigot.Take, 3, deny(2, 1*s, 3*s)},
+		{500 * ms, spigot.Refund, 10, took(3, 5, 0)}, // 2.5 to full: capped, rounded up
+		{500 * ms, spigot.Refund, 1, allow(5, 0)},    // full: nothing to give back
+		{500 * ms, spigot.Take, 5, took(5, 0, 5*s)},  // and no more than 5 to take
+		{500 * ms, spigot.Take, 1, deny(0, 1*s, 5*s)},
+	})
+	playOps(t, e, b, "unseen", []opStep{{0, spigot.Refund, 3, allow(5, 0)}})
+}
+
+// testTakeThenRefund: a Refund of what a Take or TakeUpTo took, at the same
+// instant, leaves the bucket as if neither happened: the next operations
+// decide exactly as they would have.
+func testTakeThenRefund(t testing.TB, e env) {
+	b := e.bucket(t, "take-then-refund", 7, spigot.Per(7, 10*s))
+	ctx := t.Context()
+	do := func(key string, at time.Duration, act spigot.Action, n int64) spigot.Decision {
+		t.Helper()
+		e.at(at)
+		d, err := e.s.Do(ctx, spigot.Op{Limit: b, Key: key, Action: act, N: n})
+		if err != nil {
+			t.Fatalf("bucket %v, key %q at t0+%v: %v %d: unexpected error: %v", b, key, at, act, n, err)
+		}
+		return d
+	}
+	for i, c := range []struct {
+		first, at time.Duration // of a Take of 4, then of the operation
+		act       spigot.Action
+		n         int64
+	}{
+		{0, 0, spigot.Take, 3},
+		{0, 0, spigot.TakeUpTo, 3},
+		{0, 1234 * ms, spigot.Take, 2},
+		{0, 1234 * ms, spigot.Take, 9}, // denied: N 0, nothing to give back
+		{0, 1500 * ms, spigot.TakeUpTo, 7},
+		{1500 * ms, 1400 * ms, spigot.Take, 1}, // the clock stepped back
+		{0, 20 * s, spigot.Take, 7},
+	} {
+		// Two keys see the same operations, but the second also sees a
+		// Take and its Refund before each.
+		plain, twin := fmt.Sprintf("plain-%d", i), fmt.Sprintf("twin-%d", i)
+		for _, k := range []string{plain, twin} {
+			do(k, c.first, spigot.Take, 4)
+		}
+		taken := do(twin, c.at, c.act, c.n)
+		do(twin, c.at, spigot.Refund, taken.N)
+		for _, next := range []struct {
+			after time.Duration
+			act   spigot.Action
+			n     int64
+		}{{0, spigot.Peek, 1}, {0, spigot.Take, 3}, {700 * ms, spigot.Take, 2}, {0, spigot.Peek, 7}} {
+			want := do(plain, c.at+next.after, next.act, next.n)
+			if got := do(twin, c.at+next.after, next.act, next.n); got != want {
+				t.Errorf("bucket %v at t0+%v: after %v %d (N %d) then Refund %d, %v %d = %s; want %s, as if neither happened",
+					b, c.at+next.after, c.act, c.n, taken.N, taken.N, next.act, next.n, show(got), show(want))
+			}
+		}
+	}
+}
+
+// testPeek: Peek decides as a Take of N would, and changes nothing.
+func testPeek(t testing.TB, e env) {
+	b := e.bucket(t, "peek", 3, spigot.PerSecond(1))
+	playOps(t, e, b, "k", []opStep{
+		{0, spigot.Peek, 3, allow(3, 0)},
+		{0, spigot.Peek, 4, deny(3, spigot.Never, 0)},
+		{0, spigot.Take, 2, took(2, 1, 2*s)},
+		{0, spigot.Peek, 2, deny(1, 1*s, 2*s)},
+		{0, spigot.Peek, 1, allow(1, 2*s)},
+		{0, spigot.Peek, 1, allow(1, 2*s)}, // the peek took nothing
+		{500 * ms, spigot.Peek, 2, deny(1, 500*ms, 1500*ms)},
+		{1 * s, spigot.Take, 2, took(2, 0, 3*s)},
+	})
+}
+
+// testUnsupported: what a store cannot do is an error that matches
+// errors.ErrUnsupported, and changes nothing: an Action it does not know,
+// and several operations in one DoMulti if it cannot apply them.
+func testUnsupported(t testing.TB, e env) {
+	ctx := t.Context()
+	b := e.bucket(t, "unsupported", 3, spigot.PerHour(1))
+	if e.clk != nil {
+		e.at(0)
+	}
+	peek := func(key string, want int64, why string) {
+		t.Helper()
+		d, err := e.s.Do(ctx, spigot.Op{Limit: b, Key: key, Action: spigot.Peek})
+		if err != nil || d.Remaining != want {
+			t.Errorf("bucket %v: Peek(%q) = %s, %v; want Remaining %d: %s", b, key, show(d), err, want, why)
+		}
+	}
+	for _, a := range []spigot.Action{5, 200} {
+		d, err := e.s.Do(ctx, spigot.Op{Limit: b, Key: "k", Action: a, N: 1})
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("bucket %v: Do(%v) = %s, %v; want an error matching errors.ErrUnsupported", b, a, show(d), err)
+		}
+	}
+	peek("k", 3, "an action the store does not know must change nothing")
+
+	// One op through DoMulti is that op through Do.
+	out := make([]spigot.Decision, 1)
+	if err := e.s.DoMulti(ctx, spigot.Independent, []spigot.Op{{Limit: b, Key: "one", N: 2}}, out); err != nil {
+		t.Errorf("bucket %v: DoMulti of one Take: %v", b, err)
+	} else if want := took(2, 1, 2*time.Hour); out[0] != want {
+		t.Errorf("bucket %v: DoMulti of one Take = %s, want %s", b, show(out[0]), show(want))
+	}
+	if err := e.s.DoMulti(ctx, spigot.Independent, []spigot.Op{{Limit: b, Key: "bad-out", N: 1}}, nil); err == nil {
+		t.Errorf("bucket %v: DoMulti with no room for the decision: no error", b)
+	}
+	peek("bad-out", 3, "a DoMulti that failed must change nothing")
+
+	// Several: done, or unsupported and nothing done.
+	ops := []spigot.Op{{Limit: b, Key: "a", N: 1}, {Limit: b, Key: "b", N: 2}}
+	out = make([]spigot.Decision, 2)
+	switch err := e.s.DoMulti(ctx, spigot.Independent, ops, out); {
+	case errors.Is(err, errors.ErrUnsupported):
+		peek("a", 3, "an unsupported DoMulti must change nothing")
+		peek("b", 3, "an unsupported DoMulti must change nothing")
+	case err != nil:
+		t.Errorf("bucket %v: DoMulti of two Takes: %v; want them done, or an error matching errors.ErrUnsupported", b, err)
+	default:
+		for i, want := range []spigot.Decision{took(1, 2, time.Hour), took(2, 1, 2*time.Hour)} {
+			if out[i] != want {
+				t.Errorf("bucket %v: DoMulti (Independent) of two Takes: decision %d = %s, want %s", b, i, show(out[i]), show(want))
+			}
+		}
+	}
+	ops = []spigot.Op{{Limit: b, Key: "c", N: 1}, {Limit: b, Key: "d", N: 4}} // the second can never fit
+	switch err := e.s.DoMulti(ctx, spigot.AllOrNothing, ops, out); {
+	case err != nil && !errors.Is(err, errors.ErrUnsupported):
+		t.Errorf("bucket %v: DoMulti (AllOrNothing): %v; want it done, or an error matching errors.ErrUnsupported", b, err)
+	case err == nil && (out[0].N != 0 || out[1].Allowed || out[1].RetryAfter != spigot.Never):
+		t.Errorf("bucket %v: DoMulti (AllOrNothing) with a cost over the capacity = %s, %s; want nothing taken, and the second denied with RetryAfter Never", b, show(out[0]), show(out[1]))
+	}
+	peek("c", 3, "an all-or-nothing DoMulti that was denied, or unsupported, must take nothing")
+}
+
 // testConfigChange: a bucket whose capacity or rate changes under the same
 // name keeps each key's tokens, clamped to the new capacity. When the
 // change alters the bucket's scale (see spigot.Limit), only whole tokens
@@ -409,29 +578,29 @@ func testInvalidInput(t testing.TB, e env) {
 	if e.clk != nil {
 		e.at(0)
 	}
-	if a, err := e.s.Acquire(ctx, b, "k", 1); err != nil || !a.Allowed || a.Remaining != 1 {
-		t.Fatalf("bucket %v: Acquire(%q, 1) on a full bucket = %s, %v; want allowed, Remaining 1", b, "k", show(a), err)
+	if a, err := take(ctx, e.s, b, "k", 1); err != nil || !a.Allowed || a.Remaining != 1 {
+		t.Fatalf("bucket %v: Take(%q, 1) on a full bucket = %s, %v; want allowed, Remaining 1", b, "k", show(a), err)
 	}
 	for _, c := range []struct {
 		what string
 		call func() (spigot.Decision, error)
 		want error
 	}{
-		{"Acquire with the zero Limit", func() (spigot.Decision, error) {
-			return e.s.Acquire(ctx, spigot.Limit{}, "k", 1)
+		{"Take with the zero Limit", func() (spigot.Decision, error) {
+			return take(ctx, e.s, spigot.Limit{}, "k", 1)
 		}, spigot.ErrInvalidLimit},
-		{"Acquire of cost 0 with the zero Limit", func() (spigot.Decision, error) {
-			return e.s.Acquire(ctx, spigot.Limit{}, "k", 0)
+		{"Take of 0 with the zero Limit", func() (spigot.Decision, error) {
+			return take(ctx, e.s, spigot.Limit{}, "k", 0)
 		}, spigot.ErrInvalidLimit},
 		{"Reset with the zero Limit", func() (spigot.Decision, error) {
-			ok, err := e.s.Reset(ctx, spigot.Limit{}, "k")
+			ok, err := resetKey(ctx, e.s, spigot.Limit{}, "k")
 			return spigot.Decision{Allowed: ok}, err
 		}, spigot.ErrInvalidLimit},
-		{"Acquire of cost -1", func() (spigot.Decision, error) {
-			return e.s.Acquire(ctx, b, "k", -1)
+		{"Take of -1", func() (spigot.Decision, error) {
+			return take(ctx, e.s, b, "k", -1)
 		}, spigot.ErrInvalidCost},
-		{"Acquire of cost math.MinInt64", func() (spigot.Decision, error) {
-			return e.s.Acquire(ctx, b, "k", math.MinInt64)
+		{"Take of math.MinInt64", func() (spigot.Decision, error) {
+			return take(ctx, e.s, b, "k", math.MinInt64)
 		}, spigot.ErrInvalidCost},
 	} {
 		a, err := c.call()
@@ -445,7 +614,7 @@ func testInvalidInput(t testing.TB, e env) {
 		}
 	}
 	// The negative costs added nothing, and nothing was taken.
-	if a, err := e.s.Acquire(ctx, b, "k", 0); err != nil || a.Remaining != 1 {
+	if a, err := take(ctx, e.s, b, "k", 0); err != nil || a.Remaining != 1 {
 		t.Errorf("bucket %v: after the bad requests, a peek at %q = %s, %v; want Remaining 1 as before them", b, "k", show(a), err)
 	}
 }
@@ -458,8 +627,8 @@ func testCancelledContext(t testing.TB, e env) {
 		e.at(0)
 	}
 	live := t.Context()
-	if a, err := e.s.Acquire(live, b, "drained", 3); err != nil || !a.Allowed {
-		t.Fatalf("bucket %v: Acquire(%q, 3) on a full bucket = %s, %v; want allowed", b, "drained", show(a), err)
+	if a, err := take(live, e.s, b, "drained", 3); err != nil || !a.Allowed {
+		t.Fatalf("bucket %v: Take(%q, 3) on a full bucket = %s, %v; want allowed", b, "drained", show(a), err)
 	}
 	cancelled, cancel := context.WithCancel(live)
 	cancel()
@@ -474,19 +643,19 @@ func testCancelledContext(t testing.TB, e env) {
 		{"a cancelled context", cancelled, context.Canceled},
 		{"a context past its deadline", expired, context.DeadlineExceeded},
 	} {
-		if a, err := e.s.Acquire(c.ctx, b, "k", 1); !errors.Is(err, c.want) {
-			t.Errorf("Acquire with %s = %s, %v; want an error matching %v", c.what, show(a), err, c.want)
+		if a, err := take(c.ctx, e.s, b, "k", 1); !errors.Is(err, c.want) {
+			t.Errorf("Take with %s = %s, %v; want an error matching %v", c.what, show(a), err, c.want)
 		} else if a.Allowed {
-			t.Errorf("Acquire with %s: got an error and Allowed together", c.what)
+			t.Errorf("Take with %s: got an error and Allowed together", c.what)
 		}
-		if _, err := e.s.Reset(c.ctx, b, "drained"); !errors.Is(err, c.want) {
+		if _, err := resetKey(c.ctx, e.s, b, "drained"); !errors.Is(err, c.want) {
 			t.Errorf("Reset with %s: error %v, want one matching %v", c.what, err, c.want)
 		}
 	}
-	if a, err := e.s.Acquire(live, b, "k", 0); err != nil || a.Remaining != 3 {
+	if a, err := take(live, e.s, b, "k", 0); err != nil || a.Remaining != 3 {
 		t.Errorf("bucket %v: a peek at %q after requests with done contexts = %s, %v; want Remaining 3: they must take nothing", b, "k", show(a), err)
 	}
-	if a, err := e.s.Acquire(live, b, "drained", 0); err != nil || a.Remaining != 0 {
+	if a, err := take(live, e.s, b, "drained", 0); err != nil || a.Remaining != 0 {
 		t.Errorf("bucket %v: a peek at %q after resets with done contexts = %s, %v; want Remaining 0: they must reset nothing", b, "drained", show(a), err)
 	}
 }
@@ -544,9 +713,9 @@ func race(t testing.TB, e env, goroutines, each int, req func(g, i int) (spigot.
 			<-start
 			for i := range each {
 				b, key, cost := req(g, i)
-				a, err := e.s.Acquire(t.Context(), b, key, cost)
+				a, err := take(t.Context(), e.s, b, key, cost)
 				if err != nil {
-					errs[g] = fmt.Errorf("bucket %v: Acquire(%q, %d): %w", b, key, cost, err)
+					errs[g] = fmt.Errorf("bucket %v: Take(%q, %d): %w", b, key, cost, err)
 					return
 				}
 				out[g] = append(out[g], raced{key, a})
@@ -712,10 +881,10 @@ func randomRun(t testing.TB, e env, rng *rand.Rand, b spigot.Limit) bool {
 		}
 		when := start.Add(time.Duration(now) * time.Microsecond)
 		e.clk.Set(when)
-		got, err := e.s.Acquire(t.Context(), b, "k", cost)
+		got, err := take(t.Context(), e.s, b, "k", cost)
 		where := fmt.Sprintf("bucket %v, random request %d (t0+%v, cost %d)", b, i+1, when.Sub(t0), cost)
 		if err != nil {
-			t.Errorf("%s: Acquire: unexpected error: %v", where, err)
+			t.Errorf("%s: Take: unexpected error: %v", where, err)
 			return false
 		}
 		want := ref.take(when, cost)
@@ -753,6 +922,49 @@ func randomRun(t testing.TB, e env, rng *rand.Rand, b spigot.Limit) bool {
 		}
 	}
 	return true
+}
+
+// testRandomOperations drives buckets with a seeded random sequence of
+// operations of every action, checking every decision against the model.
+func testRandomOperations(t testing.TB, e env) {
+	rng := rand.New(rand.NewPCG(20261201, 1))
+	actions := []spigot.Action{spigot.Take, spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek}
+	for _, c := range []struct {
+		capacity int64
+		rate     spigot.Rate
+	}{
+		{5, spigot.PerSecond(3)},
+		{3, spigot.Per(7, 10*s)},
+		{20, spigot.Per(1, 3*s)},
+	} {
+		b := e.bucket(t, "random-ops-"+c.rate.String(), c.capacity, c.rate)
+		ref := newModel(c.capacity, c.rate)
+		tick := int64(c.rate.Period/time.Microsecond) / c.rate.Tokens
+		start, now := e.clk.Now(), int64(0)
+		for i := range 300 {
+			act := actions[rng.IntN(len(actions))]
+			n := rng.Int64N(c.capacity + 2)
+			switch rng.IntN(5) {
+			case 0: // the same instant
+			case 1:
+				now -= rng.Int64N(tick + 1) // back
+			default:
+				now += rng.Int64N(2*tick + 1)
+			}
+			when := start.Add(time.Duration(now) * time.Microsecond)
+			e.clk.Set(when)
+			got, err := e.s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", Action: act, N: n})
+			where := fmt.Sprintf("bucket %v, random operation %d (t0+%v, %v %d)", b, i+1, when.Sub(t0), act, n)
+			if err != nil {
+				t.Errorf("%s: unexpected error: %v", where, err)
+				return
+			}
+			if d := diff(got, ref.apply(when, act, n)); d != "" {
+				t.Errorf("%s: %s", where, d)
+				return
+			}
+		}
+	}
 }
 
 // testTTL: a store with Len forgets a key once its bucket is full again,

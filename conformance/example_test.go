@@ -12,14 +12,12 @@ import (
 )
 
 // MapStore is a complete spigot.Store in a few lines: a map of
-// spigot.State behind a mutex, updated by Limit.Take, which holds the
-// whole model. A store for another backend (SQL, etcd, DynamoDB) does the
-// same inside one atomic read-modify-write: read the State, call Take,
-// write the new State. MapStore passes conformance.Run and RunRealTime;
-// see conformance_test.go.
-//
-// It never forgets a key; a store that must bound its memory deletes a
-// key's state after the Decision's ResetAfter (store/memory does).
+// spigot.State behind a mutex, updated by Op.Apply, which holds the whole
+// model. A store for another backend (SQL, etcd, DynamoDB) does the same
+// inside one atomic read-modify-write: read the State, call Apply, write
+// the new State (or delete it when Apply returns the zero State: the
+// limit is full). MapStore passes conformance.Run and RunRealTime; see
+// conformance_test.go.
 type MapStore struct {
 	Clock clock.Clock // where the store reads the time
 
@@ -27,13 +25,13 @@ type MapStore struct {
 	m  map[mapKey]spigot.State
 }
 
-// mapKey names a key's state by bucket name and key as a pair, so that no
+// mapKey names a key's state by limit name and key as a pair, so that no
 // two pairs collide.
-type mapKey struct{ bucket, key string }
+type mapKey struct{ limit, key string }
 
-// Acquire implements spigot.Store.
-func (s *MapStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil { // the zero Limit, a negative cost
+// Do implements spigot.Store.
+func (s *MapStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil { // the zero Limit, a negative N, an unknown Action
 		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -44,27 +42,20 @@ func (s *MapStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost
 	if s.m == nil {
 		s.m = make(map[mapKey]spigot.State)
 	}
-	k := mapKey{b.Name(), key}
-	next, a := b.Take(s.m[k], s.Clock.Now(), cost) // a missing key is the zero State: full
-	s.m[k] = next
-	return a, nil
+	k := mapKey{op.Limit.Name(), op.Key}
+	next, d := op.Apply(s.m[k], s.Clock.Now()) // a missing key is the zero State: full
+	if next == (spigot.State{}) {
+		delete(s.m, k)
+	} else {
+		s.m[k] = next
+	}
+	return d, nil
 }
 
-// Reset implements spigot.Store.
-func (s *MapStore) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	if err := b.Check(0); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := mapKey{b.Name(), key}
-	state, ok := s.m[k]
-	delete(s.m, k)
-	_, a := b.Take(state, s.Clock.Now(), 0) // a peek: is the bucket full now?
-	return ok && a.ResetAfter > 0, nil
+// DoMulti implements spigot.Store, one operation per call: more is
+// errors.ErrUnsupported.
+func (s *MapStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
 }
 
 // A store of your own, such as MapStore, is used like any other; its tests

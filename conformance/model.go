@@ -9,7 +9,7 @@ import (
 
 // model is the suite's reference: the model of one key of one bucket,
 // written as plainly as the design states it, in exact rationals. It is
-// independent of Limit.Take, which a store under test may itself call.
+// independent of Op.Apply, which a store under test may itself call.
 // When time goes back it adds nothing and keeps its stamp, and a wait
 // counts the time the clock needs to come back to the stamp.
 type model struct {
@@ -27,8 +27,18 @@ func newModel(capacity int64, r spigot.Rate) *model {
 	}
 }
 
-// take applies a request of cost tokens at now and returns its admission.
+// take applies a Take of cost tokens at now and returns its decision.
 func (m *model) take(now time.Time, cost int64) spigot.Decision {
+	return m.apply(now, spigot.Take, cost)
+}
+
+// apply applies an operation at now and returns its decision. A Peek
+// decides as a Take would, on a copy: it changes nothing.
+func (m *model) apply(now time.Time, action spigot.Action, n int64) spigot.Decision {
+	if action == spigot.Peek {
+		saved := *m
+		defer func() { *m = saved }()
+	}
 	t := now.UnixMicro()
 	if m.tokens != nil && t >= m.fullAt { // full again: as if never seen
 		m.tokens = nil
@@ -38,34 +48,62 @@ func (m *model) take(now time.Time, cost int64) spigot.Decision {
 	}
 	if t > m.stamp { // tokens = min(capacity, tokens + elapsed × refill)
 		gained := new(big.Rat).SetInt64(t - m.stamp)
-		m.tokens.Add(m.tokens, gained.Mul(gained, m.refill))
+		m.tokens = new(big.Rat).Add(m.tokens, gained.Mul(gained, m.refill))
 		if m.tokens.Cmp(m.capacity) > 0 {
 			m.tokens.Set(m.capacity)
 		}
 		m.stamp = t
 	}
 	lag := m.stamp - t // > 0 when the clock went back
-	c := new(big.Rat).SetInt64(cost)
-	var a spigot.Decision
-	switch {
-	case c.Cmp(m.capacity) > 0:
-		a.RetryAfter = spigot.Never
-	case m.tokens.Cmp(c) >= 0:
-		m.tokens.Sub(m.tokens, c)
-		a.Allowed = true
-	default:
-		a.RetryAfter = m.timeFor(lag, new(big.Rat).Sub(c, m.tokens))
+	c := new(big.Rat).SetInt64(n)
+	d := spigot.Decision{Allowed: true}
+	switch action {
+	case spigot.Take, spigot.Peek:
+		switch {
+		case c.Cmp(m.capacity) > 0:
+			d.Allowed, d.RetryAfter = false, spigot.Never
+		case m.tokens.Cmp(c) >= 0:
+			if action == spigot.Take {
+				m.tokens = new(big.Rat).Sub(m.tokens, c)
+				d.N = n
+			}
+		default:
+			d.Allowed, d.RetryAfter = false, m.timeFor(lag, new(big.Rat).Sub(c, m.tokens))
+		}
+	case spigot.TakeUpTo: // the whole tokens it holds, up to n
+		k := min(n, floor(m.tokens))
+		switch {
+		case k > 0 || n == 0:
+			m.tokens = new(big.Rat).Sub(m.tokens, new(big.Rat).SetInt64(k))
+			d.N = k
+		case m.capacity.Sign() == 0:
+			d.Allowed, d.RetryAfter = false, spigot.Never
+		default:
+			d.Allowed, d.RetryAfter = false, m.timeFor(lag, new(big.Rat).Sub(big.NewRat(1, 1), m.tokens))
+		}
+	case spigot.Refund: // n more, up to the capacity; N rounded up
+		add := new(big.Rat).Sub(m.capacity, m.tokens)
+		if c.Cmp(add) < 0 {
+			add = c
+		}
+		m.tokens = new(big.Rat).Add(m.tokens, add)
+		d.N = -floor(new(big.Rat).Neg(add))
+	case spigot.Reset: // what it lacked, rounded up; then forgotten
+		d.N = -floor(new(big.Rat).Sub(m.tokens, m.capacity))
+		d.Remaining = floor(m.capacity)
+		m.tokens = nil
+		return d
 	}
 	if m.tokens.Cmp(m.capacity) < 0 {
-		a.ResetAfter = m.timeFor(lag, new(big.Rat).Sub(m.capacity, m.tokens))
+		d.ResetAfter = m.timeFor(lag, new(big.Rat).Sub(m.capacity, m.tokens))
 	}
-	a.Remaining = floor(m.tokens)
+	d.Remaining = floor(m.tokens)
 	// Full again under this config, and the clock caught up with the
 	// stamp: nothing to remember.
-	if m.fullAt = max(t+a.ResetAfter.Microseconds(), m.stamp); m.fullAt <= t {
+	if m.fullAt = max(t+d.ResetAfter.Microseconds(), m.stamp); m.fullAt <= t {
 		m.tokens = nil
 	}
-	return a
+	return d
 }
 
 // timeFor returns lag µs plus how long the bucket takes to gain n tokens,

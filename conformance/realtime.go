@@ -19,21 +19,23 @@ var realTimeCases = []testCase{
 	{"retry-after", testRealRetryAfter},
 	{"refill", testRealRefill},
 	{"reset", testRealReset},
+	{"operations", testRealOperations},
 	{"cost-over-capacity", testRealCostOverCapacity},
 	{"concurrent", testRealConcurrent},
 	{"invalid-input", testInvalidInput},
 	{"cancelled-context", testCancelledContext},
+	{"unsupported", testUnsupported},
 }
 
 // runID returns a random number that tells runs of the suite apart.
 func runID() uint32 { return rand.Uint32() }
 
-// acquire calls Acquire and fails the test on an error.
+// acquire takes cost tokens and fails the test on an error.
 func acquire(t testing.TB, e env, b spigot.Limit, key string, cost int64) spigot.Decision {
 	t.Helper()
-	a, err := e.s.Acquire(t.Context(), b, key, cost)
+	a, err := take(t.Context(), e.s, b, key, cost)
 	if err != nil {
-		t.Fatalf("bucket %v: Acquire(%q, %d): unexpected error: %v", b, key, cost, err)
+		t.Fatalf("bucket %v: Take(%q, %d): unexpected error: %v", b, key, cost, err)
 	}
 	return a
 }
@@ -134,7 +136,7 @@ func testRealReset(t testing.TB, e env) {
 	b := e.bucket(t, "rt-reset", 3, spigot.PerHour(1))
 	check := func(key string, want bool, why string) {
 		t.Helper()
-		got, err := e.s.Reset(ctx, b, key)
+		got, err := resetKey(ctx, e.s, b, key)
 		if err != nil || got != want {
 			t.Errorf("bucket %v: Reset(%q) = %v, %v; want %v: %s", b, key, got, err, want, why)
 		}
@@ -149,8 +151,44 @@ func testRealReset(t testing.TB, e env) {
 	f := e.bucket(t, "rt-reset-refilled", 1, spigot.Per(1, 20*time.Millisecond))
 	a := acquire(t, e, f, "k", 1)
 	time.Sleep(a.ResetAfter)
-	if got, err := e.s.Reset(ctx, f, "k"); err != nil || got {
+	if got, err := resetKey(ctx, e.s, f, "k"); err != nil || got {
 		t.Errorf("bucket %v: Reset after sleeping ResetAfter (%v) = %v, %v; want false: the bucket is full again", f, a.ResetAfter, got, err)
+	}
+}
+
+// testRealOperations: TakeUpTo, Refund, Peek and Reset on a slow bucket,
+// whose counts no delay can change.
+func testRealOperations(t testing.TB, e env) {
+	b := e.bucket(t, "rt-operations", 3, spigot.PerHour(1))
+	do := func(act spigot.Action, n int64) spigot.Decision {
+		t.Helper()
+		d, err := e.s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", Action: act, N: n})
+		if err != nil {
+			t.Fatalf("bucket %v: %v %d: unexpected error: %v", b, act, n, err)
+		}
+		return d
+	}
+	const slack = time.Minute // ResetAfter shrinks as the test runs
+	for _, c := range []struct {
+		act        spigot.Action
+		n          int64
+		allowed    bool
+		moved, rem int64
+		reset      time.Duration // at most, and at least reset − slack
+	}{
+		{spigot.TakeUpTo, 5, true, 3, 0, 3 * time.Hour},
+		{spigot.TakeUpTo, 1, false, 0, 0, 3 * time.Hour},
+		{spigot.Refund, 1, true, 1, 1, 2 * time.Hour},
+		{spigot.Peek, 2, false, 0, 1, 2 * time.Hour},
+		{spigot.Peek, 1, true, 0, 1, 2 * time.Hour},
+		{spigot.Reset, 0, true, 2, 3, 0},
+		{spigot.Peek, 3, true, 0, 3, 0},
+	} {
+		d := do(c.act, c.n)
+		if d.Allowed != c.allowed || d.N != c.moved || d.Remaining != c.rem || !within(d.ResetAfter, max(c.reset-slack, 0), c.reset) {
+			t.Errorf("bucket %v: %v %d = %s; want Allowed %v, N %d, Remaining %d, ResetAfter just under or at %v",
+				b, c.act, c.n, show(d), c.allowed, c.moved, c.rem, c.reset)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,17 +10,43 @@ import (
 	"github.com/spigot-go/spigot"
 )
 
-// A step is one request of a table: cost tokens at t0+at, and the
-// admission the model gives it.
+// A step is one Take of a table: cost tokens at t0+at, and the decision
+// the model gives it (whose N, the cost when allowed, play fills in).
 type step struct {
 	at   time.Duration
 	cost int64
 	want spigot.Decision
 }
 
+// An opStep is one operation of a table: act of n tokens at t0+at, and
+// the decision the model gives it, N included.
+type opStep struct {
+	at   time.Duration
+	act  spigot.Action
+	n    int64
+	want spigot.Decision
+}
+
+// take asks s to take cost tokens from key's bucket b.
+func take(ctx context.Context, s spigot.Store, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
+	return s.Do(ctx, spigot.Op{Limit: b, Key: key, Action: spigot.Take, N: cost})
+}
+
+// resetKey asks s to reset key's bucket b, and reports whether it was not
+// full.
+func resetKey(ctx context.Context, s spigot.Store, b spigot.Limit, key string) (bool, error) {
+	d, err := s.Do(ctx, spigot.Op{Limit: b, Key: key, Action: spigot.Reset})
+	return d.N > 0, err
+}
+
 // allow is the admission of an allowed request.
 func allow(remaining int64, resetAfter time.Duration) spigot.Decision {
 	return spigot.Decision{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
+}
+
+// took is the decision of an allowed operation that moved n tokens.
+func took(n, remaining int64, resetAfter time.Duration) spigot.Decision {
+	return spigot.Decision{Allowed: true, N: n, Remaining: remaining, ResetAfter: resetAfter}
 }
 
 // deny is the admission of a denied request.
@@ -33,12 +60,28 @@ func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Decision
 // it. It reports whether every step matched.
 func play(t testing.TB, e env, b spigot.Limit, key string, steps []step) bool {
 	t.Helper()
+	ops := make([]opStep, len(steps))
+	for i, st := range steps {
+		ops[i] = opStep{st.at, spigot.Take, st.cost, st.want}
+		if st.want.Allowed {
+			ops[i].want.N = st.cost
+		}
+	}
+	return playOps(t, e, b, key, ops)
+}
+
+// playOps is play for steps of any action.
+func playOps(t testing.TB, e env, b spigot.Limit, key string, steps []opStep) bool {
+	t.Helper()
 	for i, st := range steps {
 		e.at(st.at)
-		got, err := e.s.Acquire(t.Context(), b, key, st.cost)
-		where := fmt.Sprintf("bucket %v, key %q, step %d (t0+%v, cost %d)", b, key, i+1, st.at, st.cost)
+		got, err := e.s.Do(t.Context(), spigot.Op{Limit: b, Key: key, Action: st.act, N: st.n})
+		where := fmt.Sprintf("bucket %v, key %q, step %d (t0+%v, cost %d)", b, key, i+1, st.at, st.n)
+		if st.act != spigot.Take {
+			where = fmt.Sprintf("bucket %v, key %q, step %d (t0+%v, %v %d)", b, key, i+1, st.at, st.act, st.n)
+		}
 		if err != nil {
-			t.Errorf("%s: Acquire: unexpected error: %v", where, err)
+			t.Errorf("%s: Do: unexpected error: %v", where, err)
 			return false
 		}
 		if d := diff(got, st.want); d != "" {
@@ -59,6 +102,12 @@ func diff(got, want spigot.Decision) string {
 		} else {
 			d = append(d, "denied, want allowed")
 		}
+	}
+	if got.N != want.N {
+		d = append(d, fmt.Sprintf("N = %d, want %d", got.N, want.N))
+	}
+	if got.Degraded != want.Degraded {
+		d = append(d, fmt.Sprintf("Degraded = %v, want %v", got.Degraded, want.Degraded))
 	}
 	if got.Remaining != want.Remaining {
 		d = append(d, fmt.Sprintf("Remaining = %d, want %d", got.Remaining, want.Remaining))
@@ -85,7 +134,7 @@ func dur(d time.Duration) string {
 func reset(t testing.TB, e env, b spigot.Limit, key string, at time.Duration, want bool, why string) {
 	t.Helper()
 	e.at(at)
-	got, err := e.s.Reset(t.Context(), b, key)
+	got, err := resetKey(t.Context(), e.s, b, key)
 	if err != nil {
 		t.Errorf("bucket %v, Reset(%q) at t0+%v: unexpected error: %v", b, key, at, err)
 		return
@@ -97,5 +146,5 @@ func reset(t testing.TB, e env, b spigot.Limit, key string, at time.Duration, wa
 
 // show formats an admission, with Never by name.
 func show(a spigot.Decision) string {
-	return fmt.Sprintf("{Allowed:%v Remaining:%d RetryAfter:%s ResetAfter:%s}", a.Allowed, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter))
+	return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s}", a.Allowed, a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter))
 }

@@ -85,20 +85,22 @@ func runCase(t *testing.T, c testCase, newStore func(clk clock.Clock) spigot.Sto
 	return record(t, func(r testing.TB) { c.run(r, env{s: newStore(clk), clk: clk}) })
 }
 
-// takeStore is a store on Limit.Take, like the example's MapStore, with
+// takeStore is a store on Op.Apply, like the example's MapStore, with
 // hooks that break it on purpose.
 type takeStore struct {
 	clk clock.Clock
 
-	// take replaces Limit.Take.
-	take func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision)
-	// name replaces the bucket's name in the state's key.
+	// apply replaces Op.Apply.
+	apply func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision)
+	// name replaces the limit's name in the state's key.
 	name func(b spigot.Limit) string
 	// Skip checks of the input and of the context.
 	noCheck, noContext bool
-	// resetExisted makes Reset report whether the key had state, rather
-	// than whether its bucket was not full.
+	// resetExisted makes Reset's N 1 when the key had state, rather than
+	// what its bucket lacked.
 	resetExisted bool
+	// multi makes DoMulti apply several ops, one by one.
+	multi bool
 
 	mu sync.Mutex
 	m  map[[2]string]held
@@ -111,15 +113,20 @@ type held struct {
 
 func newTakeStore(clk clock.Clock) *takeStore {
 	return &takeStore{
-		clk:  clk,
-		take: spigot.Limit.Take,
-		name: spigot.Limit.Name,
-		m:    make(map[[2]string]held),
+		clk:   clk,
+		apply: spigot.Op.Apply,
+		name:  spigot.Limit.Name,
+		m:     make(map[[2]string]held),
 	}
 }
 
-func (s *takeStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil && !s.noCheck {
+// takeOp applies a Take of cost tokens on b.
+func takeOp(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+	return spigot.Op{Limit: b, Action: spigot.Take, N: cost}.Apply(s, now)
+}
+
+func (s *takeStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil && !s.noCheck {
 		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil && !s.noContext {
@@ -127,29 +134,64 @@ func (s *takeStore) Acquire(ctx context.Context, b spigot.Limit, key string, cos
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := [2]string{s.name(b), key}
-	next, a := s.take(b, s.m[k].s, s.clk.Now(), cost)
-	s.m[k] = held{b, next}
-	return a, nil
+	k := [2]string{s.name(op.Limit), op.Key}
+	if op.Action == spigot.Reset && s.resetExisted {
+		_, ok := s.m[k]
+		delete(s.m, k)
+		d := spigot.Decision{Allowed: true, Remaining: op.Limit.Capacity()}
+		if ok {
+			d.N = 1
+		}
+		return d, nil
+	}
+	next, d := s.apply(op, s.m[k].s, s.clk.Now())
+	s.m[k] = held{op.Limit, next}
+	return d, nil
 }
 
-func (s *takeStore) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	if err := b.Check(0); err != nil && !s.noCheck {
-		return false, err
+func (s *takeStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if !s.multi || len(ops) < 2 || len(out) != len(ops) {
+		return spigot.DoOne(ctx, s, mode, ops, out)
 	}
-	if err := ctx.Err(); err != nil && !s.noContext {
-		return false, err
+	if mode == spigot.Independent {
+		for i, op := range ops {
+			d, err := s.Do(ctx, op)
+			if err != nil {
+				return err
+			}
+			out[i] = d
+		}
+		return nil
 	}
+	// AllOrNothing: decide on copies, and keep them only if all allowed.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := [2]string{s.name(b), key}
-	h, ok := s.m[k]
-	delete(s.m, k)
-	if s.resetExisted {
-		return ok, nil
+	next := map[[2]string]held{}
+	all := true
+	for i, op := range ops {
+		if err := op.Check(); err != nil {
+			return err
+		}
+		k := [2]string{s.name(op.Limit), op.Key}
+		h, ok := next[k]
+		if !ok {
+			h = s.m[k]
+		}
+		h.b = op.Limit
+		h.s, out[i] = s.apply(op, h.s, s.clk.Now())
+		next[k] = h
+		all = all && out[i].Allowed
 	}
-	_, a := b.Take(h.s, s.clk.Now(), 0)
-	return ok && a.ResetAfter > 0, nil
+	if !all {
+		for i := range out {
+			out[i].N = 0
+		}
+		return nil
+	}
+	for k, h := range next {
+		s.m[k] = h
+	}
+	return nil
 }
 
 // lenStore adds Len to a takeStore.
@@ -163,7 +205,7 @@ func (s lenStore) Len() int {
 	defer s.mu.Unlock()
 	n := 0
 	for _, h := range s.m {
-		if _, a := h.b.Take(h.s, s.clk.Now(), 0); a.ResetAfter > 0 || s.countFull {
+		if _, a := takeOp(h.b, h.s, s.clk.Now(), 0); a.ResetAfter > 0 || s.countFull {
 			n++
 		}
 	}
@@ -178,18 +220,28 @@ type mutant struct {
 	msg      string   // a part of a failure message that names the fault
 }
 
-// mutate returns a store whose Take result goes through f.
+// mutate returns a store whose Takes go through f.
 func mutate(f func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision)) func(clock.Clock) spigot.Store {
+	return mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		if op.Action == spigot.Take {
+			return f(op.Limit, s, now, op.N)
+		}
+		return op.Apply(s, now)
+	})
+}
+
+// mutateOps returns a store whose operations go through f.
+func mutateOps(f func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision)) func(clock.Clock) spigot.Store {
 	return func(clk clock.Clock) spigot.Store {
 		s := newTakeStore(clk)
-		s.take = f
+		s.apply = f
 		return s
 	}
 }
 
 // ignoreCost takes at most 1 token.
 func ignoreCost(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-	return b.Take(s, now, min(cost, 1))
+	return takeOp(b, s, now, min(cost, 1))
 }
 
 // neverRefill keeps a key at the instant of its first request.
@@ -197,7 +249,7 @@ func neverRefill(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spi
 	if s.Scale != 0 {
 		now = time.UnixMicro(s.Stamp)
 	}
-	return b.Take(s, now, cost)
+	return takeOp(b, s, now, cost)
 }
 
 var mutants = []mutant{
@@ -207,7 +259,7 @@ var mutants = []mutant{
 		name: "ignores FullAt",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			s.FullAt = 0
-			return b.Take(s, now, cost)
+			return takeOp(b, s, now, cost)
 		}),
 		mustFail: []string{"full-again-forgets"},
 		msg:      "Remaining = 2, want 10",
@@ -220,7 +272,7 @@ var mutants = []mutant{
 			if s.Scale != 0 && now.UnixMicro() < s.Stamp {
 				s.Stamp = now.UnixMicro()
 			}
-			return b.Take(s, now, cost)
+			return takeOp(b, s, now, cost)
 		}),
 		mustFail: []string{"clock-steps-back"},
 		msg:      "RetryAfter = 1s, want 2s",
@@ -230,7 +282,7 @@ var mutants = []mutant{
 		// arithmetic near 2^53 does.
 		name: "loses precision on long waits",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			next, a := b.Take(s, now, cost)
+			next, a := takeOp(b, s, now, cost)
 			if a.ResetAfter > 0 && a.ResetAfter != spigot.Never {
 				a.ResetAfter = time.Duration(float64(a.ResetAfter) * (1 + 1e-12)).Round(time.Millisecond)
 			}
@@ -238,6 +290,81 @@ var mutants = []mutant{
 		}),
 		mustFail: []string{"slowest-exact-rate"},
 		msg:      "ResetAfter",
+	},
+	{
+		name: "TakeUpTo takes all or nothing",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			if op.Action == spigot.TakeUpTo {
+				op.Action = spigot.Take
+			}
+			return op.Apply(s, now)
+		}),
+		mustFail: []string{"take-up-to", "random-operations"},
+		msg:      "denied, want allowed",
+	},
+	{
+		name: "Refund reports what it was asked",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			next, d := op.Apply(s, now)
+			if op.Action == spigot.Refund {
+				d.N = op.N
+			}
+			return next, d
+		}),
+		mustFail: []string{"refund", "random-operations"},
+		msg:      "N = 10, want 3",
+	},
+	{
+		name: "Refund drops fractions",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			next, d := op.Apply(s, now)
+			if op.Action == spigot.Refund && next.Scale > 0 {
+				next.Tokens -= next.Tokens % next.Scale
+			}
+			return next, d
+		}),
+		mustFail: []string{"take-then-refund"},
+		msg:      "as if neither happened",
+	},
+	{
+		name: "Peek takes",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			if op.Action == spigot.Peek {
+				op.Action = spigot.Take
+				next, d := op.Apply(s, now)
+				d.N = 0
+				return next, d
+			}
+			return op.Apply(s, now)
+		}),
+		mustFail: []string{"peek", "random-operations"},
+		msg:      "Remaining = 0, want 3",
+	},
+	{
+		name: "Reset resets nothing",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			if op.Action == spigot.Reset {
+				op.Action = spigot.Peek
+			}
+			return op.Apply(s, now)
+		}),
+		mustFail: []string{"reset", "random-operations"},
+	},
+	{
+		name: "an unknown action takes",
+		store: func(clk clock.Clock) spigot.Store {
+			s := newTakeStore(clk)
+			s.noCheck = true
+			s.apply = func(op spigot.Op, st spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+				if op.Action > spigot.Peek {
+					op.Action = spigot.Take
+				}
+				return op.Apply(st, now)
+			}
+			return s
+		},
+		mustFail: []string{"unsupported"},
+		msg:      "want an error matching errors.ErrUnsupported",
 	},
 	{
 		name:     "ignores the cost",
@@ -261,7 +388,7 @@ var mutants = []mutant{
 	{
 		name: "RetryAfter 1ms short",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			next, a := b.Take(s, now, cost)
+			next, a := takeOp(b, s, now, cost)
 			if !a.Allowed && a.RetryAfter != spigot.Never {
 				a.RetryAfter -= time.Millisecond
 			}
@@ -273,7 +400,7 @@ var mutants = []mutant{
 	{
 		name: "RetryAfter 1ms long",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			next, a := b.Take(s, now, cost)
+			next, a := takeOp(b, s, now, cost)
 			if !a.Allowed && a.RetryAfter != spigot.Never {
 				a.RetryAfter += time.Millisecond
 			}
@@ -285,7 +412,7 @@ var mutants = []mutant{
 	{
 		name: "RetryAfter Never is 0",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			next, a := b.Take(s, now, cost)
+			next, a := takeOp(b, s, now, cost)
 			if a.RetryAfter == spigot.Never {
 				a.RetryAfter = 0
 			}
@@ -297,7 +424,7 @@ var mutants = []mutant{
 	{
 		name: "ResetAfter rounded down",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			next, a := b.Take(s, now, cost)
+			next, a := takeOp(b, s, now, cost)
 			if next.Scale != 0 { // not the zero State of a full bucket
 				us := (b.Capacity()*b.Scale() - next.Tokens) / b.Refill()
 				a.ResetAfter = time.Duration(us/1000) * time.Millisecond
@@ -310,7 +437,7 @@ var mutants = []mutant{
 	{
 		name: "Remaining rounded up",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			next, a := b.Take(s, now, cost)
+			next, a := takeOp(b, s, now, cost)
 			if next.Scale != 0 { // not the zero State of a full bucket
 				a.Remaining = (next.Tokens + next.Scale - 1) / next.Scale
 			}
@@ -322,7 +449,7 @@ var mutants = []mutant{
 	{
 		name: "charges denied requests",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			next, a := b.Take(s, now, cost)
+			next, a := takeOp(b, s, now, cost)
 			if !a.Allowed && a.RetryAfter != spigot.Never {
 				next.Tokens = 0 // takes what there was
 			}
@@ -334,11 +461,11 @@ var mutants = []mutant{
 		name: "peeks take a token",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			if cost == 0 {
-				if next, a := b.Take(s, now, 1); a.Allowed {
+				if next, a := takeOp(b, s, now, 1); a.Allowed {
 					return next, a
 				}
 			}
-			return b.Take(s, now, cost)
+			return takeOp(b, s, now, cost)
 		}),
 		mustFail: []string{"cost-0", "refill-fractions"},
 	},
@@ -359,7 +486,7 @@ var mutants = []mutant{
 				s.Tokens = s.Tokens * b.Scale() / s.Scale
 				s.Scale = b.Scale()
 			}
-			return b.Take(s, now, cost)
+			return takeOp(b, s, now, cost)
 		}),
 		mustFail: []string{"config-change"},
 		msg:      "ResetAfter = 3.75s, want 4s",
@@ -391,7 +518,7 @@ var mutants = []mutant{
 			return s
 		},
 		mustFail: []string{"invalid-input"},
-		msg:      "want an error matching spigot: invalid bucket",
+		msg:      "want an error matching spigot: invalid limit",
 	},
 	{
 		name: "ignores the context",
@@ -435,11 +562,12 @@ type gate struct {
 	wg sync.WaitGroup
 }
 
-func (s *racyStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil {
+func (s *racyStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
-	k := [2]string{b.Name(), key}
+	b := op.Limit
+	k := [2]string{b.Name(), op.Key}
 	s.mu.Lock()
 	state := s.m[k].s
 	s.mu.Unlock()
@@ -454,11 +582,15 @@ func (s *racyStore) Acquire(ctx context.Context, b spigot.Limit, key string, cos
 		g.wg.Wait()
 	}
 
-	next, a := b.Take(state, s.clk.Now(), cost)
+	next, a := op.Apply(state, s.clk.Now())
 	s.mu.Lock()
 	s.m[k] = held{b, next}
 	s.mu.Unlock()
 	return a, nil
+}
+
+func (s *racyStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
 }
 
 // matches reports whether case name is one of patterns, where a pattern
@@ -498,13 +630,20 @@ func TestSuiteCatchesMutants(t *testing.T) {
 }
 
 // TestSuitePassesCorrectStores checks the harness of the test above: the
-// unbroken takeStore passes every case through the recorder, and the Len
-// case runs (is not skipped) when the store has Len.
+// unbroken takeStore passes every case through the recorder, with and
+// without DoMulti of several ops, and the Len case runs (is not skipped)
+// when the store has Len.
 func TestSuitePassesCorrectStores(t *testing.T) {
-	for _, c := range cases {
-		r := runCase(t, c, func(clk clock.Clock) spigot.Store { return lenStore{takeStore: newTakeStore(clk)} })
-		if r.Failed() || r.Skipped() {
-			t.Errorf("case %s: the correct store failed or skipped: %s", c.name, strings.Join(r.msgs, "; "))
+	for _, multi := range []bool{false, true} {
+		for _, c := range cases {
+			r := runCase(t, c, func(clk clock.Clock) spigot.Store {
+				s := newTakeStore(clk)
+				s.multi = multi
+				return lenStore{takeStore: s}
+			})
+			if r.Failed() || r.Skipped() {
+				t.Errorf("case %s (DoMulti of several: %v): the correct store failed or skipped: %s", c.name, multi, strings.Join(r.msgs, "; "))
+			}
 		}
 	}
 	r := runCase(t, testCase{"ttl", testTTL}, func(clk clock.Clock) spigot.Store { return newTakeStore(clk) })
@@ -548,12 +687,13 @@ type modelStore struct {
 	m   map[[2]string]*model
 }
 
-func (s *modelStore) get(b spigot.Limit, key string) *model {
+// get returns key's model under b's config; with keep false (a Peek), it
+// leaves the stored model as it was.
+func (s *modelStore) get(b spigot.Limit, key string, keep bool) *model {
 	k := [2]string{b.Name(), key}
 	m := s.m[k]
 	if m == nil {
 		m = newModel(b.Capacity(), b.Rate())
-		s.m[k] = m
 	}
 	// A config change: whole tokens carry over when the refill's
 	// denominator (the scale) changes, all of them otherwise; clamped.
@@ -568,13 +708,15 @@ func (s *modelStore) get(b spigot.Limit, key string) *model {
 		}
 		next.tokens, next.stamp, next.fullAt = tokens, m.stamp, m.fullAt
 		m = next
+	}
+	if keep {
 		s.m[k] = m
 	}
 	return m
 }
 
-func (s *modelStore) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil {
+func (s *modelStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -582,25 +724,11 @@ func (s *modelStore) Acquire(ctx context.Context, b spigot.Limit, key string, co
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.get(b, key).take(s.clk.Now(), cost), nil
+	return s.get(op.Limit, op.Key, op.Action != spigot.Peek).apply(s.clk.Now(), op.Action, op.N), nil
 }
 
-func (s *modelStore) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	if err := b.Check(0); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := [2]string{b.Name(), key}
-	if _, ok := s.m[k]; !ok {
-		return false, nil
-	}
-	m := s.get(b, key)
-	delete(s.m, k)
-	return m.tokens != nil && m.take(s.clk.Now(), 0).ResetAfter > 0, nil
+func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
 }
 
 func TestModelStore(t *testing.T) {

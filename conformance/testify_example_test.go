@@ -46,19 +46,19 @@ func (s *MapStoreSuite) TestConformanceRealTime() {
 
 // TestRefill is one of the author's own tests, in testify's style.
 func (s *MapStoreSuite) TestRefill() {
-	b := spigot.MustBucket("login", 2, spigot.PerSecond(1))
+	login := spigot.New(s.store, spigot.MustBucket("login", 2, spigot.PerSecond(1)))
 	ctx := context.Background()
 	for range 2 {
-		a, err := s.store.Acquire(ctx, b, "u", 1)
+		a, err := login.Allow(ctx, "u")
 		s.Require().NoError(err)
 		s.True(a.Allowed)
 	}
-	a, err := s.store.Acquire(ctx, b, "u", 1)
+	a, err := login.Allow(ctx, "u")
 	s.Require().NoError(err)
 	s.False(a.Allowed)
 	s.Equal(time.Second, a.RetryAfter)
 	s.clk.Advance(a.RetryAfter)
-	a, err = s.store.Acquire(ctx, b, "u", 1)
+	a, err = login.Allow(ctx, "u")
 	s.Require().NoError(err)
 	s.True(a.Allowed)
 }

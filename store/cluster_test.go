@@ -25,6 +25,7 @@ import (
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
@@ -164,8 +165,8 @@ func testClusterHashTag(t *testing.T, cl *testserver.Cluster) {
 			b   spigot.Limit
 			key string
 		}{{login, "{tenant-7}:alice"}, {login, "{tenant-7}:bob"}, {export, "{tenant-7}"}} {
-			if a := acquire(t, s, c.b, c.key, 1); !a.Allowed || a.Remaining != c.b.Capacity()-1 {
-				t.Errorf("%s: Acquire(%v, %q) = %s; want the first of a full bucket", ps.name, c.b, c.key, show(a))
+			if a := take(t, s, c.b, c.key, 1); !a.Allowed || a.N != 1 || a.Remaining != c.b.Capacity()-1 {
+				t.Errorf("%s: Take(%v, %q, 1) = %s; want the first of a full bucket", ps.name, c.b, c.key, show(a))
 			}
 			full := store.Key(pfx, c.b, c.key)
 			if s, err := cl.KeySlot(full); err != nil || s != slot {
@@ -202,9 +203,11 @@ func newRecorder(s spigot.Store) *recorder {
 	return &recorder{Store: s, remaining: make(map[string][]int64), errs: make(map[string]int), lateErrs: make(map[string]int)}
 }
 
-func (r *recorder) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
+// Do implements spigot.Store, recording what the inner store answered.
+func (r *recorder) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	key := op.Key
 	late := r.settled.Load()
-	a, err := r.Store.Acquire(ctx, b, key, cost)
+	a, err := r.Store.Do(ctx, op)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
@@ -366,7 +369,7 @@ func startLoad(stores []spigot.Store, b spigot.Limit, keys []string, goroutines 
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), timeout)
 					start := time.Now()
-					_, err := s.Acquire(ctx, b, keys[i%len(keys)], 1)
+					_, err := s.Do(ctx, takeOp(b, keys[i%len(keys)], 1))
 					latency = append(latency, time.Since(start))
 					cancel()
 					if err != nil {
@@ -428,7 +431,7 @@ func scriptExists(t *testing.T, addr string) bool {
 	t.Helper()
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
-	got, err := c.ScriptExists(context.Background(), store.SHA1).Result()
+	got, err := c.ScriptExists(context.Background(), wire.SHA1()).Result()
 	if err != nil || len(got) != 1 {
 		t.Fatalf("SCRIPT EXISTS on %s = %v, %v", addr, got, err)
 	}
@@ -590,7 +593,7 @@ func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
 			hybrid.WithTimeout(timeout),
 			hybrid.WithBreaker(3, 200*time.Millisecond),
 			hybrid.WithObserver(hybrid.Observer{
-				Decision: func(_ spigot.Limit, p hybrid.Path, _ spigot.Decision) { o.paths[p].Add(1) },
+				Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) { o.paths[p].Add(1) },
 				Transition: func(from, to hybrid.Circuit) {
 					o.transitions.Store(o.transitions.Load().(string) + " " + to.String())
 				},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,65 +27,6 @@ import (
 	spigotrueidis "github.com/spigot-go/spigot/store/rueidis"
 	spigotvalkey "github.com/spigot-go/spigot/store/valkey"
 )
-
-// TestErr: an error reply matches spigot.ErrRequestFailed unless its code
-// says the server cannot serve any request; a failure to reach the server
-// never does.
-func TestErr(t *testing.T) {
-	tests := []struct {
-		err         string
-		reply       bool
-		perRequest  bool
-		wantMessage string
-	}{
-		{"WRONGTYPE Operation against a key holding the wrong kind of value script: d3c2, on @user_script:1.", true, true, ""},
-		{"ERR user_script:1: attempt to perform arithmetic on a nil value script: d13b, on @user_script:1.", true, true, ""},
-		{"NOPERM this user has no permissions to access one of the keys used as arguments", true, true, ""},
-		{"ERR unknown command 'evalsha'", true, true, ""},
-		{"LOADING Redis is loading the dataset in memory", true, false, ""},
-		{"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.", true, false, ""},
-		{"CLUSTERDOWN Hash slot not served", true, false, ""},
-		{"CLUSTERDOWN The cluster is down", true, false, ""},
-		{"TRYAGAIN Multiple keys request during rehashing of slot", true, false, ""},
-		{"MOVED 3999 127.0.0.1:6381", true, false, ""},
-		{"ASK 3999 127.0.0.1:6381", true, false, ""},
-		{"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.", true, false, ""},
-		{"READONLY You can't write against a read only replica. script: 51ab, on @user_script:1.", true, false, ""},
-		{"NOREPLICAS Not enough good replicas to write.", true, false, ""},
-		{"OOM command not allowed when used memory > 'maxmemory'. script: 51ab, on @user_script:1.", true, false, ""},
-		{"MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.", true, false, ""},
-		{"NOAUTH Authentication required.", true, false, ""},
-		{"WRONGPASS invalid username-password pair or user is disabled.", true, false, ""},
-		{"ERR max number of clients reached", true, false, ""},
-		{"dial tcp 127.0.0.1:1: connect: connection refused", false, false, ""},
-		{"i/o timeout", false, false, ""},
-		{"WRONGTYPE looks like a reply but came from elsewhere", false, false, ""},
-	}
-	for i, tt := range tests {
-		cause := errors.New(tt.err)
-		err := store.Err("redis", cause, tt.reply)
-		if got := errors.Is(err, spigot.ErrRequestFailed); got != tt.perRequest {
-			t.Errorf("step %d: Err(%q, reply %v) matches ErrRequestFailed: got %v, want %v", i, tt.err, tt.reply, got, tt.perRequest)
-		}
-		if !errors.Is(err, cause) {
-			t.Errorf("step %d: Err(%q) does not wrap the client's error", i, tt.err)
-		}
-		if got, want := err.Error(), "spigot: redis: "+tt.err; got != want {
-			t.Errorf("step %d: Err(%q) = %q, want %q", i, tt.err, got, want)
-		}
-	}
-}
-
-// TestMalformedIsPerRequest: a reply that is not the script's concerns
-// that request.
-func TestMalformedIsPerRequest(t *testing.T) {
-	if _, err := store.DecodeAcquire("QUEUED"); !errors.Is(err, spigot.ErrRequestFailed) {
-		t.Errorf("DecodeAcquire(QUEUED) = %v, want an error matching ErrRequestFailed", err)
-	}
-	if _, err := store.DecodeReset("OK"); !errors.Is(err, spigot.ErrRequestFailed) {
-		t.Errorf("DecodeReset(OK) = %v, want an error matching ErrRequestFailed", err)
-	}
-}
 
 func TestCheckPrefix(t *testing.T) {
 	tests := []struct {
@@ -189,9 +131,10 @@ func TestNewPanics(t *testing.T) {
 }
 
 // TestWrongTypeIsPerRequest: on a real server, a key that holds a list
-// fails its own requests, with an error matching ErrRequestFailed, and a
-// hybrid store returns that error without counting it against its
-// breaker: other keys stay on the remote, and Reset reaches it.
+// fails its own operations, every action alike, with an error matching
+// ErrRequestFailed, and a hybrid store returns that error without
+// counting it against its breaker: other keys stay on the remote, and a
+// Reset reaches it.
 func TestWrongTypeIsPerRequest(t *testing.T) {
 	b := spigot.MustBucket("login", 3, spigot.PerHour(1))
 	for _, kind := range testserver.Kinds {
@@ -204,8 +147,14 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 						t.Fatal(err)
 					}
 					remote := ps.new(t, []string{srv.Addr}, storeOpts{prefix: prefix})
-					if _, err := remote.Acquire(context.Background(), b, "bad", 1); !errors.Is(err, spigot.ErrRequestFailed) || !strings.Contains(err.Error(), "WRONGTYPE") {
-						t.Fatalf("Acquire on a list = %v, want WRONGTYPE matching ErrRequestFailed", err)
+					for _, a := range allActions {
+						op := spigot.Op{Limit: b, Key: "bad", Action: a, N: 1}
+						if d, err := remote.Do(context.Background(), op); !errors.Is(err, spigot.ErrRequestFailed) || !strings.Contains(err.Error(), "WRONGTYPE") || d != (spigot.Decision{}) {
+							t.Fatalf("Do(%v) on a list = %s, %v; want the zero Decision and WRONGTYPE matching ErrRequestFailed", op, show(d), err)
+						}
+					}
+					if got, err := srv.Do("LLEN", prefix+"login:bad"); err != nil || got != "1" {
+						t.Errorf("LLEN of the list after the operations = %q, %v; want 1, untouched", got, err)
 					}
 
 					paths := &pathCounter{}
@@ -214,10 +163,10 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 					h := hybrid.New(remote, memory.New(), hybrid.WithBreaker(2, time.Hour), hybrid.WithTimeout(time.Minute), hybrid.WithObserver(paths.observer()))
 					ctx := context.Background()
 					for i := range 10 {
-						if _, err := h.Acquire(ctx, b, "bad", 1); !errors.Is(err, spigot.ErrRequestFailed) {
-							t.Fatalf("step %d: hybrid Acquire on a list = %v, want an error matching ErrRequestFailed", i, err)
+						if _, err := h.Do(ctx, takeOp(b, "bad", 1)); !errors.Is(err, spigot.ErrRequestFailed) {
+							t.Fatalf("step %d: hybrid Take on a list = %v, want an error matching ErrRequestFailed", i, err)
 						}
-						if _, err := h.Reset(ctx, b, "bad"); !errors.Is(err, spigot.ErrRequestFailed) || errors.Is(err, hybrid.ErrUnavailable) {
+						if _, err := h.Do(ctx, resetOp(b, "bad")); !errors.Is(err, spigot.ErrRequestFailed) || errors.Is(err, hybrid.ErrUnavailable) {
 							t.Fatalf("step %d: hybrid Reset on a list = %v, want ErrRequestFailed, not ErrUnavailable", i, err)
 						}
 					}
@@ -225,16 +174,17 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 						t.Errorf("breaker after 20 errors on one key: got %v, want closed", got)
 					}
 					for i := range 4 {
-						a, err := h.Acquire(ctx, b, "good", 1)
-						if err != nil || a.Allowed != (i < 3) {
-							t.Errorf("step %d: Acquire(good) = %+v, %v; want allowed %v", i, a, err, i < 3)
+						d, err := h.Do(ctx, takeOp(b, "good", 1))
+						if err != nil || d.Allowed != (i < 3) || d.N != b2i(i < 3) {
+							t.Errorf("step %d: Take(good) = %s, %v; want allowed %v", i, show(d), err, i < 3)
 						}
 					}
 					if got := paths.get(hybrid.PathRemote); got != 4 {
 						t.Errorf("decisions by the remote: got %d, want 4 (%v)", got, paths)
 					}
-					if was, err := h.Reset(ctx, b, "good"); err != nil || !was {
-						t.Errorf("Reset(good) = %v, %v; want true, nil", was, err)
+					// The remote was not full: it lacked the 3 tokens taken.
+					if d, err := h.Do(ctx, resetOp(b, "good")); err != nil || d != (spigot.Decision{Allowed: true, N: 3, Remaining: 3}) {
+						t.Errorf("Reset(good) = %s, %v; want %s, nil", show(d), err, show(spigot.Decision{Allowed: true, N: 3, Remaining: 3}))
 					}
 				})
 			}
@@ -275,35 +225,40 @@ type outage struct {
 	name  string
 	extra []string // the server's command line
 	start func(t *testing.T, srv *testserver.Server) (code string, end func())
+	// answers are the actions the server still runs on a key with no
+	// state, since the script then writes nothing it refuses: a replica
+	// runs a script that only reads, and a server out of memory one that
+	// only reads or deletes.
+	answers []spigot.Action
 }
 
 var outages = []outage{
 	{"refused", nil, func(t *testing.T, srv *testserver.Server) (string, func()) {
 		srv.Kill()
 		return "", func() {}
-	}},
-	{"busy", nil, startBusy},
+	}, nil},
+	{"busy", nil, startBusy, nil},
 	{"readonly", nil, func(t *testing.T, srv *testserver.Server) (string, func()) {
 		primary := testserver.Start(t, srv.Kind)
 		host, port, _ := net.SplitHostPort(primary.Addr)
 		mustDo(t, srv, "REPLICAOF", host, port)
 		return "READONLY", func() { mustDo(t, srv, "REPLICAOF", "NO", "ONE") }
-	}},
+	}, []spigot.Action{spigot.Peek}},
 	{"masterdown", nil, func(t *testing.T, srv *testserver.Server) (string, func()) {
 		// A replica of a primary that is not there, told not to serve
 		// stale data.
 		mustDo(t, srv, "CONFIG", "SET", "replica-serve-stale-data", "no")
 		mustDo(t, srv, "REPLICAOF", "127.0.0.1", "1")
 		return "MASTERDOWN", func() { mustDo(t, srv, "REPLICAOF", "NO", "ONE") }
-	}},
+	}, nil},
 	{"oom", nil, func(t *testing.T, srv *testserver.Server) (string, func()) {
 		mustDo(t, srv, "CONFIG", "SET", "maxmemory", "1")
 		return "OOM", func() { mustDo(t, srv, "CONFIG", "SET", "maxmemory", "0") }
-	}},
+	}, []spigot.Action{spigot.Refund, spigot.Reset, spigot.Peek}},
 	{"clusterdown", []string{"--cluster-enabled", "yes"}, func(t *testing.T, srv *testserver.Server) (string, func()) {
 		// A cluster node that serves no slot.
 		return "CLUSTERDOWN", func() {}
-	}},
+	}, nil},
 }
 
 // startBusy runs a script that never ends on a connection of its own,
@@ -350,7 +305,9 @@ func mustDo(t *testing.T, srv *testserver.Server, args ...string) {
 // TestUnavailableOpensBreaker: on a real server that cannot serve any
 // request (not running, busy in a script, a replica, a replica without its
 // primary, out of memory, a cluster node without slots) every store's error
-// means unavailable, so a hybrid store falls back and opens its breaker.
+// means unavailable, whatever the action (but those a replica or a server
+// out of memory still runs: outage.answers), so a hybrid store falls back
+// and opens its breaker.
 func TestUnavailableOpensBreaker(t *testing.T) {
 	testserver.SkipShort(t, "fault injection")
 	b := spigot.MustBucket("login", 3, spigot.PerHour(1))
@@ -366,22 +323,32 @@ func TestUnavailableOpensBreaker(t *testing.T) {
 				defer end()
 				for i, ps := range singleStores {
 					t.Run(ps.name, func(t *testing.T) {
-						_, err := remotes[i].Acquire(context.Background(), b, "k", 1)
-						switch {
-						case err == nil:
-							t.Fatal("Acquire succeeded on a server that serves no request")
-						case errors.Is(err, spigot.ErrRequestFailed):
-							t.Errorf("Acquire = %v: matches ErrRequestFailed, want unavailable", err)
-						case code != "" && !strings.Contains(err.Error(), code):
-							t.Errorf("Acquire = %v, want a %s reply", err, code)
+						for _, a := range allActions {
+							op := spigot.Op{Limit: b, Key: "k", Action: a, N: 1}
+							d, err := remotes[i].Do(context.Background(), op)
+							if slices.Contains(o.answers, a) {
+								// On a full bucket, as the key holds no state.
+								if want := (spigot.Decision{Allowed: true, Remaining: 3}); err != nil || d != want {
+									t.Errorf("Do(%v) = %s, %v; want %s: the script writes nothing the server refuses", op, show(d), err, show(want))
+								}
+								continue
+							}
+							switch {
+							case err == nil:
+								t.Fatalf("Do(%v) succeeded on a server that serves no request", op)
+							case errors.Is(err, spigot.ErrRequestFailed):
+								t.Errorf("Do(%v) = %v: matches ErrRequestFailed, want unavailable", op, err)
+							case code != "" && !strings.Contains(err.Error(), code):
+								t.Errorf("Do(%v) = %v, want a %s reply", op, err, code)
+							}
 						}
 						paths := &pathCounter{}
 						h := hybrid.New(remotes[i], memory.New(), hybrid.WithBreaker(2, time.Hour),
 							hybrid.WithTimeout(time.Minute), hybrid.WithObserver(paths.observer()))
 						for j := range 4 {
-							a, err := h.Acquire(context.Background(), b, "k", 1)
-							if err != nil || a.Allowed != (j < 3) {
-								t.Errorf("step %d: hybrid Acquire = %+v, %v; want the local store's allowed %v", j, a, err, j < 3)
+							d, err := h.Do(context.Background(), takeOp(b, "k", 1))
+							if err != nil || d.Allowed != (j < 3) || d.N != b2i(j < 3) || d.Degraded {
+								t.Errorf("step %d: hybrid Take = %s, %v; want the local store's allowed %v", j, show(d), err, j < 3)
 							}
 						}
 						if got := h.Circuit(); got != hybrid.CircuitOpen {
@@ -390,7 +357,7 @@ func TestUnavailableOpensBreaker(t *testing.T) {
 						if got := paths.get(hybrid.PathLocal); got != 4 {
 							t.Errorf("local decisions: got %d, want 4 (%v)", got, paths)
 						}
-						if _, err := h.Reset(context.Background(), b, "k"); !errors.Is(err, hybrid.ErrUnavailable) {
+						if _, err := h.Do(context.Background(), resetOp(b, "k")); !errors.Is(err, hybrid.ErrUnavailable) {
 							t.Errorf("hybrid Reset = %v, want ErrUnavailable", err)
 						}
 					})
@@ -407,7 +374,7 @@ type pathCounter struct {
 }
 
 func (p *pathCounter) observer() hybrid.Observer {
-	return hybrid.Observer{Decision: func(_ spigot.Limit, path hybrid.Path, _ spigot.Decision) {
+	return hybrid.Observer{Decision: func(_ spigot.Op, path hybrid.Path, _ spigot.Decision) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.n == nil {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
@@ -98,6 +99,10 @@ var serverCases = []serverCase{
 	{"clock-skew", testClockSkew},
 	{"script-flush-under-load", testScriptFlush},
 	{"restart", testRestart},
+	{"rolling-deploy", testRollingDeploy},
+	{"legacy-states", testLegacyStates},
+	{"unreadable-state", testUnreadableState},
+	{"stored-format", testStoredFormat},
 }
 
 // TestServers runs every serverCase for every store on one server of each
@@ -121,13 +126,40 @@ func TestServers(t *testing.T) {
 // prefix returns a key prefix of t's own.
 func prefix(t *testing.T) string { return t.Name() + ":" }
 
-func acquire(t testing.TB, s spigot.Store, b spigot.Limit, key string, cost int64) spigot.Decision {
+// allActions are every Action, for tests that try each.
+var allActions = []spigot.Action{spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek}
+
+// takeOp returns a Take of n tokens of key under l.
+func takeOp(l spigot.Limit, key string, n int64) spigot.Op {
+	return spigot.Op{Limit: l, Key: key, N: n}
+}
+
+// resetOp returns a Reset of key under l.
+func resetOp(l spigot.Limit, key string) spigot.Op {
+	return spigot.Op{Limit: l, Key: key, Action: spigot.Reset}
+}
+
+// do applies op on s, and fails t on an error.
+func do(t testing.TB, s spigot.Store, op spigot.Op) spigot.Decision {
 	t.Helper()
-	a, err := s.Acquire(context.Background(), b, key, cost)
+	d, err := s.Do(context.Background(), op)
 	if err != nil {
-		t.Fatalf("Acquire(%v, %q, %d): %v", b, key, cost, err)
+		t.Fatalf("Do(%v): %v", op, err)
 	}
-	return a
+	return d
+}
+
+// take is do of a Take of n tokens of key under l.
+func take(t testing.TB, s spigot.Store, l spigot.Limit, key string, n int64) spigot.Decision {
+	t.Helper()
+	return do(t, s, takeOp(l, key, n))
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // pttl returns the PTTL of key on the server at addr: -2 when the key does
@@ -154,41 +186,132 @@ func exists(t testing.TB, addr, key string) bool {
 	return reply == "1"
 }
 
-func show(a spigot.Decision) string {
-	retry := a.RetryAfter.String()
-	if a.RetryAfter == spigot.Never {
-		retry = "Never"
+// getValue returns the string at key, and false when there is no key.
+func getValue(t testing.TB, c goredis.UniversalClient, key string) (string, bool) {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if err == goredis.Nil {
+		return "", false
 	}
-	return fmt.Sprintf("{Allowed %v, Remaining %d, RetryAfter %s, ResetAfter %v}", a.Allowed, a.Remaining, retry, a.ResetAfter)
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return v, true
 }
 
-// The differential: the same random operation sequences on the memory
-// store and on a Redis-protocol store, with one fake clock, give the same
-// Decisions and Reset results, field by field.
+func show(d spigot.Decision) string {
+	retry := d.RetryAfter.String()
+	if d.RetryAfter == spigot.Never {
+		retry = "Never"
+	}
+	reset := d.ResetAfter.String()
+	if d.ResetAfter == spigot.Never {
+		reset = "Never"
+	}
+	degraded := ""
+	if d.Degraded {
+		degraded = ", Degraded"
+	}
+	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %s%s}", d.Allowed, d.N, d.Remaining, retry, reset, degraded)
+}
+
+// diffDecisions returns "" when got equals want, and otherwise the first
+// field that differs, and both.
+func diffDecisions(got, want spigot.Decision) string {
+	var field string
+	switch {
+	case got == want:
+		return ""
+	case got.Allowed != want.Allowed:
+		field = "Allowed"
+	case got.N != want.N:
+		field = "N"
+	case got.Remaining != want.Remaining:
+		field = "Remaining"
+	case got.RetryAfter != want.RetryAfter:
+		field = "RetryAfter"
+	case got.ResetAfter != want.ResetAfter:
+		field = "ResetAfter"
+	default:
+		field = "Degraded"
+	}
+	return fmt.Sprintf("%s differs: got %s, want %s", field, show(got), show(want))
+}
+
+// formatState returns how the script stores s: "tb/2 <fullat> <stamp>
+// <tokens> <scale>" for a token bucket's state, and the format before
+// versions, "<tokens> <stamp> <scale> <fullat>" (without its FullAt when it
+// is 0), for a state of Kind 0.
+func formatState(s spigot.State) string {
+	switch {
+	case s.Kind == spigot.TokenBucket:
+		return fmt.Sprintf("tb/2 %d %d %d %d", s.FullAt, s.Stamp, s.Tokens, s.Scale)
+	case s.Kind == 0 && s.FullAt == 0:
+		return fmt.Sprintf("%d %d %d", s.Tokens, s.Stamp, s.Scale)
+	case s.Kind == 0:
+		return fmt.Sprintf("%d %d %d %d", s.Tokens, s.Stamp, s.Scale, s.FullAt)
+	}
+	panic(fmt.Sprintf("formatState: the script writes no state of kind %v", s.Kind))
+}
+
+// A model is spigot's Go model of a server's keys: the State of each key,
+// as op.Apply leaves it. A key whose state is the zero State has no key on
+// the server.
+type model map[string]spigot.State
+
+// apply applies op at now to the state of key, and returns the decision.
+func (m model) apply(key string, op spigot.Op, now time.Time) spigot.Decision {
+	next, d := op.Apply(m[key], now)
+	if next == (spigot.State{}) {
+		delete(m, key)
+	} else {
+		m[key] = next
+	}
+	return d
+}
+
+// checkStored compares the value at key on the server with the model's
+// state of key at now: the formatted state, or no key for the zero State.
+// A state whose FullAt has come may also be gone: a server's TTL may have
+// dropped it (the model keeps it, and reads it as absent, as the script
+// does).
+func (m model) checkStored(t testing.TB, c goredis.UniversalClient, key string, now time.Time) string {
+	t.Helper()
+	got, ok := getValue(t, c, key)
+	s, has := m[key]
+	stale := has && s.FullAt != 0 && now.UnixMicro() >= s.FullAt
+	switch {
+	case !has && ok:
+		return fmt.Sprintf("GET %s = %q; want no key (the model's state is the zero State)", key, got)
+	case has && !ok && !stale:
+		return fmt.Sprintf("no key %s; want %q", key, formatState(s))
+	case has && ok && got != formatState(s):
+		return fmt.Sprintf("GET %s = %q; want %q", key, got, formatState(s))
+	}
+	return ""
+}
+
+// The differential: the same random operation sequences, every action with
+// random N, on spigot's Go model (Op.Apply), on the memory store and on a
+// Redis-protocol store, with one fake clock, give the same Decisions, field
+// by field, and the server holds the model's State for every key.
 
 // t0 is where the differential's fake clocks start.
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // diffOp is one step of a differential sequence: the clock moves by step,
-// then a request of cost on key of bucket (or a reset of it).
+// then op.
 type diffOp struct {
-	step   time.Duration
-	bucket spigot.Limit
-	key    string
-	cost   int64
-	reset  bool
-	retry  bool // a repeat of the previous request exactly its RetryAfter later
+	step  time.Duration
+	op    spigot.Op
+	retry bool // a repeat of the previous denied op exactly its RetryAfter later
 }
 
-func (op diffOp) String() string {
-	what := fmt.Sprintf("Acquire(%q, %d)", op.key, op.cost)
-	if op.reset {
-		what = fmt.Sprintf("Reset(%q)", op.key)
-	}
-	return fmt.Sprintf("clock %+v, %v %s", op.step, op.bucket, what)
+func (o diffOp) String() string {
+	return fmt.Sprintf("clock %+v, %v", o.step, o.op)
 }
 
-// diffRates are the configs a sequence's buckets are drawn from, besides
+// diffRates are the configs a sequence's limits are drawn from, besides
 // random ones: rates that do not divide a second evenly, sub-millisecond
 // and slow ones, and capacity 0.
 var diffRates = []struct {
@@ -207,8 +330,8 @@ var diffRates = []struct {
 	{7, spigot.PerHour(1)},
 }
 
-// diffGen generates a sequence: bucket "d" changes its config now and
-// then (a deploy under the same name), bucket "e" keeps one.
+// diffGen generates a sequence: limit "d" changes its config now and then
+// (a deploy under the same name), limit "e" keeps one.
 type diffGen struct {
 	rng     *rand.Rand
 	forward bool // never step the clock back
@@ -216,29 +339,29 @@ type diffGen struct {
 	cur     int // d's config now
 	e       spigot.Limit
 	prev    diffOp
-	prevA   spigot.Decision
+	prevD   spigot.Decision
 	hasPrev bool
 }
 
 func newDiffGen(seed uint64, forward bool) *diffGen {
 	g := &diffGen{rng: rand.New(rand.NewPCG(seed, seed^0x5b16a7)), forward: forward}
 	for range 1 + g.rng.IntN(3) {
-		g.d = append(g.d, g.bucket("d"))
+		g.d = append(g.d, g.limit("d"))
 	}
-	g.e = g.bucket("e")
+	g.e = g.limit("e")
 	return g
 }
 
-func (g *diffGen) bucket(name string) spigot.Limit {
+func (g *diffGen) limit(name string) spigot.Limit {
 	if g.rng.IntN(3) > 0 {
 		c := diffRates[g.rng.IntN(len(diffRates))]
 		return spigot.MustBucket(name, c.capacity, c.rate)
 	}
 	for {
 		period := time.Duration(1+g.rng.Int64N(20_000_000)) * time.Microsecond
-		b, err := spigot.NewBucket(name, g.rng.Int64N(50), spigot.Per(1+g.rng.Int64N(20), period))
+		l, err := spigot.NewBucket(name, g.rng.Int64N(50), spigot.Per(1+g.rng.Int64N(20), period))
 		if err == nil {
-			return b
+			return l
 		}
 	}
 }
@@ -246,130 +369,149 @@ func (g *diffGen) bucket(name string) spigot.Limit {
 // next returns the next operation, given the result of the previous one.
 func (g *diffGen) next() diffOp {
 	r := g.rng
-	p, pa := g.prev, g.prevA
-	if g.hasPrev && !p.reset && !pa.Allowed && pa.RetryAfter != spigot.Never && r.IntN(4) == 0 {
-		p.step, p.retry = pa.RetryAfter, true // the retry the denial promised
+	p, pd := g.prev, g.prevD
+	if g.hasPrev && !pd.Allowed && pd.RetryAfter != spigot.Never && r.IntN(4) == 0 {
+		p.step, p.retry = pd.RetryAfter, true // the retry the denial promised
 		return p
 	}
-	var op diffOp
+	var o diffOp
 	if r.IntN(10) < 7 {
 		if r.IntN(7) == 0 {
 			g.cur = r.IntN(len(g.d))
 		}
-		op.bucket = g.d[g.cur]
+		o.op.Limit = g.d[g.cur]
 	} else {
-		op.bucket = g.e
+		o.op.Limit = g.e
 	}
-	op.key = []string{"a", "b", "", "{t}c"}[r.IntN(4)]
-	c := op.bucket.Capacity()
+	o.op.Key = []string{"a", "b", "", "{t}c"}[r.IntN(4)]
+	switch r.IntN(20) {
+	case 0, 1, 2, 3, 4, 5, 6, 7, 8:
+		o.op.Action = spigot.Take
+	case 9, 10, 11:
+		o.op.Action = spigot.TakeUpTo
+	case 12, 13, 14:
+		o.op.Action = spigot.Refund
+	case 15:
+		o.op.Action = spigot.Reset
+	default:
+		o.op.Action = spigot.Peek
+	}
+	c := o.op.Limit.Capacity()
 	switch r.IntN(10) {
 	case 0:
-		op.cost = 0
+		o.op.N = 0
 	case 1:
-		op.cost = c
+		o.op.N = c
 	case 2:
-		op.cost = c + 1
+		o.op.N = c + 1
 	case 3:
-		op.cost = []int64{1 << 40, math.MaxInt64}[r.IntN(2)]
+		o.op.N = []int64{1 << 40, math.MaxInt64}[r.IntN(2)]
 	case 4, 5, 6:
-		op.cost = 1
+		o.op.N = 1
 	default:
-		op.cost = r.Int64N(c + 1)
+		o.op.N = r.Int64N(c + 1)
 	}
-	op.reset = r.IntN(20) == 0
-	perToken := op.bucket.Rate().Period / time.Duration(op.bucket.Rate().Tokens)
+	perToken := o.op.Limit.Rate().Period / time.Duration(o.op.Limit.Rate().Tokens)
 	switch r.IntN(14) {
 	case 0, 1:
-		op.step = 0
+		o.step = 0
 	case 2:
-		op.step = time.Microsecond
+		o.step = time.Microsecond
 	case 3:
-		op.step = time.Duration(1 + r.Int64N(999)) // under a µs: truncated away, or not
+		o.step = time.Duration(1 + r.Int64N(999)) // under a µs: truncated away, or not
 	case 4:
-		if g.hasPrev && pa.RetryAfter > 0 && pa.RetryAfter != spigot.Never {
-			op.step = pa.RetryAfter - time.Microsecond // just short of a retry
+		if g.hasPrev && pd.RetryAfter > 0 && pd.RetryAfter != spigot.Never {
+			o.step = pd.RetryAfter - time.Microsecond // just short of a retry
 		}
 	case 5:
-		if g.hasPrev && pa.ResetAfter != spigot.Never {
-			op.step = pa.ResetAfter // full again, exactly
+		if g.hasPrev && pd.ResetAfter != spigot.Never {
+			o.step = pd.ResetAfter // full again, exactly
 		}
 	case 6, 7:
 		if !g.forward {
-			op.step = -time.Duration(1+r.Int64N(2_000_000)) * time.Microsecond // the clock steps back
+			o.step = -time.Duration(1+r.Int64N(2_000_000)) * time.Microsecond // the clock steps back
 		}
 	case 8:
-		op.step = time.Duration(1+r.Int64N(48)) * time.Hour
+		o.step = time.Duration(1+r.Int64N(48)) * time.Hour
 	default:
-		op.step = time.Duration(r.Int64N(int64(2*perToken) + 1))
+		o.step = time.Duration(r.Int64N(int64(2*perToken) + 1))
 	}
-	return op
+	return o
 }
 
-// record tells the generator the result of op.
-func (g *diffGen) record(op diffOp, a spigot.Decision) {
-	g.prev, g.prevA, g.hasPrev = op, a, true
+// record tells the generator the result of o.
+func (g *diffGen) record(o diffOp, d spigot.Decision) {
+	g.prev, g.prevD, g.hasPrev = o, d, true
 }
 
-// differential runs the sequence of seed, steps long, on a memory store
-// and on remote, both on clk.
+// differential runs the sequence of seed, steps long, on the Go model, on
+// a memory store and on remote, all on clk. remote keeps its keys under
+// prefix on the server at addr, whose values are checked against the
+// model's states after each step.
 //
 // setTime, if not nil, runs after each clock move, to set a server's
 // clock, which then never steps back: once a server's clock has passed a
 // key's expiry, whether a step back finds the key again depends on when
-// the server evicted it, and the memory store, which keeps expiry in the
-// clock's terms, cannot follow that. check, if not nil, runs after each
-// request with remote's result.
-func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, remote spigot.Store,
-	setTime func(), check func(step int, op diffOp, a spigot.Decision)) {
+// the server evicted it, which the model, which keeps every state, cannot
+// follow. check, if not nil, runs after each operation with remote's
+// result and the model's state of the key after it.
+func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, remote spigot.Store, addr, prefix string,
+	setTime func(), check func(step int, o diffOp, d spigot.Decision, s spigot.State)) {
 	t.Helper()
 	ctx := context.Background()
 	mem := memory.New(memory.WithClock(clk))
+	raw := testclient.GoRedis(t, addr)
+	m := model{}
 	g := newDiffGen(seed, setTime != nil)
+	actions := map[spigot.Action]int{}
 	var history []string
 	fail := func(step int, format string, args ...any) {
 		t.Helper()
 		n := max(0, len(history)-8)
-		t.Fatalf("seed %d, step %d: %s\n(buckets d %v, e %v; the last steps:\n%s)",
+		t.Fatalf("seed %d, step %d: %s\n(limits d %v, e %v; the last steps:\n%s)",
 			seed, step, fmt.Sprintf(format, args...), g.d, g.e, strings.Join(history[n:], "\n"))
 	}
 	for i := range steps {
-		op := g.next()
-		clk.Advance(op.step)
+		o := g.next()
+		clk.Advance(o.step)
 		if setTime != nil {
 			setTime()
 		}
-		history = append(history, fmt.Sprintf("  step %d at %s: %v", i, clk.Now().Format("15:04:05.000000"), op))
-		if op.reset {
-			mr, merr := mem.Reset(ctx, op.bucket, op.key)
-			rr, rerr := remote.Reset(ctx, op.bucket, op.key)
-			if merr != nil || rerr != nil || mr != rr {
-				fail(i, "%v: memory %v, %v; remote %v, %v", op, mr, merr, rr, rerr)
-			}
-			history[len(history)-1] += fmt.Sprintf(" = %v", rr)
-			g.record(op, spigot.Decision{})
-			continue
-		}
-		ma, merr := mem.Acquire(ctx, op.bucket, op.key, op.cost)
-		ra, rerr := remote.Acquire(ctx, op.bucket, op.key, op.cost)
+		now := clk.Now()
+		key := store.Key(prefix, o.op.Limit, o.op.Key)
+		history = append(history, fmt.Sprintf("  step %d at %s: %v", i, now.Format("15:04:05.000000"), o))
+		before, hadState := m[key]
+		want := m.apply(key, o.op, now)
+		md, merr := mem.Do(ctx, o.op)
+		rd, rerr := remote.Do(ctx, o.op)
 		switch {
 		case merr != nil || rerr != nil:
-			fail(i, "%v: memory error %v; remote error %v", op, merr, rerr)
-		case ma.Allowed != ra.Allowed:
-			fail(i, "%v: Allowed: memory %v, remote %v\n  memory %s\n  remote %s", op, ma.Allowed, ra.Allowed, show(ma), show(ra))
-		case ma.Remaining != ra.Remaining:
-			fail(i, "%v: Remaining: memory %d, remote %d\n  memory %s\n  remote %s", op, ma.Remaining, ra.Remaining, show(ma), show(ra))
-		case ma.RetryAfter != ra.RetryAfter:
-			fail(i, "%v: RetryAfter: memory %v, remote %v\n  memory %s\n  remote %s", op, ma.RetryAfter, ra.RetryAfter, show(ma), show(ra))
-		case ma.ResetAfter != ra.ResetAfter:
-			fail(i, "%v: ResetAfter: memory %v, remote %v\n  memory %s\n  remote %s", op, ma.ResetAfter, ra.ResetAfter, show(ma), show(ra))
-		case op.retry && !ra.Allowed:
-			fail(i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", op, show(ra))
+			fail(i, "%v: memory error %v; remote error %v", o, merr, rerr)
+		case diffDecisions(rd, want) != "":
+			fail(i, "%v: remote and Op.Apply: %s", o, diffDecisions(rd, want))
+		case diffDecisions(md, want) != "":
+			fail(i, "%v: memory and Op.Apply: %s", o, diffDecisions(md, want))
+		case o.retry && !rd.Allowed:
+			fail(i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", o, show(rd))
 		}
-		history[len(history)-1] += " = " + show(ra)
+		if problem := m.checkStored(t, raw, key, now); problem != "" {
+			state := "none"
+			if hadState {
+				state = formatState(before)
+			}
+			fail(i, "%v = %s, on the state %s: %s", o, show(rd), state, problem)
+		}
+		actions[o.op.Action]++
+		history[len(history)-1] += " = " + show(rd)
 		if check != nil {
-			check(i, op, ra)
+			check(i, o, rd, m[key])
 		}
-		g.record(op, ra)
+		g.record(o, rd)
+	}
+	for _, a := range allActions {
+		if actions[a] == 0 {
+			t.Errorf("seed %d: %d steps had no %v; the differential must cover every action", seed, steps, a)
+		}
 	}
 }
 
@@ -386,15 +528,19 @@ const (
 func testDifferentialServer(t *testing.T, ps protoStore, srv *testserver.Server) {
 	for seed := range uint64(diffSeeds) {
 		clk := clocktest.New(t0)
-		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: fmt.Sprintf("%s-%d:", t.Name(), seed)})
-		differential(t, seed, diffSteps, clk, s, nil, nil)
+		p := fmt.Sprintf("%s-%d:", t.Name(), seed)
+		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
+		differential(t, seed, diffSteps, clk, s, srv.Addr, p, nil, nil)
 	}
 }
 
 // TestDifferentialMiniredis runs the differential on miniredis: with
 // WithClock, and with the server's TIME, which the test sets to the shared
-// fake clock, TTLs counting down with it. With server time, every key's
-// PTTL must equal ResetAfter exactly, and a full bucket must leave no key.
+// fake clock, TTLs counting down with it. With server time, every key an
+// operation writes has a PTTL of exactly its ResetAfter, and a full bucket
+// leaves no key; a Peek, which writes nothing, finds the TTL of the last
+// write counting down to the state's FullAt (under the config the state
+// was stored with, which may not be the Peek's).
 func TestDifferentialMiniredis(t *testing.T) {
 	for _, ps := range protoStores {
 		t.Run(ps.name, func(t *testing.T) {
@@ -402,8 +548,9 @@ func TestDifferentialMiniredis(t *testing.T) {
 				m := miniredis.RunT(t)
 				for seed := range uint64(diffMiniSeeds) {
 					clk := clocktest.New(t0)
-					s := ps.new(t, []string{m.Addr()}, storeOpts{clock: clk, prefix: fmt.Sprintf("%d:", seed)})
-					differential(t, seed, diffSteps, clk, s, nil, nil)
+					p := fmt.Sprintf("%d:", seed)
+					s := ps.new(t, []string{m.Addr()}, storeOpts{clock: clk, prefix: p})
+					differential(t, seed, diffSteps, clk, s, m.Addr(), p, nil, nil)
 				}
 			})
 			t.Run("server-time", func(t *testing.T) {
@@ -415,15 +562,28 @@ func TestDifferentialMiniredis(t *testing.T) {
 					m.SetTime(t0)
 					p := fmt.Sprintf("%d:", seed)
 					s := ps.new(t, []string{m.Addr()}, storeOpts{prefix: p})
-					differential(t, seed, diffSteps, clk, s, func() { m.SetTime(clk.Now()) },
-						func(step int, op diffOp, a spigot.Decision) {
-							key := store.Key(p, op.bucket, op.key)
-							want := a.ResetAfter.Milliseconds()
-							if a.ResetAfter == 0 {
+					differential(t, seed, diffSteps, clk, s, m.Addr(), p, func() { m.SetTime(clk.Now()) },
+						func(step int, o diffOp, d spigot.Decision, s spigot.State) {
+							key := store.Key(p, o.op.Limit, o.op.Key)
+							want := d.ResetAfter.Milliseconds()
+							if d.ResetAfter == 0 {
 								want = -2 // no key
 							}
-							if got := pttl(t, m.Addr(), key); got != want {
-								t.Fatalf("seed %d, step %d: %v = %s; PTTL %s = %d, want %d", seed, step, op, show(a), key, got, want)
+							lowest := want
+							if o.op.Action == spigot.Peek {
+								// The TTL of the last write counts down in ns, truncated
+								// to the ms, while the script counts in whole µs.
+								switch rem := s.FullAt - clk.Now().UnixMicro(); {
+								case s == (spigot.State{}):
+									lowest, want = -2, -2
+								case rem <= 0: // gone, or going within the µs
+									lowest, want = -2, 0
+								default:
+									lowest, want = (rem-1)/1000, (rem+1)/1000
+								}
+							}
+							if got := pttl(t, m.Addr(), key); got < lowest || got > want || got == -1 {
+								t.Fatalf("seed %d, step %d: %v = %s; PTTL %s = %d, want %d to %d", seed, step, o, show(d), key, got, lowest, want)
 							}
 						})
 				}
@@ -442,13 +602,13 @@ func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
 	key := store.Key(p, login, "203.0.113.7")
 	for i := range 21 {
 		start := time.Now()
-		a := acquire(t, s, login, "203.0.113.7", 1)
+		a := take(t, s, login, "203.0.113.7", 1)
 		ttl := pttl(t, srv.Addr, key)
 		bound := time.Since(start).Milliseconds() + 1 // ms the server's clock may have moved, truncated
 		allowed := i < 20
 		switch {
-		case a.Allowed != allowed:
-			t.Fatalf("step %d: got %s; want Allowed %v", i, show(a), allowed)
+		case a.Allowed != allowed || a.N != b2i(allowed):
+			t.Fatalf("step %d: got %s; want Allowed %v, N %d", i, show(a), allowed, b2i(allowed))
 		case allowed && a.Remaining != int64(19-i):
 			t.Fatalf("step %d: got %s; want Remaining %d", i, show(a), 19-i)
 		case a.ResetAfter <= 0 || a.ResetAfter > time.Duration(min(i+1, 20))*3*time.Second:
@@ -458,44 +618,45 @@ func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
 			t.Fatalf("step %d: got %s; PTTL %s = %d ms, want ResetAfter less 0 to %d ms", i, show(a), key, ttl, bound)
 		}
 	}
-	ok, err := s.Reset(context.Background(), login, "203.0.113.7")
-	if err != nil || !ok {
-		t.Fatalf("Reset of the drained bucket = %v, %v; want true, nil", ok, err)
+	d, err := s.Do(context.Background(), resetOp(login, "203.0.113.7"))
+	// Empty, with at most a few ms of refill: it lacked 20 tokens.
+	if want := (spigot.Decision{Allowed: true, N: 20, Remaining: 20}); err != nil || d != want {
+		t.Fatalf("Reset of the drained bucket = %s, %v; want %s, nil", show(d), err, show(want))
 	}
 	if got := pttl(t, srv.Addr, key); got != -2 {
 		t.Fatalf("after Reset: PTTL %s = %d; want -2 (no key)", key, got)
 	}
 }
 
-// testFullBucketNoKey: a request that leaves the bucket full (cost 0 on a
-// key never seen, or on one that refilled) writes no key, and a reset of a
-// full bucket reports false.
+// testFullBucketNoKey: an operation that leaves the bucket full (a Take
+// of 0 on a key never seen, a Reset or a Refund of a full bucket, a Take
+// over the capacity, a Peek) writes no key, and a Reset of a full bucket
+// gives back nothing (N 0: it was full).
 func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 	p := prefix(t)
 	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 	b := spigot.MustBucket("full", 5, spigot.PerHour(1))
+	full := spigot.Decision{Allowed: true, Remaining: 5}
 	for i, c := range []struct {
-		name string
-		run  func() any
-		want any
+		op   spigot.Op
+		want spigot.Decision
 	}{
-		{"cost 0 on a new key", func() any { return acquire(t, s, b, "k", 0) }, spigot.Decision{Allowed: true, Remaining: 5}},
-		{"Reset of a new key", func() any {
-			ok, err := s.Reset(context.Background(), b, "k")
-			if err != nil {
-				t.Fatalf("Reset: %v", err)
-			}
-			return ok
-		}, false},
-		{"cost 6 > capacity on a new key", func() any { return acquire(t, s, b, "k", 6) }, spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},
-		{"cost 0 on the empty key", func() any { return acquire(t, s, b, "", 0) }, spigot.Decision{Allowed: true, Remaining: 5}},
+		{takeOp(b, "k", 0), full},
+		{resetOp(b, "k"), full},
+		{takeOp(b, "k", 6), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},
+		{takeOp(b, "", 0), full},
+		{spigot.Op{Limit: b, Key: "k", Action: spigot.TakeUpTo, N: 0}, full},
+		{spigot.Op{Limit: b, Key: "k", Action: spigot.Refund, N: 3}, full},
+		{spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 5}, full},
+		{spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 6}, spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},
+		{spigot.Op{Limit: b, Key: "", Action: spigot.Reset, N: 4}, full}, // Reset ignores N
 	} {
-		if got := c.run(); got != c.want {
-			t.Errorf("step %d: %s = %+v; want %+v", i, c.name, got, c.want)
+		if got := do(t, s, c.op); got != c.want {
+			t.Errorf("step %d: %v = %s; want %s", i, c.op, show(got), show(c.want))
 		}
 		for _, k := range []string{"k", ""} {
 			if key := store.Key(p, b, k); exists(t, srv.Addr, key) {
-				t.Errorf("step %d: after %s, %s exists; want no key for a full bucket", i, c.name, key)
+				t.Errorf("step %d: after %v, %s exists; want no key for a full bucket", i, c.op, key)
 			}
 		}
 	}
@@ -510,9 +671,9 @@ func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 	b := spigot.MustBucket("fast", 2, spigot.Per(1, 20*time.Millisecond))
 	key := store.Key(p, b, "k")
 	start := time.Now()
-	a := acquire(t, s, b, "k", 2)
-	if !a.Allowed || a.Remaining != 0 || a.ResetAfter <= 0 || a.ResetAfter > 40*time.Millisecond {
-		t.Fatalf("cost 2 on a full bucket = %s; want allowed, Remaining 0, ResetAfter in (0, 40ms]", show(a))
+	a := take(t, s, b, "k", 2)
+	if !a.Allowed || a.N != 2 || a.Remaining != 0 || a.ResetAfter <= 0 || a.ResetAfter > 40*time.Millisecond {
+		t.Fatalf("Take 2 on a full bucket = %s; want allowed, N 2, Remaining 0, ResetAfter in (0, 40ms]", show(a))
 	}
 	for deadline := time.Now().Add(5 * time.Second); exists(t, srv.Addr, key); {
 		if time.Now().After(deadline) {
@@ -525,8 +686,8 @@ func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 	if gone := time.Since(start); gone < a.ResetAfter-2*time.Millisecond {
 		t.Errorf("%s was gone %v after the request; want it kept for ResetAfter, %v", key, gone, a.ResetAfter)
 	}
-	if a := acquire(t, s, b, "k", 0); a != (spigot.Decision{Allowed: true, Remaining: 2}) {
-		t.Errorf("cost 0 after the key expired = %s; want a full bucket, {Allowed true, Remaining 2}", show(a))
+	if a := take(t, s, b, "k", 0); a != (spigot.Decision{Allowed: true, Remaining: 2}) {
+		t.Errorf("Take 0 after the key expired = %s; want a full bucket, {Allowed true, N 0, Remaining 2}", show(a))
 	}
 }
 
@@ -541,11 +702,11 @@ func testSubSecondRate(t *testing.T, ps protoStore, srv *testserver.Server) {
 	b := spigot.MustBucket("third", 1, spigot.PerSecond(3))
 	key := store.Key(p, b, "k")
 	start := time.Now()
-	a := acquire(t, s, b, "k", 1)
+	a := take(t, s, b, "k", 1)
 	ttl := pttl(t, srv.Addr, key)
 	bound := time.Since(start).Milliseconds() + 1
-	if !a.Allowed || a.ResetAfter != 334*time.Millisecond {
-		t.Fatalf("cost 1 on a full bucket of 1 at 3/s = %s; want allowed, ResetAfter 334ms", show(a))
+	if !a.Allowed || a.N != 1 || a.ResetAfter != 334*time.Millisecond {
+		t.Fatalf("Take 1 on a full bucket of 1 at 3/s = %s; want allowed, N 1, ResetAfter 334ms", show(a))
 	}
 	if ttl <= 0 || ttl < 334-bound {
 		t.Fatalf("PTTL %s = %d right after a request with ResetAfter 334ms; want 334 less at most %d", key, ttl, bound)
@@ -559,7 +720,7 @@ func testSubSecondRate(t *testing.T, ps protoStore, srv *testserver.Server) {
 	admitted := 0
 	start = time.Now()
 	for i := range n {
-		if acquire(t, s, fast, "k", 1).Allowed {
+		if take(t, s, fast, "k", 1).Allowed {
 			admitted++
 		}
 		if i%10 == 0 {
@@ -636,16 +797,19 @@ func hammerKeys(t *testing.T, stores []spigot.Store, b spigot.Limit, keys []stri
 		wg.Go(func() {
 			for r := range rounds * len(keys) {
 				key := keys[(g+r)%len(keys)]
-				a, err := s.Acquire(context.Background(), b, key, 1)
+				a, err := s.Do(context.Background(), takeOp(b, key, 1))
 				if err != nil {
-					t.Errorf("Acquire(%q): %v", key, err)
+					t.Errorf("Take(%q): %v", key, err)
 					return
 				}
 				if !a.Allowed {
-					if a.Remaining != 0 || a.RetryAfter <= 0 {
-						t.Errorf("key %q: a denial = %s; want Remaining 0 and a RetryAfter", key, show(a))
+					if a.N != 0 || a.Remaining != 0 || a.RetryAfter <= 0 {
+						t.Errorf("key %q: a denial = %s; want N 0, Remaining 0 and a RetryAfter", key, show(a))
 					}
 					continue
+				}
+				if a.N != 1 {
+					t.Errorf("key %q: an admission = %s; want N 1", key, show(a))
 				}
 				mu.Lock()
 				seen[key][a.Remaining]++
@@ -685,30 +849,41 @@ func testConfigChange(t *testing.T, ps protoStore, srv *testserver.Server) {
 		{"memory", memory.New(memory.WithClock(clk))},
 		{ps.name, ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: prefix(t)})},
 	}
+	upTo := func(l spigot.Limit, key string, n int64) spigot.Op {
+		return spigot.Op{Limit: l, Key: key, Action: spigot.TakeUpTo, N: n}
+	}
 	for i, c := range []struct {
 		advance time.Duration
-		b       spigot.Limit
-		key     string
-		cost    int64
+		op      spigot.Op
 		want    spigot.Decision
 	}{
-		{0, v1, "a", 5, spigot.Decision{Allowed: true, ResetAfter: 5 * time.Second}},
-		{0, v2, "b", 10, spigot.Decision{Allowed: true, ResetAfter: 10 * time.Second}},
-		{0, v2, "c", 10, spigot.Decision{Allowed: true, ResetAfter: 10 * time.Second}},
+		{0, takeOp(v1, "a", 5), spigot.Decision{Allowed: true, N: 5, ResetAfter: 5 * time.Second}},
+		{0, takeOp(v2, "b", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 10 * time.Second}},
+		{0, takeOp(v2, "c", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 10 * time.Second}},
 		// t0+6s: a's state was full again at t0+5s; under v2 it is a full
 		// 10 (carried over, it would hold 6 and deny).
-		{6 * time.Second, v2, "a", 10, spigot.Decision{Allowed: true, ResetAfter: 10 * time.Second}},
+		{6 * time.Second, takeOp(v2, "a", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 10 * time.Second}},
 		// t0+10s-1µs: b's whole tokens (0) carry to v3, which refills
 		// 9999999 of its 2000000 units per token since t0.
-		{4*time.Second - time.Microsecond, v3, "b", 0, spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
+		{4*time.Second - time.Microsecond, takeOp(v3, "b", 0), spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
 		// t0+10s: c's state is full again, exactly: a full v3.
-		{time.Microsecond, v3, "c", 0, spigot.Decision{Allowed: true, Remaining: 10}},
-		{0, v3, "c", 10, spigot.Decision{Allowed: true, ResetAfter: 20 * time.Second}},
+		{time.Microsecond, takeOp(v3, "c", 0), spigot.Decision{Allowed: true, Remaining: 10}},
+		{0, takeOp(v3, "c", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 20 * time.Second}},
+		// A Refund under v2 of the empty v3 state: 3 tokens of v2.
+		{0, spigot.Op{Limit: v2, Key: "c", Action: spigot.Refund, N: 3}, spigot.Decision{Allowed: true, N: 3, Remaining: 3, ResetAfter: 7 * time.Second}},
+		// Back to v3: the 3 whole tokens carry over, and TakeUpTo takes them.
+		{0, upTo(v3, "c", 5), spigot.Decision{Allowed: true, N: 3, ResetAfter: 20 * time.Second}},
+		// t0+11s: half a token of v3: a Peek of 1 would wait 1s more.
+		{time.Second, spigot.Op{Limit: v3, Key: "c", Action: spigot.Peek, N: 1}, spigot.Decision{RetryAfter: time.Second, ResetAfter: 19 * time.Second}},
+		// Under v1 the same state is 1 whole token of v3: 1 of v1's 5.
+		{0, upTo(v1, "c", 5), spigot.Decision{Allowed: true, N: 1, ResetAfter: 5 * time.Second}},
+		// A Reset under v2 of v1's empty state: it lacked all 10 of v2's.
+		{0, resetOp(v2, "c"), spigot.Decision{Allowed: true, N: 10, Remaining: 10}},
 	} {
 		clk.Advance(c.advance)
 		for _, s := range stores {
-			if got := acquire(t, s.s, c.b, c.key, c.cost); got != c.want {
-				t.Errorf("step %d: %s: at t0+%v, %v Acquire(%q, %d) = %s; want %s", i, s.name, clk.Now().Sub(t0), c.b, c.key, c.cost, show(got), show(c.want))
+			if got := do(t, s.s, c.op); got != c.want {
+				t.Errorf("step %d: %s: at t0+%v, %v = %s; want %s", i, s.name, clk.Now().Sub(t0), c.op, show(got), show(c.want))
 			}
 		}
 	}
@@ -730,14 +905,14 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 		y := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 		start := time.Now()
 		for i := range 10 {
-			if a := acquire(t, []spigot.Store{x, y}[i%2], b, "k", 1); !a.Allowed || a.Remaining != int64(9-i) {
-				t.Fatalf("step %d: store %d: got %s; want allowed, Remaining %d", i, i%2, show(a), 9-i)
+			if a := take(t, []spigot.Store{x, y}[i%2], b, "k", 1); !a.Allowed || a.N != 1 || a.Remaining != int64(9-i) {
+				t.Fatalf("step %d: store %d: got %s; want allowed, N 1, Remaining %d", i, i%2, show(a), 9-i)
 			}
 		}
 		for i, s := range []spigot.Store{x, y} {
-			a := acquire(t, s, b, "k", 1)
+			a := take(t, s, b, "k", 1)
 			elapsed := time.Since(start)
-			if a.Allowed || a.Remaining != 0 || a.RetryAfter > time.Hour || a.RetryAfter < time.Hour-elapsed-time.Millisecond {
+			if a.Allowed || a.N != 0 || a.Remaining != 0 || a.RetryAfter > time.Hour || a.RetryAfter < time.Hour-elapsed-time.Millisecond {
 				t.Fatalf("store %d, %v after the first request: got %s; want denied, Remaining 0, RetryAfter in [1h-%v, 1h]", i, elapsed, show(a), elapsed)
 			}
 		}
@@ -756,14 +931,14 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 			cost int64
 			want spigot.Decision
 		}{
-			{x, "behind", 10, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{x, "behind", 10, spigot.Decision{Allowed: true, N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
 			// 10 s later by its clock: the bucket refilled, a second capacity.
-			{y, "ahead", 10, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{y, "ahead", 10, spigot.Decision{Allowed: true, N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
 			// The stamp is now 10 s ahead of this caller: it waits the skew too.
 			{x, "behind", 1, spigot.Decision{Remaining: 0, RetryAfter: 11 * time.Second, ResetAfter: 20 * time.Second}},
 			{y, "ahead", 1, spigot.Decision{Remaining: 0, RetryAfter: time.Second, ResetAfter: 10 * time.Second}},
 		} {
-			if got := acquire(t, c.s, b, "k", c.cost); got != c.want {
+			if got := take(t, c.s, b, "k", c.cost); got != c.want {
 				t.Errorf("step %d: the caller %s, cost %d: got %s; want %s", i, c.who, c.cost, show(got), show(c.want))
 			}
 		}
@@ -797,12 +972,14 @@ func testScriptFlush(t *testing.T, ps protoStore, srv *testserver.Server) {
 	for range goroutines {
 		wg.Go(func() {
 			for range each {
-				a, err := s.Acquire(context.Background(), b, "k", 1)
+				a, err := s.Do(context.Background(), takeOp(b, "k", 1))
 				switch {
 				case err != nil:
 					if failed.Add(1) == 1 {
-						t.Errorf("Acquire during SCRIPT FLUSH: %v", err)
+						t.Errorf("Take during SCRIPT FLUSH: %v", err)
 					}
+				case a.Allowed != (a.N == 1):
+					t.Errorf("Take 1 during SCRIPT FLUSH = %s; want N 1 exactly when allowed", show(a))
 				case a.Allowed:
 					admitted.Add(1)
 				}
@@ -855,8 +1032,8 @@ func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
 	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: prefix(t)})
 	b := spigot.MustBucket("restart", 5, spigot.PerHour(1))
 	for i := range 3 {
-		if a := acquire(t, s, b, "k", 1); !a.Allowed || a.Remaining != int64(4-i) {
-			t.Fatalf("step %d: got %s; want allowed, Remaining %d", i, show(a), 4-i)
+		if a := take(t, s, b, "k", 1); !a.Allowed || a.N != 1 || a.Remaining != int64(4-i) {
+			t.Fatalf("step %d: got %s; want allowed, N 1, Remaining %d", i, show(a), 4-i)
 		}
 	}
 
@@ -864,11 +1041,11 @@ func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
 	// Clients retry a refused connection for a while: don't wait for that.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	a, err := s.Acquire(ctx, b, "k", 1)
+	a, err := s.Do(ctx, takeOp(b, "k", 1))
 	if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
-		t.Fatalf("Acquire with the server down = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+		t.Fatalf("Take with the server down = %s, %v; want an error starting %q", show(a), err, "spigot: ")
 	}
-	if _, err := s.Reset(ctx, b, "k"); err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
+	if _, err := s.Do(ctx, resetOp(b, "k")); err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
 		t.Fatalf("Reset with the server down: error %v; want one starting %q", err, "spigot: ")
 	}
 
@@ -877,17 +1054,17 @@ func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
 	// the restart and get an error, which the store returns rather than
 	// replay; the next call reconnects. go-redis reconnects at once.
 	for i := 0; ; i++ {
-		a, err = s.Acquire(context.Background(), b, "k", 1)
+		a, err = s.Do(context.Background(), takeOp(b, "k", 1))
 		if err == nil {
 			// State is lost with the server; a failed call may or may not
 			// have reached the new one.
-			if !a.Allowed || a.Remaining > 4 || a.Remaining < int64(4-i) {
-				t.Fatalf("Acquire %d after the restart = %s; want allowed, Remaining 4 (or less by the %d failed calls)", i, show(a), i)
+			if !a.Allowed || a.N != 1 || a.Remaining > 4 || a.Remaining < int64(4-i) {
+				t.Fatalf("Take %d after the restart = %s; want allowed, N 1, Remaining 4 (or less by the %d failed calls)", i, show(a), i)
 			}
 			break
 		}
 		if !strings.HasPrefix(err.Error(), "spigot: ") || i == 2 || ps.name == "go-redis" {
-			t.Fatalf("Acquire %d after the restart: %v", i, err)
+			t.Fatalf("Take %d after the restart: %v", i, err)
 		}
 	}
 }
@@ -1082,40 +1259,42 @@ func TestMalformedReply(t *testing.T) {
 	for _, ps := range protoStores {
 		t.Run(ps.name, func(t *testing.T) {
 			for i, c := range []struct {
-				reply string
-				reset bool
-				want  string // in the error
+				reply  string
+				action spigot.Action
+				want   string // in the error
 			}{
-				{"*3\r\n:1\r\n:19\r\n:0\r\n", false, "spigot: malformed reply from the script: want 4 integers, got 3 values"},
-				{"*5\r\n:1\r\n:19\r\n:0\r\n:0\r\n:0\r\n", false, "spigot: malformed reply from the script: want 4 integers, got 5 values"},
-				{"+OK\r\n", false, "spigot: malformed reply from the script: want an array of 4 integers, got string"},
-				{":1\r\n", false, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
-				{"*4\r\n$1\r\n1\r\n:19\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: value 1 is string, want an integer"},
-				{"*4\r\n:1\r\n:19\r\n*-1\r\n:3000\r\n", false, "spigot: malformed reply from the script: value 3 is <nil>, want an integer"},
-				{"*4\r\n:1\r\n*1\r\n:19\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: value 2 is []interface {}, want an integer"},
-				{"*4\r\n:2\r\n:19\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: allowed is 2, want 0 or 1"},
-				{"*4\r\n:0\r\n:-1\r\n:5\r\n:3000\r\n", false, "spigot: malformed reply from the script: remaining is -1"},
-				{"*4\r\n:0\r\n:0\r\n:0\r\n:3000\r\n", false, "spigot: malformed reply from the script: denied with no retry-after"},
-				{"$-1\r\n", false, "nil"},
-				{"-ERR something broke\r\n", false, "something broke"}, // some clients drop the "ERR"
-				{"*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", true, "spigot: malformed reply from the script: want the integer 0 or 1"},
-				{":2\r\n", true, "spigot: malformed reply from the script: want the integer 0 or 1"},
-				{"+1\r\n", true, "spigot: malformed reply from the script: want the integer 0 or 1"},
+				{"*3\r\n:1\r\n:1\r\n:19\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 3 values"},
+				// The reply of the script before operations.
+				{"*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 4 values"},
+				{"*6\r\n:1\r\n:1\r\n:19\r\n:0\r\n:0\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 6 values"},
+				{"+OK\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 5 integers, got string"},
+				{":1\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
+				{"*5\r\n$1\r\n1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 1 is string, want an integer"},
+				{"*5\r\n:1\r\n:1\r\n:19\r\n*-1\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 4 is <nil>, want an integer"},
+				{"*5\r\n:1\r\n*1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 2 is []interface {}, want an integer"},
+				{"*5\r\n:2\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: allowed is 2, want 0 or 1"},
+				{"*5\r\n:1\r\n:-1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: moved -1 tokens"},
+				{"*5\r\n:0\r\n:0\r\n:-1\r\n:5\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: remaining is -1"},
+				{"*5\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: denied with no retry-after"},
+				{"*5\r\n:0\r\n:2\r\n:0\r\n:5\r\n:3000\r\n", spigot.TakeUpTo, "spigot: malformed reply from the script: denied, yet moved 2 tokens"},
+				{"$-1\r\n", spigot.Take, "nil"},
+				{"-ERR something broke\r\n", spigot.Take, "something broke"}, // some clients drop the "ERR"
+				// The replies of the script before operations to a reset.
+				{":1\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
+				{":0\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
+				{"*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Reset, "spigot: malformed reply from the script: want 5 integers, got 4 values"},
+				{"+1\r\n", spigot.Refund, "spigot: malformed reply from the script: want an array of 5 integers, got string"},
+				{"*5\r\n:1\r\n:1\r\n:19\r\n:7\r\n:3000\r\n", spigot.Peek, "spigot: malformed reply from the script: allowed with a retry-after of 7 ms"},
 			} {
 				f := startFake(t, func(string) string { return c.reply })
 				s := ps.new(t, []string{f.addr}, storeOpts{})
-				var err error
-				if c.reset {
-					_, err = s.Reset(context.Background(), b, "k")
-				} else {
-					var a spigot.Decision
-					a, err = s.Acquire(context.Background(), b, "k", 1)
-					if err != nil && a != (spigot.Decision{}) {
-						t.Errorf("step %d: Acquire returned %s with its error; want the zero Decision", i, show(a))
-					}
+				op := spigot.Op{Limit: b, Key: "k", Action: c.action, N: 1}
+				d, err := s.Do(context.Background(), op)
+				if err != nil && d != (spigot.Decision{}) {
+					t.Errorf("step %d: %v returned %s with its error; want the zero Decision", i, op, show(d))
 				}
 				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") || !strings.Contains(err.Error(), c.want) {
-					t.Errorf("step %d: reply %q: error %v; want one starting %q that contains %q", i, c.reply, err, "spigot: ", c.want)
+					t.Errorf("step %d: %v, reply %q: error %v; want one starting %q that contains %q", i, op, c.reply, err, "spigot: ", c.want)
 				}
 				if n := f.evalsha.Load() + f.eval.Load(); n != 1 {
 					t.Errorf("step %d: reply %q: the server got %d EVALSHA and EVAL; want 1", i, c.reply, n)
@@ -1129,7 +1308,7 @@ func TestMalformedReply(t *testing.T) {
 // have run it, so it is not sent again; after NOSCRIPT the server ran
 // nothing, so the script follows with EVAL, once.
 //
-// A replay could come after Acquire returned (a client may write from a
+// A replay could come after Do returned (a client may write from a
 // goroutine of its own), so the timeout and connection-lost cases count
 // what the server got only once the client is closed and the server has
 // read everything it sent, on every connection (fakeServer.waitRead).
@@ -1149,13 +1328,13 @@ func TestNoReplay(t *testing.T) {
 						ctx, cancel := context.WithTimeout(context.Background(), deadline)
 						defer cancel()
 						start := time.Now()
-						a, err := s.Acquire(ctx, b, "k", 1)
+						a, err := s.Do(ctx, takeOp(b, "k", 1))
 						if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
-							t.Fatalf("Acquire on a server that never answers = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+							t.Fatalf("Take on a server that never answers = %s, %v; want an error starting %q", show(a), err, "spigot: ")
 						}
 						// A client that waited for the answer would never return.
 						if d := time.Since(start); d > deadline+5*time.Second {
-							t.Errorf("Acquire with a deadline of %v on a server that never answers returned after %v", deadline, d)
+							t.Errorf("Take with a deadline of %v on a server that never answers returned after %v", deadline, d)
 						}
 					})
 					if !ok {
@@ -1177,11 +1356,11 @@ func TestNoReplay(t *testing.T) {
 				// The server reads the request and drops the connection: it
 				// may have run the script.
 				f := startFake(t, func(string) string { return "drop" })
-				ok := t.Run("acquire", func(t *testing.T) {
+				ok := t.Run("take", func(t *testing.T) {
 					s := ps.new(t, []string{f.addr}, storeOpts{}) // closed when this test ends
-					a, err := s.Acquire(context.Background(), b, "k", 1)
+					a, err := s.Do(context.Background(), takeOp(b, "k", 1))
 					if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") {
-						t.Fatalf("Acquire on a server that drops the connection = %s, %v; want an error starting %q", show(a), err, "spigot: ")
+						t.Fatalf("Take on a server that drops the connection = %s, %v; want an error starting %q", show(a), err, "spigot: ")
 					}
 				})
 				if !ok {
@@ -1197,12 +1376,12 @@ func TestNoReplay(t *testing.T) {
 					if cmd == "EVALSHA" {
 						return "-NOSCRIPT No matching script. Please use EVAL.\r\n"
 					}
-					return "*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n"
+					return "*5\r\n:1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n"
 				})
 				s := ps.new(t, []string{f.addr}, storeOpts{})
-				a, err := s.Acquire(context.Background(), b, "k", 1)
-				if want := (spigot.Decision{Allowed: true, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
-					t.Errorf("Acquire after NOSCRIPT = %s, %v; want %s", show(a), err, show(want))
+				a, err := s.Do(context.Background(), takeOp(b, "k", 1))
+				if want := (spigot.Decision{Allowed: true, N: 1, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
+					t.Errorf("Take after NOSCRIPT = %s, %v; want %s", show(a), err, show(want))
 				}
 				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 1 {
 					t.Errorf("after NOSCRIPT the server got %d EVALSHA and %d EVAL; want 1 and 1", sha, eval)
@@ -1213,9 +1392,9 @@ func TestNoReplay(t *testing.T) {
 				// not forever: the error of the EVAL is returned.
 				f := startFake(t, func(string) string { return "-NOSCRIPT No matching script. Please use EVAL.\r\n" })
 				s := ps.new(t, []string{f.addr}, storeOpts{})
-				_, err := s.Acquire(context.Background(), b, "k", 1)
+				_, err := s.Do(context.Background(), takeOp(b, "k", 1))
 				if err == nil || !strings.HasPrefix(err.Error(), "spigot: ") || !strings.Contains(err.Error(), "NOSCRIPT") {
-					t.Errorf("Acquire on a server that answers NOSCRIPT to EVAL too: error %v; want one starting %q naming NOSCRIPT", err, "spigot: ")
+					t.Errorf("Take on a server that answers NOSCRIPT to EVAL too: error %v; want one starting %q naming NOSCRIPT", err, "spigot: ")
 				}
 				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 1 {
 					t.Errorf("the server got %d EVALSHA and %d EVAL; want 1 and 1", sha, eval)

@@ -325,7 +325,7 @@ func play(b spigot.Limit, cost int64, burst int, every time.Duration, n int) ([]
 			at = time.Duration(i-burst+1) * every
 		}
 		clk.Set(start.Add(at))
-		a, err := lim.Acquire(context.Background(), "sim", cost)
+		a, err := lim.AllowN(context.Background(), "sim", cost)
 		if err != nil {
 			return nil, err
 		}

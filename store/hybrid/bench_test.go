@@ -20,8 +20,9 @@ import (
 	"github.com/spigot-go/spigot/store/redis"
 )
 
-// benchBucket never runs dry: every request is allowed.
-var benchBucket = spigot.MustBucket("hybrid-bench", 1e12, spigot.PerSecond(1e12))
+// benchOp takes a token of a bucket that never runs dry: every request is
+// allowed.
+var benchOp = spigot.Op{Limit: spigot.MustBucket("hybrid-bench", 1e12, spigot.PerSecond(1e12)), Key: "hot", N: 1}
 
 func BenchmarkHybrid(b *testing.B) {
 	b.Run("healthy", func(b *testing.B) {
@@ -29,7 +30,7 @@ func BenchmarkHybrid(b *testing.B) {
 		remote := redis.New(serverClient(b, srv.Addr))
 		var decisions [hybrid.PathGuard + 1]atomic.Int64
 		counted := hybrid.Observer{
-			Decision: func(_ spigot.Limit, p hybrid.Path, _ spigot.Decision) { decisions[p].Add(1) },
+			Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) { decisions[p].Add(1) },
 		}
 		stores := []struct {
 			name string
@@ -64,7 +65,7 @@ func BenchmarkHybrid(b *testing.B) {
 		failing := newFakeRemote(b, clk)
 		failing.set(fail)
 		open := hybrid.New(failing, memory.New(), hybrid.WithClock(clk), hybrid.WithBreaker(1, time.Hour))
-		if _, err := open.Acquire(context.Background(), benchBucket, "hot", 1); err != nil || open.Circuit() != hybrid.CircuitOpen {
+		if _, err := open.Do(context.Background(), benchOp); err != nil || open.Circuit() != hybrid.CircuitOpen {
 			b.Fatalf("opening the breaker: %v, breaker %v", err, open.Circuit())
 		}
 		stores := []struct {
@@ -95,8 +96,8 @@ func serial(b *testing.B, s spigot.Store) {
 	b.ReportAllocs()
 	ctx := context.Background()
 	for b.Loop() {
-		if a, err := s.Acquire(ctx, benchBucket, "hot", 1); err != nil || !a.Allowed {
-			b.Fatalf("Acquire: %+v, %v; want allowed", a, err)
+		if a, err := s.Do(ctx, benchOp); err != nil || !a.Allowed {
+			b.Fatalf("Do: %+v, %v; want allowed", a, err)
 		}
 	}
 }
@@ -107,8 +108,8 @@ func parallel(b *testing.B, s spigot.Store) {
 	ctx := context.Background()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if a, err := s.Acquire(ctx, benchBucket, "hot", 1); err != nil || !a.Allowed {
-				b.Errorf("Acquire: %+v, %v; want allowed", a, err)
+			if a, err := s.Do(ctx, benchOp); err != nil || !a.Allowed {
+				b.Errorf("Do: %+v, %v; want allowed", a, err)
 				return
 			}
 		}

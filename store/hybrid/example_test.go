@@ -60,11 +60,13 @@ type down struct{}
 
 var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-func (down) Acquire(context.Context, spigot.Limit, string, int64) (spigot.Decision, error) {
+func (down) Do(context.Context, spigot.Op) (spigot.Decision, error) {
 	return spigot.Decision{}, errRefused
 }
 
-func (down) Reset(context.Context, spigot.Limit, string) (bool, error) { return false, errRefused }
+func (down) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return errRefused
+}
 
 // An Observer that counts decisions by path, remote errors and breaker
 // transitions, as a Prometheus counter vector would (inc on a label), while
@@ -74,10 +76,10 @@ func ExampleObserver() {
 	var decisions [hybrid.PathGuard + 1]atomic.Int64 // by Path
 	var remoteErrors atomic.Int64
 	observer := hybrid.Observer{
-		Decision: func(_ spigot.Limit, p hybrid.Path, _ spigot.Decision) {
+		Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) {
 			decisions[p].Add(1)
 		},
-		RemoteError: func(spigot.Limit, error, time.Duration) {
+		RemoteError: func(spigot.Op, error, time.Duration) {
 			remoteErrors.Add(1)
 		},
 		Transition: func(from, to hybrid.Circuit) {

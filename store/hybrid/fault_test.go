@@ -119,11 +119,11 @@ func newRig(t *testing.T, remote spigot.Store, policy hybrid.Policy) *rig {
 			return spigot.MustBucket(b.Name(), localCap, spigot.PerSecond(localCap))
 		}),
 		hybrid.WithObserver(hybrid.Observer{
-			Decision: func(b spigot.Limit, p hybrid.Path, _ spigot.Decision) {
-				r.last[r.index[b.Name()]].Store(int32(p))
+			Decision: func(op spigot.Op, p hybrid.Path, _ spigot.Decision) {
+				r.last[r.index[op.Limit.Name()]].Store(int32(p))
 			},
-			RemoteError: func(b spigot.Limit, _ error, _ time.Duration) {
-				r.tried[r.index[b.Name()]].Store(true)
+			RemoteError: func(op spigot.Op, _ error, _ time.Duration) {
+				r.tried[r.index[op.Limit.Name()]].Store(true)
 			},
 			Transition: func(from, to hybrid.Circuit) {
 				if to == hybrid.CircuitOpen {
@@ -183,7 +183,7 @@ func (r *rig) policyPath() hybrid.Path {
 
 // call makes one request of worker i, adds it to st, and returns its path.
 // A call breaks a rule when it fails, is decided by neither the remote nor
-// the policy, or its admission does not fit its path. How long it took is
+// the policy, or its decision does not fit its path. How long it took is
 // checked over many calls, by checkLatency.
 func (r *rig) call(i int, st *stats) hybrid.Path {
 	if st.paths == nil {
@@ -192,7 +192,7 @@ func (r *rig) call(i int, st *stats) hybrid.Path {
 	r.last[i].Store(-1)
 	r.tried[i].Store(false)
 	start := time.Now()
-	a, err := r.s.Acquire(r.t.Context(), r.buckets[i], "k", 1)
+	a, err := takeN(r.t.Context(), r.s, r.buckets[i], "k", 1)
 	d := time.Since(start)
 	p := hybrid.Path(r.last[i].Load())
 	st.n++
@@ -208,22 +208,22 @@ func (r *rig) call(i int, st *stats) hybrid.Path {
 	case err != nil:
 		bad = fmt.Sprintf("error %v", err)
 	case p == hybrid.PathRemote:
-		if !a.Allowed || a.Remaining < localCap {
-			bad = fmt.Sprintf("remote decision %s; want allowed, Remaining ≥ %d", show(a), localCap)
+		if !a.Allowed || a.N != 1 || a.Remaining < localCap || a.Degraded {
+			bad = fmt.Sprintf("remote decision %s; want allowed, N 1, Remaining ≥ %d, not degraded", show(a), localCap)
 		}
 	case p != r.policyPath():
 		bad = fmt.Sprintf("decided by %v; want %v or %v", p, hybrid.PathRemote, r.policyPath())
 	case p == hybrid.PathLocal:
-		if !a.Allowed || a.Remaining >= localCap {
-			bad = fmt.Sprintf("local decision %s; want allowed, Remaining < %d", show(a), localCap)
+		if !a.Allowed || a.N != 1 || a.Remaining >= localCap || a.Degraded {
+			bad = fmt.Sprintf("local decision %s; want allowed, N 1, Remaining < %d, not degraded", show(a), localCap)
 		}
 	case p == hybrid.PathFailOpen:
-		if a != admitted {
-			bad = fmt.Sprintf("fail-open decision %s; want %s", show(a), show(admitted))
+		if a != admitted(1) {
+			bad = fmt.Sprintf("fail-open decision %s; want %s", show(a), show(admitted(1)))
 		}
 	case p == hybrid.PathFailClosed:
-		if a.Allowed || a.RetryAfter < ms || a.RetryAfter > faultCooldown {
-			bad = fmt.Sprintf("fail-closed decision %s; want denied, RetryAfter in [1ms, %v]", show(a), faultCooldown)
+		if a != refused(a.RetryAfter) || a.RetryAfter < ms || a.RetryAfter > faultCooldown {
+			bad = fmt.Sprintf("fail-closed decision %s; want %s with RetryAfter in [1ms, %v]", show(a), show(refused(faultCooldown)), faultCooldown)
 		}
 	}
 	if bad != "" {

@@ -177,12 +177,13 @@ func (p Path) String() string {
 // goroutine, so they must be fast and safe for concurrent use: increment a
 // counter, observe a histogram.
 type Observer struct {
-	// Decision is called once for every request that got an Decision.
-	Decision func(b spigot.Limit, path Path, a spigot.Decision)
+	// Decision is called once for every operation that got a Decision,
+	// but a Reset.
+	Decision func(op spigot.Op, path Path, d spigot.Decision)
 	// RemoteError is called for every failed remote call (including a
 	// failed probe, and an error that matches spigot.ErrRequestFailed,
 	// which does not count against the breaker), with the time it took.
-	RemoteError func(b spigot.Limit, err error, latency time.Duration)
+	RemoteError func(op spigot.Op, err error, latency time.Duration)
 	// Transition is called when the breaker changes state, in order, under
 	// the breaker's lock: it must not call the Store.
 	Transition func(from, to Circuit)
@@ -306,84 +307,177 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 // Circuit reports the breaker's state.
 func (s *Store) Circuit() Circuit { return Circuit(s.state.Load()) }
 
-// Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil {
+// Do implements spigot.Store. A Take or TakeUpTo first asks the guard,
+// then the remote, and falls back by the policy; a Refund or Peek goes
+// where a Take would; a Reset resets the guard, the local store and the
+// remote, and returns an error wrapping ErrUnavailable when the remote
+// could not be reached.
+func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
-	if s.guard != nil {
-		a, err := s.guard.Acquire(ctx, s.guardBucket(b), key, cost)
+	if op.Action == spigot.Reset {
+		return s.reset(ctx, op)
+	}
+	guarded := int64(-1) // tokens the guard took, if it was asked
+	if s.guard != nil && op.Action != spigot.Peek {
+		g, err := s.guard.Do(ctx, s.guardOp(op))
 		if err != nil {
 			return spigot.Decision{}, err
 		}
-		if !a.Allowed {
-			s.decided(b, PathGuard, a)
-			return a, nil
+		if !g.Allowed {
+			s.decided(op, PathGuard, g)
+			return g, nil
+		}
+		if op.Action == spigot.TakeUpTo {
+			op.N, guarded = g.N, g.N // no more than the guard allowed
 		}
 	}
-	call, probe := s.allow()
-	if !call {
-		return s.fallback(ctx, b, key, cost)
+	d, err := s.decide(ctx, op)
+	if guarded > d.N { // the remote took less than the guard did: give it back
+		back := spigot.Op{Limit: s.guardBucket(op.Limit), Key: op.Key, Action: spigot.Refund, N: guarded - d.N}
+		s.guard.Do(context.WithoutCancel(ctx), back) // a valid op on a memory store: no error
 	}
-	a, err := remoteCall(s, ctx, b, probe, func(ctx context.Context) (spigot.Decision, error) {
-		return s.remote.Acquire(ctx, b, key, cost)
-	})
-	switch {
-	case err == nil:
-		s.decided(b, PathRemote, a)
-		return a, nil
-	case ctx.Err() != nil: // the caller gave up: not the remote's failure
-		return spigot.Decision{}, ctx.Err()
-	case errors.Is(err, spigot.ErrRequestFailed): // this request's error
-		return spigot.Decision{}, err
-	}
-	return s.fallback(ctx, b, key, cost)
+	return d, err
 }
 
-// Reset implements spigot.Store. It resets the guard and the local store,
-// then the remote; it reports whether the remote's bucket was not full,
-// and returns an error wrapping ErrUnavailable when the remote could not be
-// reached.
-func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	if err := b.Check(0); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if s.guard != nil {
-		if _, err := s.guard.Reset(ctx, s.guardBucket(b), key); err != nil {
-			return false, err
-		}
-	}
-	if _, err := s.local.Reset(ctx, s.fallbackBucket(b), key); err != nil {
-		return false, err
-	}
+// decide asks the remote, and the policy when the remote fails.
+func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	call, probe := s.allow()
 	if !call {
-		return false, fmt.Errorf("%w: the circuit is open", ErrUnavailable)
+		return s.fallback(ctx, op)
 	}
-	ok, err := remoteCall(s, ctx, b, probe, func(ctx context.Context) (bool, error) {
-		return s.remote.Reset(ctx, b, key)
+	d, err := remoteCall(s, ctx, op, probe, func(ctx context.Context) (spigot.Decision, error) {
+		return s.remote.Do(ctx, op)
 	})
 	switch {
 	case err == nil:
-		return ok, nil
-	case ctx.Err() != nil:
-		return false, ctx.Err()
-	case errors.Is(err, spigot.ErrRequestFailed):
-		return false, err
+		s.decided(op, PathRemote, d)
+		return d, nil
+	case ctx.Err() != nil: // the caller gave up: not the remote's failure
+		return spigot.Decision{}, ctx.Err()
+	case answered(err): // this op's error
+		return spigot.Decision{}, err
 	}
-	return false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	return s.fallback(ctx, op)
+}
+
+// DoMulti implements spigot.Store. One op is decided as by Do. Several go
+// to the remote's DoMulti, and, while the remote is unavailable, to the
+// local store's (under the Local policy) or to the policy, op by op; the
+// guard is not asked. Several ops with a Reset among them need the remote,
+// as Do's Reset does. An error matching errors.ErrUnsupported from the
+// remote is returned as it is, and counts as an answer.
+func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if len(ops) <= 1 || len(out) != len(ops) || mode > spigot.AllOrNothing {
+		return spigot.DoOne(ctx, s, mode, ops, out)
+	}
+	for _, op := range ops {
+		if err := op.Check(); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if call, probe := s.allow(); call {
+		_, err := remoteCall(s, ctx, ops[0], probe, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, s.remote.DoMulti(ctx, mode, ops, out)
+		})
+		switch {
+		case err == nil:
+			for i, op := range ops {
+				s.decided(op, PathRemote, out[i])
+			}
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case answered(err):
+			return err
+		}
+	}
+	for _, op := range ops {
+		if op.Action == spigot.Reset {
+			return fmt.Errorf("%w: a Reset among %d ops", ErrUnavailable, len(ops))
+		}
+	}
+	if s.policy == Local {
+		local := make([]spigot.Op, len(ops))
+		for i, op := range ops {
+			op.Limit = s.fallbackBucket(op.Limit)
+			local[i] = op
+		}
+		if err := s.local.DoMulti(ctx, mode, local, out); err != nil {
+			return err
+		}
+		for i, op := range ops {
+			s.decided(op, PathLocal, out[i])
+		}
+		return nil
+	}
+	denied := false
+	paths := make([]Path, len(ops))
+	for i, op := range ops {
+		out[i], paths[i] = s.policyDecision(op)
+		denied = denied || !out[i].Allowed
+	}
+	for i, op := range ops {
+		if denied && mode == spigot.AllOrNothing {
+			out[i].N = 0 // none is charged
+		}
+		s.decided(op, paths[i], out[i])
+	}
+	return nil
+}
+
+// answered reports whether a remote error is an answer about the op, not
+// a sign that the remote is unavailable.
+func answered(err error) bool {
+	return errors.Is(err, spigot.ErrRequestFailed) || errors.Is(err, errors.ErrUnsupported)
+}
+
+// reset resets the guard and the local store, then the remote.
+func (s *Store) reset(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if s.guard != nil {
+		if _, err := s.guard.Do(ctx, s.guardOp(op)); err != nil {
+			return spigot.Decision{}, err
+		}
+	}
+	local := op
+	local.Limit = s.fallbackBucket(op.Limit)
+	if _, err := s.local.Do(ctx, local); err != nil {
+		return spigot.Decision{}, err
+	}
+	call, probe := s.allow()
+	if !call {
+		return spigot.Decision{}, fmt.Errorf("%w: the circuit is open", ErrUnavailable)
+	}
+	d, err := remoteCall(s, ctx, op, probe, func(ctx context.Context) (spigot.Decision, error) {
+		return s.remote.Do(ctx, op)
+	})
+	switch {
+	case err == nil:
+		return d, nil
+	case ctx.Err() != nil:
+		return spigot.Decision{}, ctx.Err()
+	case answered(err):
+		return spigot.Decision{}, err
+	}
+	return spigot.Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+func (s *Store) guardOp(op spigot.Op) spigot.Op {
+	op.Limit = s.guardBucket(op.Limit)
+	return op
 }
 
 // remoteCall runs f on the remote under the deadline and records the
 // outcome with the breaker: probe says whether this call is the half-open
 // breaker's probe.
-func remoteCall[T any](s *Store, ctx context.Context, b spigot.Limit, probe bool, f func(context.Context) (T, error)) (T, error) {
+func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, probe bool, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -403,9 +497,9 @@ func remoteCall[T any](s *Store, ctx context.Context, b spigot.Limit, probe bool
 		}
 	default:
 		if s.obs.RemoteError != nil {
-			s.obs.RemoteError(b, err, time.Since(start))
+			s.obs.RemoteError(op, err, time.Since(start))
 		}
-		if errors.Is(err, spigot.ErrRequestFailed) {
+		if answered(err) {
 			s.succeeded(probe) // the remote answered: it is up
 		} else {
 			s.failedOnce(probe)
@@ -444,37 +538,50 @@ func (s *Store) fallbackBucket(b spigot.Limit) spigot.Limit {
 }
 
 // fallback decides by the policy.
-func (s *Store) fallback(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	var a spigot.Decision
-	var path Path
-	switch {
-	case s.policy == Local:
-		var err error
-		if a, err = s.local.Acquire(ctx, s.fallbackBucket(b), key, cost); err != nil {
+func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if s.policy == Local {
+		local := op
+		local.Limit = s.fallbackBucket(op.Limit)
+		d, err := s.local.Do(ctx, local)
+		if err != nil {
 			return spigot.Decision{}, err
 		}
-		path = PathLocal
-	case cost > b.Capacity(): // the model's answer needs no remote
-		a = spigot.Decision{RetryAfter: spigot.Never}
-		path = PathFailClosed
-		if s.policy == FailOpen {
-			path = PathFailOpen
-		}
-	case s.policy == FailOpen || cost == 0: // a peek is always allowed
-		a, path = spigot.Decision{Allowed: true}, PathFailOpen
-		if s.policy == FailClosed {
-			path = PathFailClosed
-		}
-	default:
-		a, path = spigot.Decision{RetryAfter: s.untilProbe()}, PathFailClosed
+		s.decided(op, PathLocal, d)
+		return d, nil
 	}
-	s.decided(b, path, a)
-	return a, nil
+	d, p := s.policyDecision(op)
+	s.decided(op, p, d)
+	return d, nil
 }
 
-func (s *Store) decided(b spigot.Limit, p Path, a spigot.Decision) {
-	if s.obs.Decision != nil {
-		s.obs.Decision(b, p, a)
+// policyDecision is the FailOpen or FailClosed decision on op, made
+// without the limit's state: Degraded.
+func (s *Store) policyDecision(op spigot.Op) (spigot.Decision, Path) {
+	path := PathFailOpen
+	if s.policy == FailClosed {
+		path = PathFailClosed
+	}
+	d := spigot.Decision{Allowed: true, Degraded: true}
+	capacity := op.Limit.Capacity()
+	switch {
+	case op.Action == spigot.Refund: // nothing was taken: nothing to give back
+	case op.N == 0: // asks for nothing: always allowed
+	case op.Action != spigot.TakeUpTo && op.N > capacity, capacity == 0:
+		// the model's answer, whatever the state
+		d.Allowed, d.RetryAfter = false, spigot.Never
+	case s.policy == FailClosed:
+		d.Allowed, d.RetryAfter = false, s.untilProbe()
+	case op.Action == spigot.Take:
+		d.N = op.N
+	case op.Action == spigot.TakeUpTo:
+		d.N = min(op.N, capacity)
+	}
+	return d, path
+}
+
+func (s *Store) decided(op spigot.Op, p Path, d spigot.Decision) {
+	if s.obs.Decision != nil && op.Action != spigot.Reset {
+		s.obs.Decision(op, p, d)
 	}
 }
 

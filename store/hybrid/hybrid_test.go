@@ -42,40 +42,47 @@ const (
 type mode int
 
 const (
-	succeed mode = iota // delegate to a memory store on the test's clock
-	fail                // return errDown at once
-	hang                // block, ignoring the context, until released
+	succeed     mode = iota // delegate to a memory store on the test's clock
+	fail                    // return errDown at once
+	hang                    // block, ignoring the context, until released
+	unsupported             // return errUnsupported at once: an op it cannot apply
 )
 
 func (m mode) String() string {
-	return [...]string{"succeed", "fail", "hang"}[m]
+	return [...]string{"succeed", "fail", "hang", "unsupported"}[m]
 }
 
-// errDown is the fake remote's failure.
-var errDown = errors.New("remote down")
+var (
+	// errDown is the fake remote's failure.
+	errDown = errors.New("remote down")
+	// errUnsupported is the fake remote's answer to an op it does not
+	// know, as from a store of an older version of spigot.
+	errUnsupported = fmt.Errorf("fake remote: %w", errors.ErrUnsupported)
+)
 
 // fakeRemote is a spigot.Store whose answers the test controls: it
-// succeeds (as a memory store), fails, or hangs ignoring its context until
+// succeeds (as a memory store that also applies several ops: multi),
+// fails, does not support the op, or hangs ignoring its context until
 // released, and counts its calls. A hung call, once released, answers by
 // the mode at that time (fails if it is still hang). Safe for concurrent
 // use.
 type fakeRemote struct {
-	mem *memory.Store
+	mem multi
 
 	mu      sync.Mutex
 	mode    mode
 	release chan struct{} // closed to release the calls hung on it
 
-	acquires, resets atomic.Int64
-	entered          chan struct{} // receives when a call starts to hang
-	finished         chan struct{} // receives when a call that hung answers
+	n        atomic.Int64  // calls of Do and DoMulti
+	entered  chan struct{} // receives when a call starts to hang
+	finished chan struct{} // receives when a call that hung answers
 }
 
 // newFakeRemote returns a fake remote that succeeds, on clk; hung calls
 // are released when t ends.
 func newFakeRemote(t testing.TB, clk clock.Clock) *fakeRemote {
 	f := &fakeRemote{
-		mem:      memory.New(memory.WithClock(clk)),
+		mem:      multi{memory.New(memory.WithClock(clk))},
 		release:  make(chan struct{}),
 		entered:  make(chan struct{}, 1000),
 		finished: make(chan struct{}, 1000),
@@ -149,45 +156,90 @@ func (f *fakeRemote) waitDone(t testing.TB, n int) {
 	}
 }
 
-// Acquire answers by the mode. A call that hung ignores its context, as a
+// Do answers by the mode. A call that hung ignores its context, as a
 // server that took the request does.
-func (f *fakeRemote) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	f.acquires.Add(1)
+func (f *fakeRemote) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	f.n.Add(1)
 	m, hung := f.answer()
 	defer f.done(hung)
-	if m == fail {
+	switch m {
+	case fail:
 		return spigot.Decision{}, errDown
+	case unsupported:
+		return spigot.Decision{}, errUnsupported
 	}
 	if hung {
 		ctx = context.WithoutCancel(ctx)
 	}
-	return f.mem.Acquire(ctx, b, key, cost)
+	return f.mem.Do(ctx, op)
 }
 
-func (f *fakeRemote) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	f.resets.Add(1)
+// DoMulti answers by the mode, as Do does, with multi's DoMulti.
+func (f *fakeRemote) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	f.n.Add(1)
 	m, hung := f.answer()
 	defer f.done(hung)
-	if m == fail {
-		return false, errDown
+	switch m {
+	case fail:
+		return errDown
+	case unsupported:
+		return errUnsupported
 	}
 	if hung {
 		ctx = context.WithoutCancel(ctx)
 	}
-	return f.mem.Reset(ctx, b, key)
+	return f.mem.DoMulti(ctx, mode, ops, out)
 }
 
-func (f *fakeRemote) calls() int64 { return f.acquires.Load() + f.resets.Load() }
+func (f *fakeRemote) calls() int64 { return f.n.Load() }
+
+// multi is a memory store that also applies several ops in one DoMulti, in
+// Independent mode only, one after the other (not atomically: enough for
+// tests, where nothing else runs meanwhile).
+type multi struct{ *memory.Store }
+
+func (m multi) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if len(ops) <= 1 {
+		return m.Store.DoMulti(ctx, mode, ops, out)
+	}
+	switch {
+	case mode != spigot.Independent:
+		return fmt.Errorf("multi: mode %d: %w", mode, errors.ErrUnsupported)
+	case len(out) != len(ops):
+		return fmt.Errorf("multi: %d ops and %d decisions", len(ops), len(out))
+	}
+	for i, op := range ops {
+		d, err := m.Do(ctx, op)
+		if err != nil {
+			return err
+		}
+		out[i] = d
+	}
+	return nil
+}
+
+// takeN is Do of a Take of n tokens of b for key on s.
+func takeN(ctx context.Context, s spigot.Store, b spigot.Limit, key string, n int64) (spigot.Decision, error) {
+	return s.Do(ctx, spigot.Op{Limit: b, Key: key, N: n})
+}
+
+// resetKey is Do of a Reset of b for key on s.
+func resetKey(ctx context.Context, s spigot.Store, b spigot.Limit, key string) (spigot.Decision, error) {
+	return s.Do(ctx, spigot.Op{Limit: b, Key: key, Action: spigot.Reset})
+}
 
 // ---- an observer that records ----
 
 type decision struct {
-	bucket string
-	path   hybrid.Path
-	a      spigot.Decision
+	op   spigot.Op
+	path hybrid.Path
+	d    spigot.Decision
 }
 
+func (d decision) String() string { return fmt.Sprintf("{%v by %v: %s}", d.op, d.path, show(d.d)) }
+
 type remoteError struct {
+	op      spigot.Op
 	err     error
 	latency time.Duration
 }
@@ -203,14 +255,14 @@ type recorder struct {
 
 func (r *recorder) observer() hybrid.Observer {
 	return hybrid.Observer{
-		Decision: func(b spigot.Limit, p hybrid.Path, a spigot.Decision) {
+		Decision: func(op spigot.Op, p hybrid.Path, d spigot.Decision) {
 			r.mu.Lock()
-			r.decisions = append(r.decisions, decision{b.Name(), p, a})
+			r.decisions = append(r.decisions, decision{op, p, d})
 			r.mu.Unlock()
 		},
-		RemoteError: func(_ spigot.Limit, err error, latency time.Duration) {
+		RemoteError: func(op spigot.Op, err error, latency time.Duration) {
 			r.mu.Lock()
-			r.errs = append(r.errs, remoteError{err, latency})
+			r.errs = append(r.errs, remoteError{op, err, latency})
 			r.mu.Unlock()
 		},
 		Transition: func(from, to hybrid.Circuit) {
@@ -259,23 +311,42 @@ func checkGoroutines(t testing.TB) {
 
 // ---- step tables ----
 
-func allow(remaining int64, resetAfter time.Duration) spigot.Decision {
-	return spigot.Decision{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
+// allow is a store's decision that allowed an operation moving n tokens
+// (taken, or given back by a Refund).
+func allow(n, remaining int64, resetAfter time.Duration) spigot.Decision {
+	return spigot.Decision{Allowed: true, N: n, Remaining: remaining, ResetAfter: resetAfter}
 }
 
+// deny is the decision of a store that took nothing.
 func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Decision {
 	return spigot.Decision{Remaining: remaining, RetryAfter: retryAfter, ResetAfter: resetAfter}
 }
 
-// admitted is FailOpen's admission: nothing is known of the bucket.
-var admitted = spigot.Decision{Allowed: true}
+// refilled is the decision of a store on a Reset that gave n tokens back to
+// a bucket of the capacity.
+func refilled(n, capacity int64) spigot.Decision {
+	return spigot.Decision{Allowed: true, N: n, Remaining: capacity}
+}
+
+// admitted is a policy's admission of n tokens (FailOpen's, or anyone's for
+// 0): nothing is known of the bucket.
+func admitted(n int64) spigot.Decision {
+	return spigot.Decision{Allowed: true, N: n, Degraded: true}
+}
+
+// refused is a policy's denial (FailClosed's, or anyone's for more than the
+// capacity): nothing is known of the bucket.
+func refused(retryAfter time.Duration) spigot.Decision {
+	return spigot.Decision{RetryAfter: retryAfter, Degraded: true}
+}
 
 func show(a spigot.Decision) string {
 	retry := a.RetryAfter.String()
 	if a.RetryAfter == spigot.Never {
 		retry = "Never"
 	}
-	return fmt.Sprintf("{Allowed %v, Remaining %d, RetryAfter %s, ResetAfter %v}", a.Allowed, a.Remaining, retry, a.ResetAfter)
+	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %v, Degraded %v}",
+		a.Allowed, a.N, a.Remaining, retry, a.ResetAfter, a.Degraded)
 }
 
 // A step is one request at a fixed instant, with the remote in a mode.
@@ -283,26 +354,32 @@ type step struct {
 	at   time.Duration // the clock, from t0
 	mode mode          // the remote's mode
 
-	reset bool  // Reset instead of Acquire
-	cost  int64 // Acquire's cost
+	action spigot.Action // the operation (Take, the zero Action, by default)
+	cost   int64         // its N
 
-	want spigot.Decision // Acquire's admission
-	path hybrid.Path     // Acquire's decision path
+	want spigot.Decision // the decision (the zero Decision with an error)
+	path hybrid.Path     // the path the observer is told (none for a Reset)
+	// seen is the N of the op the observer is told, when not cost: the
+	// guard's share of a TakeUpTo, which is what the remote is asked.
+	seen int64
+	errs []error // the error must match each (errors.Is); none: no error
 
-	notFull bool    // Reset's result
-	errs    []error // Reset's error must match each (errors.Is); none: no error
-
-	calls int64          // calls the step makes to the remote: 0 or 1
-	state hybrid.Circuit // the breaker after the step
-	trans string         // the transitions the step reports, "from>to ..."
+	calls int64 // calls the step makes to the remote: 0 or 1
+	// remoteErr is the error the observer's RemoteError must be told
+	// (errors.Is); nil means errDown after a call to a failing remote, and
+	// none otherwise.
+	remoteErr error
+	state     hybrid.Circuit // the breaker after the step
+	trans     string         // the transitions the step reports, "from>to ..."
 }
 
-// fixture is a hybrid store on a fake remote and a memory store, on one
-// fake clock, with a recording observer.
+// fixture is a hybrid store on a fake remote and a local memory store
+// (that also applies several ops: multi), on one fake clock, with a
+// recording observer.
 type fixture struct {
 	clk    *clocktest.Clock
 	remote *fakeRemote
-	local  *memory.Store
+	local  multi
 	rec    *recorder
 	s      *hybrid.Store
 }
@@ -313,7 +390,7 @@ type fixture struct {
 func newFixture(t testing.TB, opts ...hybrid.Option) *fixture {
 	t.Helper()
 	clk := clocktest.New(t0)
-	f := &fixture{clk: clk, remote: newFakeRemote(t, clk), local: memory.New(memory.WithClock(clk)), rec: &recorder{}}
+	f := &fixture{clk: clk, remote: newFakeRemote(t, clk), local: multi{memory.New(memory.WithClock(clk))}, rec: &recorder{}}
 	// The fake remote's hang ignores its context: WithDetach.
 	opts = append([]hybrid.Option{hybrid.WithTimeout(time.Minute), hybrid.WithDetach(), hybrid.WithClock(clk), hybrid.WithObserver(f.rec.observer())}, opts...)
 	f.s = hybrid.New(f.remote, f.local, opts...)
@@ -329,54 +406,53 @@ func (f *fixture) play(t *testing.T, b spigot.Limit, steps []step) {
 		f.remote.set(st.mode)
 		calls := f.remote.calls()
 		f.rec.take()
-		what := fmt.Sprintf("step %d (t0+%v, remote %v", i, st.at, st.mode)
-		if st.reset {
-			what += ", Reset)"
-			notFull, err := f.s.Reset(t.Context(), b, "k")
-			if len(st.errs) == 0 && err != nil {
-				t.Fatalf("%s: got error %v, want none", what, err)
-			}
-			if len(st.errs) > 0 && err == nil {
-				t.Errorf("%s: got no error, want one matching %v", what, st.errs)
-			}
-			for _, target := range st.errs {
-				if !errors.Is(err, target) {
-					t.Errorf("%s: got error %v, want one matching %v", what, err, target)
-				}
-			}
-			if notFull != st.notFull {
-				t.Errorf("%s: got %v, want %v", what, notFull, st.notFull)
-			}
-		} else {
-			what += fmt.Sprintf(", cost %d)", st.cost)
-			a, err := f.s.Acquire(t.Context(), b, "k", st.cost)
-			if err != nil {
-				t.Fatalf("%s: got error %v, want %s", what, err, show(st.want))
-			}
-			if a != st.want {
-				t.Errorf("%s: got %s, want %s", what, show(a), show(st.want))
+		op := spigot.Op{Limit: b, Key: "k", Action: st.action, N: st.cost}
+		what := fmt.Sprintf("step %d (t0+%v, remote %v, %v %d)", i, st.at, st.mode, st.action, st.cost)
+		d, err := f.s.Do(t.Context(), op)
+		if len(st.errs) == 0 && err != nil {
+			t.Fatalf("%s: got error %v, want %s", what, err, show(st.want))
+		}
+		if len(st.errs) > 0 && err == nil {
+			t.Errorf("%s: got no error, want one matching %v", what, st.errs)
+		}
+		for _, target := range st.errs {
+			if !errors.Is(err, target) {
+				t.Errorf("%s: got error %v, want one matching %v", what, err, target)
 			}
 		}
+		if d != st.want {
+			t.Errorf("%s: got %s, want %s", what, show(d), show(st.want))
+		}
 		ds, errs, trans := f.rec.take()
+		seen := op
+		if st.seen != 0 {
+			seen.N = st.seen
+		}
 		switch {
-		case st.reset && len(ds) != 0:
-			t.Errorf("%s: got decisions %v, want none", what, ds)
-		case !st.reset && (len(ds) != 1 || ds[0].path != st.path):
-			t.Errorf("%s: got decisions %v, want one by path %v", what, ds, st.path)
+		case st.action == spigot.Reset || err != nil:
+			if len(ds) != 0 {
+				t.Errorf("%s: got decisions %v, want none", what, ds)
+			}
+		case len(ds) != 1 || ds[0] != (decision{seen, st.path, d}):
+			t.Errorf("%s: got decisions %v, want %v", what, ds, []decision{{seen, st.path, d}})
 		}
 		if got := f.remote.calls() - calls; got != st.calls {
 			t.Errorf("%s: got %d remote calls, want %d", what, got, st.calls)
 		}
+		wantErr := st.remoteErr
+		if wantErr == nil && st.calls == 1 && st.mode == fail {
+			wantErr = errDown
+		}
 		wantErrs := 0
-		if st.calls == 1 && st.mode == fail {
+		if wantErr != nil {
 			wantErrs = 1
 		}
 		if len(errs) != wantErrs {
 			t.Errorf("%s: got %d remote errors (%v), want %d", what, len(errs), errs, wantErrs)
 		}
 		for _, e := range errs {
-			if !errors.Is(e.err, errDown) || e.latency < 0 || e.latency > patience {
-				t.Errorf("%s: remote error %v after %v; want errDown after [0, %v]", what, e.err, e.latency, patience)
+			if !errors.Is(e.err, wantErr) || e.latency < 0 || e.latency > patience || e.op != seen {
+				t.Errorf("%s: remote error %v on %v after %v; want %v on %v after [0, %v]", what, e.err, e.op, e.latency, wantErr, seen, patience)
 			}
 		}
 		if got := f.s.Circuit(); got != st.state {
@@ -414,24 +490,24 @@ const (
 func TestLocal(t *testing.T) {
 	f := newFixture(t, hybrid.WithLocalLimit(half), hybrid.WithBreaker(2, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		// The local bucket holds 2 tokens.
-		{at: 0, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.PathLocal, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: allow(1, 1, 1*sec), path: hybrid.PathLocal, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(1, 2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		// The success reset the count: this is the first failure again.
-		{at: 0, mode: fail, cost: 1, want: allow(0, 2*sec), path: hybrid.PathLocal, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: allow(1, 0, 2*sec), path: hybrid.PathLocal, calls: 1, state: closed},
 		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
 		// Open: the healthy remote is not called until t0+10s.
-		{at: 1 * sec, mode: succeed, cost: 1, want: allow(0, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
-		{at: 9999 * ms, mode: succeed, cost: 2, want: allow(0, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(1, 0, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 9999 * ms, mode: succeed, cost: 2, want: allow(2, 0, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
 		// The probe: the remote's bucket has refilled.
-		{at: 10 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 10 * sec, mode: succeed, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
 		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.PathLocal, calls: 1, state: closed},
 		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 999*ms, 1999*ms), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
 		// A failed probe opens the breaker for another cooldown.
-		{at: 20 * sec, mode: fail, cost: 1, want: allow(1, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: probeKO},
-		{at: 29999 * ms, mode: succeed, cost: 1, want: allow(1, 1*sec), path: hybrid.PathLocal, calls: 0, state: open},
-		{at: 30 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 20 * sec, mode: fail, cost: 1, want: allow(1, 1, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: probeKO},
+		{at: 29999 * ms, mode: succeed, cost: 1, want: allow(1, 1, 1*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 30 * sec, mode: succeed, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
 	})
 }
 
@@ -443,9 +519,9 @@ func TestLocalSplit(t *testing.T) {
 	small := spigot.MustBucket("small", 3, spigot.PerSecond(3))
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec), hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit { return b.Split(4) }))
 	f.play(t, small, []step{
-		{at: 0, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
+		{at: 0, mode: fail, cost: 1, want: allow(1, 0, 1334*ms), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
 		{at: 0, mode: fail, cost: 1, want: deny(0, 1334*ms, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
-		{at: 1334 * ms, mode: fail, cost: 1, want: allow(0, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1334 * ms, mode: fail, cost: 1, want: allow(1, 0, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
 		{at: 1334 * ms, mode: fail, cost: 2, want: deny(0, spigot.Never, 1334*ms), path: hybrid.PathLocal, calls: 0, state: open},
 	})
 }
@@ -455,11 +531,11 @@ func TestLocalSplit(t *testing.T) {
 func TestLocalSameBucket(t *testing.T) {
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
-		{at: 0, mode: succeed, cost: 3, want: allow(0, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 0, mode: succeed, cost: 2, want: allow(2, 2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
+		{at: 0, mode: succeed, cost: 3, want: allow(3, 0, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
 		{at: 0, mode: succeed, cost: 5, want: deny(0, spigot.Never, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
-		{at: 0, mode: succeed, cost: 0, want: allow(0, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 0, mode: succeed, cost: 0, want: allow(0, 0, 4*sec), path: hybrid.PathLocal, calls: 0, state: open},
 	})
 }
 
@@ -468,13 +544,13 @@ func TestLocalSameBucket(t *testing.T) {
 func TestFailOpen(t *testing.T) {
 	f := newFixture(t, hybrid.WithPolicy(hybrid.FailOpen), hybrid.WithBreaker(2, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 1, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 4, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: open, trans: toOpen},
-		{at: 5 * sec, mode: succeed, cost: 4, want: admitted, path: hybrid.PathFailOpen, calls: 0, state: open},
-		{at: 10 * sec, mode: fail, cost: 1, want: admitted, path: hybrid.PathFailOpen, calls: 1, state: open, trans: probeKO},
-		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 0, mode: fail, cost: 1, want: admitted(1), path: hybrid.PathFailOpen, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 3, want: allow(3, 1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 1, want: admitted(1), path: hybrid.PathFailOpen, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 4, want: admitted(4), path: hybrid.PathFailOpen, calls: 1, state: open, trans: toOpen},
+		{at: 5 * sec, mode: succeed, cost: 4, want: admitted(4), path: hybrid.PathFailOpen, calls: 0, state: open},
+		{at: 10 * sec, mode: fail, cost: 1, want: admitted(1), path: hybrid.PathFailOpen, calls: 1, state: open, trans: probeKO},
+		{at: 20 * sec, mode: succeed, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
 	})
 }
 
@@ -486,18 +562,18 @@ func TestFailOpen(t *testing.T) {
 func TestFailClosed(t *testing.T) {
 	f := newFixture(t, hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithBreaker(2, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.PathFailClosed, calls: 1, state: closed},
-		{at: 0, mode: fail, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.PathFailClosed, calls: 1, state: open, trans: toOpen},
-		{at: 1234500 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 8766*ms, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
-		{at: 5 * sec, mode: succeed, cost: 5, want: deny(0, spigot.Never, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
-		{at: 5 * sec, mode: succeed, cost: 0, want: allow(0, 0), path: hybrid.PathFailClosed, calls: 0, state: open}, // a peek is always allowed
-		{at: 9999 * ms, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
-		{at: 9999900 * time.Microsecond, mode: succeed, cost: 1, want: deny(0, 1*ms, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 0, mode: fail, cost: 1, want: refused(10 * sec), path: hybrid.PathFailClosed, calls: 1, state: closed},
+		{at: 0, mode: fail, cost: 5, want: refused(spigot.Never), path: hybrid.PathFailClosed, calls: 1, state: open, trans: toOpen},
+		{at: 1234500 * time.Microsecond, mode: succeed, cost: 1, want: refused(8766 * ms), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 5 * sec, mode: succeed, cost: 5, want: refused(spigot.Never), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 5 * sec, mode: succeed, cost: 0, want: admitted(0), path: hybrid.PathFailClosed, calls: 0, state: open}, // a peek is always allowed
+		{at: 9999 * ms, mode: succeed, cost: 1, want: refused(1 * ms), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 9999900 * time.Microsecond, mode: succeed, cost: 1, want: refused(1 * ms), path: hybrid.PathFailClosed, calls: 0, state: open},
 		// A failed probe: the next one is a cooldown away.
-		{at: 10 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.PathFailClosed, calls: 1, state: open, trans: probeKO},
-		{at: 15*sec + 1, mode: succeed, cost: 1, want: deny(0, 5*sec, 0), path: hybrid.PathFailClosed, calls: 0, state: open},
-		{at: 20 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
-		{at: 20 * sec, mode: fail, cost: 1, want: deny(0, 10*sec, 0), path: hybrid.PathFailClosed, calls: 1, state: closed},
+		{at: 10 * sec, mode: fail, cost: 1, want: refused(10 * sec), path: hybrid.PathFailClosed, calls: 1, state: open, trans: probeKO},
+		{at: 15*sec + 1, mode: succeed, cost: 1, want: refused(5 * sec), path: hybrid.PathFailClosed, calls: 0, state: open},
+		{at: 20 * sec, mode: succeed, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 20 * sec, mode: fail, cost: 1, want: refused(10 * sec), path: hybrid.PathFailClosed, calls: 1, state: closed},
 	})
 }
 
@@ -509,27 +585,27 @@ func TestGuard(t *testing.T) {
 	guard := func(b spigot.Limit) spigot.Limit { return spigot.MustBucket(b.Name(), 2, b.Rate()) }
 	f := newFixture(t, hybrid.WithGuard(guard), hybrid.WithBreaker(1, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 1, want: allow(1, 2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 		// The guard's own denial.
 		{at: 0, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
 		{at: 0, mode: fail, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
 		{at: 0, mode: fail, cost: 3, want: deny(0, spigot.Never, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
 		// The guard refilled a token: the remote fails, the local store
 		// (the same bucket, 4 tokens) decides.
-		{at: 1 * sec, mode: fail, cost: 1, want: allow(3, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
+		{at: 1 * sec, mode: fail, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
 		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: open},
 		// The breaker is open: Reset fails, but resets the guard and the
 		// local store.
-		{at: 1 * sec, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
-		{at: 1 * sec, mode: succeed, cost: 1, want: allow(3, 1*sec), path: hybrid.PathLocal, calls: 0, state: open},
-		{at: 1 * sec, mode: succeed, cost: 1, want: allow(2, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, action: spigot.Reset, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(1, 3, 1*sec), path: hybrid.PathLocal, calls: 0, state: open},
+		{at: 1 * sec, mode: succeed, cost: 1, want: allow(1, 2, 2*sec), path: hybrid.PathLocal, calls: 0, state: open},
 		{at: 1 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: open},
 		// The probe, then a Reset that reaches the remote.
-		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
+		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed, trans: probeOK},
 		{at: 11 * sec, mode: succeed, cost: 1, want: deny(0, 1*sec, 2*sec), path: hybrid.PathGuard, calls: 0, state: closed},
-		{at: 11 * sec, mode: succeed, reset: true, notFull: true, calls: 1, state: closed},
-		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 11 * sec, mode: succeed, action: spigot.Reset, want: refilled(2, 4), calls: 1, state: closed},
+		{at: 11 * sec, mode: succeed, cost: 2, want: allow(2, 2, 2*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 	})
 }
 
@@ -540,29 +616,31 @@ func TestGuard(t *testing.T) {
 func TestReset(t *testing.T) {
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
 	f.play(t, cap4, []step{
-		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
-		{at: 0, mode: succeed, reset: true, notFull: true, calls: 1, state: closed},
-		{at: 0, mode: succeed, reset: true, notFull: false, calls: 1, state: closed},
-		{at: 0, mode: succeed, cost: 3, want: allow(1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
-		{at: 0, mode: fail, reset: true, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: toOpen},
-		{at: 5 * sec, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
-		{at: 10 * sec, mode: fail, reset: true, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: probeKO},
+		{at: 0, mode: succeed, cost: 3, want: allow(3, 1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: succeed, action: spigot.Reset, want: refilled(3, 4), calls: 1, state: closed},
+		{at: 0, mode: succeed, action: spigot.Reset, want: refilled(0, 4), calls: 1, state: closed},
+		{at: 0, mode: succeed, cost: 3, want: allow(3, 1, 3*sec), path: hybrid.PathRemote, calls: 1, state: closed},
+		{at: 0, mode: fail, action: spigot.Reset, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: toOpen},
+		{at: 5 * sec, mode: succeed, action: spigot.Reset, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
+		{at: 10 * sec, mode: fail, action: spigot.Reset, errs: []error{hybrid.ErrUnavailable, errDown}, calls: 1, state: open, trans: probeKO},
 		// The probe: the remote's bucket has refilled since t0.
-		{at: 20*sec - 1, mode: succeed, reset: true, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
-		{at: 20 * sec, mode: succeed, reset: true, notFull: false, calls: 1, state: closed, trans: probeOK},
+		{at: 20*sec - 1, mode: succeed, action: spigot.Reset, errs: []error{hybrid.ErrUnavailable}, calls: 0, state: open},
+		{at: 20 * sec, mode: succeed, action: spigot.Reset, want: refilled(0, 4), calls: 1, state: closed, trans: probeOK},
 	})
 
 	// The caller's cancellation is the caller's error.
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if ok, err := f.s.Reset(ctx, cap4, "k"); ok || err != context.Canceled {
-		t.Errorf("Reset with a cancelled context: got %v, %v; want false, context.Canceled", ok, err)
+	if d, err := resetKey(ctx, f.s, cap4, "k"); d != (spigot.Decision{}) || err != context.Canceled {
+		t.Errorf("Reset with a cancelled context: got %s, %v; want the zero Decision, context.Canceled", show(d), err)
 	}
 }
 
-// TestInvalidInput: a zero Limit or a negative cost is returned as the
-// error any store returns, whatever the policy and the breaker, without
-// calling the remote or the policy.
+// TestInvalidInput: a zero Limit, a negative cost or an unknown Action is
+// returned as the error any store returns (Do) or as an error matching the
+// same sentinel (DoMulti), whatever the policy and the breaker, without
+// calling the remote or the policy, and without counting against the
+// breaker.
 func TestInvalidInput(t *testing.T) {
 	ref := memory.New()
 	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
@@ -572,29 +650,35 @@ func TestInvalidInput(t *testing.T) {
 			f.remote.set(fail)
 			for _, state := range []hybrid.Circuit{closed, open} {
 				if state == open {
-					f.s.Acquire(t.Context(), cap4, "k", 1) // opens the breaker
+					takeN(t.Context(), f.s, cap4, "k", 1) // opens the breaker
 					f.rec.take()
 				}
 				calls := f.remote.calls()
 				for _, c := range []struct {
-					b      spigot.Limit
-					cost   int64
+					op     spigot.Op
 					target error
 				}{
-					{spigot.Limit{}, 1, spigot.ErrInvalidLimit},
-					{spigot.Limit{}, 0, spigot.ErrInvalidLimit},
-					{cap4, -1, spigot.ErrInvalidCost},
+					{spigot.Op{N: 1}, spigot.ErrInvalidLimit},
+					{spigot.Op{N: 0}, spigot.ErrInvalidLimit},
+					{spigot.Op{Action: spigot.Reset}, spigot.ErrInvalidLimit},
+					{spigot.Op{Action: spigot.Peek, N: 1}, spigot.ErrInvalidLimit},
+					{spigot.Op{Limit: cap4, N: -1}, spigot.ErrInvalidCost},
+					{spigot.Op{Limit: cap4, Action: spigot.TakeUpTo, N: -1}, spigot.ErrInvalidCost},
+					{spigot.Op{Limit: cap4, Action: spigot.Refund, N: -1}, spigot.ErrInvalidCost},
+					{spigot.Op{Limit: cap4, Action: 200, N: 1}, errors.ErrUnsupported},
+					{spigot.Op{Limit: cap4, Action: spigot.Peek + 1}, errors.ErrUnsupported},
 				} {
-					what := fmt.Sprintf("breaker %v: Acquire(%v, cost %d)", state, c.b, c.cost)
-					a, err := f.s.Acquire(t.Context(), c.b, "k", c.cost)
-					_, want := ref.Acquire(t.Context(), c.b, "k", c.cost)
-					if !errors.Is(err, c.target) || err.Error() != want.Error() || a != (spigot.Decision{}) {
-						t.Errorf("%s: got %s, %v; want the zero Decision, %v", what, show(a), err, want)
+					c.op.Key = "k"
+					what := fmt.Sprintf("breaker %v: Do(%v)", state, c.op)
+					d, err := f.s.Do(t.Context(), c.op)
+					_, want := ref.Do(t.Context(), c.op)
+					if !errors.Is(err, c.target) || err.Error() != want.Error() || d != (spigot.Decision{}) {
+						t.Errorf("%s: got %s, %v; want the zero Decision, %v", what, show(d), err, want)
 					}
-				}
-				ok, err := f.s.Reset(t.Context(), spigot.Limit{}, "k")
-				if _, want := ref.Reset(t.Context(), spigot.Limit{}, "k"); ok || !errors.Is(err, spigot.ErrInvalidLimit) || err.Error() != want.Error() {
-					t.Errorf("breaker %v: Reset of the zero Limit: got %v, %v; want false, %v", state, ok, err, want)
+					ops := []spigot.Op{{Limit: cap4, Key: "k", N: 1}, c.op}
+					if err := f.s.DoMulti(t.Context(), spigot.Independent, ops, make([]spigot.Decision, 2)); !errors.Is(err, c.target) {
+						t.Errorf("breaker %v: DoMulti(a Take, %v): got %v, want an error matching %v", state, c.op, err, c.target)
+					}
 				}
 				if got := f.remote.calls() - calls; got != 0 {
 					t.Errorf("breaker %v: invalid input made %d remote calls, want 0", state, got)
@@ -624,8 +708,8 @@ func TestCallerCancellation(t *testing.T) {
 			// Cancelled before the call, many times over: the breaker
 			// (2 failures) stays closed.
 			for range 5 {
-				if a, err := f.s.Acquire(cancelled, cap4, "k", 1); err != context.Canceled {
-					t.Fatalf("Acquire with a cancelled context: got %s, %v; want context.Canceled", show(a), err)
+				if a, err := takeN(cancelled, f.s, cap4, "k", 1); err != context.Canceled {
+					t.Fatalf("Take with a cancelled context: got %s, %v; want context.Canceled", show(a), err)
 				}
 			}
 
@@ -635,7 +719,7 @@ func TestCallerCancellation(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			errc := make(chan error, 1)
 			go func() {
-				_, err := f.s.Acquire(ctx, cap4, "k", 1)
+				_, err := takeN(ctx, f.s, cap4, "k", 1)
 				errc <- err
 			}()
 			f.remote.waitHung(t, 1)
@@ -644,21 +728,21 @@ func TestCallerCancellation(t *testing.T) {
 			select {
 			case err := <-errc:
 				if err != context.Canceled {
-					t.Errorf("Acquire cancelled while the remote hangs: got %v, want context.Canceled", err)
+					t.Errorf("Take cancelled while the remote hangs: got %v, want context.Canceled", err)
 				}
 				if d := time.Since(start); d > patience {
-					t.Errorf("Acquire returned %v after its cancellation, want less than %v", d, patience)
+					t.Errorf("Take returned %v after its cancellation, want less than %v", d, patience)
 				}
 			case <-time.After(patience):
-				t.Fatalf("Acquire did not return within %v of its cancellation", patience)
+				t.Fatalf("Take did not return within %v of its cancellation", patience)
 			}
 
 			start = time.Now()
 			ctx, cancel = context.WithTimeout(t.Context(), 20*ms)
 			defer cancel()
-			a, err := f.s.Acquire(ctx, cap4, "k", 1)
+			a, err := takeN(ctx, f.s, cap4, "k", 1)
 			if d := time.Since(start); err != context.DeadlineExceeded || d < 20*ms || d > patience {
-				t.Errorf("Acquire with a deadline of 20ms while the remote hangs: got %s, %v after %v; want context.DeadlineExceeded after [20ms, %v]", show(a), err, d, patience)
+				t.Errorf("Take with a deadline of 20ms while the remote hangs: got %s, %v after %v; want context.DeadlineExceeded after [20ms, %v]", show(a), err, d, patience)
 			}
 
 			ds, errs, trans := f.rec.take()
@@ -668,8 +752,8 @@ func TestCallerCancellation(t *testing.T) {
 			// One real failure: the count starts from 0.
 			f.remote.set(fail)
 			f.remote.releaseAll()
-			if _, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil {
-				t.Fatalf("Acquire on a failing remote: %v", err)
+			if _, err := takeN(t.Context(), f.s, cap4, "k", 1); err != nil {
+				t.Fatalf("Take on a failing remote: %v", err)
 			}
 			if got := f.s.Circuit(); got != closed {
 				t.Errorf("after cancelled calls and one failure: got state %v, want %v (2 failures open it)", got, closed)
@@ -684,13 +768,13 @@ func TestAbandonedProbe(t *testing.T) {
 	checkGoroutines(t)
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
 	f.remote.set(fail)
-	f.s.Acquire(t.Context(), cap4, "k", 1)
+	takeN(t.Context(), f.s, cap4, "k", 1)
 	f.clk.Advance(10 * sec)
 	f.remote.set(hang)
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := f.s.Acquire(ctx, cap4, "abandoned", 1)
+		_, err := takeN(ctx, f.s, cap4, "abandoned", 1)
 		errc <- err
 	}()
 	f.remote.waitHung(t, 1)
@@ -712,8 +796,8 @@ func TestAbandonedProbe(t *testing.T) {
 	f.remote.set(succeed)
 	f.remote.releaseAll()
 	calls := f.remote.calls()
-	if a, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(3, sec) {
-		t.Errorf("the next request: got %s, %v; want %s", show(a), err, show(allow(3, sec)))
+	if a, err := takeN(t.Context(), f.s, cap4, "k", 1); err != nil || a != allow(1, 3, sec) {
+		t.Errorf("the next request: got %s, %v; want %s", show(a), err, show(allow(1, 3, sec)))
 	}
 	if got := f.remote.calls() - calls; got != 1 {
 		t.Errorf("the next request made %d remote calls, want 1", got)
@@ -733,24 +817,24 @@ func TestHalfOpen(t *testing.T) {
 		path   hybrid.Path
 		want   spigot.Decision
 	}{
-		{hybrid.Local, hybrid.PathLocal, allow(3, sec)},
-		{hybrid.FailOpen, hybrid.PathFailOpen, admitted},
-		{hybrid.FailClosed, hybrid.PathFailClosed, deny(0, 10*sec, 0)},
+		{hybrid.Local, hybrid.PathLocal, allow(1, 3, sec)},
+		{hybrid.FailOpen, hybrid.PathFailOpen, admitted(1)},
+		{hybrid.FailClosed, hybrid.PathFailClosed, refused(10 * sec)},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
 			checkGoroutines(t)
 			f := newFixture(t, hybrid.WithPolicy(c.policy), hybrid.WithBreaker(1, 10*sec))
 			f.remote.set(fail)
-			f.s.Acquire(t.Context(), cap4, "k", 1)
+			takeN(t.Context(), f.s, cap4, "k", 1)
 			f.clk.Advance(10 * sec)
 			f.remote.set(hang)
 			f.rec.take()
 
 			probe := make(chan error, 1)
 			go func() {
-				a, err := f.s.Acquire(t.Context(), cap4, "probe", 1)
-				if err == nil && a != allow(3, sec) {
-					err = fmt.Errorf("got %s, want %s", show(a), show(allow(3, sec)))
+				a, err := takeN(t.Context(), f.s, cap4, "probe", 1)
+				if err == nil && a != allow(1, 3, sec) {
+					err = fmt.Errorf("got %s, want %s", show(a), show(allow(1, 3, sec)))
 				}
 				probe <- err
 			}()
@@ -761,7 +845,7 @@ func TestHalfOpen(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range n {
 				wg.Go(func() {
-					a, err := f.s.Acquire(t.Context(), cap4, fmt.Sprint("k", i), 1)
+					a, err := takeN(t.Context(), f.s, cap4, fmt.Sprint("k", i), 1)
 					if err != nil || a != c.want {
 						t.Errorf("request %d during the probe: got %s, %v; want %s", i, show(a), err, show(c.want))
 					}
@@ -809,9 +893,9 @@ func TestDeadline(t *testing.T) {
 		path   hybrid.Path
 		want   spigot.Decision
 	}{
-		{hybrid.Local, hybrid.PathLocal, allow(3, sec)},
-		{hybrid.FailOpen, hybrid.PathFailOpen, admitted},
-		{hybrid.FailClosed, hybrid.PathFailClosed, deny(0, 10*sec, 0)},
+		{hybrid.Local, hybrid.PathLocal, allow(1, 3, sec)},
+		{hybrid.FailOpen, hybrid.PathFailOpen, admitted(1)},
+		{hybrid.FailClosed, hybrid.PathFailClosed, refused(10 * sec)},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
 			checkGoroutines(t)
@@ -819,7 +903,7 @@ func TestDeadline(t *testing.T) {
 			f.remote.set(hang)
 			for i := range 3 { // the second opens the breaker; the third does not wait
 				start := time.Now()
-				a, err := f.s.Acquire(t.Context(), cap4, fmt.Sprint("k", i), 1)
+				a, err := takeN(t.Context(), f.s, cap4, fmt.Sprint("k", i), 1)
 				d := time.Since(start)
 				if err != nil || a != c.want {
 					t.Errorf("request %d: got %s, %v; want %s", i, show(a), err, show(c.want))
@@ -860,8 +944,8 @@ func TestLateAnswer(t *testing.T) {
 	checkGoroutines(t)
 	f := newFixture(t, hybrid.WithTimeout(20*ms), hybrid.WithBreaker(5, 10*sec))
 	f.remote.set(hang)
-	if a, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(3, sec) {
-		t.Fatalf("got %s, %v; want %s from the local store", show(a), err, show(allow(3, sec)))
+	if a, err := takeN(t.Context(), f.s, cap4, "k", 1); err != nil || a != allow(1, 3, sec) {
+		t.Fatalf("got %s, %v; want %s from the local store", show(a), err, show(allow(1, 3, sec)))
 	}
 	f.remote.waitHung(t, 1)
 	f.remote.set(succeed)
@@ -869,8 +953,8 @@ func TestLateAnswer(t *testing.T) {
 	f.remote.waitDone(t, 1)
 	// The remote took its token after all, once: a request charged twice,
 	// never admitted twice.
-	if a, err := f.s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(2, 2*sec) {
-		t.Errorf("the next request: got %s, %v; want %s", show(a), err, show(allow(2, 2*sec)))
+	if a, err := takeN(t.Context(), f.s, cap4, "k", 1); err != nil || a != allow(1, 2, 2*sec) {
+		t.Errorf("the next request: got %s, %v; want %s", show(a), err, show(allow(1, 2, 2*sec)))
 	}
 }
 
@@ -878,7 +962,7 @@ func TestLateAnswer(t *testing.T) {
 // the Observer.
 func TestObserverOptional(t *testing.T) {
 	var decisions atomic.Int64
-	for _, o := range []hybrid.Observer{{}, {Decision: func(spigot.Limit, hybrid.Path, spigot.Decision) { decisions.Add(1) }}} {
+	for _, o := range []hybrid.Observer{{}, {Decision: func(spigot.Op, hybrid.Path, spigot.Decision) { decisions.Add(1) }}} {
 		clk := clocktest.New(t0)
 		remote := newFakeRemote(t, clk)
 		s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute),
@@ -888,7 +972,7 @@ func TestObserverOptional(t *testing.T) {
 			if i == 2 {
 				clk.Advance(sec)
 			}
-			if _, err := s.Acquire(t.Context(), cap4, "k", 1); err != nil {
+			if _, err := takeN(t.Context(), s, cap4, "k", 1); err != nil {
 				t.Fatalf("step %d: %v", i+1, err)
 			}
 		}
@@ -906,7 +990,7 @@ func TestBreakerFailures(t *testing.T) {
 		f := newFixture(t, hybrid.WithBreaker(c.failures, sec))
 		f.remote.set(fail)
 		for i := 1; i <= c.opensAfter; i++ {
-			f.s.Acquire(t.Context(), cap4, "k", 1)
+			takeN(t.Context(), f.s, cap4, "k", 1)
 			want := closed
 			if i == c.opensAfter {
 				want = open
@@ -933,27 +1017,27 @@ func TestDefaults(t *testing.T) {
 	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithDetach(), hybrid.WithClock(clk), hybrid.WithObserver(rec.observer()))
 	remote.set(hang)
 	start := time.Now()
-	if a, err := s.Acquire(t.Context(), cap4, "k", 1); err != nil || a != allow(3, sec) {
-		t.Errorf("got %s, %v; want %s from the local store", show(a), err, show(allow(3, sec)))
+	if a, err := takeN(t.Context(), s, cap4, "k", 1); err != nil || a != allow(1, 3, sec) {
+		t.Errorf("got %s, %v; want %s from the local store", show(a), err, show(allow(1, 3, sec)))
 	}
 	if d := time.Since(start); d < hybrid.DefaultTimeout || d > hybrid.DefaultTimeout+patience {
 		t.Errorf("a hung remote held the request %v, want [%v, %v]", d, hybrid.DefaultTimeout, hybrid.DefaultTimeout+patience)
 	}
 	remote.set(fail)
 	for range 4 {
-		s.Acquire(t.Context(), cap4, "k", 1)
+		takeN(t.Context(), s, cap4, "k", 1)
 	}
 	if got := s.Circuit(); got != open {
 		t.Errorf("after 5 failures: got state %v, want %v", got, open)
 	}
 	remote.set(succeed)
 	clk.Advance(5*sec - 1)
-	s.Acquire(t.Context(), cap4, "k", 1)
+	takeN(t.Context(), s, cap4, "k", 1)
 	if got := s.Circuit(); got != open {
 		t.Errorf("5s - 1ns after opening: got state %v, want %v", got, open)
 	}
 	clk.Advance(1)
-	s.Acquire(t.Context(), cap4, "k", 1)
+	takeN(t.Context(), s, cap4, "k", 1)
 	if got := s.Circuit(); got != closed {
 		t.Errorf("5s after opening: got state %v, want %v", got, closed)
 	}
@@ -979,16 +1063,20 @@ func TestStrings(t *testing.T) {
 // ---- conformance ----
 
 // healthy is an observer that fails t on any decision not by the remote and
-// any remote error: with a healthy remote, the remote decides everything.
+// any remote error but one matching errors.ErrUnsupported (the remote's
+// answer to what it cannot do, such as several ops in one DoMulti): with a
+// healthy remote, the remote decides everything.
 func healthy(t *testing.T) hybrid.Observer {
 	return hybrid.Observer{
-		Decision: func(b spigot.Limit, p hybrid.Path, _ spigot.Decision) {
+		Decision: func(op spigot.Op, p hybrid.Path, _ spigot.Decision) {
 			if p != hybrid.PathRemote {
-				t.Errorf("bucket %v: a decision by %v with a healthy remote", b, p)
+				t.Errorf("%v: a decision by %v with a healthy remote", op, p)
 			}
 		},
-		RemoteError: func(b spigot.Limit, err error, latency time.Duration) {
-			t.Errorf("bucket %v: remote error after %v with a healthy remote: %v", b, latency, err)
+		RemoteError: func(op spigot.Op, err error, latency time.Duration) {
+			if !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("%v: remote error after %v with a healthy remote: %v", op, latency, err)
+			}
 		},
 	}
 }
@@ -1037,14 +1125,14 @@ func TestConformance(t *testing.T) {
 // spigot's Redis-protocol stores do.
 type stuck struct{}
 
-func (stuck) Acquire(ctx context.Context, _ spigot.Limit, _ string, _ int64) (spigot.Decision, error) {
+func (stuck) Do(ctx context.Context, _ spigot.Op) (spigot.Decision, error) {
 	<-ctx.Done()
 	return spigot.Decision{}, ctx.Err()
 }
 
-func (stuck) Reset(ctx context.Context, _ spigot.Limit, _ string) (bool, error) {
+func (stuck) DoMulti(ctx context.Context, _ spigot.Mode, _ []spigot.Op, _ []spigot.Decision) error {
 	<-ctx.Done()
-	return false, ctx.Err()
+	return ctx.Err()
 }
 
 // TestDeadlineThroughContext: without WithDetach the deadline reaches the
@@ -1055,11 +1143,11 @@ func TestDeadlineThroughContext(t *testing.T) {
 	s := hybrid.New(stuck{}, memory.New(memory.WithClock(clk)), hybrid.WithTimeout(30*ms), hybrid.WithClock(clk))
 	b := spigot.MustBucket("stuck", 2, spigot.PerSecond(1))
 	start := time.Now()
-	a, err := s.Acquire(t.Context(), b, "k", 1)
-	if d := time.Since(start); err != nil || !a.Allowed || a.Remaining != 1 || d < 30*ms || d > patience {
-		t.Errorf("Acquire on a stuck remote = %+v, %v after %v; want the local store's admission after [30ms, %v]", a, err, d, patience)
+	a, err := takeN(t.Context(), s, b, "k", 1)
+	if d := time.Since(start); err != nil || a != allow(1, 1, sec) || d < 30*ms || d > patience {
+		t.Errorf("Take on a stuck remote = %s, %v after %v; want the local store's %s after [30ms, %v]", show(a), err, d, show(allow(1, 1, sec)), patience)
 	}
-	if _, err := s.Reset(t.Context(), b, "k"); !errors.Is(err, hybrid.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := resetKey(t.Context(), s, b, "k"); !errors.Is(err, hybrid.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Reset on a stuck remote: %v; want ErrUnavailable wrapping context.DeadlineExceeded", err)
 	}
 }

@@ -23,17 +23,17 @@ func TestOneProbeDespiteStaleAbandon(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	stale := make(chan error, 1)
 	go func() { // starts while the breaker is closed
-		_, err := f.s.Acquire(ctx, cap4, "stale", 1)
+		_, err := takeN(ctx, f.s, cap4, "stale", 1)
 		stale <- err
 	}()
 	f.remote.waitHung(t, 1)
 	f.remote.set(fail)
-	f.s.Acquire(t.Context(), cap4, "k", 1) // opens the breaker
+	takeN(t.Context(), f.s, cap4, "k", 1) // opens the breaker
 	f.clk.Advance(10 * sec)
 	f.remote.set(hang)
 	probe := make(chan error, 1)
 	go func() {
-		_, err := f.s.Acquire(t.Context(), cap4, "probe", 1)
+		_, err := takeN(t.Context(), f.s, cap4, "probe", 1)
 		probe <- err
 	}()
 	f.remote.waitHung(t, 1)
@@ -46,8 +46,8 @@ func TestOneProbeDespiteStaleAbandon(t *testing.T) {
 	}
 	f.remote.set(fail)
 	calls := f.remote.calls()
-	if a, err := f.s.Acquire(t.Context(), cap4, "k2", 1); err != nil || a != allow(3, sec) {
-		t.Errorf("a request during the probe: got %s, %v; want %s from the local store", show(a), err, show(allow(3, sec)))
+	if a, err := takeN(t.Context(), f.s, cap4, "k2", 1); err != nil || a != allow(1, 3, sec) {
+		t.Errorf("a request during the probe: got %s, %v; want %s from the local store", show(a), err, show(allow(1, 3, sec)))
 	}
 	if got := f.remote.calls() - calls; got != 0 {
 		t.Errorf("a request during the probe made %d remote calls (a second probe), want 0", got)
@@ -67,10 +67,10 @@ func TestCancelledWhileOpen(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			f := newFixture(t, hybrid.WithPolicy(policy), hybrid.WithBreaker(1, 10*sec))
 			f.remote.set(fail)
-			f.s.Acquire(t.Context(), cap4, "k", 1)
+			takeN(t.Context(), f.s, cap4, "k", 1)
 			ctx, cancel := context.WithCancel(t.Context())
 			cancel()
-			if a, err := f.s.Acquire(ctx, cap4, "k", 1); err != context.Canceled {
+			if a, err := takeN(ctx, f.s, cap4, "k", 1); err != context.Canceled {
 				t.Errorf("breaker open, cancelled context: got %s, %v; want context.Canceled", show(a), err)
 			}
 		})
@@ -83,8 +83,8 @@ func TestCancelledWhileOpen(t *testing.T) {
 func TestFailOpenCostOverCapacity(t *testing.T) {
 	f := newFixture(t, hybrid.WithPolicy(hybrid.FailOpen), hybrid.WithBreaker(1, 10*sec))
 	f.remote.set(fail)
-	want := spigot.Decision{RetryAfter: spigot.Never}
-	if a, err := f.s.Acquire(t.Context(), cap4, "k", 5); err != nil || a != want {
+	want := refused(spigot.Never)
+	if a, err := takeN(t.Context(), f.s, cap4, "k", 5); err != nil || a != want {
 		t.Errorf("FailOpen, cost 5 > capacity 4: got %s, %v; want %s", show(a), err, show(want))
 	}
 }

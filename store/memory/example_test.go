@@ -59,14 +59,14 @@ func Example() {
 func ExampleWithMaxKeys() {
 	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
 	store := memory.New(memory.WithClock(clk), memory.WithMaxKeys(100))
-	login := spigot.MustBucket("login", 5, spigot.PerMinute(1))
+	limiter := spigot.New(store, spigot.MustBucket("login", 5, spigot.PerMinute(1)))
 	ctx := context.Background()
 
-	store.Acquire(ctx, login, "attacker", 5) // empties its bucket
+	limiter.AllowN(ctx, "attacker", 5) // empties its bucket
 	for i := range 10_000 {
-		store.Acquire(ctx, login, "198.51.100."+strconv.Itoa(i), 1)
+		limiter.Allow(ctx, "198.51.100."+strconv.Itoa(i))
 	}
-	a, _ := store.Acquire(ctx, login, "attacker", 1)
+	a, _ := limiter.Allow(ctx, "attacker")
 	fmt.Println("keys held:", store.Len())
 	fmt.Println("evicted before full:", store.Evictions())
 	fmt.Println("attacker allowed:", a.Allowed)

@@ -1,12 +1,15 @@
 // Package memory is an in-process spigot.Store: the fastest store, for a
 // single replica, for tests, and as the local side of store/hybrid.
 //
-// It runs spigot's model (Limit.Take) on a sharded map, so parallel callers
-// on different keys rarely contend on a lock, and an Acquire on a key that
+// It runs spigot's model (Op.Apply) on a sharded map, so parallel callers
+// on different keys rarely contend on a lock, and an operation on a key that
 // already has state allocates nothing. A key's state is forgotten once its
 // bucket is full again, so idle keys cost nothing; WithMaxKeys caps the
 // number of keys held at once against floods of distinct keys. It starts no
 // goroutine and needs no Close.
+//
+// It does every operation (Take, TakeUpTo, Refund, Reset, Peek) on every
+// kind of limit, since it runs the model itself.
 package memory
 
 import (
@@ -121,9 +124,10 @@ func New(opts ...Option) *Store {
 // map is indexed by all of it.
 func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
 
-// Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil {
+// Do implements spigot.Store: it applies op with Op.Apply under the lock
+// of op's key.
+func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -131,17 +135,19 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost in
 	}
 	now := s.clock.Now()
 	t := now.UnixMicro()
-	h := s.hash(key)
+	h := s.hash(op.Key)
 	sh := &s.shards[h&s.mask]
+	name := op.Limit.Name()
 
 	sh.mu.Lock()
-	e := sh.find(h, b.Name(), key)
+	e := sh.find(h, name, op.Key)
 	var state spigot.State // never seen
 	if e != nil {
-		state = e.state // Take reads it as full from its FullAt on
+		state = e.state // Apply reads it as full from its FullAt on
 	}
-	next, a := b.Take(state, now, cost)
+	next, d := op.Apply(state, now)
 	switch {
+	case next == state: // a Peek, or nothing changed
 	case next == (spigot.State{}): // full: nothing worth keeping
 		if e != nil {
 			sh.remove(h, e)
@@ -151,10 +157,16 @@ func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost in
 	default:
 		// The key is copied, so that holding it cannot pin a larger string
 		// it was cut from (a request line, a header).
-		sh.insert(h, &entry{bucket: b.Name(), key: strings.Clone(key), state: next}, t)
+		sh.insert(h, &entry{bucket: name, key: strings.Clone(op.Key), state: next}, t)
 	}
 	sh.mu.Unlock()
-	return a, nil
+	return d, nil
+}
+
+// DoMulti implements spigot.Store. It applies one op as Do does; for more
+// than one it returns an error matching errors.ErrUnsupported.
+func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
 }
 
 // find returns the entry of key in bucket, or nil.
@@ -255,31 +267,6 @@ func (sh *shard) sweep(t int64) {
 		sh.m, sh.peak = m, sh.n
 	}
 	sh.sweepAt = max(2*sh.n, firstSweep)
-}
-
-// Reset implements spigot.Store: it forgets key's state and reports
-// whether its bucket was not full.
-func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	if err := b.Check(0); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	now := s.clock.Now()
-	h := s.hash(key)
-	sh := &s.shards[h&s.mask]
-
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.find(h, b.Name(), key)
-	if e == nil {
-		return false, nil
-	}
-	sh.remove(h, e)
-	// The bucket as it is now, under b's config (full from FullAt on).
-	_, a := b.Take(e.state, now, 0)
-	return a.ResetAfter > 0, nil
 }
 
 // Len reports how many keys hold state: those whose bucket is not yet full

@@ -28,23 +28,72 @@ func newStore(t *testing.T, opts ...Option) (*Store, *clocktest.Clock) {
 	return New(append([]Option{WithClock(clk)}, opts...)...), clk
 }
 
-func acquire(t testing.TB, s *Store, b spigot.Limit, key string, cost int64) spigot.Decision {
+// do applies op and fails t on an error.
+func do(t testing.TB, s *Store, op spigot.Op) spigot.Decision {
 	t.Helper()
-	a, err := s.Acquire(context.Background(), b, key, cost)
+	d, err := s.Do(context.Background(), op)
 	if err != nil {
-		t.Fatalf("Acquire(%v, %q, %d): %v", b, key, cost, err)
+		t.Fatalf("Do(%v): %v", op, err)
 	}
-	return a
+	return d
+}
+
+// take takes n tokens for key in b.
+func take(t testing.TB, s *Store, b spigot.Limit, key string, n int64) spigot.Decision {
+	t.Helper()
+	return do(t, s, spigot.Op{Limit: b, Key: key, Action: spigot.Take, N: n})
+}
+
+// peek reports what a Take of n tokens for key in b would decide.
+func peek(t testing.TB, s *Store, b spigot.Limit, key string, n int64) spigot.Decision {
+	t.Helper()
+	return do(t, s, spigot.Op{Limit: b, Key: key, Action: spigot.Peek, N: n})
 }
 
 // held reports whether the store holds state for key in b, without
 // sweeping or refilling anything.
 func held(s *Store, b spigot.Limit, key string) bool {
+	_, ok := stateOf(s, b, key)
+	return ok
+}
+
+// stateOf returns the state the store holds for key in b, and whether it
+// holds any, without sweeping or refilling anything.
+func stateOf(s *Store, b spigot.Limit, key string) (spigot.State, bool) {
 	h := s.hash(key)
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.find(h, b.Name(), key) != nil
+	if e := sh.find(h, b.Name(), key); e != nil {
+		return e.state, true
+	}
+	return spigot.State{}, false
+}
+
+// step is one operation on key at t0+at, its decision, and the number of
+// entries the store holds afterwards (counted without sweeping).
+type step struct {
+	at     time.Duration
+	action spigot.Action
+	key    string
+	n      int64
+	want   spigot.Decision
+	held   int
+}
+
+// play applies steps to s in b, setting clk to each step's instant.
+func play(t *testing.T, s *Store, clk *clocktest.Clock, b spigot.Limit, steps []step) {
+	t.Helper()
+	for i, st := range steps {
+		clk.Set(t0.Add(st.at))
+		op := spigot.Op{Limit: b, Key: st.key, Action: st.action, N: st.n}
+		if got := do(t, s, op); got != st.want {
+			t.Errorf("step %d: at t0+%v, %v: got %+v, want %+v", i, st.at, op, got, st.want)
+		}
+		if got := count(s); got != st.held {
+			t.Errorf("step %d: at t0+%v, after %v: got %d entries, want %d", i, st.at, op, got, st.held)
+		}
+	}
 }
 
 // count reports how many entries the store holds, expired or not, without
@@ -93,8 +142,8 @@ func TestMillionKeys(t *testing.T) {
 	for w := range 2 {
 		wg.Go(func() {
 			for i := w; i < n; i += 2 {
-				a, err := s.Acquire(context.Background(), b, strconv.Itoa(i), 1)
-				if err != nil || !a.Allowed || a.Remaining != 4 {
+				a, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: strconv.Itoa(i), N: 1})
+				if err != nil || !a.Allowed || a.N != 1 || a.Remaining != 4 {
 					denied.Add(1)
 				}
 			}
@@ -102,7 +151,7 @@ func TestMillionKeys(t *testing.T) {
 	}
 	wg.Wait()
 	if d := denied.Load(); d != 0 {
-		t.Fatalf("%d of %d first requests were not allowed with 4 tokens left", d, n)
+		t.Fatalf("%d of %d first requests did not take 1 token and leave 4", d, n)
 	}
 
 	// TestExpiryBoundary checks the microsecond before the boundary.
@@ -129,25 +178,25 @@ func TestMillionKeys(t *testing.T) {
 	}
 }
 
-// TestMemoryGivenBackAfterAcquire checks that a shard's map is rebuilt when
-// its keys left through Acquire (a request that found the bucket full again)
+// TestMemoryGivenBackAfterTake checks that a shard's map is rebuilt when
+// its keys left through a Take (a request that found the bucket full again)
 // rather than through a sweep.
-func TestMemoryGivenBackAfterAcquire(t *testing.T) {
+func TestMemoryGivenBackAfterTake(t *testing.T) {
 	const n = 20_000
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	s, clk := newStore(t)
 	for i := range n {
-		acquire(t, s, b, ip(i), 1)
+		take(t, s, b, ip(i), 1)
 	}
 	ids := mapIDs(s)
 	clk.Advance(time.Second)
 	for i := range n {
-		if a := acquire(t, s, b, ip(i), 0); a.Remaining != 5 || a.ResetAfter != 0 {
-			t.Fatalf("key %d: a peek after the refill = %+v, want a full bucket", i, a)
+		if a := take(t, s, b, ip(i), 0); a != (spigot.Decision{Allowed: true, Remaining: 5}) {
+			t.Fatalf("key %d: a Take of 0 after the refill = %+v, want a full bucket", i, a)
 		}
 	}
 	if got := count(s); got != 0 {
-		t.Fatalf("after peeks at full buckets, %d entries held; want 0", got)
+		t.Fatalf("after Takes of 0 at full buckets, %d entries held; want 0", got)
 	}
 	if got := s.Len(); got != 0 {
 		t.Fatalf("Len() = %d, want 0", got)
@@ -176,8 +225,8 @@ func TestExpiryBoundary(t *testing.T) {
 		{"ten", 10, 3334 * time.Millisecond},
 		{"none", 0, 0},
 	} {
-		if a := acquire(t, s, b, c.key, c.cost); !a.Allowed || a.ResetAfter != c.want {
-			t.Fatalf("Acquire(%q, %d) = %+v, want allowed with ResetAfter %v", c.key, c.cost, a, c.want)
+		if a := take(t, s, b, c.key, c.cost); !a.Allowed || a.N != c.cost || a.ResetAfter != c.want {
+			t.Fatalf("Take(%q, %d) = %+v, want allowed, N %d, ResetAfter %v", c.key, c.cost, a, c.cost, c.want)
 		}
 	}
 
@@ -225,48 +274,66 @@ func TestExpiryUnderNewConfig(t *testing.T) {
 		{2 * time.Second, 10},                 // expired: forgotten
 	} {
 		s, clk := newStore(t)
-		acquire(t, s, small, "k", 2) // empty, full again in 2 s
+		take(t, s, small, "k", 2) // empty, full again in 2 s
 		clk.Set(t0.Add(c.at))
 		if !held(s, large, "k") {
 			t.Fatalf("step %d: the key is not in the map; the test needs it there", i)
 		}
-		if a := acquire(t, s, large, "k", 0); a.Remaining != c.want {
+		if a := peek(t, s, large, "k", 0); a.Remaining != c.want {
 			t.Errorf("step %d: at t0+%v, Remaining = %d, want %d", i, c.at, a.Remaining, c.want)
 		}
 	}
 }
 
-func TestAcquireAllocs(t *testing.T) {
+// TestDoAllocs checks that an operation on a key that already has state
+// allocates nothing, whatever its action and decision.
+func TestDoAllocs(t *testing.T) {
 	ctx := context.Background()
 	roomy := spigot.MustBucket("roomy", 1_000_000, spigot.PerSecond(1))
-	empty := spigot.MustBucket("empty", 1, spigot.PerHour(1))
+	empty := spigot.MustBucket("empty", 2, spigot.PerHour(1))
 	other := spigot.MustBucket("other", 1_000_000, spigot.PerSecond(1))
 	for _, c := range []struct {
 		name  string
 		s     *Store
 		b     spigot.Limit
+		taken int64          // by the first Take: the deficit the ops run on
 		after []spigot.Limit // stored for the key after b: ahead of b in its chain
 	}{
-		{"allowed/fake-clock", New(WithClock(clocktest.New(t0))), roomy, nil},
-		{"allowed/system-clock", New(), roomy, nil},
-		{"denied/system-clock", New(), empty, nil},
-		{"chained", New(), roomy, []spigot.Limit{other, empty}},
-		{"capped", New(WithMaxKeys(10)), roomy, nil},
+		{"allowed/fake-clock", New(WithClock(clocktest.New(t0))), roomy, 1000, nil},
+		{"allowed/system-clock", New(), roomy, 1000, nil},
+		{"denied/system-clock", New(), empty, 2, nil},
+		{"chained", New(), roomy, 1000, []spigot.Limit{other, empty}},
+		{"capped", New(WithMaxKeys(10)), roomy, 1000, nil},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			acquire(t, c.s, c.b, "k", 1) // the key has state from now on
-			for _, o := range c.after {
-				acquire(t, c.s, o, "k", 1)
-			}
-			n := testing.AllocsPerRun(1000, func() {
-				if _, err := c.s.Acquire(ctx, c.b, "k", 1); err != nil {
-					t.Fatal(err)
+		take(t, c.s, c.b, "k", c.taken) // the key has state from now on
+		for _, o := range c.after {
+			take(t, c.s, o, "k", 1)
+		}
+		op := func(a spigot.Action) spigot.Op { return spigot.Op{Limit: c.b, Key: "k", Action: a, N: 1} }
+		for _, ops := range [][]spigot.Op{
+			{op(spigot.Take)},
+			{op(spigot.TakeUpTo)},
+			{op(spigot.Peek)},
+			// A Refund of 1 then a Take of 1: the bucket is never full, so
+			// the key keeps its state.
+			{op(spigot.Refund), op(spigot.Take)},
+		} {
+			t.Run(c.name+"/"+ops[0].Action.String(), func(t *testing.T) {
+				n := testing.AllocsPerRun(1000, func() {
+					for _, o := range ops {
+						if _, err := c.s.Do(ctx, o); err != nil {
+							t.Fatal(err)
+						}
+					}
+				})
+				if n != 0 {
+					t.Errorf("%v on a key with state: %v allocations, want 0", ops, n)
+				}
+				if !held(c.s, c.b, "k") {
+					t.Errorf("after %v, the key holds no state: the test measured nothing", ops)
 				}
 			})
-			if n != 0 {
-				t.Errorf("Acquire on a key with state: %v allocations, want 0", n)
-			}
-		})
+		}
 	}
 }
 
@@ -292,7 +359,7 @@ func TestMaxKeysCap(t *testing.T) {
 				t.Fatalf("the shards' caps add up to %d, want %d", total, c.max)
 			}
 			for i := range c.flood {
-				acquire(t, s, b, ip(i), 1)
+				take(t, s, b, ip(i), 1)
 				// Counting takes every shard's lock: count as often as
 				// there are shards, to keep the test linear.
 				if i%len(s.shards) == 0 {
@@ -330,7 +397,7 @@ func TestMaxKeysUnbounded(t *testing.T) {
 			}
 			const keys = 5000
 			for i := range keys {
-				acquire(t, s, b, ip(i), 1)
+				take(t, s, b, ip(i), 1)
 			}
 			if got := s.Len(); got != keys {
 				t.Errorf("Len() = %d, want %d", got, keys)
@@ -365,11 +432,11 @@ func TestEvictionOrder(t *testing.T) {
 			s, clk := newStore(t, WithMaxKeys(len(c.keys)))
 			want := map[string]int64{} // Remaining of a peek at t0+c.at
 			for _, u := range c.keys {
-				acquire(t, s, b, u.key, u.cost)
+				take(t, s, b, u.key, u.cost)
 				want[u.key] = min(5, 5-u.cost+int64(c.at/time.Second))
 			}
 			clk.Set(t0.Add(c.at))
-			acquire(t, s, b, "new", 1)
+			take(t, s, b, "new", 1)
 			for _, u := range c.keys {
 				if got := held(s, b, u.key); got != (u.key != c.evicted) {
 					t.Errorf("key %q held = %v, want %v", u.key, got, u.key != c.evicted)
@@ -380,7 +447,7 @@ func TestEvictionOrder(t *testing.T) {
 				if u.key == c.evicted {
 					w = 5 // forgotten: a full bucket
 				}
-				if a := acquire(t, s, b, u.key, 0); a.Remaining != w {
+				if a := peek(t, s, b, u.key, 0); a.Remaining != w {
 					t.Errorf("key %q: Remaining = %d, want %d", u.key, a.Remaining, w)
 				}
 			}
@@ -399,16 +466,16 @@ func TestHardLimitedKeySurvivesFlood(t *testing.T) {
 	for _, maxKeys := range []int{3, 100, 1000, 20_000} {
 		t.Run("max="+strconv.Itoa(maxKeys), func(t *testing.T) {
 			s, clk := newStore(t, WithMaxKeys(maxKeys))
-			acquire(t, s, login, "attacker", 5)
+			take(t, s, login, "attacker", 5)
 			flood := min(10*maxKeys, 50_000) // 1 ms apart: under a minute in all
 			for i := range flood {
 				clk.Advance(time.Millisecond)
-				acquire(t, s, login, ip(i), 1)
+				take(t, s, login, ip(i), 1)
 			}
 			elapsed := time.Duration(flood) * time.Millisecond
 			// The attacker's bucket has refilled for elapsed (under a minute:
 			// no whole token yet), and a request is still denied.
-			a := acquire(t, s, login, "attacker", 1)
+			a := take(t, s, login, "attacker", 1)
 			if want := time.Minute - elapsed; a.Allowed || a.Remaining != 0 || a.RetryAfter != want {
 				t.Errorf("after a flood of %d keys, the attacker's request = %+v, want denied with RetryAfter %v", flood, a, want)
 			}
@@ -432,9 +499,9 @@ func TestConcurrentOneKey(t *testing.T) {
 	for range goroutines {
 		wg.Go(func() {
 			for range attempts {
-				a, err := s.Acquire(context.Background(), b, "k", 1)
-				if err != nil {
-					t.Error(err)
+				a, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "k", N: 1})
+				if err != nil || a.Allowed != (a.N == 1) {
+					t.Errorf("Take of 1 = %+v, %v; want N 1 when allowed, 0 when denied", a, err)
 					return
 				}
 				if a.Allowed {
@@ -447,7 +514,7 @@ func TestConcurrentOneKey(t *testing.T) {
 	if got := admitted.Load(); got != capacity {
 		t.Errorf("%d of %d requests admitted, want %d", got, goroutines*attempts, capacity)
 	}
-	if a := acquire(t, s, b, "k", 0); a.Remaining != 0 {
+	if a := peek(t, s, b, "k", 0); a.Remaining != 0 {
 		t.Errorf("Remaining = %d after the burst, want 0", a.Remaining)
 	}
 }
@@ -474,9 +541,9 @@ func TestConcurrentManyKeys(t *testing.T) {
 				wg.Go(func() {
 					for i := range keys {
 						k := (i + g*31) % keys // each goroutine from its own place
-						a, err := s.Acquire(context.Background(), b, ip(k), 1)
-						if err != nil {
-							t.Error(err)
+						a, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: ip(k), N: 1})
+						if err != nil || a.Allowed != (a.N == 1) {
+							t.Errorf("Take of 1 = %+v, %v; want N 1 when allowed, 0 when denied", a, err)
 							return
 						}
 						if a.Allowed {
@@ -520,12 +587,12 @@ func TestConcurrentFlood(t *testing.T) {
 		wg.Go(func() {
 			for i := range 2000 {
 				k := ip(g<<16 | i)
-				if _, err := s.Acquire(context.Background(), b, k, 1); err != nil {
+				if _, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: k, N: 1}); err != nil {
 					t.Error(err)
 					return
 				}
 				if i%7 == 0 {
-					if _, err := s.Reset(context.Background(), b, k); err != nil {
+					if _, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: k, Action: spigot.Reset}); err != nil {
 						t.Error(err)
 						return
 					}
@@ -550,8 +617,9 @@ func TestConcurrentFlood(t *testing.T) {
 }
 
 // TestReset covers what Reset owes to expiry: state that has expired but is
-// still in the map reports false, and so does a bucket full under a newer,
-// smaller config. Either way the state is gone afterwards.
+// still in the map gives back nothing (N 0), and so does a bucket full under
+// a newer, smaller config; otherwise N is the whole tokens the bucket
+// lacked, rounded up. Either way the entry is gone afterwards.
 func TestReset(t *testing.T) {
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	smaller := spigot.MustBucket("b", 3, spigot.PerSecond(1))
@@ -560,34 +628,185 @@ func TestReset(t *testing.T) {
 		cost  int64         // taken at t0
 		at    time.Duration // the Reset
 		under spigot.Limit
-		want  bool
+		want  int64 // the Reset's N
 	}{
-		{1, time.Second - time.Microsecond, b, true},
-		{1, time.Second, b, false}, // expired, still in the map
-		{1, 3 * time.Second, b, false},
-		{5, 4 * time.Second, b, true},
-		{5, 5 * time.Second, b, false},
-		{2, 0, smaller, false}, // 3 tokens left: full under capacity 3
-		{3, 0, smaller, true},
-		{3, time.Second, smaller, false},
-		{1, time.Second - time.Microsecond, larger, true}, // 4.999999 of 10
-		{1, time.Second, larger, false},                   // expired: full under any config
-		{0, 0, b, false},                                  // never stored
+		{1, time.Second - time.Microsecond, b, 1}, // 4.999999 of 5
+		{1, time.Second, b, 0},                    // expired, still in the map
+		{1, 3 * time.Second, b, 0},
+		{5, 4 * time.Second, b, 1},
+		{5, 5 * time.Second, b, 0},
+		{4, 0, b, 4},
+		{2, 0, smaller, 0}, // 3 tokens left: full under capacity 3
+		{3, 0, smaller, 1},
+		{3, time.Second, smaller, 0},
+		{1, time.Second - time.Microsecond, larger, 6}, // 4.999999 of 10
+		{1, time.Second, larger, 0},                    // expired: full under any config
+		{0, 0, b, 0},                                   // never stored
 	} {
 		s, clk := newStore(t)
-		acquire(t, s, b, "k", c.cost)
+		take(t, s, b, "k", c.cost)
 		clk.Set(t0.Add(c.at))
 		wasHeld := held(s, b, "k")
-		got, err := s.Reset(context.Background(), c.under, "k")
-		if err != nil {
-			t.Fatalf("step %d: Reset: %v", i, err)
+		got := do(t, s, spigot.Op{Limit: c.under, Key: "k", Action: spigot.Reset})
+		if want := (spigot.Decision{Allowed: true, N: c.want, Remaining: c.under.Capacity()}); got != want {
+			t.Errorf("step %d: cost %d at t0, Reset at t0+%v under %v = %+v, want %+v (held before: %v)", i, c.cost, c.at, c.under, got, want, wasHeld)
 		}
-		if got != c.want {
-			t.Errorf("step %d: cost %d at t0, Reset at t0+%v under %v = %v, want %v (held before: %v)", i, c.cost, c.at, c.under, got, c.want, wasHeld)
+		if held(s, b, "k") || count(s) != 0 {
+			t.Errorf("step %d: %d entries held after Reset (the key: %v), want none", i, count(s), held(s, b, "k"))
 		}
-		if held(s, b, "k") {
-			t.Errorf("step %d: the key is still held after Reset", i)
+	}
+}
+
+// TestPeek checks that a Peek decides as a Take would and stores nothing:
+// peeks of unseen keys create no entry, and peeks of a key with state leave
+// its state as it was.
+func TestPeek(t *testing.T) {
+	const never = spigot.Never
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	s, clk := newStore(t)
+	play(t, s, clk, b, []step{
+		{0, spigot.Peek, "a", 1, spigot.Decision{Allowed: true, Remaining: 5}, 0},
+		{0, spigot.Peek, "b", 5, spigot.Decision{Allowed: true, Remaining: 5}, 0},
+		{0, spigot.Peek, "c", 6, spigot.Decision{Remaining: 5, RetryAfter: never}, 0},
+		{0, spigot.Peek, "d", 0, spigot.Decision{Allowed: true, Remaining: 5}, 0},
+	})
+	if got := s.Len(); got != 0 {
+		t.Fatalf("after peeks of unseen keys: got Len() %d, want 0", got)
+	}
+	play(t, s, clk, b, []step{
+		{0, spigot.Take, "k", 4, spigot.Decision{Allowed: true, N: 4, Remaining: 1, ResetAfter: 4 * time.Second}, 1},
+	})
+	before, _ := stateOf(s, b, "k")
+	play(t, s, clk, b, []step{
+		{0, spigot.Peek, "k", 1, spigot.Decision{Allowed: true, Remaining: 1, ResetAfter: 4 * time.Second}, 1},
+		{0, spigot.Peek, "k", 2, spigot.Decision{Remaining: 1, RetryAfter: time.Second, ResetAfter: 4 * time.Second}, 1},
+		{500 * time.Millisecond, spigot.Peek, "k", 2, spigot.Decision{Remaining: 1, RetryAfter: 500 * time.Millisecond, ResetAfter: 3500 * time.Millisecond}, 1},
+		{500 * time.Millisecond, spigot.Peek, "k", 6, spigot.Decision{Remaining: 1, RetryAfter: never, ResetAfter: 3500 * time.Millisecond}, 1},
+		{2 * time.Second, spigot.Peek, "k", 3, spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
+	})
+	if after, _ := stateOf(s, b, "k"); after != before {
+		t.Errorf("peeks changed the state: got %+v, want %+v", after, before)
+	}
+	clk.Set(t0.Add(4 * time.Second))
+	if got, want := do(t, s, spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 5}), (spigot.Decision{Allowed: true, Remaining: 5}); got != want {
+		t.Errorf("a Peek once the bucket is full again: got %+v, want %+v", got, want)
+	}
+	if got := s.Len(); got != 0 {
+		t.Errorf("once the bucket is full again: got Len() %d, want 0", got)
+	}
+}
+
+// TestRefund checks what a Refund gives back, that it stops at the
+// capacity, and that a Refund that fills the bucket removes the key's entry.
+func TestRefund(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	const ms = time.Millisecond
+	s, clk := newStore(t)
+	play(t, s, clk, b, []step{
+		// An unseen key is full: nothing to give back, nothing stored.
+		{0, spigot.Refund, "a", 1, spigot.Decision{Allowed: true, Remaining: 5}, 0},
+		{0, spigot.Take, "k", 3, spigot.Decision{Allowed: true, N: 3, Remaining: 2, ResetAfter: 3 * time.Second}, 1},
+		{0, spigot.Refund, "k", 1, spigot.Decision{Allowed: true, N: 1, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
+		{500 * ms, spigot.Refund, "k", 0, spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 1500 * ms}, 1},
+		// 3.5 tokens: 1.5 fit, rounded up to 2, and the bucket is full.
+		{500 * ms, spigot.Refund, "k", 5, spigot.Decision{Allowed: true, N: 2, Remaining: 5}, 0},
+		// A Refund of what a Take took leaves nothing behind.
+		{500 * ms, spigot.Take, "k", 5, spigot.Decision{Allowed: true, N: 5, ResetAfter: 5 * time.Second}, 1},
+		{500 * ms, spigot.Refund, "k", 5, spigot.Decision{Allowed: true, N: 5, Remaining: 5}, 0},
+		// A Refund above the capacity gives back what the bucket lacks.
+		{time.Second, spigot.Take, "k", 2, spigot.Decision{Allowed: true, N: 2, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
+		{time.Second, spigot.Refund, "k", 1_000_000, spigot.Decision{Allowed: true, N: 2, Remaining: 5}, 0},
+	})
+	if got := s.Len(); got != 0 {
+		t.Errorf("after a Refund to full: got Len() %d, want 0", got)
+	}
+}
+
+// TestTakeUpTo checks that TakeUpTo takes the whole tokens the bucket
+// holds, up to N, and is denied only when it takes none of N > 0.
+func TestTakeUpTo(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	const ms = time.Millisecond
+	s, clk := newStore(t)
+	play(t, s, clk, b, []step{
+		{0, spigot.TakeUpTo, "k", 3, spigot.Decision{Allowed: true, N: 3, Remaining: 2, ResetAfter: 3 * time.Second}, 1},
+		{0, spigot.TakeUpTo, "k", 3, spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 5 * time.Second}, 1},
+		{500 * ms, spigot.TakeUpTo, "k", 3, spigot.Decision{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 4500 * ms}, 1},
+		{500 * ms, spigot.TakeUpTo, "k", 0, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 4500 * ms}, 1},
+		{2500 * ms, spigot.TakeUpTo, "k", 10, spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 4500 * ms}, 1},
+		// An unseen key: at most the capacity.
+		{2500 * ms, spigot.TakeUpTo, "new", 10, spigot.Decision{Allowed: true, N: 5, Remaining: 0, ResetAfter: 5 * time.Second}, 2},
+	})
+}
+
+// TestDoMulti checks that DoMulti with one op does what Do does, whatever
+// the mode, and that with more than one op, or an unknown mode, it returns
+// an error matching errors.ErrUnsupported and changes nothing.
+func TestDoMulti(t *testing.T) {
+	ctx := context.Background()
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	clk := clocktest.New(t0)
+	viaDo, viaMulti := New(WithClock(clk)), New(WithClock(clk))
+	for i, op := range []spigot.Op{
+		{Limit: b, Key: "k", N: 3},
+		{Limit: b, Key: "k", N: 3}, // denied
+		{Limit: b, Key: "k", Action: spigot.Peek, N: 2},
+		{Limit: b, Key: "k", Action: spigot.TakeUpTo, N: 4},
+		{Limit: b, Key: "k", Action: spigot.Refund, N: 1},
+		{Limit: b, Key: "k", N: 0},
+		{Limit: b, Key: "k", Action: spigot.Reset},
+		{Limit: b, Key: "k", N: 5},
+		{Limit: b, Key: "k", N: -1},
+		{Limit: b, Key: "k", Action: spigot.Action(200)},
+		{Key: "k", N: 1},
+	} {
+		clk.Set(t0.Add(time.Duration(i) * 300 * time.Millisecond))
+		mode := spigot.Mode(i % 2) // Independent, AllOrNothing, …
+		want, wantErr := viaDo.Do(ctx, op)
+		out := make([]spigot.Decision, 1)
+		err := viaMulti.DoMulti(ctx, mode, []spigot.Op{op}, out)
+		if out[0] != want || (err == nil) != (wantErr == nil) || err != nil && err.Error() != wantErr.Error() {
+			t.Errorf("step %d: DoMulti(%v, [%v]): got %+v, %v; want %+v, %v (as Do)", i, mode, op, out[0], err, want, wantErr)
 		}
+		if got, want := count(viaMulti), count(viaDo); got != want {
+			t.Errorf("step %d: after DoMulti(%v, [%v]): got %d entries, want %d (as Do)", i, mode, op, got, want)
+		}
+	}
+	got, gotHeld := stateOf(viaMulti, b, "k")
+	want, wantHeld := stateOf(viaDo, b, "k")
+	if got != want || gotHeld != wantHeld || !wantHeld {
+		t.Errorf("after the same ops: got state %+v (held: %v), want %+v (held: %v, as Do)", got, gotHeld, want, wantHeld)
+	}
+
+	s, clk := newStore(t)
+	take(t, s, b, "k", 2)
+	before, _ := stateOf(s, b, "k")
+	take1 := spigot.Op{Limit: b, Key: "k", N: 1}
+	for i, c := range []struct {
+		mode        spigot.Mode
+		ops         []spigot.Op
+		outs        int
+		unsupported bool // the error matches errors.ErrUnsupported
+	}{
+		{spigot.Independent, []spigot.Op{take1, {Limit: b, Key: "new", N: 1}}, 2, true},
+		{spigot.AllOrNothing, []spigot.Op{take1, {Limit: b, Key: "new", N: 1}}, 2, true},
+		{spigot.Independent, []spigot.Op{take1, take1}, 2, true},
+		{spigot.AllOrNothing, []spigot.Op{take1, {Limit: b, Key: "k", Action: spigot.Reset}}, 2, true},
+		{spigot.Mode(9), []spigot.Op{take1}, 1, true},
+		{spigot.Independent, []spigot.Op{take1}, 2, false}, // one decision per op
+		{spigot.Independent, []spigot.Op{take1}, 0, false},
+	} {
+		clk.Set(t0.Add(time.Duration(i) * time.Millisecond))
+		err := s.DoMulti(ctx, c.mode, c.ops, make([]spigot.Decision, c.outs))
+		if err == nil || c.unsupported != errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("step %d: DoMulti(%v, %v, %d decisions): got error %v; want one that matches errors.ErrUnsupported: %v", i, c.mode, c.ops, c.outs, err, c.unsupported)
+		}
+		if got, _ := stateOf(s, b, "k"); got != before || count(s) != 1 {
+			t.Errorf("step %d: DoMulti(%v, %v) changed the store: got state %+v and %d entries, want %+v and 1", i, c.mode, c.ops, got, count(s), before)
+		}
+	}
+	if err := s.DoMulti(ctx, spigot.AllOrNothing, nil, nil); err != nil {
+		t.Errorf("DoMulti of no ops: got %v, want nil", err)
 	}
 }
 
@@ -606,7 +825,7 @@ func TestConfigChange(t *testing.T) {
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 0,
 			spigot.Decision{Allowed: true, Remaining: 3}, 0},
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 3,
-			spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 3 * time.Second}, 1},
+			spigot.Decision{Allowed: true, N: 3, Remaining: 0, ResetAfter: 3 * time.Second}, 1},
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 4,
 			spigot.Decision{Remaining: 3, RetryAfter: spigot.Never}, 0},
 		// A capacity of 0: nothing is ever stored.
@@ -618,14 +837,14 @@ func TestConfigChange(t *testing.T) {
 		// Another scale (7/10s): the 8 whole tokens carry over; 3 missing
 		// tokens refill in 30/7 s = 4285714.3 µs.
 		{spigot.MustBucket("login", 10, spigot.Per(7, 10*time.Second)), 1,
-			spigot.Decision{Allowed: true, Remaining: 7, ResetAfter: 4286 * time.Millisecond}, 1},
+			spigot.Decision{Allowed: true, N: 1, Remaining: 7, ResetAfter: 4286 * time.Millisecond}, 1},
 	} {
 		s, clk := newStore(t)
-		acquire(t, s, old, "ip", 2)
+		take(t, s, old, "ip", 2)
 		clk.Set(t0.Add(500 * time.Millisecond))
-		acquire(t, s, old, "ip", 0) // stores 8.5 tokens
-		if got := acquire(t, s, c.next, "ip", c.cost); got != c.want {
-			t.Errorf("step %d: Acquire under %v, cost %d = %+v, want %+v", i, c.next, c.cost, got, c.want)
+		take(t, s, old, "ip", 0) // stores 8.5 tokens
+		if got := take(t, s, c.next, "ip", c.cost); got != c.want {
+			t.Errorf("step %d: Take under %v, cost %d = %+v, want %+v", i, c.next, c.cost, got, c.want)
 		}
 		if got, want := held(s, c.next, "ip"), c.wantCount == 1; got != want {
 			t.Errorf("step %d: held = %v, want %v", i, got, want)
@@ -649,17 +868,18 @@ func TestBucketsOfOneKey(t *testing.T) {
 		t.Run("drop="+bs[drop].Name(), func(t *testing.T) {
 			s, _ := newStore(t)
 			for i, b := range bs {
-				acquire(t, s, b, "k", int64(i+1))
+				take(t, s, b, "k", int64(i+1))
 			}
-			if ok, err := s.Reset(context.Background(), bs[drop], "k"); err != nil || !ok {
-				t.Fatalf("Reset(%s) = %v, %v; want true, nil", bs[drop].Name(), ok, err)
+			got := do(t, s, spigot.Op{Limit: bs[drop], Key: "k", Action: spigot.Reset})
+			if want := (spigot.Decision{Allowed: true, N: int64(drop + 1), Remaining: 5}); got != want {
+				t.Fatalf("Reset(%s) = %+v, want %+v", bs[drop].Name(), got, want)
 			}
 			for i, b := range bs {
 				want := int64(5 - (i + 1))
 				if i == drop {
 					want = 5
 				}
-				if a := acquire(t, s, b, "k", 0); a.Remaining != want {
+				if a := peek(t, s, b, "k", 0); a.Remaining != want {
 					t.Errorf("bucket %s: Remaining = %d, want %d", b.Name(), a.Remaining, want)
 				}
 			}
@@ -720,7 +940,7 @@ func TestSharding(t *testing.T) {
 	}
 	const n = 10_000
 	for i := range n {
-		acquire(t, s, b, ip(i), 1)
+		take(t, s, b, ip(i), 1)
 	}
 	mean := n / len(s.shards)
 	lo, hi := n, 0
@@ -750,27 +970,40 @@ func TestShardsForCap(t *testing.T) {
 	}
 }
 
+// TestInvalidInput checks that a rejected op returns the zero Decision and
+// an error that matches its sentinel, and changes nothing: neither the key
+// with state ("k") nor an unseen one ("new").
 func TestInvalidInput(t *testing.T) {
 	s, _ := newStore(t)
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	take(t, s, b, "k", 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for i, c := range []struct {
 		ctx  context.Context
-		b    spigot.Limit
-		cost int64
+		op   spigot.Op
 		want error
 	}{
-		{context.Background(), spigot.Limit{}, 1, spigot.ErrInvalidLimit},
-		{context.Background(), b, -1, spigot.ErrInvalidCost},
-		{ctx, b, 1, context.Canceled},
+		{context.Background(), spigot.Op{Key: "k", N: 1}, spigot.ErrInvalidLimit},
+		{context.Background(), spigot.Op{Key: "new", Action: spigot.Reset}, spigot.ErrInvalidLimit},
+		{context.Background(), spigot.Op{Limit: b, Key: "k", N: -1}, spigot.ErrInvalidCost},
+		{context.Background(), spigot.Op{Limit: b, Key: "k", Action: spigot.Refund, N: -1}, spigot.ErrInvalidCost},
+		{context.Background(), spigot.Op{Limit: b, Key: "k", Action: spigot.Action(200), N: 1}, errors.ErrUnsupported},
+		{context.Background(), spigot.Op{Limit: b, Key: "new", Action: spigot.Action(200), N: 1}, errors.ErrUnsupported},
+		{context.Background(), spigot.Op{Limit: b, Key: "k", Action: spigot.Action(200)}, errors.ErrUnsupported},
+		{ctx, spigot.Op{Limit: b, Key: "k", N: 1}, context.Canceled},
+		{ctx, spigot.Op{Limit: b, Key: "k", Action: spigot.Reset}, context.Canceled},
+		{ctx, spigot.Op{Limit: b, Key: "new", N: 1}, context.Canceled},
 	} {
-		if _, err := s.Acquire(c.ctx, c.b, "k", c.cost); !errors.Is(err, c.want) {
-			t.Errorf("step %d: Acquire error = %v, want %v", i, err, c.want)
+		if got, err := s.Do(c.ctx, c.op); !errors.Is(err, c.want) || got != (spigot.Decision{}) {
+			t.Errorf("step %d: Do(%v) = %+v, %v; want the zero Decision and an error matching %v", i, c.op, got, err, c.want)
 		}
 	}
-	if got := count(s); got != 0 {
-		t.Errorf("%d entries held after rejected requests, want 0", got)
+	if got := count(s); got != 1 {
+		t.Errorf("%d entries held after rejected requests, want 1", got)
+	}
+	if got, want := peek(t, s, b, "k", 0), (spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Second}); got != want {
+		t.Errorf("after rejected requests, a Peek = %+v, want %+v", got, want)
 	}
 }
 
@@ -781,7 +1014,7 @@ func TestKeyCopied(t *testing.T) {
 	s, _ := newStore(t)
 	line := "GET /login HTTP/1.1 from 203.0.113.7"
 	key := line[len(line)-11:]
-	acquire(t, s, b, key, 1)
+	take(t, s, b, key, 1)
 	h := s.hash(key)
 	e := s.shards[h&s.mask].find(h, "b", key)
 	if e == nil {

@@ -2,9 +2,10 @@
 // speaks its protocol and runs Lua) through go-redis v9: the limit holds
 // across every replica of a service that shares the server.
 //
-// Each request is one EVALSHA of the shared script (package store), which
-// applies spigot's model to one key atomically on the server, with the
-// server's clock. It works with any goredis.UniversalClient:
+// Each operation (take, take up to, refund, reset, peek) is one EVALSHA of
+// spigot's script, which applies spigot's model to one key atomically on
+// the server, with the server's clock; package store describes the state
+// it keeps. It works with any goredis.UniversalClient:
 // *goredis.Client, *goredis.ClusterClient and *goredis.Ring. A pipeline
 // or a transaction (goredis.Pipeliner) is not one, since it would only
 // queue the request: New does not accept it. A request touches one key,
@@ -42,6 +43,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -49,6 +51,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 )
 
@@ -61,7 +64,7 @@ type Store struct {
 	client goredis.UniversalClient
 	prefix string
 	clock  clock.Clock
-	args   *store.Args
+	args   *wire.Args
 }
 
 // An Option configures a Store.
@@ -80,8 +83,8 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // server gives every replica: replicas whose clocks disagree then disagree
 // on how much a bucket has refilled (a clock that runs ahead refills early;
 // one that steps back refills nothing until it catches up). Keys then live
-// store.ClockTTLSlack longer than ResetAfter, since their TTL runs on the
-// server's clock.
+// a minute longer than ResetAfter, since their TTL runs on the server's
+// clock.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns a store that keeps its state in the server behind client.
@@ -97,32 +100,30 @@ func New(client goredis.UniversalClient, opts ...Option) *Store {
 	if err := store.CheckPrefix(s.prefix); err != nil {
 		panic("spigot: redis: WithPrefix: " + strings.TrimPrefix(err.Error(), "spigot: "))
 	}
-	s.args = store.NewArgs(s.clock)
+	s.args = wire.NewArgs(s.clock)
 	return s
 }
 
-// Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil {
+// Do implements spigot.Store: every action, on a token bucket, in one
+// round trip.
+func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
-	reply, err := s.run(ctx, b, key, s.args.AcquireAny(b, cost))
+	if k := op.Limit.Kind(); k != spigot.TokenBucket {
+		return spigot.Decision{}, fmt.Errorf("spigot: redis: limit kind %v: %w", k, errors.ErrUnsupported)
+	}
+	reply, err := s.run(ctx, op)
 	if err != nil {
 		return spigot.Decision{}, err
 	}
-	return store.DecodeAcquire(reply)
+	return wire.Decode(reply)
 }
 
-// Reset implements spigot.Store, in one round trip.
-func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	if err := b.Check(0); err != nil {
-		return false, err
-	}
-	reply, err := s.run(ctx, b, key, s.args.ResetAny(b))
-	if err != nil {
-		return false, err
-	}
-	return store.DecodeReset(reply)
+// DoMulti implements spigot.Store. It applies one op as Do does; for more
+// than one it returns an error matching errors.ErrUnsupported.
+func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
 }
 
 // onceCmd is a command that go-redis never resends once it may have
@@ -134,18 +135,20 @@ type onceCmd struct{ *goredis.Cmd }
 func (onceCmd) NoRetry() bool { return true }
 
 // sha1Arg and scriptArg are boxed once, not on every request.
-var sha1Arg, scriptArg any = store.SHA1, store.Script
+var sha1Arg, scriptArg any = wire.SHA1(), wire.Script()
 
 // call is what one request hands go-redis, in one allocation: the command
 // line "EVALSHA sha 1 key args…" (or "EVAL script 1 key args…").
 type call struct {
-	line [4 + 6]any
+	line [4 + len(wire.Argv{})]any
 }
 
 // run sends the script with EVALSHA, and with EVAL only after an explicit
 // NOSCRIPT reply, through Process, marked never to be resent.
-func (s *Store) run(ctx context.Context, b spigot.Limit, key string, argv [6]any) (any, error) {
-	c := &call{line: [10]any{"evalsha", sha1Arg, 1, store.Key(s.prefix, b, key)}}
+func (s *Store) run(ctx context.Context, op spigot.Op) (any, error) {
+	c := &call{}
+	c.line[0], c.line[1], c.line[2], c.line[3] = "evalsha", sha1Arg, 1, store.Key(s.prefix, op.Limit, op.Key)
+	argv := s.args.OpAny(op)
 	copy(c.line[4:], argv[:])
 	cmd := goredis.NewCmd(ctx, c.line[:]...)
 	cmd.SetFirstKeyPos(3)
@@ -159,7 +162,7 @@ func (s *Store) run(ctx context.Context, b spigot.Limit, key string, argv [6]any
 	reply := cmd.Val()
 	if err != nil {
 		var replyErr goredis.Error // an error reply of the server
-		return nil, store.Err("redis", err, errors.As(err, &replyErr))
+		return nil, wire.Err("redis", err, errors.As(err, &replyErr))
 	}
 	return reply, nil
 }

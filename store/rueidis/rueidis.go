@@ -6,9 +6,10 @@
 // callers share the client's automatic pipelining, so many goroutines cost
 // few round trips.
 //
-// Each request is one EVALSHA of the shared script (package store), which
-// applies spigot's model to one key atomically on the server, with the
-// server's clock. It works with any rueidis.Client: a single server, a cluster
+// Each operation (take, take up to, refund, reset, peek) is one EVALSHA of
+// spigot's script, which applies spigot's model to one key atomically on
+// the server, with the server's clock; package store describes the state
+// it keeps. It works with any rueidis.Client: a single server, a cluster
 // (a request touches one key, so it runs on any cluster as it is; the
 // client finds a promoted replica by itself) or a primary found through
 // Sentinel. It uses neither dedicated connections nor blocking
@@ -32,6 +33,8 @@ package rueidis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -39,6 +42,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 )
 
@@ -51,7 +55,7 @@ type Store struct {
 	client rueidis.Client
 	prefix string
 	clock  clock.Clock
-	args   *store.Args
+	args   *wire.Args
 }
 
 // An Option configures a Store.
@@ -70,8 +74,8 @@ func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
 // server gives every replica: replicas whose clocks disagree then disagree
 // on how much a bucket has refilled (a clock that runs ahead refills early;
 // one that steps back refills nothing until it catches up). Keys then live
-// store.ClockTTLSlack longer than ResetAfter, since their TTL runs on the
-// server's clock.
+// a minute longer than ResetAfter, since their TTL runs on the server's
+// clock.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // New returns a store that keeps its state in the server behind client.
@@ -87,56 +91,54 @@ func New(client rueidis.Client, opts ...Option) *Store {
 	if err := store.CheckPrefix(s.prefix); err != nil {
 		panic("spigot: rueidis: WithPrefix: " + strings.TrimPrefix(err.Error(), "spigot: "))
 	}
-	s.args = store.NewArgs(s.clock)
+	s.args = wire.NewArgs(s.clock)
 	return s
 }
 
-// Acquire implements spigot.Store.
-func (s *Store) Acquire(ctx context.Context, b spigot.Limit, key string, cost int64) (spigot.Decision, error) {
-	if err := b.Check(cost); err != nil {
+// Do implements spigot.Store: every action, on a token bucket, in one
+// round trip.
+func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
-	r, err := s.run(ctx, b, key, s.args.Acquire(b, cost))
+	if k := op.Limit.Kind(); k != spigot.TokenBucket {
+		return spigot.Decision{}, fmt.Errorf("spigot: rueidis: limit kind %v: %w", k, errors.ErrUnsupported)
+	}
+	r, err := s.run(ctx, op)
 	if err != nil {
 		return spigot.Decision{}, err
 	}
 	if msgs, err := r.ToArray(); err == nil {
-		if n, ok := store.Ints(msgs); ok {
-			return store.DecodeInts(n)
+		if n, ok := wire.Ints(msgs); ok {
+			return wire.DecodeInts(n)
 		}
 	}
 	// Not an array of integers: decode it as it is, for an error that
 	// says what came back.
 	reply, _ := r.ToAny()
-	return store.DecodeAcquire(reply)
+	return wire.Decode(reply)
 }
 
-// Reset implements spigot.Store, in one round trip.
-func (s *Store) Reset(ctx context.Context, b spigot.Limit, key string) (bool, error) {
-	if err := b.Check(0); err != nil {
-		return false, err
-	}
-	r, err := s.run(ctx, b, key, s.args.Reset(b))
-	if err != nil {
-		return false, err
-	}
-	reply, _ := r.ToAny()
-	return store.DecodeReset(reply)
+// DoMulti implements spigot.Store. It applies one op as Do does; for more
+// than one it returns an error matching errors.ErrUnsupported.
+func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
 }
 
 // run sends the script with EVALSHA, and with EVAL only after an explicit
 // NOSCRIPT reply. It returns the reply once the server answered it; a nil
 // reply is left for the decoder to reject.
-func (s *Store) run(ctx context.Context, b spigot.Limit, key string, argv store.Argv) (rueidis.RedisResult, error) {
-	k := store.Key(s.prefix, b, key)
+func (s *Store) run(ctx context.Context, op spigot.Op) (rueidis.RedisResult, error) {
+	k := store.Key(s.prefix, op.Limit, op.Key)
+	argv := s.args.Op(op)
 	c := s.client
-	r := c.Do(ctx, c.B().Evalsha().Sha1(store.SHA1).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+	r := c.Do(ctx, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(1).Key(k).Arg(argv[:]...).Build())
 	if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
-		r = c.Do(ctx, c.B().Eval().Script(store.Script).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+		r = c.Do(ctx, c.B().Eval().Script(wire.Script()).Numkeys(1).Key(k).Arg(argv[:]...).Build())
 	}
 	if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
 		_, reply := rueidis.IsRedisErr(err)
-		return r, store.Err("rueidis", err, reply)
+		return r, wire.Err("rueidis", err, reply)
 	}
 	return r, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 	spigotrueidis "github.com/spigot-go/spigot/store/rueidis"
 )
@@ -77,14 +78,14 @@ func TestConformanceServers(t *testing.T) {
 	}
 }
 
-// step is one request at t0+at: a cost, or a reset when reset is set.
+// step is one operation on key "k" at t0+at (a Take of n unless action
+// says otherwise) and its decision.
 type step struct {
-	at    time.Duration
-	cost  int64
-	reset bool
-	flush bool // SCRIPT FLUSH before the request
-	want  spigot.Decision
-	wasOK bool // Reset's result
+	at     time.Duration
+	action spigot.Action
+	n      int64
+	flush  bool // SCRIPT FLUSH before the operation
+	want   spigot.Decision
 }
 
 // run plays steps on s, moving clk, and fails on any error.
@@ -95,16 +96,10 @@ func run(t *testing.T, s spigot.Store, clk *clocktest.Clock, b spigot.Limit, ste
 		if st.flush {
 			flush()
 		}
-		if st.reset {
-			got, err := s.Reset(t.Context(), b, "k")
-			if err != nil || got != st.wasOK {
-				t.Fatalf("step %d: Reset = %v, %v; want %v, nil", i, got, err, st.wasOK)
-			}
-			continue
-		}
-		got, err := s.Acquire(t.Context(), b, "k", st.cost)
+		op := spigot.Op{Limit: b, Key: "k", Action: st.action, N: st.n}
+		got, err := s.Do(t.Context(), op)
 		if err != nil || got != st.want {
-			t.Fatalf("step %d: Acquire(cost %d) = %+v, %v; want %+v, nil", i, st.cost, got, err, st.want)
+			t.Fatalf("step %d: Do(%v) = %+v, %v; want %+v, nil", i, op, got, err, st.want)
 		}
 	}
 }
@@ -118,13 +113,15 @@ func TestDenialIsNotAnError(t *testing.T) {
 			s := spigotrueidis.New(c, spigotrueidis.WithClock(clk))
 			b := spigot.MustBucket("deny", 2, spigot.Per(1, 10*time.Second))
 			run(t, s, clk, b, []step{
-				{at: 0, cost: 2, want: spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
-				{at: 0, cost: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second}},
-				{at: 4 * time.Second, cost: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
-				{at: 4 * time.Second, cost: 3, want: spigot.Decision{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second}},
-				{at: 10 * time.Second, cost: 1, want: spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 20 * time.Second}},
-				{at: 10 * time.Second, reset: true, wasOK: true},
-				{at: 10 * time.Second, reset: true, wasOK: false},
+				{at: 0, n: 2, want: spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 0, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second}},
+				{at: 4 * time.Second, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
+				{at: 4 * time.Second, action: spigot.Peek, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
+				{at: 4 * time.Second, action: spigot.TakeUpTo, n: 2, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
+				{at: 4 * time.Second, n: 3, want: spigot.Decision{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second}},
+				{at: 10 * time.Second, n: 1, want: spigot.Decision{Allowed: true, N: 1, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{Allowed: true, N: 2, Remaining: 2}},
+				{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{Allowed: true, N: 0, Remaining: 2}},
 			}, nil)
 		})
 	}
@@ -151,12 +148,13 @@ func TestScriptFlush(t *testing.T) {
 			const h = time.Hour
 			b := spigot.MustBucket("flush", 5, spigot.PerHour(1))
 			run(t, s, clk, b, []step{
-				{cost: 1, want: spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: 1 * h}},
-				{cost: 1, flush: true, want: spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 2 * h}},
-				{cost: 1, want: spigot.Decision{Allowed: true, Remaining: 2, ResetAfter: 3 * h}},
-				{cost: 3, flush: true, want: spigot.Decision{Remaining: 2, RetryAfter: 1 * h, ResetAfter: 3 * h}},
-				{reset: true, flush: true, wasOK: true},
-				{cost: 0, flush: true, want: spigot.Decision{Allowed: true, Remaining: 5}},
+				{n: 1, want: spigot.Decision{Allowed: true, N: 1, Remaining: 4, ResetAfter: 1 * h}},
+				{n: 1, flush: true, want: spigot.Decision{Allowed: true, N: 1, Remaining: 3, ResetAfter: 2 * h}},
+				{n: 1, want: spigot.Decision{Allowed: true, N: 1, Remaining: 2, ResetAfter: 3 * h}},
+				{n: 3, flush: true, want: spigot.Decision{Remaining: 2, RetryAfter: 1 * h, ResetAfter: 3 * h}},
+				{action: spigot.Refund, n: 1, flush: true, want: spigot.Decision{Allowed: true, N: 1, Remaining: 3, ResetAfter: 2 * h}},
+				{action: spigot.Reset, flush: true, want: spigot.Decision{Allowed: true, N: 2, Remaining: 5}},
+				{n: 0, flush: true, want: spigot.Decision{Allowed: true, Remaining: 5}},
 			}, flush)
 			if !loaded(t, c) {
 				t.Error("the script is not loaded again after the NOSCRIPT reply")
@@ -168,7 +166,7 @@ func TestScriptFlush(t *testing.T) {
 // loaded reports whether the server has the script.
 func loaded(t *testing.T, c rueidis.Client) bool {
 	t.Helper()
-	got, err := c.Do(t.Context(), c.B().ScriptExists().Sha1(store.SHA1).Build()).AsIntSlice()
+	got, err := c.Do(t.Context(), c.B().ScriptExists().Sha1(wire.SHA1()).Build()).AsIntSlice()
 	if err != nil || len(got) != 1 {
 		t.Fatalf("SCRIPT EXISTS = %v, %v", got, err)
 	}
@@ -184,8 +182,8 @@ func TestDoesNotCloseClient(t *testing.T) {
 		if _, ok := any(s).(io.Closer); ok {
 			t.Error("Store has a Close method: it must not own the client")
 		}
-		if _, err := s.Acquire(t.Context(), b, "k", 1); err != nil {
-			t.Fatalf("Acquire: %v", err)
+		if d, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", N: 1}); err != nil || !d.Allowed || d.N != 1 {
+			t.Fatalf("Take of 1 = %+v, %v; want allowed, N 1", d, err)
 		}
 	}()
 	runtime.GC() // a finalizer that closed the client would run now
@@ -194,8 +192,8 @@ func TestDoesNotCloseClient(t *testing.T) {
 		t.Fatalf("PING after the store is dropped: %v", err)
 	}
 	s := spigotrueidis.New(c)
-	if a, err := s.Acquire(t.Context(), b, "k", 1); err != nil || a.Allowed {
-		t.Fatalf("Acquire on the same client after the first store = %+v, %v; want a denial", a, err)
+	if a, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", N: 1}); err != nil || a.Allowed || a.N != 0 {
+		t.Fatalf("Take of 1 on the same client after the first store = %+v, %v; want a denial", a, err)
 	}
 }
 
@@ -207,18 +205,21 @@ func TestServerDown(t *testing.T) {
 	srv := testserver.Start(t, testserver.Redis)
 	s := spigotrueidis.New(serverClient(t, srv))
 	b := spigot.MustBucket("down", 3, spigot.PerHour(1))
-	if a, err := s.Acquire(t.Context(), b, "k", 1); err != nil || !a.Allowed || a.Remaining != 2 {
-		t.Fatalf("Acquire before the kill = %+v, %v; want allowed, Remaining 2", a, err)
+	take := spigot.Op{Limit: b, Key: "k", N: 1}
+	if a, err := s.Do(t.Context(), take); err != nil || !a.Allowed || a.N != 1 || a.Remaining != 2 {
+		t.Fatalf("Take of 1 before the kill = %+v, %v; want allowed, N 1, Remaining 2", a, err)
 	}
 	srv.Kill()
-	for i, call := range []func() error{
-		func() error { _, err := s.Acquire(t.Context(), b, "k", 1); return err },
-		func() error { _, err := s.Reset(t.Context(), b, "k"); return err },
-		func() error { _, err := s.Acquire(t.Context(), b, "k", 1); return err },
+	for i, op := range []spigot.Op{
+		take,
+		{Limit: b, Key: "k", Action: spigot.Reset},
+		{Limit: b, Key: "k", Action: spigot.Refund, N: 1},
+		{Limit: b, Key: "k", Action: spigot.Peek, N: 1},
+		take,
 	} {
-		err := call()
-		if err == nil {
-			t.Fatalf("call %d on a killed server: no error", i)
+		d, err := s.Do(t.Context(), op)
+		if err == nil || d != (spigot.Decision{}) {
+			t.Fatalf("call %d (%v) on a killed server = %+v, %v; want the zero Decision and an error", i, op, d, err)
 		}
 		inner := errors.Unwrap(err)
 		if !strings.HasPrefix(err.Error(), "spigot: rueidis: ") || inner == nil || err.Error() != "spigot: rueidis: "+inner.Error() {
@@ -233,15 +234,15 @@ func TestServerDown(t *testing.T) {
 	// get an error (not retried: the store never replays); the next call
 	// reconnects. The state is lost with the old server.
 	for i := 0; ; i++ {
-		a, err := s.Acquire(t.Context(), b, "k", 1)
+		a, err := s.Do(t.Context(), take)
 		if err == nil {
-			if want := int64(2 - i); !a.Allowed || a.Remaining < want {
-				t.Fatalf("Acquire %d after the restart = %+v; want allowed, Remaining at least %d (the state is lost)", i, a, want)
+			if want := int64(2 - i); !a.Allowed || a.N != 1 || a.Remaining < want {
+				t.Fatalf("Take %d after the restart = %+v; want allowed, N 1, Remaining at least %d (the state is lost)", i, a, want)
 			}
 			break
 		}
 		if !strings.HasPrefix(err.Error(), "spigot: rueidis: ") || i == 2 {
-			t.Fatalf("Acquire %d after the restart: %v", i, err)
+			t.Fatalf("Take %d after the restart: %v", i, err)
 		}
 	}
 }
@@ -289,18 +290,22 @@ func TestReplies(t *testing.T) {
 		err            string // the error's start; "" for none
 		sends, evals   int32
 		wrapsServerErr bool
+		requestFailed  bool // the error concerns this request, not the server
 	}{
-		{name: "ok", evalsha: ints(1, 4, 0, 3600000), want: spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
-		{name: "noscript", evalsha: noscript, eval: ints(0, 300, 1500, 3600000), want: spigot.Decision{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour}, sends: 1, evals: 1},
-		{name: "noscript-twice", evalsha: noscript, eval: noscript, err: "spigot: rueidis: NOSCRIPT", sends: 1, evals: 1, wrapsServerErr: true},
+		{name: "ok", evalsha: ints(1, 1, 4, 0, 3600000), want: spigot.Decision{Allowed: true, N: 1, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
+		{name: "noscript", evalsha: noscript, eval: ints(0, 0, 300, 1500, 3600000), want: spigot.Decision{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour}, sends: 1, evals: 1},
+		{name: "noscript-twice", evalsha: noscript, eval: noscript, err: "spigot: rueidis: NOSCRIPT", sends: 1, evals: 1, wrapsServerErr: true, requestFailed: true},
 		{name: "other-error", evalsha: func(p *server.Peer) { p.WriteError("BUSY Redis is busy running a script") }, err: "spigot: rueidis: BUSY", sends: 1, wrapsServerErr: true},
 		{name: "hang-up", evalsha: hangUp, err: "spigot: rueidis: ", sends: 1},
 		{name: "hang-up-after-noscript", evalsha: noscript, eval: hangUp, err: "spigot: rueidis: ", sends: 1, evals: 1},
-		{name: "nil", evalsha: func(p *server.Peer) { p.WriteNull() }, err: "spigot: malformed reply from the script: want an array of 4 integers, got <nil>", sends: 1},
-		{name: "short", evalsha: ints(1, 4, 0), err: "spigot: malformed reply from the script: want 4 integers, got 3 values", sends: 1},
-		{name: "string", evalsha: func(p *server.Peer) { p.WriteBulk("1 4 0 0") }, err: "spigot: malformed reply from the script: want an array of 4 integers, got string", sends: 1},
-		{name: "string-in-array", evalsha: func(p *server.Peer) { p.WriteStrings([]string{"1", "4", "0", "0"}) }, err: "spigot: malformed reply from the script: value 1 is string, want an integer", sends: 1},
-		{name: "impossible", evalsha: ints(1, 4, 7, 0), err: "spigot: malformed reply from the script: allowed with a retry-after of 7 ms", sends: 1},
+		{name: "unreadable-state", evalsha: func(p *server.Peer) { p.WriteError("ERR spigot: unreadable state at spigot:fake:k") }, err: "spigot: rueidis: ", sends: 1, wrapsServerErr: true, requestFailed: true},
+		{name: "nil", evalsha: func(p *server.Peer) { p.WriteNull() }, err: "spigot: malformed reply from the script: want an array of 5 integers, got <nil>", sends: 1, requestFailed: true},
+		{name: "short", evalsha: ints(1, 1, 4, 0), err: "spigot: malformed reply from the script: want 5 integers, got 4 values", sends: 1, requestFailed: true},
+		{name: "old-reply", evalsha: ints(1, 4, 0, 3600000), err: "spigot: malformed reply from the script: want 5 integers, got 4 values", sends: 1, requestFailed: true},
+		{name: "string", evalsha: func(p *server.Peer) { p.WriteBulk("1 1 4 0 0") }, err: "spigot: malformed reply from the script: want an array of 5 integers, got string", sends: 1, requestFailed: true},
+		{name: "string-in-array", evalsha: func(p *server.Peer) { p.WriteStrings([]string{"1", "1", "4", "0", "0"}) }, err: "spigot: malformed reply from the script: value 1 is string, want an integer", sends: 1, requestFailed: true},
+		{name: "impossible", evalsha: ints(1, 1, 4, 7, 0), err: "spigot: malformed reply from the script: allowed with a retry-after of 7 ms", sends: 1, requestFailed: true},
+		{name: "denied-yet-moved", evalsha: ints(0, 1, 4, 7, 0), err: "spigot: malformed reply from the script: denied, yet moved 1 tokens", sends: 1, requestFailed: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f, addr := startFake(t, c.evalsha, c.eval)
@@ -309,12 +314,15 @@ func TestReplies(t *testing.T) {
 			// A bound, so that a store that resends forever fails rather than hangs.
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			got, err := s.Acquire(ctx, b, "k", 1)
+			got, err := s.Do(ctx, spigot.Op{Limit: b, Key: "k", N: 1})
 			switch {
 			case c.err == "" && (err != nil || got != c.want):
-				t.Errorf("Acquire = %+v, %v; want %+v, nil", got, err, c.want)
+				t.Errorf("Do = %+v, %v; want %+v, nil", got, err, c.want)
 			case c.err != "" && (err == nil || !strings.HasPrefix(err.Error(), c.err) || got != spigot.Decision{}):
-				t.Errorf("Acquire = %+v, %v; want the zero Decision and an error starting %q", got, err, c.err)
+				t.Errorf("Do = %+v, %v; want the zero Decision and an error starting %q", got, err, c.err)
+			}
+			if got := errors.Is(err, spigot.ErrRequestFailed); got != c.requestFailed {
+				t.Errorf("error %v matches spigot.ErrRequestFailed: %v, want %v", err, got, c.requestFailed)
 			}
 			var serverErr *rueidis.RedisError
 			if ok := errors.As(err, &serverErr); ok != c.wrapsServerErr {
@@ -327,19 +335,61 @@ func TestReplies(t *testing.T) {
 	}
 }
 
-// BenchmarkAcquire compares the store with the same EVALSHA sent through
+// A key that holds what the script cannot read fails the request with an
+// error that names the key and concerns that request alone, for every
+// action, and the key keeps its value.
+func TestUnreadableState(t *testing.T) {
+	b := spigot.MustBucket("garbage", 5, spigot.PerSecond(1))
+	key := store.Key(store.DefaultPrefix, b, "k")
+	check := func(t *testing.T, c rueidis.Client, get func() string) {
+		t.Helper()
+		s := spigotrueidis.New(c, spigotrueidis.WithClock(clocktest.New(t0)))
+		for _, a := range []spigot.Action{spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek} {
+			op := spigot.Op{Limit: b, Key: "k", Action: a, N: 1}
+			d, err := s.Do(t.Context(), op)
+			if err == nil || !strings.Contains(err.Error(), "spigot: unreadable state at "+key) || d != (spigot.Decision{}) {
+				t.Errorf("Do(%v) = %+v, %v; want the zero Decision and an error naming %q", op, d, err, key)
+			}
+			if !errors.Is(err, spigot.ErrRequestFailed) {
+				t.Errorf("Do(%v): error %v does not match spigot.ErrRequestFailed", op, err)
+			}
+		}
+		if got := get(); got != "garbage" {
+			t.Errorf("the key holds %q after the requests, want %q", got, "garbage")
+		}
+	}
+	t.Run("miniredis", func(t *testing.T) {
+		srv := miniredis.RunT(t)
+		if err := srv.Set(key, "garbage"); err != nil {
+			t.Fatal(err)
+		}
+		check(t, client(t, srv.Addr()), func() string { v, _ := srv.Get(key); return v })
+	})
+	for _, kind := range testserver.Kinds {
+		t.Run(string(kind), func(t *testing.T) {
+			srv := testserver.Start(t, kind)
+			if _, err := srv.Do("SET", key, "garbage"); err != nil {
+				t.Fatal(err)
+			}
+			check(t, serverClient(t, srv), func() string { v, _ := srv.Do("GET", key); return v })
+		})
+	}
+}
+
+// BenchmarkDo compares the store with the same EVALSHA sent through
 // the client directly (the same script, key and arguments, decoded with
 // ToAny): the difference is what spigot's layer costs. Run it with
 // SPIGOT_REQUIRE_SERVERS=1 go test -run - -bench . -benchmem.
-func BenchmarkAcquire(b *testing.B) {
+func BenchmarkDo(b *testing.B) {
 	srv := testserver.Start(b, testserver.Redis)
 	c := serverClient(b, srv)
 	ctx := context.Background()
 	bucket := spigot.MustBucket("bench", 1_000_000, spigot.PerSecond(100_000))
 	s := spigotrueidis.New(c)
+	op := spigot.Op{Limit: bucket, Key: "k", N: 1}
 	key := store.Key(store.DefaultPrefix, bucket, "k")
-	argv := store.NewArgs(nil).Acquire(bucket, 1)
-	if _, err := s.Acquire(ctx, bucket, "k", 1); err != nil { // loads the script
+	argv := wire.NewArgs(nil).Op(op)
+	if _, err := s.Do(ctx, op); err != nil { // loads the script
 		b.Fatal(err)
 	}
 	for _, impl := range []struct {
@@ -347,11 +397,11 @@ func BenchmarkAcquire(b *testing.B) {
 		call func() error
 	}{
 		{"raw-evalsha", func() error {
-			_, err := c.Do(ctx, c.B().Evalsha().Sha1(store.SHA1).Numkeys(1).Key(key).Arg(argv[:]...).Build()).ToAny()
+			_, err := c.Do(ctx, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(1).Key(key).Arg(argv[:]...).Build()).ToAny()
 			return err
 		}},
 		{"store", func() error {
-			_, err := s.Acquire(ctx, bucket, "k", 1)
+			_, err := s.Do(ctx, op)
 			return err
 		}},
 	} {

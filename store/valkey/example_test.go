@@ -2,6 +2,7 @@ package valkey_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,14 +44,14 @@ func Example() {
 	ctx := context.Background()
 
 	attempt := func() {
-		a, err := limiter.Allow(ctx, "203.0.113.7")
+		d, err := limiter.Allow(ctx, "203.0.113.7")
 		switch {
 		case err != nil:
 			fmt.Println("error:", err)
-		case a.Allowed:
-			fmt.Printf("%s allowed, %d left\n", clk.Now().Format(time.TimeOnly), a.Remaining)
+		case d.Allowed:
+			fmt.Printf("%s allowed, %d left\n", clk.Now().Format(time.TimeOnly), d.Remaining)
 		default:
-			fmt.Printf("%s denied, retry in %v\n", clk.Now().Format(time.TimeOnly), a.RetryAfter)
+			fmt.Printf("%s denied, retry in %v\n", clk.Now().Format(time.TimeOnly), d.RetryAfter)
 		}
 	}
 	for range 4 {
@@ -73,9 +74,10 @@ func Example() {
 }
 
 // Reset fills a bucket at once, in one round trip, and deletes its key:
-// after a successful login, say, the address starts afresh. It reports
-// whether the bucket was not full. WithPrefix names the keys.
-func ExampleStore_Reset() {
+// after a successful login, say, the address starts afresh. The Decision's
+// N is the tokens it gave back, 0 for a bucket that was full. WithPrefix
+// names the keys.
+func Example_reset() {
 	srv, err := miniredis.Run()
 	if err != nil {
 		panic(err)
@@ -89,21 +91,59 @@ func ExampleStore_Reset() {
 
 	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
 	store := spigotvalkey.New(client, spigotvalkey.WithClock(clk), spigotvalkey.WithPrefix("app:"))
-	login := spigot.MustBucket("login", 3, spigot.Per(1, 20*time.Second))
+	login := spigot.New(store, spigot.MustBucket("login", 3, spigot.Per(1, 20*time.Second)))
 	ctx := context.Background()
 
-	if _, err := store.Acquire(ctx, login, "alice", 2); err != nil {
+	if _, err := login.AllowN(ctx, "alice", 2); err != nil {
 		fmt.Println("error:", err)
 	}
 	fmt.Println("keys:", srv.Keys())
-	wasNotFull, err := store.Reset(ctx, login, "alice")
-	fmt.Println("reset:", wasNotFull, err)
+	d, err := login.Reset(ctx, "alice")
+	fmt.Println("reset gave back:", d.N, err)
 	fmt.Println("keys:", srv.Keys())
-	a, err := store.Acquire(ctx, login, "alice", 1)
-	fmt.Println("allowed:", a.Allowed, "remaining:", a.Remaining, err)
+	d, err = login.Allow(ctx, "alice")
+	fmt.Println("allowed:", d.Allowed, "remaining:", d.Remaining, err)
 	// Output:
 	// keys: [app:login:alice]
-	// reset: true <nil>
+	// reset gave back: 2 <nil>
 	// keys: []
 	// allowed: true remaining: 2 <nil>
+}
+
+// An export limit of 100 rows a minute per account. AllowAtMost serves a
+// large request in part, and reports how many rows it may export in N; a
+// request that AllowN allowed but that then failed gives its tokens back
+// with Refund.
+func Example_partialWork() {
+	srv, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+
+	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
+	store := spigotvalkey.New(client, spigotvalkey.WithClock(clk))
+	rows := spigot.New(store, spigot.MustBucket("export", 100, spigot.PerMinute(100)))
+	ctx := context.Background()
+	export := func(n int64) error { return errors.New("the database is down") }
+
+	d, _ := rows.AllowAtMost(ctx, "acme", 150)
+	fmt.Println("may export:", d.N, "of 150 rows; left:", d.Remaining)
+
+	clk.Advance(30 * time.Second)
+	d, _ = rows.AllowN(ctx, "acme", 40)
+	fmt.Println("40 rows allowed:", d.Allowed, "left:", d.Remaining)
+	if err := export(d.N); err != nil {
+		d, _ = rows.Refund(ctx, "acme", d.N) // nothing was served
+		fmt.Println("refunded:", d.N, "left:", d.Remaining)
+	}
+	// Output:
+	// may export: 100 of 150 rows; left: 0
+	// 40 rows allowed: true left: 10
+	// refunded: 40 left: 50
 }

@@ -1,0 +1,195 @@
+-- spigot's model on the server: the line-by-line twin of Op.Apply (op.go).
+--
+-- ARGV[1]  now in µs since the epoch, or "" to read the server's TIME
+-- ARGV[2]  ms added to the key's TTL (0 with the server's clock)
+-- then, for KEYS[1], six arguments from ARGV[3]:
+--          the limit's kind ("tb": a token bucket), its capacity in
+--          tokens, scale (units per token) and refill (units per µs),
+--          the action ("take", "upto", "refund", "reset", "peek") and N
+--
+-- Returns {allowed (0/1), n moved, remaining, retry_ms (-1: Never),
+-- reset_ms (-1: Never)}.
+--
+-- A key holds "<kind>/<version> <fullat> <fields>": every kind and
+-- version starts with FullAt, the µs from which the state counts as
+-- absent whatever the key's TTL. A token bucket's is
+-- "tb/2 <fullat> <stamp> <tokens> <scale>". The format before versions,
+-- "<tokens> <stamp> <scale> [<fullat>]", is read as a token bucket; a state
+-- of another kind or of a later version is read by its FullAt alone, as
+-- the bucket that is full again then; anything else is an error, never a
+-- full bucket.
+--
+-- Lua numbers are doubles: every integer here stays below 2^53 (NewBucket
+-- guarantees it), where doubles are exact; divisions go through math.fmod,
+-- which is exact, and numbers leave the script through string.format('%d')
+-- or an integer reply, never tostring.
+
+if #KEYS ~= 1 then
+	return redis.error_reply('ERR spigot: want 1 key, got ' .. #KEYS)
+end
+local now = tonumber(ARGV[1])
+if not now then
+	if redis.replicate_commands then
+		redis.replicate_commands() -- TIME before a write, on Redis < 5
+	end
+	local t = redis.call('TIME')
+	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+if ARGV[3] ~= 'tb' then
+	return redis.error_reply('ERR spigot: unsupported limit kind ' .. tostring(ARGV[3]))
+end
+local capacity = tonumber(ARGV[4])
+local scale = tonumber(ARGV[5])
+local refill = tonumber(ARGV[6])
+local action = ARGV[7]
+local n = tonumber(ARGV[8])
+local max = capacity * scale
+
+-- quo returns a/b truncated toward zero, like Go's integer division.
+local function quo(a, b)
+	return (a - math.fmod(a, b)) / b
+end
+
+local function ceildiv(a, b)
+	local q = quo(a, b)
+	if q * b < a then
+		q = q + 1
+	end
+	return q
+end
+
+-- ceilms returns lag+us µs rounded up to the ms, or -1 (Never) past what a
+-- Go Duration holds.
+local function ceilms(lag, us)
+	if lag > 9223372036854 * 1000 - us then
+		return -1
+	end
+	return ceildiv(lag + us, 1000)
+end
+
+-- The state now: a missing key is a full bucket.
+local tokens, stamp = max, now
+local v = redis.call('GET', KEYS[1])
+if v then
+	local full, s, t, sc = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+	local other = false
+	if not full then -- before versions: "tokens stamp scale [fullat]"
+		t, s, sc, full = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) ?(%-?%d*)$')
+		if full == '' then
+			full = 0 -- stored before FullAt: unknown
+		end
+	end
+	if not full then -- another kind, or a later version
+		local kind, version
+		kind, version, full = string.match(v, '^(%l+)/(%d+) (%-?%d+)')
+		if kind == 'tb' and tonumber(version) <= 2 then
+			full = nil -- a format this script writes, broken
+		end
+		other = true
+	end
+	if not full then
+		return redis.error_reply('ERR spigot: unreadable state at ' .. KEYS[1])
+	end
+	full = tonumber(full)
+	if full ~= 0 and now >= full then
+		-- full again: as if never seen
+	elseif not other then
+		t, s, sc = tonumber(t), tonumber(s), tonumber(sc)
+		if sc > 0 then
+			if sc ~= scale then -- stored under another rate: whole tokens carry
+				local whole = quo(t, sc)
+				if whole >= capacity then
+					t = max
+				else
+					t = whole * scale
+				end
+			end
+			if t < 0 then
+				t = 0
+			elseif t > max then
+				t = max
+			end
+			tokens, stamp = t, s
+		end
+	elseif full > now then -- another kind: full again at its FullAt
+		if full - now > quo(max, refill) then
+			tokens = 0
+		else
+			tokens = max - (full - now) * refill
+		end
+	end
+end
+if now > stamp then
+	local e = now - stamp
+	if e * refill >= max - tokens then
+		tokens = max
+	else
+		tokens = tokens + e * refill
+	end
+	stamp = now
+end
+local lag = stamp - now -- > 0 only when the clock stepped back
+
+local allowed, moved, retry, reset = 1, 0, 0, 0
+if action == 'take' or action == 'peek' then
+	if n > capacity then
+		allowed, retry = 0, -1
+	elseif tokens >= n * scale then
+		if action == 'take' then
+			tokens = tokens - n * scale
+			moved = n
+		end
+	else
+		allowed, retry = 0, ceilms(lag, ceildiv(n * scale - tokens, refill))
+	end
+elseif action == 'upto' then
+	local k = quo(tokens, scale)
+	if n < k then
+		k = n
+	end
+	if k > 0 or n == 0 then
+		tokens = tokens - k * scale
+		moved = k
+	elseif capacity == 0 then
+		allowed, retry = 0, -1
+	else
+		allowed, retry = 0, ceilms(lag, ceildiv(scale - tokens, refill))
+	end
+elseif action == 'refund' then
+	local add = max - tokens
+	if n < capacity and n * scale < add then
+		add = n * scale
+	end
+	tokens = tokens + add
+	moved = ceildiv(add, scale)
+elseif action == 'reset' then
+	redis.call('DEL', KEYS[1])
+	return {1, ceildiv(max - tokens, scale), capacity, 0, 0}
+else
+	return redis.error_reply('ERR spigot: unsupported action ' .. tostring(action))
+end
+if tokens < max then
+	reset = ceilms(lag, ceildiv(max - tokens, refill))
+end
+if action == 'peek' then
+	return {allowed, moved, quo(tokens, scale), retry, reset}
+end
+
+-- FullAt: full again, and the clock caught up with the stamp (a full
+-- bucket on a clock that stepped back keeps its stamp until then).
+local ms = reset
+if ms < 0 then -- Never: keep it as long as a Duration holds
+	ms = 9223372036854
+end
+local fullat = now + ms * 1000
+if fullat < stamp then
+	fullat = stamp
+	ms = ceildiv(stamp - now, 1000)
+end
+if fullat <= now then
+	redis.call('DEL', KEYS[1])
+else
+	local state = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
+	redis.call('SET', KEYS[1], state, 'PX', ms + tonumber(ARGV[2]))
+end
+return {allowed, moved, quo(tokens, scale), retry, reset}

@@ -1,0 +1,277 @@
+// Package wire is what the Redis-protocol stores share, and hide from
+// their users: the Lua script that runs spigot's model on the server
+// (spigot.lua, the line-by-line twin of spigot.Op.Apply), the encoding of
+// its arguments, the decoding of its replies, and the classification of
+// errors (Err).
+//
+// The script keeps a key's State as "tb/2 <fullat> <stamp> <tokens>
+// <scale>", touches only that key, deletes it once the state no longer
+// matters (State.FullAt) and otherwise sets its TTL to the time until
+// then: the ResetAfter of the operation (never below 1 ms). By default it
+// reads the server's TIME, so every replica shares one clock.
+package wire
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+)
+
+//go:embed spigot.lua
+var script string
+
+// Script returns the Lua source of the model, run with EVALSHA (and EVAL
+// after a NOSCRIPT reply) with one key and the arguments of Args.Op.
+func Script() string { return script }
+
+var sha1Hex = func() string {
+	sum := sha1.Sum([]byte(script))
+	return hex.EncodeToString(sum[:])
+}()
+
+// SHA1 returns the hex SHA-1 of Script, its name for EVALSHA.
+func SHA1() string { return sha1Hex }
+
+// ClockTTLSlack is added to a key's TTL when a store takes the time from
+// the caller's clock (WithClock) rather than from the server: the TTL runs
+// on the server's clock, which the caller's does not follow, and a key
+// kept longer than ResetAfter is harmless (its state reads as full), while
+// a key dropped early would refill a limit before its time.
+const ClockTTLSlack = time.Minute
+
+// Args builds the script's arguments. It formats a limit's parameters
+// once and keeps them for the next operation, so an operation on a known
+// limit formats only its N and, with a caller's clock, the time. The zero
+// Args reads the server's clock. It is safe for concurrent use.
+type Args struct {
+	clock  clock.Clock // nil: the server's TIME
+	slack  string      // ARGV[2]
+	slackV any         // slack, boxed once for OpAny
+	cached atomic.Pointer[map[spigot.Limit]*params]
+	mu     sync.Mutex // serializes additions to cached
+}
+
+// Argv is the script's ARGV for one key: now in µs or "" for the server's
+// TIME, the ms added to the key's TTL, then the limit's kind, capacity,
+// scale and refill, the action, and N. It is an array, not a slice, so
+// that building one allocates nothing.
+type Argv [8]string
+
+// params are a limit's ARGV[3..6], as strings and as interface values for
+// clients that take ...any (boxed once, here, rather than per operation).
+type params struct {
+	s [4]string
+	v [4]any
+}
+
+// actions are the script's names of the actions, indexed by
+// spigot.Action, as strings and boxed once.
+var (
+	actions    = [...]string{spigot.Take: "take", spigot.TakeUpTo: "upto", spigot.Refund: "refund", spigot.Reset: "reset", spigot.Peek: "peek"}
+	actionsAny = func() (v [len(actions)]any) {
+		for i, a := range actions {
+			v[i] = a
+		}
+		return v
+	}()
+)
+
+// maxCached bounds the limits Args remembers; past it, parameters are
+// formatted on every operation.
+const maxCached = 256
+
+// NewArgs returns the arguments for a store that takes the time from c, or
+// from the server's TIME when c is nil.
+func NewArgs(c clock.Clock) *Args {
+	a := &Args{clock: c, slack: "0"}
+	if c != nil {
+		a.slack = strconv.FormatInt(ClockTTLSlack.Milliseconds(), 10)
+	}
+	a.slackV = a.slack
+	return a
+}
+
+// Op returns ARGV for op, which must have passed op.Check.
+func (a *Args) Op(op spigot.Op) Argv {
+	p := a.params(op.Limit)
+	return Argv{a.now(), a.slackMs(), p.s[0], p.s[1], p.s[2], p.s[3], actions[op.Action], strconv.FormatInt(op.N, 10)}
+}
+
+// OpAny is Op for clients that take arguments as ...any, such as
+// go-redis: the limit's parameters and the action come boxed from the
+// cache, and N is passed as an int64 for the client to format.
+func (a *Args) OpAny(op spigot.Op) [8]any {
+	p := a.params(op.Limit)
+	return [8]any{a.now(), a.slackAny(), p.v[0], p.v[1], p.v[2], p.v[3], actionsAny[op.Action], op.N}
+}
+
+func (a *Args) now() string {
+	if a.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(a.clock.Now().UnixMicro(), 10)
+}
+
+// slackAny is slackMs boxed, without allocating.
+func (a *Args) slackAny() any {
+	if a.slackV == nil { // the zero Args
+		return "0"
+	}
+	return a.slackV
+}
+
+func (a *Args) slackMs() string {
+	if a.slack == "" { // the zero Args
+		return "0"
+	}
+	return a.slack
+}
+
+func (a *Args) params(l spigot.Limit) *params {
+	if m := a.cached.Load(); m != nil {
+		if p, ok := (*m)[l]; ok {
+			return p
+		}
+	}
+	p := &params{s: [4]string{
+		"tb",
+		strconv.FormatInt(l.Capacity(), 10),
+		strconv.FormatInt(l.Scale(), 10),
+		strconv.FormatInt(l.Refill(), 10),
+	}}
+	for i, s := range p.s {
+		p.v[i] = s
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.cached.Load()
+	if old != nil && len(*old) >= maxCached {
+		return p
+	}
+	m := make(map[spigot.Limit]*params, 1)
+	if old != nil {
+		for k, v := range *old {
+			m[k] = v
+		}
+	}
+	m[l] = p
+	a.cached.Store(&m)
+	return p
+}
+
+// Fields is how many integers the script returns for one key.
+const Fields = 5
+
+// Decode turns the script's reply to one operation into a Decision. The
+// reply is what a client decodes from RESP: a slice of five integers, as
+// []any of int64 (go-redis, and ToAny of valkey-go and rueidis) or
+// []int64. Anything else, or values the model cannot produce, is an error
+// that names the problem and matches spigot.ErrRequestFailed.
+func Decode(reply any) (spigot.Decision, error) {
+	var n [Fields]int64
+	switch vals := reply.(type) {
+	case []int64:
+		if len(vals) != Fields {
+			return spigot.Decision{}, malformed(reply, "want %d integers, got %d values", Fields, len(vals))
+		}
+		copy(n[:], vals)
+	case []any:
+		if len(vals) != Fields {
+			return spigot.Decision{}, malformed(reply, "want %d integers, got %d values", Fields, len(vals))
+		}
+		for i, v := range vals {
+			x, ok := v.(int64)
+			if !ok {
+				return spigot.Decision{}, malformed(reply, "value %d is %T, want an integer", i+1, v)
+			}
+			n[i] = x
+		}
+	default:
+		return spigot.Decision{}, malformed(reply, "want an array of %d integers, got %T", Fields, reply)
+	}
+	return DecodeInts(n)
+}
+
+// IntMessage is a client's decoded RESP value that may be an integer, such
+// as *rueidis.RedisMessage and *valkey.ValkeyMessage.
+type IntMessage interface {
+	IsInt64() bool
+	AsInt64() (int64, error)
+}
+
+// Ints returns the integers of a reply that is exactly an array of Fields
+// RESP integers, without allocating, and false for any other reply (which
+// the caller then hands to Decode for an error that says what came back).
+func Ints[M any, P interface {
+	*M
+	IntMessage
+}](msgs []M) (n [Fields]int64, ok bool) {
+	if len(msgs) != Fields {
+		return n, false
+	}
+	for i := range msgs {
+		m := P(&msgs[i])
+		if !m.IsInt64() {
+			return n, false
+		}
+		n[i], _ = m.AsInt64()
+	}
+	return n, true
+}
+
+// DecodeInts is Decode for a reply already read as integers: allowed, the
+// tokens moved, remaining, retry-after ms (-1 for Never), reset-after ms.
+// It rejects values the model cannot produce.
+func DecodeInts(n [Fields]int64) (spigot.Decision, error) {
+	allowed, moved, remaining, retry, reset := n[0], n[1], n[2], n[3], n[4]
+	const maxMs = int64(spigot.Never / time.Millisecond)
+	switch {
+	case allowed != 0 && allowed != 1:
+		return spigot.Decision{}, malformed(n, "allowed is %d, want 0 or 1", allowed)
+	case moved < 0:
+		return spigot.Decision{}, malformed(n, "moved %d tokens, want 0 or more", moved)
+	case remaining < 0:
+		return spigot.Decision{}, malformed(n, "remaining is %d, want 0 or more", remaining)
+	case retry < -1 || retry > maxMs:
+		return spigot.Decision{}, malformed(n, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
+	case reset < -1 || reset > maxMs:
+		return spigot.Decision{}, malformed(n, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
+	case allowed == 1 && retry != 0:
+		return spigot.Decision{}, malformed(n, "allowed with a retry-after of %d ms", retry)
+	case allowed == 0 && retry == 0:
+		return spigot.Decision{}, malformed(n, "denied with no retry-after")
+	case allowed == 0 && moved != 0:
+		return spigot.Decision{}, malformed(n, "denied, yet moved %d tokens", moved)
+	}
+	return spigot.Decision{
+		Allowed:    allowed == 1,
+		N:          moved,
+		Remaining:  remaining,
+		RetryAfter: msDuration(retry),
+		ResetAfter: msDuration(reset),
+	}, nil
+}
+
+func msDuration(ms int64) time.Duration {
+	if ms < 0 {
+		return spigot.Never
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// malformed describes a bad reply, showing at most its first 100 bytes.
+func malformed(reply any, format string, args ...any) error {
+	shown := fmt.Sprint(reply)
+	if len(shown) > 100 {
+		shown = shown[:100] + "…"
+	}
+	return requestError{fmt.Errorf("spigot: malformed reply from the script: %s: %s", fmt.Sprintf(format, args...), shown)}
+}

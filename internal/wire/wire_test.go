@@ -1,0 +1,571 @@
+package wire_test
+
+// These tests cover the pure parts of package wire: reply decoding, the
+// script's arguments and the script's name. What the script does on a
+// server is in store/servers_test.go and store/deploy_test.go.
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/wire"
+)
+
+// maxMs is the largest whole number of milliseconds a Duration holds: the
+// largest RetryAfter or ResetAfter a reply may carry.
+const maxMs = int64(spigot.Never / time.Millisecond)
+
+// ints returns a reply of integers, as a client decodes it from RESP.
+func ints(v ...int64) []any {
+	r := make([]any, len(v))
+	for i, x := range v {
+		r[i] = x
+	}
+	return r
+}
+
+func TestDecode(t *testing.T) {
+	for i, c := range []struct {
+		reply any
+		want  spigot.Decision
+	}{
+		// allowed, moved, remaining, retry-after ms, reset-after ms
+		{ints(1, 1, 19, 0, 3000), spigot.Decision{Allowed: true, N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{ints(0, 0, 0, 2999, 60000), spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}},
+		{ints(1, 0, 20, 0, 0), spigot.Decision{Allowed: true, Remaining: 20}},                                     // Take of 0 on a full bucket
+		{ints(1, 0, 0, 0, 0), spigot.Decision{Allowed: true}},                                                     // capacity 0, Take of 0
+		{ints(0, 0, 5, -1, 0), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},                           // Take > capacity on a full bucket
+		{ints(1, 3, 20, 0, 0), spigot.Decision{Allowed: true, N: 3, Remaining: 20}},                               // a Reset of a bucket that lacked 3
+		{ints(1, 2, 7, 0, 9000), spigot.Decision{Allowed: true, N: 2, Remaining: 7, ResetAfter: 9 * time.Second}}, // a Refund, a TakeUpTo
+		{ints(0, 0, 0, -1, 60000), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
+		{ints(0, 0, 0, -1, -1), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
+		{ints(0, 0, 0, 1, 1), spigot.Decision{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}},
+		{ints(0, 0, 0, maxMs, maxMs), spigot.Decision{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond}},
+		{ints(1, 0, math.MaxInt64, 0, 0), spigot.Decision{Allowed: true, Remaining: math.MaxInt64}},
+		{ints(1, math.MaxInt64, 0, 0, 0), spigot.Decision{Allowed: true, N: math.MaxInt64}},
+		{[]int64{1, 1, 19, 0, 3000}, spigot.Decision{Allowed: true, N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{[]int64{0, 0, 0, -1, 60000}, spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
+	} {
+		got, err := wire.Decode(c.reply)
+		if err != nil || got != c.want {
+			t.Errorf("step %d: Decode(%v) = %+v, %v; want %+v, nil", i, c.reply, got, err, c.want)
+		}
+	}
+}
+
+func TestDecodeMalformed(t *testing.T) {
+	for i, c := range []struct {
+		reply any
+		want  string // the problem, as the error names it
+	}{
+		// Not an array.
+		{nil, "want an array of 5 integers, got <nil>"},
+		{"OK", "want an array of 5 integers, got string"},
+		{int64(1), "want an array of 5 integers, got int64"},
+		{[]byte("1 2 3 4 5"), "want an array of 5 integers, got []uint8"},
+		{[]int{1, 1, 2, 0, 0}, "want an array of 5 integers, got []int"},
+		{[]string{"1", "1", "2", "0", "0"}, "want an array of 5 integers, got []string"},
+		{errors.New("NOSCRIPT No matching script"), "want an array of 5 integers, got *errors.errorString"},
+		// The wrong length: the 4 integers of the script before operations
+		// among them.
+		{[]any(nil), "want 5 integers, got 0 values"},
+		{[]any{}, "want 5 integers, got 0 values"},
+		{ints(1), "want 5 integers, got 1 values"},
+		{ints(1, 2, 0), "want 5 integers, got 3 values"},
+		{ints(1, 19, 0, 3000), "want 5 integers, got 4 values"},
+		{ints(1, 1, 2, 0, 0, 0), "want 5 integers, got 6 values"},
+		{[]int64(nil), "want 5 integers, got 0 values"},
+		{[]int64{1, 19, 0, 3000}, "want 5 integers, got 4 values"},
+		{[]int64{1, 1, 2, 0, 0, 0}, "want 5 integers, got 6 values"},
+		// A value that is not an integer.
+		{[]any{"1", int64(1), int64(2), int64(0), int64(0)}, "value 1 is string, want an integer"},
+		{[]any{int64(1), 1.0, int64(2), int64(0), int64(0)}, "value 2 is float64, want an integer"},
+		{[]any{int64(1), int64(1), nil, int64(0), int64(0)}, "value 3 is <nil>, want an integer"},
+		{[]any{int64(1), int64(1), int64(2), []byte("0"), int64(0)}, "value 4 is []uint8, want an integer"},
+		{[]any{int64(1), int64(1), int64(2), int64(0), 0}, "value 5 is int, want an integer"},
+		{[]any{ints(1, 1, 2, 0, 0), int64(1), int64(2), int64(0), int64(0)}, "value 1 is []interface {}, want an integer"},
+		{[]any{int64(1), errors.New("ERR boom"), int64(2), int64(0), int64(0)}, "value 2 is *errors.errorString, want an integer"},
+		{[]any{true, int64(1), int64(2), int64(0), int64(0)}, "value 1 is bool, want an integer"},
+		// Integers the model cannot produce.
+		{ints(2, 0, 0, 0, 0), "allowed is 2, want 0 or 1"},
+		{ints(-1, 0, 0, 5, 0), "allowed is -1, want 0 or 1"},
+		{ints(1, -1, 0, 0, 0), "moved -1 tokens, want 0 or more"},
+		{ints(1, math.MinInt64, 0, 0, 0), "moved -9223372036854775808 tokens, want 0 or more"},
+		{ints(1, 0, -1, 0, 0), "remaining is -1, want 0 or more"},
+		{ints(0, 0, math.MinInt64, 5, 0), "remaining is -9223372036854775808, want 0 or more"},
+		{ints(0, 0, 0, -2, 0), "retry-after is -2 ms, want -1 (never) to 9223372036854"},
+		{ints(0, 0, 0, maxMs+1, 0), "retry-after is 9223372036855 ms"},
+		{ints(0, 0, 0, math.MaxInt64, 0), "retry-after is 9223372036854775807 ms"},
+		{ints(1, 0, 0, 0, -2), "reset-after is -2 ms, want -1 (never) to 9223372036854"},
+		{ints(1, 0, 0, 0, maxMs+1), "reset-after is 9223372036855 ms"},
+		{ints(1, 0, 0, 0, math.MinInt64), "reset-after is -9223372036854775808 ms"},
+		{ints(1, 1, 3, 5, 0), "allowed with a retry-after of 5 ms"},
+		{ints(1, 1, 3, -1, 0), "allowed with a retry-after of -1 ms"},
+		{ints(0, 0, 3, 0, 100), "denied with no retry-after"},
+		{ints(0, 3, 3, 0, 100), "denied with no retry-after"},
+		{ints(0, 3, 3, 5, 100), "denied, yet moved 3 tokens"},
+		{ints(0, 1, 0, -1, 0), "denied, yet moved 1 tokens"},
+		{[]int64{2, 0, 0, 0, 0}, "allowed is 2, want 0 or 1"},
+		{[]int64{1, -1, 0, 0, 0}, "moved -1 tokens, want 0 or more"},
+		{[]int64{0, 0, -1, 5, 0}, "remaining is -1, want 0 or more"},
+		{[]int64{0, 0, 3, 0, 100}, "denied with no retry-after"},
+		{[]int64{0, 2, 3, 5, 100}, "denied, yet moved 2 tokens"},
+	} {
+		d, err := wire.Decode(c.reply)
+		if err == nil {
+			t.Errorf("step %d: Decode(%#v) = %+v, nil; want an error naming %q", i, c.reply, d, c.want)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, "spigot: malformed reply from the script: ") || !strings.Contains(msg, c.want) {
+			t.Errorf("step %d: Decode(%#v) error = %q; want one starting with %q that names %q", i, c.reply, msg, "spigot: malformed reply from the script: ", c.want)
+		}
+		if !errors.Is(err, spigot.ErrRequestFailed) {
+			t.Errorf("step %d: Decode(%#v) error = %q; want one matching ErrRequestFailed", i, c.reply, err)
+		}
+		if d != (spigot.Decision{}) {
+			t.Errorf("step %d: Decode(%#v) = %+v with its error; want the zero Decision", i, c.reply, d)
+		}
+	}
+}
+
+// The error shows the reply as the client decoded it, cut short when it
+// is long.
+func TestDecodeShowsReply(t *testing.T) {
+	_, err := wire.Decode(ints(1, 2, 0))
+	if want := "want 5 integers, got 3 values: [1 2 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Decode([1 2 0]) error = %.300v; want one ending %q", err, want)
+	}
+	_, err = wire.Decode(ints(2, 0, 0, 0, 0))
+	if want := "allowed is 2, want 0 or 1: [2 0 0 0 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Decode([2 0 0 0 0]) error = %.300v; want one ending %q", err, want)
+	}
+	_, err = wire.DecodeInts([5]int64{0, 4, 0, 7, 0})
+	if want := "denied, yet moved 4 tokens: [0 4 0 7 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("DecodeInts([0 4 0 7 0]) error = %.300v; want one ending %q", err, want)
+	}
+	_, err = wire.Decode("a reply as long as this one, which goes on and on for more than a hundred characters, and then some")
+	if want := "got string: a reply as long"; err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 250 {
+		t.Errorf("Decode(long string) error = %.300v; want one under 250 bytes showing %q", err, want)
+	}
+	long := make([]any, 10000)
+	for i := range long {
+		long[i] = int64(i)
+	}
+	_, err = wire.Decode(long)
+	if want := "got 10000 values: [0 1 2 3"; err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 250 {
+		t.Errorf("Decode(10000 integers) error = %.300v (%d bytes); want one under 250 bytes showing %q", err, len(fmt.Sprint(err)), want)
+	}
+}
+
+// TestScriptReplies is the walk-through of what a store sends and what it
+// makes of the replies: EVALSHA SHA1() with one key and the Argv of an
+// operation, and the script's five integers, -1 meaning never.
+func TestScriptReplies(t *testing.T) {
+	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	args := wire.NewArgs(nil) // nil: the script reads the server's TIME
+	want := wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "1"}
+	if got := args.Op(spigot.Op{Limit: login, Key: "alice", N: 1}); got != want {
+		t.Errorf("Op(Take 1) = %q; want %q", got, want)
+	}
+	for i, c := range []struct {
+		reply any
+		want  string
+	}{
+		{ints(1, 1, 19, 0, 3000), "allowed true, moved 1, remaining 19, retry after 0s, full after 3s"},
+		{ints(0, 0, 0, 2500, 60000), "allowed false, moved 0, remaining 0, retry after 2.5s, full after 1m0s"},
+		{ints(0, 0, 20, -1, 0), "allowed false, moved 0, remaining 20, retry after never, full after 0s"},
+		{ints(1, 4, 20, 0, 0), "allowed true, moved 4, remaining 20, retry after 0s, full after 0s"},
+		{"QUEUED", "spigot: malformed reply from the script: want an array of 5 integers, got string: QUEUED"}, // what a command inside MULTI answers
+	} {
+		var got string
+		d, err := wire.Decode(c.reply)
+		if err != nil {
+			got = err.Error()
+		} else {
+			retry := d.RetryAfter.String()
+			if d.RetryAfter == spigot.Never {
+				retry = "never"
+			}
+			got = fmt.Sprintf("allowed %v, moved %d, remaining %d, retry after %s, full after %v", d.Allowed, d.N, d.Remaining, retry, d.ResetAfter)
+		}
+		if got != c.want {
+			t.Errorf("step %d: Decode(%v): got %q; want %q", i, c.reply, got, c.want)
+		}
+	}
+}
+
+// msg is a client's decoded RESP value, as *rueidis.RedisMessage is.
+type msg struct{ v any }
+
+func (m *msg) IsInt64() bool { _, ok := m.v.(int64); return ok }
+
+func (m *msg) AsInt64() (int64, error) {
+	if n, ok := m.v.(int64); ok {
+		return n, nil
+	}
+	return 0, fmt.Errorf("%v is not an integer", m.v)
+}
+
+func msgs(v ...any) []msg {
+	m := make([]msg, len(v))
+	for i, x := range v {
+		m[i] = msg{x}
+	}
+	return m
+}
+
+func TestInts(t *testing.T) {
+	for i, c := range []struct {
+		msgs []msg
+		want [5]int64
+		ok   bool
+	}{
+		{msgs(int64(1), int64(1), int64(19), int64(0), int64(3000)), [5]int64{1, 1, 19, 0, 3000}, true},
+		{msgs(int64(0), int64(0), int64(0), int64(-1), int64(-1)), [5]int64{0, 0, 0, -1, -1}, true},
+		{msgs(int64(2), int64(-3), int64(-5), int64(7), int64(math.MinInt64)), [5]int64{2, -3, -5, 7, math.MinInt64}, true}, // DecodeInts judges the values
+		{nil, [5]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0), int64(3000)), [5]int64{}, false}, // the script before operations
+		{msgs(int64(1), int64(1), int64(19), int64(0), int64(3000), int64(0)), [5]int64{}, false},
+		{msgs(int64(1), int64(1), "19", int64(0), int64(3000)), [5]int64{}, false},
+		{msgs(int64(1), int64(1), int64(19), int64(0), nil), [5]int64{}, false},
+	} {
+		n, ok := wire.Ints(c.msgs)
+		if ok != c.ok || (ok && n != c.want) {
+			t.Errorf("step %d: Ints(%v) = %v, %v; want %v, %v", i, c.msgs, n, ok, c.want, c.ok)
+		}
+	}
+	if wire.Fields != 5 {
+		t.Errorf("Fields = %d; want 5", wire.Fields)
+	}
+}
+
+// FuzzDecode checks that Decode never panics, that every error it returns
+// is a malformed-reply error that matches spigot.ErrRequestFailed, and
+// that every reply it accepts is a consistent Decision that encodes back
+// to the same reply. shape varies the reply around the five integers: its
+// length, and one value of another type.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []struct {
+		allowed, moved, remaining, retry, reset int64
+		shape                                   uint8
+	}{
+		{1, 1, 19, 0, 3000, 0},
+		{0, 0, 0, 2999, 60000, 0},
+		{0, 0, 5, -1, 0, 0},
+		{0, 0, 0, -1, -1, 0},
+		{0, 0, 0, maxMs, maxMs, 0},
+		{1, 3, 20, 0, 0, 0},
+		{1, 0, 0, 0, maxMs + 1, 0},
+		{2, 0, 0, 0, 0, 0},
+		{1, -1, 0, 0, 0, 0},
+		{1, 0, -1, 0, 0, 0},
+		{1, 1, 3, 5, 0, 0},
+		{0, 0, 3, 0, 100, 0},
+		{0, 2, 3, 5, 100, 0},
+		{1, 1, 19, 0, 3000, 1},
+		{1, 1, 19, 0, 3000, 7},
+		{1, 1, 19, 0, 3000, 12},
+		{1, 1, 19, 0, 3000, 0x4c},
+	} {
+		f.Add(s.allowed, s.moved, s.remaining, s.retry, s.reset, s.shape)
+	}
+	f.Fuzz(func(t *testing.T, allowed, moved, remaining, retry, reset int64, shape uint8) {
+		reply := ints(allowed, moved, remaining, retry, reset)
+		switch n := shape % 16; {
+		case n == 0: // the five integers
+		case n < 6: // a shorter reply
+			reply = reply[:n-1]
+		case n < 8: // a longer one
+			for range n - 5 {
+				reply = append(reply, remaining)
+			}
+		default: // one value of another type
+			others := []any{nil, "1", 1.0, []byte("1"), ints(1), errors.New("ERR"), int(1), true}
+			reply[int(shape>>4)%wire.Fields] = others[n-8]
+		}
+		d, err := wire.Decode(reply)
+		if shape%16 == 0 {
+			// The other shapes of five integers decode alike.
+			n := [5]int64{allowed, moved, remaining, retry, reset}
+			d2, err2 := wire.Decode(n[:])
+			d3, err3 := wire.DecodeInts(n)
+			m, ok := wire.Ints(msgs(allowed, moved, remaining, retry, reset))
+			if d2 != d || d3 != d || fmt.Sprint(err2) != fmt.Sprint(err) || fmt.Sprint(err3) != fmt.Sprint(err) || !ok || m != n {
+				t.Fatalf("five integers %v: as []any: %+v, %v; as []int64: %+v, %v; DecodeInts: %+v, %v; Ints: %v, %v",
+					n, d, err, d2, err2, d3, err3, m, ok)
+			}
+		}
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "spigot: malformed reply from the script: ") || !errors.Is(err, spigot.ErrRequestFailed) {
+				t.Fatalf("Decode(%v) error = %q; want a malformed-reply error matching ErrRequestFailed", reply, err)
+			}
+			if d != (spigot.Decision{}) {
+				t.Fatalf("Decode(%v) = %+v with its error; want the zero Decision", reply, d)
+			}
+			return
+		}
+		switch {
+		case d.N < 0 || d.Remaining < 0 || d.RetryAfter < 0 || d.ResetAfter < 0:
+			t.Fatalf("Decode(%v) = %+v: negative field", reply, d)
+		case d.Allowed != (d.RetryAfter == 0):
+			t.Fatalf("Decode(%v) = %+v: RetryAfter must be 0 exactly when allowed", reply, d)
+		case !d.Allowed && d.N != 0:
+			t.Fatalf("Decode(%v) = %+v: a denial moves nothing", reply, d)
+		case d.Degraded:
+			t.Fatalf("Decode(%v) = %+v: a reply of the script is never Degraded", reply, d)
+		case d.RetryAfter%time.Millisecond != 0 && d.RetryAfter != spigot.Never,
+			d.ResetAfter%time.Millisecond != 0 && d.ResetAfter != spigot.Never:
+			t.Fatalf("Decode(%v) = %+v: not whole milliseconds", reply, d)
+		}
+		back := ints(b2i(d.Allowed), d.N, d.Remaining, ms(d.RetryAfter), ms(d.ResetAfter))
+		if fmt.Sprint(back) != fmt.Sprint(reply) {
+			t.Fatalf("Decode(%v) = %+v, which encodes back to %v", reply, d, back)
+		}
+	})
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ms encodes a duration as the script does: whole milliseconds, -1 for Never.
+func ms(d time.Duration) int64 {
+	if d == spigot.Never {
+		return -1
+	}
+	return int64(d / time.Millisecond)
+}
+
+// actions are every action with the name the script knows it by.
+var actions = []struct {
+	a    spigot.Action
+	name string
+}{
+	{spigot.Take, "take"},
+	{spigot.TakeUpTo, "upto"},
+	{spigot.Refund, "refund"},
+	{spigot.Reset, "reset"},
+	{spigot.Peek, "peek"},
+}
+
+func TestArgsServerTime(t *testing.T) {
+	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	tenth := spigot.MustBucket("tenth", 10, spigot.Per(7, 10*time.Second))
+	a := wire.NewArgs(nil)
+	op := func(l spigot.Limit, action spigot.Action, n int64) spigot.Op {
+		return spigot.Op{Limit: l, Key: "k", Action: action, N: n}
+	}
+	for i, c := range []struct {
+		got, want wire.Argv
+	}{
+		// now ("": TIME), TTL slack (ms), kind, capacity, scale (µs per token / g), refill (units per µs), action, n
+		{a.Op(op(login, spigot.Take, 1)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "1"}},
+		{a.Op(op(login, spigot.Take, 0)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "0"}},
+		{a.Op(op(login, spigot.Take, 21)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "21"}},
+		{a.Op(op(login, spigot.Take, math.MaxInt64)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "9223372036854775807"}},
+		{a.Op(op(login, spigot.TakeUpTo, 5)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "upto", "5"}},
+		{a.Op(op(login, spigot.Refund, 2)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "refund", "2"}},
+		{a.Op(op(login, spigot.Reset, 0)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "reset", "0"}},
+		{a.Op(op(login, spigot.Peek, 3)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "peek", "3"}},
+		{a.Op(op(tenth, spigot.Take, 3)), wire.Argv{"", "0", "tb", "10", "10000000", "7", "take", "3"}},
+		{a.Op(op(tenth, spigot.Reset, 0)), wire.Argv{"", "0", "tb", "10", "10000000", "7", "reset", "0"}},
+	} {
+		if c.got != c.want {
+			t.Errorf("step %d: argv = %q; want %q", i, c.got, c.want)
+		}
+	}
+	for i, c := range []struct {
+		got, want [8]any
+	}{
+		// The same, for clients that take ...any: N as an int64.
+		{a.OpAny(op(login, spigot.Take, 1)), [8]any{"", "0", "tb", "20", "3000000", "1", "take", int64(1)}},
+		{a.OpAny(op(login, spigot.Take, math.MaxInt64)), [8]any{"", "0", "tb", "20", "3000000", "1", "take", int64(math.MaxInt64)}},
+		{a.OpAny(op(login, spigot.Reset, 0)), [8]any{"", "0", "tb", "20", "3000000", "1", "reset", int64(0)}},
+		{a.OpAny(op(tenth, spigot.TakeUpTo, 0)), [8]any{"", "0", "tb", "10", "10000000", "7", "upto", int64(0)}},
+	} {
+		if c.got != c.want {
+			t.Errorf("step %d: argv = %#v; want %#v", i, c.got, c.want)
+		}
+	}
+	// Every action has its name, as a string and boxed.
+	for i, c := range actions {
+		o := op(tenth, c.a, 4)
+		if got := a.Op(o)[6]; got != c.name {
+			t.Errorf("step %d: Op(%v)[6] = %q; want %q", i, o, got, c.name)
+		}
+		if got := a.OpAny(o)[6]; got != c.name {
+			t.Errorf("step %d: OpAny(%v)[6] = %#v; want %q", i, o, got, c.name)
+		}
+	}
+}
+
+func TestArgsClock(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	clk := clocktest.New(t0)
+	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	a := wire.NewArgs(clk)
+	slack := strconv.FormatInt(wire.ClockTTLSlack.Milliseconds(), 10)
+	if slack != "60000" {
+		t.Errorf("ClockTTLSlack = %v; this test expects a minute", wire.ClockTTLSlack)
+	}
+	for i, c := range []struct {
+		advance time.Duration
+		want    wire.Argv // ARGV[1] is now in µs, truncated
+	}{
+		{0, wire.Argv{"1735787045123456", slack, "tb", "20", "3000000", "1", "take", "1"}},
+		{210 * time.Nanosecond, wire.Argv{"1735787045123456", slack, "tb", "20", "3000000", "1", "take", "1"}}, // .123456999
+		{time.Nanosecond, wire.Argv{"1735787045123457", slack, "tb", "20", "3000000", "1", "take", "1"}},       // .123457000
+		{-time.Hour, wire.Argv{"1735783445123457", slack, "tb", "20", "3000000", "1", "take", "1"}},
+	} {
+		clk.Advance(c.advance)
+		if got := a.Op(spigot.Op{Limit: b, Key: "k", N: 1}); got != c.want {
+			t.Errorf("step %d: at %v Take argv = %q; want %q", i, clk.Now(), got, c.want)
+		}
+		reset := c.want
+		reset[6], reset[7] = "reset", "0"
+		if got := a.Op(spigot.Op{Limit: b, Key: "k", Action: spigot.Reset}); got != reset {
+			t.Errorf("step %d: at %v Reset argv = %q; want %q", i, clk.Now(), got, reset)
+		}
+		want := [8]any{c.want[0], c.want[1], c.want[2], c.want[3], c.want[4], c.want[5], c.want[6], int64(1)}
+		if got := a.OpAny(spigot.Op{Limit: b, Key: "k", N: 1}); got != want {
+			t.Errorf("step %d: at %v OpAny argv = %#v; want %#v", i, clk.Now(), got, want)
+		}
+	}
+}
+
+// The zero Args reads the server's clock, as NewArgs(nil) does.
+func TestArgsZero(t *testing.T) {
+	var a wire.Args
+	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	op := spigot.Op{Limit: b, Key: "k", N: 2}
+	want := wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "2"}
+	if got := a.Op(op); got != want {
+		t.Errorf("zero Args: Op = %q; want %q", got, want)
+	}
+	wantAny := [8]any{"", "0", "tb", "20", "3000000", "1", "take", int64(2)}
+	if got := a.OpAny(op); got != wantAny {
+		t.Errorf("zero Args: OpAny = %#v; want %#v", got, wantAny)
+	}
+}
+
+// A known limit's parameters are formatted once: a second operation gets
+// the very strings of the first. (The numbers are 100 or more, since
+// strconv returns shared strings for smaller ones anyway.)
+func TestArgsCachesParams(t *testing.T) {
+	b := spigot.MustBucket("cached", 1000, spigot.Per(101, time.Second)) // scale 1000000, refill 101
+	a := wire.NewArgs(nil)
+	first := a.Op(spigot.Op{Limit: b, Key: "k", N: 1})
+	second := a.Op(spigot.Op{Limit: b, Key: "other", Action: spigot.Reset})
+	anyFirst := a.OpAny(spigot.Op{Limit: b, Key: "k", N: 1})
+	want := map[int]string{2: "tb", 3: "1000", 4: "1000000", 5: "101"}
+	for i, w := range want {
+		if first[i] != w || second[i] != w || anyFirst[i] != w {
+			t.Fatalf("ARGV[%d] = %q, then %q, then %#v; want %q", i+1, first[i], second[i], anyFirst[i], w)
+		}
+		if unsafe.StringData(first[i]) != unsafe.StringData(second[i]) ||
+			unsafe.StringData(first[i]) != unsafe.StringData(anyFirst[i].(string)) {
+			t.Errorf("ARGV[%d] was formatted again for a known limit", i+1)
+		}
+	}
+}
+
+// Many limits, more than Args remembers, some sharing a name with another
+// config (a deploy that changes a limit), from many goroutines: every
+// operation gets its own limit's parameters.
+func TestArgsManyLimits(t *testing.T) {
+	type limit struct {
+		l    spigot.Limit
+		want [3]string
+	}
+	var limits []limit
+	for i := range 1000 {
+		capacity, tokens := int64(i+1), int64(i%7+1)
+		period := time.Duration(i%13+1) * time.Second
+		l := spigot.MustBucket("b"+strconv.Itoa(i%400), capacity, spigot.Per(tokens, period))
+		us := int64(period / time.Microsecond)
+		g := gcd(tokens, us)
+		limits = append(limits, limit{l, [3]string{
+			strconv.FormatInt(capacity, 10), strconv.FormatInt(us/g, 10), strconv.FormatInt(tokens/g, 10),
+		}})
+	}
+	a := wire.NewArgs(nil)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for round := range 3 {
+				for j := range limits {
+					c := limits[(j*(w+1)+round*7)%len(limits)]
+					act := actions[j%len(actions)]
+					op := spigot.Op{Limit: c.l, Key: "k", Action: act.a, N: int64(j)}
+					want := wire.Argv{"", "0", "tb", c.want[0], c.want[1], c.want[2], act.name, strconv.Itoa(j)}
+					wantAny := [8]any{"", "0", "tb", c.want[0], c.want[1], c.want[2], act.name, int64(j)}
+					if got := a.Op(op); got != want {
+						t.Errorf("worker %d round %d: Op(%v) = %q; want %q", w, round, op, got, want)
+						return
+					}
+					if got := a.OpAny(op); got != wantAny {
+						t.Errorf("worker %d round %d: OpAny(%v) = %#v; want %#v", w, round, op, got, wantAny)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+func TestSHA1(t *testing.T) {
+	sum := sha1.Sum([]byte(wire.Script()))
+	if want := hex.EncodeToString(sum[:]); wire.SHA1() != want {
+		t.Errorf("SHA1() = %q; want the hex SHA-1 of Script(), %q", wire.SHA1(), want)
+	}
+}
+
+// The script names no key but KEYS[1], so that it runs behind cluster
+// proxies and on servers that forbid undeclared keys.
+func TestScriptTouchesOnlyKEYS1(t *testing.T) {
+	refs := regexp.MustCompile(`KEYS\s*\[\s*([^\]]*)\]`).FindAllStringSubmatch(wire.Script(), -1)
+	if len(refs) == 0 {
+		t.Fatal("Script never names KEYS[1]")
+	}
+	for _, r := range refs {
+		if r[1] != "1" {
+			t.Errorf("Script names %s; want only KEYS[1]", r[0])
+		}
+	}
+}
+
+// The script knows every action by the name Args gives it, and the kind
+// "tb".
+func TestScriptKnowsEveryAction(t *testing.T) {
+	for _, c := range append(actions[:len(actions):len(actions)], struct {
+		a    spigot.Action
+		name string
+	}{name: "tb"}) {
+		if !strings.Contains(wire.Script(), "'"+c.name+"'") {
+			t.Errorf("Script does not name %q", c.name)
+		}
+	}
+}

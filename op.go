@@ -1,0 +1,299 @@
+package spigot
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// An Action is what an operation does to a key's limit.
+type Action uint8
+
+// The actions. Take, the zero Action, is the ordinary request.
+const (
+	// Take takes N tokens if the limit holds them all, and nothing
+	// otherwise.
+	Take Action = iota
+	// TakeUpTo takes as many of N tokens as the limit holds, down to none.
+	TakeUpTo
+	// Refund gives N tokens back, up to the capacity, as for a request
+	// that was taken but then not served.
+	Refund
+	// Reset fills the limit again by forgetting the key's state, as after
+	// a successful login.
+	Reset
+	// Peek reports what Take of N would decide now, and changes nothing.
+	Peek
+)
+
+var actionNames = [...]string{"Take", "TakeUpTo", "Refund", "Reset", "Peek"}
+
+// String returns the action's name, as in "TakeUpTo".
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("Action(%d)", uint8(a))
+}
+
+// An Op is one operation on the limit of one key: the unit a Store
+// applies. The zero Op is invalid (its Limit is the zero Limit).
+type Op struct {
+	Limit  Limit
+	Key    string
+	Action Action
+	// N is the number of tokens: to take (Take, TakeUpTo), to give back
+	// (Refund), or to ask about (Peek). Reset ignores it. It must not be
+	// negative. A Take of 0 is always allowed, and stores the refill.
+	N int64
+}
+
+// Check returns the error a store must return, before doing anything else,
+// for op: one that wraps ErrInvalidLimit for the zero Limit,
+// ErrInvalidCost for a negative N, and errors.ErrUnsupported for an Action
+// this version of spigot does not define. It returns nil otherwise.
+func (op Op) Check() error {
+	switch {
+	case op.Limit.scale == 0:
+		return fmt.Errorf("%w: the zero Limit; create one with NewBucket", ErrInvalidLimit)
+	case op.N < 0:
+		return fmt.Errorf("%w %d: a token count must be 0 or more", ErrInvalidCost, op.N)
+	case int(op.Action) >= len(actionNames):
+		return fmt.Errorf("spigot: %v is not an action this version of spigot knows: %w", op.Action, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// String describes op, as in login(cap 20, 1/3s) "10.0.0.1" Take 1.
+func (op Op) String() string {
+	return fmt.Sprintf("%v %q %v %d", op.Limit, op.Key, op.Action, op.N)
+}
+
+// Decision is what a store answers to one operation.
+type Decision struct {
+	// Allowed reports whether a Take or TakeUpTo took tokens (or was for
+	// none), and whether a Peek's Take would. Refund and Reset are always
+	// allowed.
+	Allowed bool
+	// N is the number of tokens the operation moved: taken by Take (N, or
+	// 0 when denied) and TakeUpTo (from 0 to N), and given back by Refund
+	// and Reset, rounded up to a whole token (capacity may cap a Refund,
+	// and a Reset gives back what the limit lacked, so a Reset's N is
+	// above 0 exactly when the limit was not full). Peek moves nothing.
+	N int64
+	// Remaining is the whole number of tokens left after the operation.
+	Remaining int64
+	// RetryAfter is 0 when the operation was allowed. Otherwise it is how
+	// long to wait, rounded up to the millisecond, before the same
+	// operation would be allowed if nothing else takes tokens meanwhile; a
+	// retry after exactly RetryAfter is allowed. It is Never when the
+	// operation asks for more than the capacity.
+	RetryAfter time.Duration
+	// ResetAfter is how long, rounded up to the millisecond, until the
+	// limit is full again; 0 when it is full. Stores that expire state
+	// use it as the key's time to live.
+	ResetAfter time.Duration
+	// Degraded reports that the decision does not come from the key's
+	// state: a store that could not reach it decided by a policy (such as
+	// store/hybrid's FailOpen and FailClosed), so Remaining and ResetAfter
+	// say nothing about the limit. Headers and metrics should not report
+	// them as the limit's.
+	Degraded bool
+}
+
+// State is what a store keeps for one key of one limit, between
+// operations: everything Apply needs, as integers a store can persist
+// anywhere (a Redis string, a SQL row, an etcd value). A store that runs
+// Apply inside an atomic read-modify-write of a State keeps spigot's whole
+// model.
+//
+// The zero State is a full limit, so a key with no stored state (never
+// seen, expired or evicted) needs no special case. Every kind of limit
+// keeps Kind, Stamp and FullAt with the meaning below; the other fields
+// are the kind's own (a token bucket's are Tokens and Scale), and a later
+// kind that needs more adds fields whose zero value keeps older states
+// valid.
+type State struct {
+	// Kind is the kind of the limit that stored the state. A state of
+	// another kind than the limit that reads it (a limit's name reused for
+	// another algorithm) is read by its FullAt alone, never as a full
+	// limit before then: see Apply. A Kind of 0 with a Scale above 0 is a
+	// token bucket's state stored before states had a kind.
+	Kind Kind
+	// Stamp is the instant of the last update, in microseconds since the
+	// Unix epoch.
+	Stamp int64
+	// FullAt is the instant, in microseconds since the Unix epoch, from
+	// which the state no longer matters: the limit is full again under the
+	// config the state was stored with, and the clock has caught up with
+	// Stamp. From then on Apply reads the state as a full limit, whatever
+	// the limit's config has become, so a store may forget it then; until
+	// then it must keep it, even when ResetAfter is 0 (a full bucket on a
+	// clock that stepped back still holds its stamp). A FullAt of 0, in a
+	// state stored before FullAt existed, is unknown: the state counts
+	// until it refills.
+	FullAt int64
+	// Tokens is what a token bucket held at Stamp, in scaled units of
+	// Scale per token.
+	Tokens int64
+	// Scale is the token bucket's Scale when the state was stored. It lets
+	// Apply carry tokens over exactly when a bucket's rate changes.
+	Scale int64
+}
+
+// Apply applies op, at now, to the state s of op's key, and returns the
+// new state to store and the decision. It is a pure function: it neither
+// reads a clock nor keeps anything, so a store only has to make the read
+// of s, the call, and the write of the result atomic. The new state is
+// the zero State when the limit is full and the clock is not behind its
+// stamp: there is nothing to keep, and a store may delete the key. A Peek
+// returns s itself.
+//
+// For a token bucket, time counts in whole microseconds (now is
+// truncated). The bucket first refills for the time since s.Stamp (none
+// if now is earlier: a clock that steps back never adds tokens, and the
+// stamp never moves back). Only a kept state remembers its stamp: once a
+// full bucket's state is the zero State, a clock that steps back starts
+// the bucket again, full, at the earlier instant. Then:
+//
+//   - Take of more than the capacity is denied with RetryAfter Never;
+//     Take of what the bucket holds takes it; anything else is denied
+//     and takes nothing.
+//   - TakeUpTo takes the whole tokens the bucket holds, up to N; with
+//     none to take (and N > 0) it is denied, with the RetryAfter of one
+//     token (Never for a capacity of 0).
+//   - Refund adds N tokens, up to the capacity.
+//   - Reset returns the zero State.
+//   - Peek decides as Take would, and keeps s.
+//
+// A state whose FullAt has come is a full bucket, as if it had never been
+// stored: the bucket was full again under the config it was stored with.
+// Otherwise, when s was stored under another rate (s.Scale differs from
+// the limit's Scale), its whole tokens carry over, clamped to the
+// capacity; the fraction of a token is dropped. A state the bucket cannot
+// hold (more tokens than its capacity, negative tokens) is clamped; one
+// with a Scale of 0 or less is absent. A state of another kind, before
+// its FullAt, becomes the bucket that is full again at that same instant:
+// it refills no sooner than the old state would have (one without a
+// FullAt is absent).
+//
+// A Take then a Refund of the Take's N, at the same instant, leave the
+// state as a Take of 0 there would: as if neither happened.
+//
+// Apply does not validate op (see Op.Check): for an invalid op it returns
+// s unchanged and a denial with RetryAfter Never.
+func (op Op) Apply(s State, now time.Time) (State, Decision) {
+	if op.Check() != nil {
+		return s, Decision{RetryAfter: Never}
+	}
+	return op.Limit.bucket(s, now.UnixMicro(), op.Action, op.N)
+}
+
+// bucket is Apply for a token bucket, at t µs since the epoch.
+func (b Limit) bucket(s State, t int64, action Action, n int64) (State, Decision) {
+	tokens, stamp := b.max, t
+	switch {
+	case s.FullAt != 0 && t >= s.FullAt: // full again: as if never seen
+	case s.Kind == TokenBucket || s.Kind == 0 && s.Scale > 0:
+		if s.Scale > 0 {
+			tokens, stamp = b.carry(s), s.Stamp
+		}
+	case s.Kind != 0 && s.FullAt > t: // another kind: full again at its FullAt
+		tokens = b.emptyFor(s.FullAt - t)
+	}
+	if t > stamp {
+		// Refill for the elapsed time without overflow: past deficit/refill
+		// microseconds the bucket is full whatever the time.
+		if e, deficit := t-stamp, b.max-tokens; e > deficit/b.refill {
+			tokens = b.max
+		} else {
+			tokens += e * b.refill
+		}
+		stamp = t
+	}
+	lag := stamp - t // > 0 only when the clock stepped back
+
+	d := Decision{Allowed: true}
+	switch action {
+	case Take, Peek:
+		switch need := n * b.scale; {
+		case n > b.capacity:
+			d.Allowed, d.RetryAfter = false, Never
+		case tokens >= need:
+			if action == Take {
+				tokens -= need
+				d.N = n
+			}
+		default:
+			d.Allowed, d.RetryAfter = false, ceilMs(lag, ceilDiv(need-tokens, b.refill))
+		}
+	case TakeUpTo:
+		switch k := min(n, tokens/b.scale); {
+		case k > 0 || n == 0:
+			tokens -= k * b.scale
+			d.N = k
+		case b.capacity == 0:
+			d.Allowed, d.RetryAfter = false, Never
+		default:
+			d.Allowed, d.RetryAfter = false, ceilMs(lag, ceilDiv(b.scale-tokens, b.refill))
+		}
+	case Refund:
+		room := b.max - tokens
+		add := room
+		if n < b.capacity { // else n × scale ≥ max ≥ room
+			add = min(n*b.scale, room)
+		}
+		tokens += add
+		d.N = ceilDiv(add, b.scale)
+	case Reset:
+		d.N = ceilDiv(b.max-tokens, b.scale)
+		return State{}, Decision{Allowed: true, N: d.N, Remaining: b.capacity}
+	}
+	if tokens < b.max {
+		d.ResetAfter = ceilMs(lag, ceilDiv(b.max-tokens, b.refill))
+	}
+	d.Remaining = tokens / b.scale
+	if action == Peek {
+		return s, d
+	}
+	full := max(t+d.ResetAfter.Microseconds(), stamp)
+	if full <= t { // full, and nothing to remember: as if never seen
+		return State{}, d
+	}
+	return State{Kind: TokenBucket, Stamp: stamp, FullAt: full, Tokens: tokens, Scale: b.scale}, d
+}
+
+// carry returns s's tokens in b's units, clamped to [0, b.max].
+func (b Limit) carry(s State) int64 {
+	tokens := s.Tokens
+	if s.Scale != b.scale {
+		whole := s.Tokens / s.Scale
+		if whole >= b.capacity {
+			return b.max
+		}
+		tokens = whole * b.scale
+	}
+	return min(max(tokens, 0), b.max)
+}
+
+// emptyFor returns the tokens of a bucket that is full again in us µs.
+func (b Limit) emptyFor(us int64) int64 {
+	if us > b.max/b.refill { // us × refill > max
+		return 0
+	}
+	return b.max - us*b.refill
+}
+
+// ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// ceilMs returns lag+us microseconds rounded up to the millisecond, as a
+// Duration, saturating at Never.
+func ceilMs(lag, us int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Millisecond) // whole ms a Duration holds
+	if lag > limit*1000-us {
+		return Never
+	}
+	return time.Duration(ceilDiv(lag+us, 1000)) * time.Millisecond
+}
