@@ -164,7 +164,7 @@ func BenchmarkRedisStores(b *testing.B) {
 func acquireCall(s spigot.Store, keys []string) benchCall {
 	return func(ctx context.Context, i int) error {
 		a, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: keys[i], N: 1})
-		if err == nil && !a.Allowed {
+		if err == nil && !a.Allowed() {
 			err = fmt.Errorf("Acquire(%q) = %+v; want allowed", keys[i], a)
 		}
 		return err
@@ -441,7 +441,7 @@ func fill(tb testing.TB, s spigot.Store, keys []string) {
 		wg.Go(func() {
 			for i := w; i < len(keys); i += workers {
 				a, err := s.Do(context.Background(), spigot.Op{Limit: roomy, Key: keys[i], N: deficit})
-				if err == nil && !a.Allowed {
+				if err == nil && !a.Allowed() {
 					err = fmt.Errorf("Acquire(%q, %d) = %+v; want allowed", keys[i], deficit, a)
 				}
 				if err != nil {

@@ -45,7 +45,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			a, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: "10.0.0.1", N: 1})
-			if err != nil || !a.Allowed {
+			if err != nil || !a.Allowed() {
 				b.Fatalf("Acquire = %+v, %v; want allowed", a, err)
 			}
 		}
@@ -60,7 +60,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			a, err := s.Do(ctx, spigot.Op{Limit: empty, Key: "10.0.0.1", N: 1})
-			if err != nil || a.Allowed {
+			if err != nil || a.Allowed() {
 				b.Fatalf("Acquire = %+v, %v; want denied", a, err)
 			}
 		}

@@ -4,7 +4,8 @@ import "errors"
 
 // The sentinel errors. Errors returned by this module wrap them with detail;
 // match them with errors.Is. A denial is never an error: it is a Decision
-// with Allowed false. What a store cannot do matches errors.ErrUnsupported.
+// whose RetryAfter is above 0. What a store cannot do matches
+// errors.ErrUnsupported.
 var (
 	// ErrInvalidLimit reports a limit that NewBucket rejected, or the zero
 	// Limit handed to a store.

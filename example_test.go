@@ -28,7 +28,7 @@ func Example_login() {
 	if err != nil {
 		panic(err) // the store failed: a denial is never an error
 	}
-	if !a.Allowed {
+	if !a.Allowed() {
 		// Retry-After is in whole seconds: round up, never down.
 		secs := int64(math.Ceil(a.RetryAfter.Seconds()))
 		fmt.Println(http.StatusTooManyRequests, "Retry-After:", strconv.FormatInt(secs, 10))
@@ -36,7 +36,7 @@ func Example_login() {
 
 	clk.Advance(3 * time.Second)
 	a, _ = limiter.Allow(ctx, "203.0.113.7") // the right password, at last
-	fmt.Println("allowed:", a.Allowed)
+	fmt.Println("allowed:", a.Allowed())
 	d, _ := limiter.Reset(ctx, "203.0.113.7")
 	fmt.Println("reset gave back:", d.N)
 	// Output:
@@ -55,7 +55,7 @@ func ExampleLimiter_AllowN() {
 
 	for _, n := range []int64{4000, 4000, 3000} {
 		d, _ := limiter.AllowN(ctx, "account-42", n)
-		fmt.Printf("%d rows: allowed=%v remaining=%d retry-after=%v\n", n, d.Allowed, d.Remaining, d.RetryAfter)
+		fmt.Printf("%d rows: allowed=%v remaining=%d retry-after=%v\n", n, d.Allowed(), d.Remaining, d.RetryAfter)
 	}
 	// Output:
 	// 4000 rows: allowed=true remaining=6000 retry-after=0s
@@ -99,7 +99,7 @@ func ExampleLimiter_Wait() {
 		clk.Advance(500 * time.Millisecond)
 	}()
 	d, err := limiter.Wait(ctx, "worker")
-	fmt.Println(d.Allowed, err)
+	fmt.Println(d.Allowed(), err)
 
 	_, err = limiter.WaitN(ctx, "worker", 2)
 	fmt.Println(err)
@@ -125,16 +125,15 @@ func ExampleOp_Apply() {
 		{1500 * time.Millisecond, spigot.Op{Limit: api, Key: "k", Action: spigot.TakeUpTo, N: 5}},
 		{1500 * time.Millisecond, spigot.Op{Limit: api, Key: "k", Action: spigot.Refund, N: 1}},
 	} {
-		var d spigot.Decision
-		st, d = step.op.Apply(st, t0.Add(step.at))
-		fmt.Printf("t0+%v %v %d: %+v\n", step.at, step.op.Action, step.op.N, d)
+		d, _ := step.op.Apply(&st, t0.Add(step.at)) // an error only for an invalid op
+		fmt.Printf("t0+%v %v %d: allowed %v, %+v\n", step.at, step.op.Action, step.op.N, d.Allowed(), d)
 	}
 	// Output:
-	// t0+0s Take 1: {Allowed:true N:1 Remaining:1 RetryAfter:0s ResetAfter:1s Degraded:false}
-	// t0+0s Take 1: {Allowed:true N:1 Remaining:0 RetryAfter:0s ResetAfter:2s Degraded:false}
-	// t0+0s Take 1: {Allowed:false N:0 Remaining:0 RetryAfter:1s ResetAfter:2s Degraded:false}
-	// t0+1.5s TakeUpTo 5: {Allowed:true N:1 Remaining:0 RetryAfter:0s ResetAfter:1.5s Degraded:false}
-	// t0+1.5s Refund 1: {Allowed:true N:1 Remaining:1 RetryAfter:0s ResetAfter:500ms Degraded:false}
+	// t0+0s Take 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:1s}
+	// t0+0s Take 1: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:2s}
+	// t0+0s Take 1: allowed false, {N:0 Remaining:0 RetryAfter:1s ResetAfter:2s}
+	// t0+1.5s TakeUpTo 5: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:1.5s}
+	// t0+1.5s Refund 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:500ms}
 }
 
 func ExampleParseRate() {

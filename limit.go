@@ -3,8 +3,11 @@ package spigot
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
+	"weak"
 )
 
 // Never is the RetryAfter of a request that no amount of waiting can admit:
@@ -34,6 +37,14 @@ const MaxExact = 1 << 53
 // one token is p/g units and the bucket gains Rate.Tokens/g units every
 // microsecond. Every quantity is then an integer, and no rate drifts.
 type Limit struct {
+	// c is the config, interned (see intern): one word, so that an Op
+	// fits in registers, and equal configs are equal Limits. It is nil for
+	// the zero Limit.
+	c *limit
+}
+
+// limit is the config of a Limit.
+type limit struct {
 	name     string
 	kind     Kind
 	capacity int64
@@ -41,6 +52,52 @@ type Limit struct {
 	scale    int64 // units per token: period_µs / g
 	refill   int64 // units per microsecond: Rate.Tokens / g
 	max      int64 // capacity in units: capacity × scale
+}
+
+// zero is the config of the zero Limit.
+var zero limit
+
+// config returns b's config; the zero Limit's is the zero limit.
+func (b Limit) config() *limit {
+	if b.c == nil {
+		return &zero
+	}
+	return b.c
+}
+
+// interned holds every config a live Limit has, so that NewBucket returns
+// the same pointer for equal configs, and forgets a config once no Limit
+// holds it (as package unique does, whose Handle.Value copies the value).
+var interned struct {
+	sync.Mutex
+	m map[limit]weak.Pointer[limit]
+}
+
+// intern returns the canonical pointer to c.
+func intern(c limit) *limit {
+	interned.Lock()
+	defer interned.Unlock()
+	if p := interned.m[c].Value(); p != nil {
+		return p
+	}
+	if interned.m == nil {
+		interned.m = make(map[limit]weak.Pointer[limit])
+	}
+	p := new(limit)
+	*p = c
+	interned.m[c] = weak.Make(p)
+	runtime.AddCleanup(p, forget, c)
+	return p
+}
+
+// forget drops c's entry once its pointer has been collected, unless a
+// new one took its place.
+func forget(c limit) {
+	interned.Lock()
+	defer interned.Unlock()
+	if interned.m[c].Value() == nil {
+		delete(interned.m, c)
+	}
 }
 
 // Kind is the algorithm of a Limit. The zero Kind is none: it marks the
@@ -100,7 +157,7 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	}
 	period := int64(rate.Period / time.Microsecond)
 	g := gcd(rate.Tokens, period)
-	b := Limit{
+	b := limit{
 		name:     name,
 		kind:     TokenBucket,
 		capacity: capacity,
@@ -118,7 +175,7 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 			capacity, rate, capacity, b.scale)
 	}
 	b.max = capacity * b.scale
-	return b, nil
+	return Limit{intern(b)}, nil
 }
 
 // MustBucket is like NewBucket but panics on invalid input. It is meant for
@@ -132,28 +189,29 @@ func MustBucket(name string, capacity int64, rate Rate) Limit {
 }
 
 // Name returns the limit's name.
-func (b Limit) Name() string { return b.name }
+func (b Limit) Name() string { return b.config().name }
 
 // Kind returns the limit's algorithm.
-func (b Limit) Kind() Kind { return b.kind }
+func (b Limit) Kind() Kind { return b.config().kind }
 
 // Capacity returns the most tokens the bucket holds.
-func (b Limit) Capacity() int64 { return b.capacity }
+func (b Limit) Capacity() int64 { return b.config().capacity }
 
 // Rate returns how fast the bucket refills.
-func (b Limit) Rate() Rate { return b.rate }
+func (b Limit) Rate() Rate { return b.config().rate }
 
 // Scale returns how many scaled units make one token (see Limit). Stores
 // that run the model outside Go, such as the Redis Lua script, pass it
 // along with Refill and the capacity. It is 0 for the zero Limit.
-func (b Limit) Scale() int64 { return b.scale }
+func (b Limit) Scale() int64 { return b.config().scale }
 
 // Refill returns how many scaled units the bucket gains per microsecond.
-func (b Limit) Refill() int64 { return b.refill }
+func (b Limit) Refill() int64 { return b.config().refill }
 
 // String describes the bucket, as in login(cap 20, 1/3s).
 func (b Limit) String() string {
-	return fmt.Sprintf("%s(cap %d, %v)", b.name, b.capacity, b.rate)
+	c := b.config()
+	return fmt.Sprintf("%s(cap %d, %v)", c.name, c.capacity, c.rate)
 }
 
 // Split returns the bucket each of n replicas enforces so that together
@@ -170,9 +228,10 @@ func (b Limit) String() string {
 // weighted costs, split fewer ways. Split returns b itself when n < 2,
 // for the zero Limit, and when the divided rate would not be exact (the
 // checks of NewBucket).
-func (b Limit) Split(n int) Limit {
+func (l Limit) Split(n int) Limit {
+	b := l.config()
 	if n < 2 || b.scale == 0 {
-		return b
+		return l
 	}
 	capacity := b.capacity
 	if capacity > 0 {
@@ -181,11 +240,11 @@ func (b Limit) Split(n int) Limit {
 	g := gcd(b.rate.Tokens, int64(n))
 	tokens, times := b.rate.Tokens/g, int64(n)/g
 	if b.rate.Period > math.MaxInt64/time.Duration(times) {
-		return b
+		return l
 	}
 	split, err := NewBucket(b.name, capacity, Per(tokens, b.rate.Period*time.Duration(times)))
 	if err != nil {
-		return b
+		return l
 	}
 	return split
 }

@@ -229,7 +229,7 @@ func TestSplitAdmitsTheShare(t *testing.T) {
 	for ms := int64(0); ms <= hours*3600*1000; ms += 10 {
 		now := t0.Add(time.Duration(ms) * time.Millisecond)
 		var a spigot.Decision
-		if st, a = take(split, st, now, 1); a.Allowed {
+		if st, a = take(split, st, now, 1); a.Allowed() {
 			admitted++
 		}
 	}

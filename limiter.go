@@ -2,7 +2,7 @@
 // address, API calls per tenant, exported rows per account.
 //
 // A Limit (today, a token bucket) is applied to a key by operations: take
-// n tokens, take up to n, refund, reset, peek. One exact model (Op.Apply)
+// n tokens, take up to n, refund, reset, peek. One exact model (Apply)
 // decides every operation, behind a small Store interface, with stores in
 // process (store/memory), shared by every replica of a service
 // (store/redis, store/valkey, store/rueidis), and a hybrid of the two
@@ -13,7 +13,7 @@
 //	limiter := spigot.New(memory.New(), login)
 //	d, err := limiter.Allow(ctx, clientIP)
 //	if err != nil { /* the store failed */ }
-//	if !d.Allowed { /* deny; retry after d.RetryAfter */ }
+//	if !d.Allowed() { /* deny; retry after d.RetryAfter */ }
 //
 // The arithmetic is exact: a bucket counts in scaled integers, so waiting
 // exactly RetryAfter admits the retry, no interval admits more than the
@@ -33,7 +33,7 @@ import (
 
 // A Store keeps the state of every key of every limit and applies
 // operations to it atomically. Implementations must be safe for concurrent
-// use and keep the model of Op.Apply; package conformance checks that they
+// use and keep the model of Apply; package conformance checks that they
 // do.
 //
 // A store that cannot do what it is asked (an Action or a Kind it does not
@@ -42,11 +42,12 @@ import (
 // (store/hybrid) has the same two methods, passes every operation through,
 // and loses nothing.
 type Store interface {
-	// Do applies op and returns its decision. A denial is a Decision with
-	// Allowed false, not an error. It returns the error of op.Check for an
-	// invalid op, and the store's own errors (a lost connection, a
-	// cancelled context) wrapped; an error that concerns this op alone,
-	// not the store, matches ErrRequestFailed.
+	// Do applies op and returns its decision. A denial is a Decision
+	// (RetryAfter above 0), not an error. It returns the error of
+	// op.Check for an invalid op, and the store's own errors (a lost
+	// connection, a cancelled context) wrapped; an error that concerns
+	// this op alone, not the store, matches ErrRequestFailed. With an
+	// error, the Decision means nothing.
 	Do(ctx context.Context, op Op) (Decision, error)
 
 	// DoMulti applies ops and sets out[i] to the decision on ops[i]; out
@@ -95,6 +96,10 @@ func DoOne(ctx context.Context, s interface {
 
 // A Limiter applies one Limit to many keys in one Store. It is safe for
 // concurrent use. Create one with New; the zero Limiter is not usable.
+//
+// With an error, each of its methods returns a denied and Degraded
+// Decision (RetryAfter Never, Remaining -1), so that a caller that ignores
+// the error denies.
 type Limiter struct {
 	store Store
 	limit Limit
@@ -131,16 +136,29 @@ func New(s Store, limit Limit, opts ...Option) *Limiter {
 // Limit returns the limit the limiter applies.
 func (l *Limiter) Limit() Limit { return l.limit }
 
+// failed is what the Limiter's methods return with an error: a denied and
+// Degraded Decision, so that a caller that ignores the error denies.
+var failed = Decision{Remaining: -1, RetryAfter: Never}
+
+// do applies op in the limiter's store.
+func (l *Limiter) do(ctx context.Context, op Op) (Decision, error) {
+	d, err := l.store.Do(ctx, op)
+	if err != nil {
+		return failed, err
+	}
+	return d, nil
+}
+
 // Allow takes one token for key if the limit holds it: AllowN(ctx, key, 1).
 func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: 1})
+	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: 1})
 }
 
 // AllowN takes n tokens for key if the limit holds them all, and nothing
-// otherwise. A denial is a Decision with Allowed false, not an error; an
-// n of 0 is always allowed.
+// otherwise. A denial is a Decision, not an error; an n of 0 is always
+// allowed.
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: n})
+	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: n})
 }
 
 // AllowAtMost takes as many of n tokens for key as the limit holds, and
@@ -148,27 +166,27 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 // part, such as exporting up to n rows. It is denied only when it takes
 // none of n > 0.
 func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: TakeUpTo, N: n})
+	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: TakeUpTo, N: n})
 }
 
 // Refund gives n tokens back to key's limit, up to its capacity: for a
 // request that was allowed but then not served. A Refund of what AllowN
 // took, with nothing in between, leaves the limit as if neither happened.
 func (l *Limiter) Refund(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Refund, N: n})
+	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: Refund, N: n})
 }
 
 // Reset fills key's limit again, as after a successful login. The
 // Decision's N is the whole tokens it gave back, above 0 exactly when the
 // limit was not full.
 func (l *Limiter) Reset(ctx context.Context, key string) (Decision, error) {
-	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Reset})
+	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: Reset})
 }
 
 // Peek reports what AllowN(ctx, key, n) would decide now, and takes
 // nothing.
 func (l *Limiter) Peek(ctx context.Context, key string, n int64) (Decision, error) {
-	return l.store.Do(ctx, Op{Limit: l.limit, Key: key, Action: Peek, N: n})
+	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: Peek, N: n})
 }
 
 // Wait blocks until one token for key is taken: WaitN(ctx, key, 1).
@@ -189,17 +207,17 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
 	if err := op.Check(); err != nil {
-		return Decision{}, err
+		return failed, err
 	}
-	if n > l.limit.capacity {
-		return Decision{RetryAfter: Never}, fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, l.limit.capacity)
+	if capacity := l.limit.Capacity(); n > capacity {
+		return failed, fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, capacity)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return Decision{}, err
+			return failed, err
 		}
-		d, err := l.store.Do(ctx, op)
-		if err != nil || d.Allowed {
+		d, err := l.do(ctx, op)
+		if err != nil || d.Allowed() {
 			return d, err
 		}
 		if d.RetryAfter == Never { // the store holds a config we did not expect
@@ -210,7 +228,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 				key, n, d.RetryAfter, context.DeadlineExceeded)
 		}
 		if err := l.sleep(ctx, d.RetryAfter); err != nil {
-			return Decision{}, err
+			return failed, err
 		}
 	}
 }

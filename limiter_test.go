@@ -105,9 +105,9 @@ func TestWaitRetriesWhenRaced(t *testing.T) {
 	}()
 	clk.BlockUntil(1)
 	clk.Advance(1 * s)
-	if a, _ := l.Allow(ctx, "k"); !a.Allowed { // may race with the waiter's retry
+	if a, _ := l.Allow(ctx, "k"); !a.Allowed() { // may race with the waiter's retry
 		// The waiter won: it returns now.
-		if a := <-done; !a.Allowed {
+		if a := <-done; !a.Allowed() {
 			t.Errorf("Wait = %+v, want allowed", a)
 		}
 		return
@@ -205,6 +205,36 @@ func (failing) Do(context.Context, spigot.Op) (spigot.Decision, error) {
 
 func (failing) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
 	return errDown
+}
+
+// TestErrorsDeny: with an error, every method of the Limiter returns a
+// denied, Degraded Decision, so that a caller that ignores the error
+// denies (the zero Decision is an allowed one).
+func TestErrorsDeny(t *testing.T) {
+	l := spigot.New(failing{}, spigot.MustBucket("b", 5, spigot.PerSecond(1)))
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		do   func() (spigot.Decision, error)
+	}{
+		{"Allow", func() (spigot.Decision, error) { return l.Allow(ctx, "k") }},
+		{"AllowN", func() (spigot.Decision, error) { return l.AllowN(ctx, "k", 2) }},
+		{"AllowAtMost", func() (spigot.Decision, error) { return l.AllowAtMost(ctx, "k", 2) }},
+		{"Refund", func() (spigot.Decision, error) { return l.Refund(ctx, "k", 2) }},
+		{"Reset", func() (spigot.Decision, error) { return l.Reset(ctx, "k") }},
+		{"Peek", func() (spigot.Decision, error) { return l.Peek(ctx, "k", 2) }},
+		{"Wait", func() (spigot.Decision, error) { return l.Wait(ctx, "k") }},
+		{"WaitN of more than the capacity", func() (spigot.Decision, error) { return l.WaitN(ctx, "k", 6) }},
+		{"WaitN of -1", func() (spigot.Decision, error) { return l.WaitN(ctx, "k", -1) }},
+	} {
+		d, err := c.do()
+		if err == nil || d.Allowed() || !d.Degraded() {
+			t.Errorf("%s on a failing store = %+v, %v; want an error and a denied, Degraded Decision", c.name, d, err)
+		}
+	}
+	if d := (spigot.Decision{}); !d.Allowed() || d.Degraded() {
+		t.Errorf("the zero Decision: Allowed %v, Degraded %v; want allowed, not degraded", d.Allowed(), d.Degraded())
+	}
 }
 
 func TestWaitReturnsStoreError(t *testing.T) {

@@ -88,21 +88,21 @@ func (m *refModel) apply(now int64, action spigot.Action, n int64) (spigot.Decis
 	} else {
 		lag = m.stamp - now
 	}
-	d := spigot.Decision{Allowed: true}
+	d := spigot.Decision{}
 	moved := new(big.Rat)
 	c := refInt(n)
 	switch action {
 	case spigot.Take, spigot.Peek:
 		switch {
 		case n > m.capacity:
-			d.Allowed, d.RetryAfter = false, spigot.Never
+			d.RetryAfter = spigot.Never
 		case m.tokens.Cmp(c) >= 0:
 			if action == spigot.Take {
 				m.tokens = new(big.Rat).Sub(m.tokens, c)
 				d.N, moved = n, new(big.Rat).Neg(c)
 			}
 		default:
-			d.Allowed, d.RetryAfter = false, m.wait(lag, new(big.Rat).Sub(c, m.tokens))
+			d.RetryAfter = m.wait(lag, new(big.Rat).Sub(c, m.tokens))
 		}
 	case spigot.TakeUpTo: // the whole tokens held, up to n
 		k := min(n, refFloor(m.tokens).Int64())
@@ -111,9 +111,9 @@ func (m *refModel) apply(now int64, action spigot.Action, n int64) (spigot.Decis
 			m.tokens = new(big.Rat).Sub(m.tokens, refInt(k))
 			d.N, moved = k, refInt(-k)
 		case m.capacity == 0:
-			d.Allowed, d.RetryAfter = false, spigot.Never
+			d.RetryAfter = spigot.Never
 		default:
-			d.Allowed, d.RetryAfter = false, m.wait(lag, new(big.Rat).Sub(refInt(1), m.tokens))
+			d.RetryAfter = m.wait(lag, new(big.Rat).Sub(refInt(1), m.tokens))
 		}
 	case spigot.Refund: // n more, up to the capacity
 		moved = refMin(c, new(big.Rat).Sub(capacity, m.tokens))
@@ -259,7 +259,7 @@ func (r *refRun) do(op refOp) error {
 	r.note(refPast{int64(r.step), r.now, op})
 
 	o := spigot.Op{Limit: r.b, Key: "k", Action: op.act, N: op.cost}
-	s, got := o.Apply(r.s, now)
+	s, got := apply(o, r.s, now)
 	want, moved := r.m.apply(r.now, op.act, op.cost)
 	if got != want {
 		return r.fail("got %+v, want %+v", got, want)
@@ -278,14 +278,14 @@ func (r *refRun) do(op refOp) error {
 	case big.NewRat(s.Tokens, s.Scale).Cmp(r.m.tokens) != 0:
 		return r.fail("state %+v holds %v tokens, want %v", s, big.NewRat(s.Tokens, s.Scale), r.m.tokens)
 	}
-	if op.retry && !got.Allowed {
+	if op.retry && !got.Allowed() {
 		return r.fail("a retry after exactly RetryAfter %v was denied: %+v", r.last.RetryAfter, got)
 	}
 	// A Refund of what a Take or TakeUpTo took, at the same instant, leaves
 	// the state a Take of 0 leaves: as if neither happened.
 	if op.act == spigot.Take || op.act == spigot.TakeUpTo {
-		back, _ := spigot.Op{Limit: r.b, Key: "k", Action: spigot.Refund, N: got.N}.Apply(s, now)
-		if none, _ := (spigot.Op{Limit: r.b, Key: "k"}).Apply(r.s, now); back != none {
+		back, _ := apply(spigot.Op{Limit: r.b, Key: "k", Action: spigot.Refund, N: got.N}, s, now)
+		if none, _ := apply((spigot.Op{Limit: r.b, Key: "k"}), r.s, now); back != none {
 			return r.fail("%v then Refund %d: state %+v, want %+v, as after neither", op.act, got.N, back, none)
 		}
 	}
@@ -293,7 +293,7 @@ func (r *refRun) do(op refOp) error {
 	// a zero State must then decide exactly as the kept one. (A ResetAfter
 	// of Never is one that saturated, after the clock stepped back years.)
 	if reset := r.last.ResetAfter; op.b == nil && reset > 0 && reset != spigot.Never && r.now-r.lastNow >= reset.Microseconds() {
-		s0, a0 := o.Apply(spigot.State{}, now)
+		s0, a0 := apply(o, spigot.State{}, now)
 		if op.act == spigot.Peek {
 			s0 = s // a Peek keeps whatever it was given
 		}
@@ -465,7 +465,7 @@ func refNext(rng *rand.Rand, r *refRun, withActions bool) refOp {
 	case 3:
 		op.dt = rng.Int64N(min(fill, refLimit/1024) + 1)
 	case 4, 5:
-		if !r.last.Allowed && r.last.RetryAfter != spigot.Never && r.step > 0 {
+		if !r.last.Allowed() && r.last.RetryAfter != spigot.Never && r.step > 0 {
 			op.dt, op.act, op.cost, op.retry = r.last.RetryAfter.Microseconds(), r.lastAct, r.lastCost, true
 		}
 	case 6:
@@ -581,15 +581,15 @@ func TestRefModel(t *testing.T) {
 		want spigot.Decision
 	}{
 		// t0: full; 2/0.7 s = 2.857142…s to refill.
-		{0, 2, spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
+		{0, 2, spigot.Decision{N: 2, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
 		// t1 = t0+1s: 0.7 tokens; 0.3/0.7 s = 428.57…ms to 1.
 		{1 * s, 1, spigot.Decision{RetryAfter: 429 * time.Millisecond, ResetAfter: 1858 * time.Millisecond}},
 		// t2 = t1+429ms: 0.7 + 0.3003 = 1.0003 tokens, takes 1, 0.0003 left.
-		{1*s + 429*ms, 1, spigot.Decision{Allowed: true, N: 1, ResetAfter: 2857 * time.Millisecond}},
+		{1*s + 429*ms, 1, spigot.Decision{N: 1, ResetAfter: 2857 * time.Millisecond}},
 		// t3 = t1: the clock steps back 429ms; no refill, and the wait
 		// counts from the stamp: 429ms + 1.9997/0.7 s = 3285.71…ms to
 		// full, 429ms + 0.9997/0.7 s = 1857.14…ms to 1 token.
-		{1 * s, 0, spigot.Decision{Allowed: true, ResetAfter: 3286 * time.Millisecond}},
+		{1 * s, 0, spigot.Decision{ResetAfter: 3286 * time.Millisecond}},
 		{1 * s, 1, spigot.Decision{RetryAfter: 1858 * time.Millisecond, ResetAfter: 3286 * time.Millisecond}},
 		// t4 = t2+2857ms: full again.
 		{1*s + 429*ms + 2857*ms, 3, spigot.Decision{Remaining: 2, RetryAfter: spigot.Never}},
@@ -703,7 +703,7 @@ func refFuzz(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions
 		case 3:
 			op.dt = x << shift
 		case 4:
-			if !run.last.Allowed && run.last.RetryAfter != spigot.Never && run.step > 0 {
+			if !run.last.Allowed() && run.last.RetryAfter != spigot.Never && run.step > 0 {
 				op.dt, op.act, op.cost, op.retry = run.last.RetryAfter.Microseconds(), run.lastAct, run.lastCost, true
 			}
 		case 5:

@@ -54,15 +54,21 @@ type Op struct {
 // ErrInvalidCost for a negative N, and errors.ErrUnsupported for an Action
 // this version of spigot does not define. It returns nil otherwise.
 func (op Op) Check() error {
+	if op.Limit.c != nil && op.N >= 0 && op.Action <= Peek {
+		return nil
+	}
+	return op.invalid()
+}
+
+// invalid returns the error of Check for an invalid op.
+func (op Op) invalid() error {
 	switch {
-	case op.Limit.scale == 0:
+	case op.Limit.c == nil:
 		return fmt.Errorf("%w: the zero Limit; create one with NewBucket", ErrInvalidLimit)
 	case op.N < 0:
 		return fmt.Errorf("%w %d: a token count must be 0 or more", ErrInvalidCost, op.N)
-	case int(op.Action) >= len(actionNames):
-		return fmt.Errorf("spigot: %v is not an action this version of spigot knows: %w", op.Action, errors.ErrUnsupported)
 	}
-	return nil
+	return fmt.Errorf("spigot: %v is not an action this version of spigot knows: %w", op.Action, errors.ErrUnsupported)
 }
 
 // String describes op, as in login(cap 20, 1/3s) "10.0.0.1" Take 1.
@@ -70,19 +76,23 @@ func (op Op) String() string {
 	return fmt.Sprintf("%v %q %v %d", op.Limit, op.Key, op.Action, op.N)
 }
 
-// Decision is what a store answers to one operation.
+// Decision is what a store answers to one operation. A denial is a
+// Decision, never an error: it is the one whose RetryAfter is above 0.
+//
+// It has four fields, no more, so that the compiler keeps it in registers
+// on the way from the model to the caller (a struct of five fields is
+// copied through memory at every call, which cost the memory store a
+// seventh of its time); Allowed and Degraded are methods on them.
 type Decision struct {
-	// Allowed reports whether a Take or TakeUpTo took tokens (or was for
-	// none), and whether a Peek's Take would. Refund and Reset are always
-	// allowed.
-	Allowed bool
 	// N is the number of tokens the operation moved: taken by Take (N, or
 	// 0 when denied) and TakeUpTo (from 0 to N), and given back by Refund
 	// and Reset, rounded up to a whole token (capacity may cap a Refund,
 	// and a Reset gives back what the limit lacked, so a Reset's N is
 	// above 0 exactly when the limit was not full). Peek moves nothing.
 	N int64
-	// Remaining is the whole number of tokens left after the operation.
+	// Remaining is the whole number of tokens left after the operation,
+	// or -1 when the decision does not come from the key's state (see
+	// Degraded).
 	Remaining int64
 	// RetryAfter is 0 when the operation was allowed. Otherwise it is how
 	// long to wait, rounded up to the millisecond, before the same
@@ -91,16 +101,21 @@ type Decision struct {
 	// operation asks for more than the capacity.
 	RetryAfter time.Duration
 	// ResetAfter is how long, rounded up to the millisecond, until the
-	// limit is full again; 0 when it is full. Stores that expire state
-	// use it as the key's time to live.
+	// limit is full again; 0 when it is full, or unknown (Degraded).
+	// Stores that expire state use it as the key's time to live.
 	ResetAfter time.Duration
-	// Degraded reports that the decision does not come from the key's
-	// state: a store that could not reach it decided by a policy (such as
-	// store/hybrid's FailOpen and FailClosed), so Remaining and ResetAfter
-	// say nothing about the limit. Headers and metrics should not report
-	// them as the limit's.
-	Degraded bool
 }
+
+// Allowed reports whether the operation was allowed: whether a Take or
+// TakeUpTo took its tokens (or was for none), and whether a Peek's Take
+// would. Refund and Reset are always allowed. It is RetryAfter == 0.
+func (d Decision) Allowed() bool { return d.RetryAfter == 0 }
+
+// Degraded reports that the decision does not come from the key's state:
+// a store that could not reach it decided by a policy (such as
+// store/hybrid's FailOpen and FailClosed), and Remaining is -1. Headers and
+// metrics should not report its Remaining and ResetAfter as the limit's.
+func (d Decision) Degraded() bool { return d.Remaining < 0 }
 
 // State is what a store keeps for one key of one limit, between
 // operations: everything Apply needs, as integers a store can persist
@@ -142,13 +157,14 @@ type State struct {
 	Scale int64
 }
 
-// Apply applies op, at now, to the state s of op's key, and returns the
-// new state to store and the decision. It is a pure function: it neither
-// reads a clock nor keeps anything, so a store only has to make the read
-// of s, the call, and the write of the result atomic. The new state is
-// the zero State when the limit is full and the clock is not behind its
-// stamp: there is nothing to keep, and a store may delete the key. A Peek
-// returns s itself.
+// Apply applies op, at now, to *s, the state of op's key, and returns the
+// decision. It is a pure function of its arguments: it neither reads a
+// clock nor keeps anything, so a store only has to make the read of the
+// state, the call, and the write of *s atomic. It leaves *s the zero State
+// when the limit is full and the clock is not behind its stamp: there is
+// nothing to keep, and a store may delete the key. A Peek leaves *s as it
+// was. The pointers let a store apply an op in place, without copying
+// either.
 //
 // For a token bucket, time counts in whole microseconds (now is
 // truncated). The bucket first refills for the time since s.Stamp (none
@@ -164,8 +180,8 @@ type State struct {
 //     none to take (and N > 0) it is denied, with the RetryAfter of one
 //     token (Never for a capacity of 0).
 //   - Refund adds N tokens, up to the capacity.
-//   - Reset returns the zero State.
-//   - Peek decides as Take would, and keeps s.
+//   - Reset leaves the zero State.
+//   - Peek decides as Take would, and changes nothing.
 //
 // A state whose FullAt has come is a full bucket, as if it had never been
 // stored: the bucket was full again under the config it was stored with.
@@ -181,25 +197,23 @@ type State struct {
 // A Take then a Refund of the Take's N, at the same instant, leave the
 // state as a Take of 0 there would: as if neither happened.
 //
-// Apply does not validate op (see Op.Check): for an invalid op it returns
-// s unchanged and a denial with RetryAfter Never.
-func (op Op) Apply(s State, now time.Time) (State, Decision) {
-	if op.Check() != nil {
-		return s, Decision{RetryAfter: Never}
+// For an invalid op, Apply returns the error of Op.Check, as a store must,
+// and leaves *s as it was.
+func (op Op) Apply(s *State, now time.Time) (Decision, error) {
+	b, action, n := op.Limit.c, op.Action, op.N
+	if b == nil || n < 0 || action > Peek {
+		return Decision{}, op.invalid()
 	}
-	return op.Limit.bucket(s, now.UnixMicro(), op.Action, op.N)
-}
-
-// bucket is Apply for a token bucket, at t µs since the epoch.
-func (b Limit) bucket(s State, t int64, action Action, n int64) (State, Decision) {
+	// The token bucket, the one kind of limit, at t µs since the epoch.
+	t := now.UnixMicro()
 	tokens, stamp := b.max, t
 	switch {
 	case s.FullAt != 0 && t >= s.FullAt: // full again: as if never seen
-	case s.Kind == TokenBucket || s.Kind == 0 && s.Scale > 0:
+	case s.Kind == TokenBucket || s.Kind == 0:
 		if s.Scale > 0 {
 			tokens, stamp = b.carry(s), s.Stamp
 		}
-	case s.Kind != 0 && s.FullAt > t: // another kind: full again at its FullAt
+	case s.FullAt > t: // another kind: full again at its FullAt
 		tokens = b.emptyFor(s.FullAt - t)
 	}
 	if t > stamp {
@@ -214,19 +228,19 @@ func (b Limit) bucket(s State, t int64, action Action, n int64) (State, Decision
 	}
 	lag := stamp - t // > 0 only when the clock stepped back
 
-	d := Decision{Allowed: true}
+	var d Decision
 	switch action {
 	case Take, Peek:
 		switch need := n * b.scale; {
 		case n > b.capacity:
-			d.Allowed, d.RetryAfter = false, Never
+			d.RetryAfter = Never
 		case tokens >= need:
 			if action == Take {
 				tokens -= need
 				d.N = n
 			}
 		default:
-			d.Allowed, d.RetryAfter = false, ceilMs(lag, ceilDiv(need-tokens, b.refill))
+			d.RetryAfter = ceilMs(lag, ceilDiv(need-tokens, b.refill))
 		}
 	case TakeUpTo:
 		switch k := min(n, tokens/b.scale); {
@@ -234,38 +248,38 @@ func (b Limit) bucket(s State, t int64, action Action, n int64) (State, Decision
 			tokens -= k * b.scale
 			d.N = k
 		case b.capacity == 0:
-			d.Allowed, d.RetryAfter = false, Never
+			d.RetryAfter = Never
 		default:
-			d.Allowed, d.RetryAfter = false, ceilMs(lag, ceilDiv(b.scale-tokens, b.refill))
+			d.RetryAfter = ceilMs(lag, ceilDiv(b.scale-tokens, b.refill))
 		}
 	case Refund:
-		room := b.max - tokens
-		add := room
-		if n < b.capacity { // else n × scale ≥ max ≥ room
-			add = min(n*b.scale, room)
+		add := b.max - tokens
+		if n < b.capacity { // else n × scale ≥ max ≥ add
+			add = min(n*b.scale, add)
 		}
 		tokens += add
 		d.N = ceilDiv(add, b.scale)
 	case Reset:
-		d.N = ceilDiv(b.max-tokens, b.scale)
-		return State{}, Decision{Allowed: true, N: d.N, Remaining: b.capacity}
+		*s = State{}
+		return Decision{N: ceilDiv(b.max-tokens, b.scale), Remaining: b.capacity}, nil
 	}
 	if tokens < b.max {
 		d.ResetAfter = ceilMs(lag, ceilDiv(b.max-tokens, b.refill))
 	}
 	d.Remaining = tokens / b.scale
 	if action == Peek {
-		return s, d
+		return d, nil
 	}
-	full := max(t+d.ResetAfter.Microseconds(), stamp)
-	if full <= t { // full, and nothing to remember: as if never seen
-		return State{}, d
+	if full := max(t+d.ResetAfter.Microseconds(), stamp); full > t {
+		*s = State{Kind: TokenBucket, Stamp: stamp, FullAt: full, Tokens: tokens, Scale: b.scale}
+	} else { // full, and nothing to remember: as if never seen
+		*s = State{}
 	}
-	return State{Kind: TokenBucket, Stamp: stamp, FullAt: full, Tokens: tokens, Scale: b.scale}, d
+	return d, nil
 }
 
 // carry returns s's tokens in b's units, clamped to [0, b.max].
-func (b Limit) carry(s State) int64 {
+func (b *limit) carry(s *State) int64 {
 	tokens := s.Tokens
 	if s.Scale != b.scale {
 		whole := s.Tokens / s.Scale
@@ -278,7 +292,7 @@ func (b Limit) carry(s State) int64 {
 }
 
 // emptyFor returns the tokens of a bucket that is full again in us µs.
-func (b Limit) emptyFor(us int64) int64 {
+func (b *limit) emptyFor(us int64) int64 {
 	if us > b.max/b.refill { // us × refill > max
 		return 0
 	}

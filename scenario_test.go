@@ -79,8 +79,8 @@ func TestScenarioBurstThenSteady(t *testing.T) {
 	ctx := context.Background()
 	for i := 0; i < 15; i++ {
 		a, _ := l.Allow(ctx, "tenant")
-		if want := i < 10; a.Allowed != want {
-			t.Errorf("burst request %d: Allowed = %v, want %v (%+v)", i+1, a.Allowed, want, a)
+		if want := i < 10; a.Allowed() != want {
+			t.Errorf("burst request %d: Allowed = %v, want %v (%+v)", i+1, a.Allowed(), want, a)
 		}
 		if i >= 10 && a.RetryAfter != 1*s {
 			t.Errorf("burst request %d: RetryAfter = %v, want 1s", i+1, a.RetryAfter)

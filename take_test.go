@@ -21,21 +21,28 @@ type step struct {
 }
 
 func allow(remaining int64, reset time.Duration) spigot.Decision {
-	return spigot.Decision{Allowed: true, Remaining: remaining, ResetAfter: reset}
+	return spigot.Decision{Remaining: remaining, ResetAfter: reset}
 }
 
 func deny(remaining int64, retry, reset time.Duration) spigot.Decision {
 	return spigot.Decision{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
+// apply is spigot.Apply on a copy of s: it returns the new state and the
+// decision.
+func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
+	return s, d
+}
+
 // take applies a Take of cost tokens on b to s at now.
 func take(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-	return spigot.Op{Limit: b, Key: "k", Action: spigot.Take, N: cost}.Apply(s, now)
+	return apply(spigot.Op{Limit: b, Key: "k", Action: spigot.Take, N: cost}, s, now)
 }
 
 // taken returns want with the N of a Take of cost: cost when allowed.
 func taken(want spigot.Decision, cost int64) spigot.Decision {
-	if want.Allowed {
+	if want.Allowed() {
 		want.N = cost
 	}
 	return want
@@ -136,10 +143,10 @@ func TestTakeNoDrift(t *testing.T) {
 	for k := int64(1); k <= 20_000; k++ {
 		due := t0.Add(time.Duration((k*10_000_000+6)/7) * time.Microsecond) // ⌈k×10/7 s⌉ in µs
 		var a spigot.Decision
-		if _, a = take(b, st, due.Add(-time.Microsecond), 1); a.Allowed {
+		if _, a = take(b, st, due.Add(-time.Microsecond), 1); a.Allowed() {
 			t.Fatalf("token %d admitted 1µs before it is due at t0+%v", k, due.Sub(t0))
 		}
-		if st, a = take(b, st, due, 1); !a.Allowed {
+		if st, a = take(b, st, due, 1); !a.Allowed() {
 			t.Fatalf("token %d denied when due at t0+%v: %+v", k, due.Sub(t0), a)
 		}
 	}
@@ -209,7 +216,6 @@ func TestTakeCorruptState(t *testing.T) {
 
 func TestApplyInvalid(t *testing.T) {
 	st := spigot.State{Kind: spigot.TokenBucket, Tokens: 1, Stamp: 2, Scale: 3, FullAt: 4}
-	never := spigot.Decision{RetryAfter: spigot.Never}
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	for _, tt := range []struct {
 		name string
@@ -226,8 +232,9 @@ func TestApplyInvalid(t *testing.T) {
 		if err := tt.op.Check(); !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "spigot: ") {
 			t.Errorf("%s: Check() = %v, want an error starting with \"spigot: \" that matches %v", tt.name, err, tt.want)
 		}
-		if got, d := tt.op.Apply(st, t0); got != st || d != never {
-			t.Errorf("%s: Apply = %+v, %+v; want the state unchanged and %+v", tt.name, got, d, never)
+		got := st
+		if d, err := tt.op.Apply(&got, t0); got != st || d != (spigot.Decision{}) || err == nil || err.Error() != tt.op.Check().Error() {
+			t.Errorf("%s: Apply = %+v, %+v, %v; want the state unchanged, the zero Decision and Check's error", tt.name, got, d, err)
 		}
 	}
 	for _, a := range []spigot.Action{spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek} {
@@ -241,10 +248,10 @@ func TestTakeTruncatesToMicroseconds(t *testing.T) {
 	b := spigot.MustBucket("b", 1, spigot.Per(1000, ms)) // 1 token per µs
 	st, _ := take(b, spigot.State{}, t0, 1)
 	// 999 ns later is the same microsecond: no refill yet.
-	if _, a := take(b, st, t0.Add(999*time.Nanosecond), 1); a.Allowed {
+	if _, a := take(b, st, t0.Add(999*time.Nanosecond), 1); a.Allowed() {
 		t.Errorf("admitted 999ns after emptying a 1/µs bucket: %+v", a)
 	}
-	if _, a := take(b, st, t0.Add(time.Microsecond), 1); !a.Allowed {
+	if _, a := take(b, st, t0.Add(time.Microsecond), 1); !a.Allowed() {
 		t.Errorf("denied 1µs after emptying a 1/µs bucket: %+v", a)
 	}
 }

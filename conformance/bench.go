@@ -75,7 +75,7 @@ func bench(b *testing.B, s spigot.Store, bk spigot.Limit, key func(int) string, 
 				b.Errorf("bucket %v: Take(%q, %d): %v", bk, key(i), cost, err)
 				return
 			}
-			if a.Allowed != allowed {
+			if a.Allowed() != allowed {
 				b.Errorf("bucket %v: Take(%q, %d) = %+v, want Allowed %v", bk, key(i), cost, a, allowed)
 				return
 			}

@@ -16,7 +16,7 @@ import (
 )
 
 // The expected admissions in the tables below are worked out by hand from
-// the model, as spigot.Op.Apply documents it:
+// the model, as spigot.Apply documents it:
 //
 //	refill     = rate.Tokens / rate.Period
 //	tokens     = min(capacity, tokens + elapsed × refill)
@@ -24,7 +24,7 @@ import (
 //	ResetAfter = ceil_ms((capacity - tokens) / refill)
 //	Remaining  = floor(tokens)
 //
-// and never by calling Op.Apply, which a store under test may use.
+// and never by calling spigot.Apply, which a store under test may use.
 
 const (
 	ms = time.Millisecond
@@ -455,7 +455,7 @@ func testUnsupported(t testing.TB, e env) {
 	switch err := e.s.DoMulti(ctx, spigot.AllOrNothing, ops, out); {
 	case err != nil && !errors.Is(err, errors.ErrUnsupported):
 		t.Errorf("bucket %v: DoMulti (AllOrNothing): %v; want it done, or an error matching errors.ErrUnsupported", b, err)
-	case err == nil && (out[0].N != 0 || out[1].Allowed || out[1].RetryAfter != spigot.Never):
+	case err == nil && (out[0].N != 0 || out[1].Allowed() || out[1].RetryAfter != spigot.Never):
 		t.Errorf("bucket %v: DoMulti (AllOrNothing) with a cost over the capacity = %s, %s; want nothing taken, and the second denied with RetryAfter Never", b, show(out[0]), show(out[1]))
 	}
 	peek("c", 3, "an all-or-nothing DoMulti that was denied, or unsupported, must take nothing")
@@ -578,7 +578,7 @@ func testInvalidInput(t testing.TB, e env) {
 	if e.clk != nil {
 		e.at(0)
 	}
-	if a, err := take(ctx, e.s, b, "k", 1); err != nil || !a.Allowed || a.Remaining != 1 {
+	if a, err := take(ctx, e.s, b, "k", 1); err != nil || !a.Allowed() || a.Remaining != 1 {
 		t.Fatalf("bucket %v: Take(%q, 1) on a full bucket = %s, %v; want allowed, Remaining 1", b, "k", show(a), err)
 	}
 	for _, c := range []struct {
@@ -593,8 +593,7 @@ func testInvalidInput(t testing.TB, e env) {
 			return take(ctx, e.s, spigot.Limit{}, "k", 0)
 		}, spigot.ErrInvalidLimit},
 		{"Reset with the zero Limit", func() (spigot.Decision, error) {
-			ok, err := resetKey(ctx, e.s, spigot.Limit{}, "k")
-			return spigot.Decision{Allowed: ok}, err
+			return e.s.Do(ctx, spigot.Op{Limit: spigot.Limit{}, Key: "k", Action: spigot.Reset})
 		}, spigot.ErrInvalidLimit},
 		{"Take of -1", func() (spigot.Decision, error) {
 			return take(ctx, e.s, b, "k", -1)
@@ -609,8 +608,6 @@ func testInvalidInput(t testing.TB, e env) {
 			t.Errorf("%s: got %s and no error, want an error matching %v", c.what, show(a), c.want)
 		case !errors.Is(err, c.want):
 			t.Errorf("%s: error %q does not match %v (errors.Is)", c.what, err, c.want)
-		case a.Allowed:
-			t.Errorf("%s: got an error and Allowed (or Reset's true) together", c.what)
 		}
 	}
 	// The negative costs added nothing, and nothing was taken.
@@ -627,7 +624,7 @@ func testCancelledContext(t testing.TB, e env) {
 		e.at(0)
 	}
 	live := t.Context()
-	if a, err := take(live, e.s, b, "drained", 3); err != nil || !a.Allowed {
+	if a, err := take(live, e.s, b, "drained", 3); err != nil || !a.Allowed() {
 		t.Fatalf("bucket %v: Take(%q, 3) on a full bucket = %s, %v; want allowed", b, "drained", show(a), err)
 	}
 	cancelled, cancel := context.WithCancel(live)
@@ -645,8 +642,6 @@ func testCancelledContext(t testing.TB, e env) {
 	} {
 		if a, err := take(c.ctx, e.s, b, "k", 1); !errors.Is(err, c.want) {
 			t.Errorf("Take with %s = %s, %v; want an error matching %v", c.what, show(a), err, c.want)
-		} else if a.Allowed {
-			t.Errorf("Take with %s: got an error and Allowed together", c.what)
 		}
 		if _, err := resetKey(c.ctx, e.s, b, "drained"); !errors.Is(err, c.want) {
 			t.Errorf("Reset with %s: error %v, want one matching %v", c.what, err, c.want)
@@ -744,7 +739,7 @@ func checkRace(t testing.TB, b spigot.Limit, key string, cost int64, results []r
 	seen := make(map[int64]int)
 	var n int64
 	for _, r := range results {
-		if r.a.Allowed {
+		if r.a.Allowed() {
 			n++
 			seen[r.a.Remaining]++
 			continue
@@ -888,7 +883,7 @@ func randomRun(t testing.TB, e env, rng *rand.Rand, b spigot.Limit) bool {
 			return false
 		}
 		want := ref.take(when, cost)
-		if retry >= 0 && !got.Allowed {
+		if retry >= 0 && !got.Allowed() {
 			t.Errorf("%s: a retry after exactly RetryAfter was denied: %s", where, show(got))
 			return false
 		}
@@ -898,11 +893,11 @@ func randomRun(t testing.TB, e env, rng *rand.Rand, b spigot.Limit) bool {
 		}
 		at = append(at, now)
 		taken = append(taken, 0)
-		if got.Allowed {
+		if got.Allowed() {
 			taken[len(taken)-1] = cost
 		}
 		retry = -1
-		if !got.Allowed && got.RetryAfter != spigot.Never && rng.IntN(2) == 0 {
+		if !got.Allowed() && got.RetryAfter != spigot.Never && rng.IntN(2) == 0 {
 			now += got.RetryAfter.Microseconds()
 			retry = cost
 		}

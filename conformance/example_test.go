@@ -12,10 +12,10 @@ import (
 )
 
 // MapStore is a complete spigot.Store in a few lines: a map of
-// spigot.State behind a mutex, updated by Op.Apply, which holds the whole
-// model. A store for another backend (SQL, etcd, DynamoDB) does the same
-// inside one atomic read-modify-write: read the State, call Apply, write
-// the new State (or delete it when Apply returns the zero State: the
+// spigot.State behind a mutex, updated by spigot.Apply, which holds the
+// whole model. A store for another backend (SQL, etcd, DynamoDB) does the
+// same inside one atomic read-modify-write: read the State, call Apply,
+// write the new State (or delete it when Apply leaves the zero State: the
 // limit is full). MapStore passes conformance.Run and RunRealTime; see
 // conformance_test.go.
 type MapStore struct {
@@ -31,9 +31,6 @@ type mapKey struct{ limit, key string }
 
 // Do implements spigot.Store.
 func (s *MapStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	if err := op.Check(); err != nil { // the zero Limit, a negative N, an unknown Action
-		return spigot.Decision{}, err
-	}
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
@@ -43,13 +40,16 @@ func (s *MapStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error
 		s.m = make(map[mapKey]spigot.State)
 	}
 	k := mapKey{op.Limit.Name(), op.Key}
-	next, d := op.Apply(s.m[k], s.Clock.Now()) // a missing key is the zero State: full
-	if next == (spigot.State{}) {
+	state := s.m[k] // a missing key is the zero State: full
+	d, err := op.Apply(&state, s.Clock.Now())
+	switch {
+	case err != nil: // an invalid op: nothing changed
+	case state == (spigot.State{}):
 		delete(s.m, k)
-	} else {
-		s.m[k] = next
+	default:
+		s.m[k] = state
 	}
-	return d, nil
+	return d, err
 }
 
 // DoMulti implements spigot.Store, one operation per call: more is
@@ -75,11 +75,11 @@ func Example() {
 
 	for range 4 {
 		a, _ := limiter.Allow(ctx, "203.0.113.7")
-		fmt.Printf("allowed %-5v remaining %d retry after %v\n", a.Allowed, a.Remaining, a.RetryAfter)
+		fmt.Printf("allowed %-5v remaining %d retry after %v\n", a.Allowed(), a.Remaining, a.RetryAfter)
 	}
 	clk.Advance(3 * time.Second)
 	a, _ := limiter.Allow(ctx, "203.0.113.7")
-	fmt.Printf("3s later: allowed %v\n", a.Allowed)
+	fmt.Printf("3s later: allowed %v\n", a.Allowed())
 	// Output:
 	// allowed true  remaining 2 retry after 0s
 	// allowed true  remaining 1 retry after 0s

@@ -9,7 +9,7 @@ import (
 
 // model is the suite's reference: the model of one key of one bucket,
 // written as plainly as the design states it, in exact rationals. It is
-// independent of Op.Apply, which a store under test may itself call.
+// independent of spigot.Apply, which a store under test may itself call.
 // When time goes back it adds nothing and keeps its stamp, and a wait
 // counts the time the clock needs to come back to the stamp.
 type model struct {
@@ -56,19 +56,19 @@ func (m *model) apply(now time.Time, action spigot.Action, n int64) spigot.Decis
 	}
 	lag := m.stamp - t // > 0 when the clock went back
 	c := new(big.Rat).SetInt64(n)
-	d := spigot.Decision{Allowed: true}
+	d := spigot.Decision{}
 	switch action {
 	case spigot.Take, spigot.Peek:
 		switch {
 		case c.Cmp(m.capacity) > 0:
-			d.Allowed, d.RetryAfter = false, spigot.Never
+			d.RetryAfter = spigot.Never
 		case m.tokens.Cmp(c) >= 0:
 			if action == spigot.Take {
 				m.tokens = new(big.Rat).Sub(m.tokens, c)
 				d.N = n
 			}
 		default:
-			d.Allowed, d.RetryAfter = false, m.timeFor(lag, new(big.Rat).Sub(c, m.tokens))
+			d.RetryAfter = m.timeFor(lag, new(big.Rat).Sub(c, m.tokens))
 		}
 	case spigot.TakeUpTo: // the whole tokens it holds, up to n
 		k := min(n, floor(m.tokens))
@@ -77,9 +77,9 @@ func (m *model) apply(now time.Time, action spigot.Action, n int64) spigot.Decis
 			m.tokens = new(big.Rat).Sub(m.tokens, new(big.Rat).SetInt64(k))
 			d.N = k
 		case m.capacity.Sign() == 0:
-			d.Allowed, d.RetryAfter = false, spigot.Never
+			d.RetryAfter = spigot.Never
 		default:
-			d.Allowed, d.RetryAfter = false, m.timeFor(lag, new(big.Rat).Sub(big.NewRat(1, 1), m.tokens))
+			d.RetryAfter = m.timeFor(lag, new(big.Rat).Sub(big.NewRat(1, 1), m.tokens))
 		}
 	case spigot.Refund: // n more, up to the capacity; N rounded up
 		add := new(big.Rat).Sub(m.capacity, m.tokens)

@@ -51,13 +51,13 @@ func testRealBurst(t testing.TB, e env) {
 	for i := range int64(5) {
 		a := acquire(t, e, b, "k", 1)
 		want := time.Duration(i+1) * time.Hour
-		if !a.Allowed || a.Remaining != 4-i || a.RetryAfter != 0 || !within(a.ResetAfter, want-slack, want) {
+		if !a.Allowed() || a.Remaining != 4-i || a.RetryAfter != 0 || !within(a.ResetAfter, want-slack, want) {
 			t.Fatalf("bucket %v: request %d of cost 1 = %s; want allowed, Remaining %d, RetryAfter 0, ResetAfter just under or at %v",
 				b, i+1, show(a), 4-i, want)
 		}
 	}
 	a := acquire(t, e, b, "k", 1)
-	if a.Allowed || a.Remaining != 0 || !within(a.RetryAfter, time.Hour-slack, time.Hour) || !within(a.ResetAfter, 5*time.Hour-slack, 5*time.Hour) {
+	if a.Allowed() || a.Remaining != 0 || !within(a.RetryAfter, time.Hour-slack, time.Hour) || !within(a.ResetAfter, 5*time.Hour-slack, 5*time.Hour) {
 		t.Fatalf("bucket %v: request 6 of cost 1 on the empty bucket = %s; want denied, Remaining 0, RetryAfter just under or at 1h, ResetAfter just under or at 5h", b, show(a))
 	}
 
@@ -72,7 +72,7 @@ func testRealBurst(t testing.TB, e env) {
 		{3, true, 0},
 	} {
 		a := acquire(t, e, w, "k", c.cost)
-		if a.Allowed != c.allowed || a.Remaining != c.remaining {
+		if a.Allowed() != c.allowed || a.Remaining != c.remaining {
 			t.Fatalf("bucket %v: step %d (cost %d) = %s; want Allowed %v, Remaining %d", w, i+1, c.cost, show(a), c.allowed, c.remaining)
 		}
 	}
@@ -87,18 +87,18 @@ func testRealRetryAfter(t testing.TB, e env) {
 		// token back.
 		var a spigot.Decision
 		for range 50 {
-			if a = acquire(t, e, b, "k", 1); !a.Allowed {
+			if a = acquire(t, e, b, "k", 1); !a.Allowed() {
 				break
 			}
 		}
-		if a.Allowed {
+		if a.Allowed() {
 			t.Fatalf("bucket %v: 50 requests in a row were allowed; a bucket of 1 token every %v must deny some", b, token)
 		}
 		if !within(a.RetryAfter, ms, token) || a.RetryAfter%ms != 0 {
 			t.Fatalf("bucket %v, round %d: a denial of cost 1 has RetryAfter %v; want a whole number of milliseconds in [1ms, %v]", b, round+1, a.RetryAfter, token)
 		}
 		time.Sleep(a.RetryAfter)
-		if r := acquire(t, e, b, "k", 1); !r.Allowed {
+		if r := acquire(t, e, b, "k", 1); !r.Allowed() {
 			t.Fatalf("bucket %v, round %d: the retry after sleeping exactly RetryAfter (%v) was denied: %s", b, round+1, a.RetryAfter, show(r))
 		}
 	}
@@ -110,7 +110,7 @@ func testRealRefill(t testing.TB, e env) {
 	const token = 20 * time.Millisecond
 	b := e.bucket(t, "rt-refill", 4, spigot.Per(1, token))
 	before := time.Now()
-	if a := acquire(t, e, b, "k", 4); !a.Allowed || a.Remaining != 0 {
+	if a := acquire(t, e, b, "k", 4); !a.Allowed() || a.Remaining != 0 {
 		t.Fatalf("bucket %v: cost 4 on a full bucket = %s; want allowed, Remaining 0", b, show(a))
 	}
 	drained := time.Now()
@@ -120,7 +120,7 @@ func testRealRefill(t testing.TB, e env) {
 	}
 	// Sleep 3 tokens' time since the drain was answered: at least 3 are back.
 	time.Sleep(3*token - time.Since(drained))
-	if a := acquire(t, e, b, "k", 3); !a.Allowed {
+	if a := acquire(t, e, b, "k", 3); !a.Allowed() {
 		t.Errorf("bucket %v: cost 3, %v after emptying it = %s; want allowed: 3 tokens refilled", b, time.Since(drained), show(a))
 	}
 	time.Sleep(5 * token)
@@ -144,7 +144,7 @@ func testRealReset(t testing.TB, e env) {
 	check("untouched", false, "the key was never used")
 	acquire(t, e, b, "used", 3)
 	check("used", true, "the key took 3 tokens")
-	if a := acquire(t, e, b, "used", 3); !a.Allowed {
+	if a := acquire(t, e, b, "used", 3); !a.Allowed() {
 		t.Errorf("bucket %v: cost 3 right after Reset = %s; want allowed: Reset fills the bucket", b, show(a))
 	}
 
@@ -185,7 +185,7 @@ func testRealOperations(t testing.TB, e env) {
 		{spigot.Peek, 3, true, 0, 3, 0},
 	} {
 		d := do(c.act, c.n)
-		if d.Allowed != c.allowed || d.N != c.moved || d.Remaining != c.rem || !within(d.ResetAfter, max(c.reset-slack, 0), c.reset) {
+		if d.Allowed() != c.allowed || d.N != c.moved || d.Remaining != c.rem || !within(d.ResetAfter, max(c.reset-slack, 0), c.reset) {
 			t.Errorf("bucket %v: %v %d = %s; want Allowed %v, N %d, Remaining %d, ResetAfter just under or at %v",
 				b, c.act, c.n, show(d), c.allowed, c.moved, c.rem, c.reset)
 		}
@@ -196,10 +196,10 @@ func testRealOperations(t testing.TB, e env) {
 // RetryAfter Never and takes nothing.
 func testRealCostOverCapacity(t testing.TB, e env) {
 	b := e.bucket(t, "rt-over", 3, spigot.PerHour(1))
-	if a := acquire(t, e, b, "k", 4); a.Allowed || a.RetryAfter != spigot.Never || a.Remaining != 3 || a.ResetAfter != 0 {
+	if a := acquire(t, e, b, "k", 4); a.Allowed() || a.RetryAfter != spigot.Never || a.Remaining != 3 || a.ResetAfter != 0 {
 		t.Errorf("bucket %v: cost 4 on a full bucket = %s; want denied, RetryAfter Never, Remaining 3, ResetAfter 0", b, show(a))
 	}
-	if a := acquire(t, e, b, "k", 3); !a.Allowed || a.Remaining != 0 {
+	if a := acquire(t, e, b, "k", 3); !a.Allowed() || a.Remaining != 0 {
 		t.Errorf("bucket %v: cost 3 after the denial = %s; want allowed, Remaining 0: the denial took nothing", b, show(a))
 	}
 }

@@ -41,12 +41,12 @@ func resetKey(ctx context.Context, s spigot.Store, b spigot.Limit, key string) (
 
 // allow is the admission of an allowed request.
 func allow(remaining int64, resetAfter time.Duration) spigot.Decision {
-	return spigot.Decision{Allowed: true, Remaining: remaining, ResetAfter: resetAfter}
+	return spigot.Decision{Remaining: remaining, ResetAfter: resetAfter}
 }
 
 // took is the decision of an allowed operation that moved n tokens.
 func took(n, remaining int64, resetAfter time.Duration) spigot.Decision {
-	return spigot.Decision{Allowed: true, N: n, Remaining: remaining, ResetAfter: resetAfter}
+	return spigot.Decision{N: n, Remaining: remaining, ResetAfter: resetAfter}
 }
 
 // deny is the admission of a denied request.
@@ -63,7 +63,7 @@ func play(t testing.TB, e env, b spigot.Limit, key string, steps []step) bool {
 	ops := make([]opStep, len(steps))
 	for i, st := range steps {
 		ops[i] = opStep{st.at, spigot.Take, st.cost, st.want}
-		if st.want.Allowed {
+		if st.want.Allowed() {
 			ops[i].want.N = st.cost
 		}
 	}
@@ -96,8 +96,8 @@ func playOps(t testing.TB, e env, b spigot.Limit, key string, steps []opStep) bo
 // when they are equal.
 func diff(got, want spigot.Decision) string {
 	var d []string
-	if got.Allowed != want.Allowed {
-		if got.Allowed {
+	if got.Allowed() != want.Allowed() {
+		if got.Allowed() {
 			d = append(d, "allowed, want denied")
 		} else {
 			d = append(d, "denied, want allowed")
@@ -106,8 +106,8 @@ func diff(got, want spigot.Decision) string {
 	if got.N != want.N {
 		d = append(d, fmt.Sprintf("N = %d, want %d", got.N, want.N))
 	}
-	if got.Degraded != want.Degraded {
-		d = append(d, fmt.Sprintf("Degraded = %v, want %v", got.Degraded, want.Degraded))
+	if got.Degraded() != want.Degraded() {
+		d = append(d, fmt.Sprintf("Degraded = %v, want %v", got.Degraded(), want.Degraded()))
 	}
 	if got.Remaining != want.Remaining {
 		d = append(d, fmt.Sprintf("Remaining = %d, want %d", got.Remaining, want.Remaining))
@@ -146,5 +146,5 @@ func reset(t testing.TB, e env, b spigot.Limit, key string, at time.Duration, wa
 
 // show formats an admission, with Never by name.
 func show(a spigot.Decision) string {
-	return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s}", a.Allowed, a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter))
+	return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s}", a.Allowed(), a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter))
 }

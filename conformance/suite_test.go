@@ -85,12 +85,12 @@ func runCase(t *testing.T, c testCase, newStore func(clk clock.Clock) spigot.Sto
 	return record(t, func(r testing.TB) { c.run(r, env{s: newStore(clk), clk: clk}) })
 }
 
-// takeStore is a store on Op.Apply, like the example's MapStore, with
+// takeStore is a store on spigot.Apply, like the example's MapStore, with
 // hooks that break it on purpose.
 type takeStore struct {
 	clk clock.Clock
 
-	// apply replaces Op.Apply.
+	// apply replaces spigot.Apply.
 	apply func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision)
 	// name replaces the limit's name in the state's key.
 	name func(b spigot.Limit) string
@@ -114,15 +114,22 @@ type held struct {
 func newTakeStore(clk clock.Clock) *takeStore {
 	return &takeStore{
 		clk:   clk,
-		apply: spigot.Op.Apply,
+		apply: apply,
 		name:  spigot.Limit.Name,
 		m:     make(map[[2]string]held),
 	}
 }
 
+// apply is spigot.Apply on a copy of s: it returns the new state and the
+// decision.
+func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
+	return s, d
+}
+
 // takeOp applies a Take of cost tokens on b.
 func takeOp(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-	return spigot.Op{Limit: b, Action: spigot.Take, N: cost}.Apply(s, now)
+	return apply(spigot.Op{Limit: b, Action: spigot.Take, N: cost}, s, now)
 }
 
 func (s *takeStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
@@ -138,7 +145,7 @@ func (s *takeStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 	if op.Action == spigot.Reset && s.resetExisted {
 		_, ok := s.m[k]
 		delete(s.m, k)
-		d := spigot.Decision{Allowed: true, Remaining: op.Limit.Capacity()}
+		d := spigot.Decision{Remaining: op.Limit.Capacity()}
 		if ok {
 			d.N = 1
 		}
@@ -180,7 +187,7 @@ func (s *takeStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.
 		h.b = op.Limit
 		h.s, out[i] = s.apply(op, h.s, s.clk.Now())
 		next[k] = h
-		all = all && out[i].Allowed
+		all = all && out[i].Allowed()
 	}
 	if !all {
 		for i := range out {
@@ -226,7 +233,7 @@ func mutate(f func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (s
 		if op.Action == spigot.Take {
 			return f(op.Limit, s, now, op.N)
 		}
-		return op.Apply(s, now)
+		return apply(op, s, now)
 	})
 }
 
@@ -297,7 +304,7 @@ var mutants = []mutant{
 			if op.Action == spigot.TakeUpTo {
 				op.Action = spigot.Take
 			}
-			return op.Apply(s, now)
+			return apply(op, s, now)
 		}),
 		mustFail: []string{"take-up-to", "random-operations"},
 		msg:      "denied, want allowed",
@@ -305,7 +312,7 @@ var mutants = []mutant{
 	{
 		name: "Refund reports what it was asked",
 		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
-			next, d := op.Apply(s, now)
+			next, d := apply(op, s, now)
 			if op.Action == spigot.Refund {
 				d.N = op.N
 			}
@@ -317,7 +324,7 @@ var mutants = []mutant{
 	{
 		name: "Refund drops fractions",
 		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
-			next, d := op.Apply(s, now)
+			next, d := apply(op, s, now)
 			if op.Action == spigot.Refund && next.Scale > 0 {
 				next.Tokens -= next.Tokens % next.Scale
 			}
@@ -331,11 +338,11 @@ var mutants = []mutant{
 		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
 			if op.Action == spigot.Peek {
 				op.Action = spigot.Take
-				next, d := op.Apply(s, now)
+				next, d := apply(op, s, now)
 				d.N = 0
 				return next, d
 			}
-			return op.Apply(s, now)
+			return apply(op, s, now)
 		}),
 		mustFail: []string{"peek", "random-operations"},
 		msg:      "Remaining = 0, want 3",
@@ -346,7 +353,7 @@ var mutants = []mutant{
 			if op.Action == spigot.Reset {
 				op.Action = spigot.Peek
 			}
-			return op.Apply(s, now)
+			return apply(op, s, now)
 		}),
 		mustFail: []string{"reset", "random-operations"},
 	},
@@ -359,7 +366,7 @@ var mutants = []mutant{
 				if op.Action > spigot.Peek {
 					op.Action = spigot.Take
 				}
-				return op.Apply(st, now)
+				return apply(op, st, now)
 			}
 			return s
 		},
@@ -389,7 +396,7 @@ var mutants = []mutant{
 		name: "RetryAfter 1ms short",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
-			if !a.Allowed && a.RetryAfter != spigot.Never {
+			if !a.Allowed() && a.RetryAfter != spigot.Never {
 				a.RetryAfter -= time.Millisecond
 			}
 			return next, a
@@ -401,7 +408,7 @@ var mutants = []mutant{
 		name: "RetryAfter 1ms long",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
-			if !a.Allowed && a.RetryAfter != spigot.Never {
+			if !a.Allowed() && a.RetryAfter != spigot.Never {
 				a.RetryAfter += time.Millisecond
 			}
 			return next, a
@@ -450,7 +457,7 @@ var mutants = []mutant{
 		name: "charges denied requests",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
-			if !a.Allowed && a.RetryAfter != spigot.Never {
+			if !a.Allowed() && a.RetryAfter != spigot.Never {
 				next.Tokens = 0 // takes what there was
 			}
 			return next, a
@@ -461,7 +468,7 @@ var mutants = []mutant{
 		name: "peeks take a token",
 		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 			if cost == 0 {
-				if next, a := takeOp(b, s, now, 1); a.Allowed {
+				if next, a := takeOp(b, s, now, 1); a.Allowed() {
 					return next, a
 				}
 			}
@@ -582,7 +589,7 @@ func (s *racyStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 		g.wg.Wait()
 	}
 
-	next, a := op.Apply(state, s.clk.Now())
+	next, a := apply(op, state, s.clk.Now())
 	s.mu.Lock()
 	s.m[k] = held{b, next}
 	s.mu.Unlock()

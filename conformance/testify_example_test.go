@@ -51,16 +51,16 @@ func (s *MapStoreSuite) TestRefill() {
 	for range 2 {
 		a, err := login.Allow(ctx, "u")
 		s.Require().NoError(err)
-		s.True(a.Allowed)
+		s.True(a.Allowed())
 	}
 	a, err := login.Allow(ctx, "u")
 	s.Require().NoError(err)
-	s.False(a.Allowed)
+	s.False(a.Allowed())
 	s.Equal(time.Second, a.RetryAfter)
 	s.clk.Advance(a.RetryAfter)
 	a, err = login.Allow(ctx, "u")
 	s.Require().NoError(err)
-	s.True(a.Allowed)
+	s.True(a.Allowed())
 }
 
 func TestMapStoreSuite(t *testing.T) {

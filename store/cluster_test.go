@@ -165,7 +165,7 @@ func testClusterHashTag(t *testing.T, cl *testserver.Cluster) {
 			b   spigot.Limit
 			key string
 		}{{login, "{tenant-7}:alice"}, {login, "{tenant-7}:bob"}, {export, "{tenant-7}"}} {
-			if a := take(t, s, c.b, c.key, 1); !a.Allowed || a.N != 1 || a.Remaining != c.b.Capacity()-1 {
+			if a := take(t, s, c.b, c.key, 1); !a.Allowed() || a.N != 1 || a.Remaining != c.b.Capacity()-1 {
 				t.Errorf("%s: Take(%v, %q, 1) = %s; want the first of a full bucket", ps.name, c.b, c.key, show(a))
 			}
 			full := store.Key(pfx, c.b, c.key)
@@ -217,7 +217,7 @@ func (r *recorder) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error
 		}
 		return a, err
 	}
-	if a.Allowed {
+	if a.Allowed() {
 		r.remaining[key] = append(r.remaining[key], a.Remaining)
 		if r.onKey(key) {
 			r.admitted++

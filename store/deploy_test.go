@@ -2,7 +2,7 @@ package store_test
 
 // A rolling deploy mixes versions of the script on one server: the stored
 // formats each version reads and writes, checked against spigot's Go model
-// (Op.Apply), with a fake clock passed as now (WithClock).
+// (Apply), with a fake clock passed as now (WithClock).
 //
 // testdata/spigot-v1.lua is the script before operations (git show
 // ccfabd6:store/spigot.lua): ARGV capacity, scale, refill, a cost or
@@ -89,7 +89,7 @@ func applyV1(s spigot.State, op spigot.Op, now time.Time) (spigot.State, spigot.
 	if s.Kind != 0 || s.FullAt == 0 {
 		s = spigot.State{}
 	}
-	next, d := op.Apply(s, now)
+	next, d := apply(op, s, now)
 	if next != (spigot.State{}) {
 		next.Kind = 0
 	}
@@ -194,7 +194,7 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 				if problem := diffDecisions(got, want); problem != "" {
 					fail(i, "%v: the script and Op.Apply: %s", o, problem)
 				}
-				if o.retry && !got.Allowed {
+				if o.retry && !got.Allowed() {
 					fail(i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", o, show(got))
 				}
 				if hadState && before.Kind == 0 {
@@ -286,7 +286,7 @@ func testLegacyStates(t *testing.T, ps protoStore, srv *testserver.Server) {
 			if _, err := srv.Do("SET", key, v.value); err != nil {
 				t.Fatalf("SET %s %q: %v", key, v.value, err)
 			}
-			next, want := op.Apply(v.state, clk.Now())
+			next, want := apply(op, v.state, clk.Now())
 			start := time.Now()
 			got := do(t, s, op)
 			if problem := diffDecisions(got, want); problem != "" {
@@ -381,37 +381,37 @@ func testStoredFormat(t *testing.T, ps protoStore, srv *testserver.Server) {
 		want    spigot.Decision
 		value   string // "" for no key
 	}{
-		{0, op(spigot.Take, 3), spigot.Decision{Allowed: true, N: 3, Remaining: 7, ResetAfter: 6 * time.Second},
+		{0, op(spigot.Take, 3), spigot.Decision{N: 3, Remaining: 7, ResetAfter: 6 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 14000000 2000000", T+6_000_000, T)},
 		// T+1s: 7.5 tokens; TakeUpTo takes the 7 whole ones.
-		{time.Second, op(spigot.TakeUpTo, 20), spigot.Decision{Allowed: true, N: 7, ResetAfter: 19 * time.Second},
+		{time.Second, op(spigot.TakeUpTo, 20), spigot.Decision{N: 7, ResetAfter: 19 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 1000000 2000000", T+20_000_000, T+1_000_000)},
 		{0, op(spigot.Peek, 1), spigot.Decision{RetryAfter: time.Second, ResetAfter: 19 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 1000000 2000000", T+20_000_000, T+1_000_000)},
-		{0, op(spigot.Refund, 2), spigot.Decision{Allowed: true, N: 2, Remaining: 2, ResetAfter: 15 * time.Second},
+		{0, op(spigot.Refund, 2), spigot.Decision{N: 2, Remaining: 2, ResetAfter: 15 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 5000000 2000000", T+16_000_000, T+1_000_000)},
 		// T-2s: the clock stepped back 3 s; the stamp stays, and the lag
 		// adds to ResetAfter.
-		{-3 * time.Second, op(spigot.Take, 1), spigot.Decision{Allowed: true, N: 1, Remaining: 1, ResetAfter: 20 * time.Second},
+		{-3 * time.Second, op(spigot.Take, 1), spigot.Decision{N: 1, Remaining: 1, ResetAfter: 20 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 3000000 2000000", T+18_000_000, T+1_000_000)},
 		// A Reset gives back the 8.5 tokens lacking, rounded up.
-		{0, op(spigot.Reset, 0), spigot.Decision{Allowed: true, N: 9, Remaining: 10}, ""},
-		{0, op(spigot.Take, 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 20 * time.Second},
+		{0, op(spigot.Reset, 0), spigot.Decision{N: 9, Remaining: 10}, ""},
+		{0, op(spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 20 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 0 2000000", T+18_000_000, T-2_000_000)},
 		// T+18s: full again, exactly: a Take of 0 leaves no key.
-		{20 * time.Second, op(spigot.Take, 0), spigot.Decision{Allowed: true, Remaining: 10}, ""},
-		{0, op(spigot.Take, 1), spigot.Decision{Allowed: true, N: 1, Remaining: 9, ResetAfter: 2 * time.Second},
+		{20 * time.Second, op(spigot.Take, 0), spigot.Decision{Remaining: 10}, ""},
+		{0, op(spigot.Take, 1), spigot.Decision{N: 1, Remaining: 9, ResetAfter: 2 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 18000000 2000000", T+20_000_000, T+18_000_000)},
 		// A Refund that fills the bucket leaves no key.
-		{0, op(spigot.Refund, 5), spigot.Decision{Allowed: true, N: 1, Remaining: 10}, ""},
-		{0, op(spigot.Take, 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 20 * time.Second},
+		{0, op(spigot.Refund, 5), spigot.Decision{N: 1, Remaining: 10}, ""},
+		{0, op(spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 20 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 0 2000000", T+38_000_000, T+18_000_000)},
 		// T+17s: the clock stepped back 1 s. A Refund fills the bucket,
 		// which keeps its key, full, until the clock is back at its stamp.
-		{-time.Second, op(spigot.Refund, 10), spigot.Decision{Allowed: true, N: 10, Remaining: 10},
+		{-time.Second, op(spigot.Refund, 10), spigot.Decision{N: 10, Remaining: 10},
 			fmt.Sprintf("tb/2 %d %d 20000000 2000000", T+18_000_000, T+18_000_000)},
 		// A Take there takes from the full bucket, and waits for the lag.
-		{0, op(spigot.Take, 1), spigot.Decision{Allowed: true, N: 1, Remaining: 9, ResetAfter: 3 * time.Second},
+		{0, op(spigot.Take, 1), spigot.Decision{N: 1, Remaining: 9, ResetAfter: 3 * time.Second},
 			fmt.Sprintf("tb/2 %d %d 18000000 2000000", T+20_000_000, T+18_000_000)},
 	} {
 		clk.Advance(c.advance)
@@ -439,4 +439,11 @@ func testStoredFormat(t *testing.T, ps protoStore, srv *testserver.Server) {
 			}
 		}
 	}
+}
+
+// apply is spigot.Apply on a copy of s: it returns the new state and the
+// decision.
+func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
+	return s, d
 }

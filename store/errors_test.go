@@ -175,7 +175,7 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 					}
 					for i := range 4 {
 						d, err := h.Do(ctx, takeOp(b, "good", 1))
-						if err != nil || d.Allowed != (i < 3) || d.N != b2i(i < 3) {
+						if err != nil || d.Allowed() != (i < 3) || d.N != b2i(i < 3) {
 							t.Errorf("step %d: Take(good) = %s, %v; want allowed %v", i, show(d), err, i < 3)
 						}
 					}
@@ -183,8 +183,8 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 						t.Errorf("decisions by the remote: got %d, want 4 (%v)", got, paths)
 					}
 					// The remote was not full: it lacked the 3 tokens taken.
-					if d, err := h.Do(ctx, resetOp(b, "good")); err != nil || d != (spigot.Decision{Allowed: true, N: 3, Remaining: 3}) {
-						t.Errorf("Reset(good) = %s, %v; want %s, nil", show(d), err, show(spigot.Decision{Allowed: true, N: 3, Remaining: 3}))
+					if d, err := h.Do(ctx, resetOp(b, "good")); err != nil || d != (spigot.Decision{N: 3, Remaining: 3}) {
+						t.Errorf("Reset(good) = %s, %v; want %s, nil", show(d), err, show(spigot.Decision{N: 3, Remaining: 3}))
 					}
 				})
 			}
@@ -328,7 +328,7 @@ func TestUnavailableOpensBreaker(t *testing.T) {
 							d, err := remotes[i].Do(context.Background(), op)
 							if slices.Contains(o.answers, a) {
 								// On a full bucket, as the key holds no state.
-								if want := (spigot.Decision{Allowed: true, Remaining: 3}); err != nil || d != want {
+								if want := (spigot.Decision{Remaining: 3}); err != nil || d != want {
 									t.Errorf("Do(%v) = %s, %v; want %s: the script writes nothing the server refuses", op, show(d), err, show(want))
 								}
 								continue
@@ -347,7 +347,7 @@ func TestUnavailableOpensBreaker(t *testing.T) {
 							hybrid.WithTimeout(time.Minute), hybrid.WithObserver(paths.observer()))
 						for j := range 4 {
 							d, err := h.Do(context.Background(), takeOp(b, "k", 1))
-							if err != nil || d.Allowed != (j < 3) || d.N != b2i(j < 3) || d.Degraded {
+							if err != nil || d.Allowed() != (j < 3) || d.N != b2i(j < 3) || d.Degraded() {
 								t.Errorf("step %d: hybrid Take = %s, %v; want the local store's allowed %v", j, show(d), err, j < 3)
 							}
 						}

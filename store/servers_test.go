@@ -209,10 +209,10 @@ func show(d spigot.Decision) string {
 		reset = "Never"
 	}
 	degraded := ""
-	if d.Degraded {
+	if d.Degraded() {
 		degraded = ", Degraded"
 	}
-	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %s%s}", d.Allowed, d.N, d.Remaining, retry, reset, degraded)
+	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %s%s}", d.Allowed(), d.N, d.Remaining, retry, reset, degraded)
 }
 
 // diffDecisions returns "" when got equals want, and otherwise the first
@@ -222,7 +222,7 @@ func diffDecisions(got, want spigot.Decision) string {
 	switch {
 	case got == want:
 		return ""
-	case got.Allowed != want.Allowed:
+	case got.Allowed() != want.Allowed():
 		field = "Allowed"
 	case got.N != want.N:
 		field = "N"
@@ -261,7 +261,7 @@ type model map[string]spigot.State
 
 // apply applies op at now to the state of key, and returns the decision.
 func (m model) apply(key string, op spigot.Op, now time.Time) spigot.Decision {
-	next, d := op.Apply(m[key], now)
+	next, d := apply(op, m[key], now)
 	if next == (spigot.State{}) {
 		delete(m, key)
 	} else {
@@ -292,7 +292,7 @@ func (m model) checkStored(t testing.TB, c goredis.UniversalClient, key string, 
 }
 
 // The differential: the same random operation sequences, every action with
-// random N, on spigot's Go model (Op.Apply), on the memory store and on a
+// random N, on spigot's Go model (Apply), on the memory store and on a
 // Redis-protocol store, with one fake clock, give the same Decisions, field
 // by field, and the server holds the model's State for every key.
 
@@ -370,7 +370,7 @@ func (g *diffGen) limit(name string) spigot.Limit {
 func (g *diffGen) next() diffOp {
 	r := g.rng
 	p, pd := g.prev, g.prevD
-	if g.hasPrev && !pd.Allowed && pd.RetryAfter != spigot.Never && r.IntN(4) == 0 {
+	if g.hasPrev && !pd.Allowed() && pd.RetryAfter != spigot.Never && r.IntN(4) == 0 {
 		p.step, p.retry = pd.RetryAfter, true // the retry the denial promised
 		return p
 	}
@@ -491,7 +491,7 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 			fail(i, "%v: remote and Op.Apply: %s", o, diffDecisions(rd, want))
 		case diffDecisions(md, want) != "":
 			fail(i, "%v: memory and Op.Apply: %s", o, diffDecisions(md, want))
-		case o.retry && !rd.Allowed:
+		case o.retry && !rd.Allowed():
 			fail(i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", o, show(rd))
 		}
 		if problem := m.checkStored(t, raw, key, now); problem != "" {
@@ -607,7 +607,7 @@ func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
 		bound := time.Since(start).Milliseconds() + 1 // ms the server's clock may have moved, truncated
 		allowed := i < 20
 		switch {
-		case a.Allowed != allowed || a.N != b2i(allowed):
+		case a.Allowed() != allowed || a.N != b2i(allowed):
 			t.Fatalf("step %d: got %s; want Allowed %v, N %d", i, show(a), allowed, b2i(allowed))
 		case allowed && a.Remaining != int64(19-i):
 			t.Fatalf("step %d: got %s; want Remaining %d", i, show(a), 19-i)
@@ -620,7 +620,7 @@ func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
 	}
 	d, err := s.Do(context.Background(), resetOp(login, "203.0.113.7"))
 	// Empty, with at most a few ms of refill: it lacked 20 tokens.
-	if want := (spigot.Decision{Allowed: true, N: 20, Remaining: 20}); err != nil || d != want {
+	if want := (spigot.Decision{N: 20, Remaining: 20}); err != nil || d != want {
 		t.Fatalf("Reset of the drained bucket = %s, %v; want %s, nil", show(d), err, show(want))
 	}
 	if got := pttl(t, srv.Addr, key); got != -2 {
@@ -636,7 +636,7 @@ func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 	p := prefix(t)
 	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 	b := spigot.MustBucket("full", 5, spigot.PerHour(1))
-	full := spigot.Decision{Allowed: true, Remaining: 5}
+	full := spigot.Decision{Remaining: 5}
 	for i, c := range []struct {
 		op   spigot.Op
 		want spigot.Decision
@@ -672,7 +672,7 @@ func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 	key := store.Key(p, b, "k")
 	start := time.Now()
 	a := take(t, s, b, "k", 2)
-	if !a.Allowed || a.N != 2 || a.Remaining != 0 || a.ResetAfter <= 0 || a.ResetAfter > 40*time.Millisecond {
+	if !a.Allowed() || a.N != 2 || a.Remaining != 0 || a.ResetAfter <= 0 || a.ResetAfter > 40*time.Millisecond {
 		t.Fatalf("Take 2 on a full bucket = %s; want allowed, N 2, Remaining 0, ResetAfter in (0, 40ms]", show(a))
 	}
 	for deadline := time.Now().Add(5 * time.Second); exists(t, srv.Addr, key); {
@@ -686,7 +686,7 @@ func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 	if gone := time.Since(start); gone < a.ResetAfter-2*time.Millisecond {
 		t.Errorf("%s was gone %v after the request; want it kept for ResetAfter, %v", key, gone, a.ResetAfter)
 	}
-	if a := take(t, s, b, "k", 0); a != (spigot.Decision{Allowed: true, Remaining: 2}) {
+	if a := take(t, s, b, "k", 0); a != (spigot.Decision{Remaining: 2}) {
 		t.Errorf("Take 0 after the key expired = %s; want a full bucket, {Allowed true, N 0, Remaining 2}", show(a))
 	}
 }
@@ -705,7 +705,7 @@ func testSubSecondRate(t *testing.T, ps protoStore, srv *testserver.Server) {
 	a := take(t, s, b, "k", 1)
 	ttl := pttl(t, srv.Addr, key)
 	bound := time.Since(start).Milliseconds() + 1
-	if !a.Allowed || a.N != 1 || a.ResetAfter != 334*time.Millisecond {
+	if !a.Allowed() || a.N != 1 || a.ResetAfter != 334*time.Millisecond {
 		t.Fatalf("Take 1 on a full bucket of 1 at 3/s = %s; want allowed, N 1, ResetAfter 334ms", show(a))
 	}
 	if ttl <= 0 || ttl < 334-bound {
@@ -720,7 +720,7 @@ func testSubSecondRate(t *testing.T, ps protoStore, srv *testserver.Server) {
 	admitted := 0
 	start = time.Now()
 	for i := range n {
-		if take(t, s, fast, "k", 1).Allowed {
+		if take(t, s, fast, "k", 1).Allowed() {
 			admitted++
 		}
 		if i%10 == 0 {
@@ -802,7 +802,7 @@ func hammerKeys(t *testing.T, stores []spigot.Store, b spigot.Limit, keys []stri
 					t.Errorf("Take(%q): %v", key, err)
 					return
 				}
-				if !a.Allowed {
+				if !a.Allowed() {
 					if a.N != 0 || a.Remaining != 0 || a.RetryAfter <= 0 {
 						t.Errorf("key %q: a denial = %s; want N 0, Remaining 0 and a RetryAfter", key, show(a))
 					}
@@ -857,28 +857,28 @@ func testConfigChange(t *testing.T, ps protoStore, srv *testserver.Server) {
 		op      spigot.Op
 		want    spigot.Decision
 	}{
-		{0, takeOp(v1, "a", 5), spigot.Decision{Allowed: true, N: 5, ResetAfter: 5 * time.Second}},
-		{0, takeOp(v2, "b", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 10 * time.Second}},
-		{0, takeOp(v2, "c", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 10 * time.Second}},
+		{0, takeOp(v1, "a", 5), spigot.Decision{N: 5, ResetAfter: 5 * time.Second}},
+		{0, takeOp(v2, "b", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second}},
+		{0, takeOp(v2, "c", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second}},
 		// t0+6s: a's state was full again at t0+5s; under v2 it is a full
 		// 10 (carried over, it would hold 6 and deny).
-		{6 * time.Second, takeOp(v2, "a", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 10 * time.Second}},
+		{6 * time.Second, takeOp(v2, "a", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second}},
 		// t0+10s-1µs: b's whole tokens (0) carry to v3, which refills
 		// 9999999 of its 2000000 units per token since t0.
-		{4*time.Second - time.Microsecond, takeOp(v3, "b", 0), spigot.Decision{Allowed: true, Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
+		{4*time.Second - time.Microsecond, takeOp(v3, "b", 0), spigot.Decision{Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
 		// t0+10s: c's state is full again, exactly: a full v3.
-		{time.Microsecond, takeOp(v3, "c", 0), spigot.Decision{Allowed: true, Remaining: 10}},
-		{0, takeOp(v3, "c", 10), spigot.Decision{Allowed: true, N: 10, ResetAfter: 20 * time.Second}},
+		{time.Microsecond, takeOp(v3, "c", 0), spigot.Decision{Remaining: 10}},
+		{0, takeOp(v3, "c", 10), spigot.Decision{N: 10, ResetAfter: 20 * time.Second}},
 		// A Refund under v2 of the empty v3 state: 3 tokens of v2.
-		{0, spigot.Op{Limit: v2, Key: "c", Action: spigot.Refund, N: 3}, spigot.Decision{Allowed: true, N: 3, Remaining: 3, ResetAfter: 7 * time.Second}},
+		{0, spigot.Op{Limit: v2, Key: "c", Action: spigot.Refund, N: 3}, spigot.Decision{N: 3, Remaining: 3, ResetAfter: 7 * time.Second}},
 		// Back to v3: the 3 whole tokens carry over, and TakeUpTo takes them.
-		{0, upTo(v3, "c", 5), spigot.Decision{Allowed: true, N: 3, ResetAfter: 20 * time.Second}},
+		{0, upTo(v3, "c", 5), spigot.Decision{N: 3, ResetAfter: 20 * time.Second}},
 		// t0+11s: half a token of v3: a Peek of 1 would wait 1s more.
 		{time.Second, spigot.Op{Limit: v3, Key: "c", Action: spigot.Peek, N: 1}, spigot.Decision{RetryAfter: time.Second, ResetAfter: 19 * time.Second}},
 		// Under v1 the same state is 1 whole token of v3: 1 of v1's 5.
-		{0, upTo(v1, "c", 5), spigot.Decision{Allowed: true, N: 1, ResetAfter: 5 * time.Second}},
+		{0, upTo(v1, "c", 5), spigot.Decision{N: 1, ResetAfter: 5 * time.Second}},
 		// A Reset under v2 of v1's empty state: it lacked all 10 of v2's.
-		{0, resetOp(v2, "c"), spigot.Decision{Allowed: true, N: 10, Remaining: 10}},
+		{0, resetOp(v2, "c"), spigot.Decision{N: 10, Remaining: 10}},
 	} {
 		clk.Advance(c.advance)
 		for _, s := range stores {
@@ -905,14 +905,14 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 		y := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 		start := time.Now()
 		for i := range 10 {
-			if a := take(t, []spigot.Store{x, y}[i%2], b, "k", 1); !a.Allowed || a.N != 1 || a.Remaining != int64(9-i) {
+			if a := take(t, []spigot.Store{x, y}[i%2], b, "k", 1); !a.Allowed() || a.N != 1 || a.Remaining != int64(9-i) {
 				t.Fatalf("step %d: store %d: got %s; want allowed, N 1, Remaining %d", i, i%2, show(a), 9-i)
 			}
 		}
 		for i, s := range []spigot.Store{x, y} {
 			a := take(t, s, b, "k", 1)
 			elapsed := time.Since(start)
-			if a.Allowed || a.N != 0 || a.Remaining != 0 || a.RetryAfter > time.Hour || a.RetryAfter < time.Hour-elapsed-time.Millisecond {
+			if a.Allowed() || a.N != 0 || a.Remaining != 0 || a.RetryAfter > time.Hour || a.RetryAfter < time.Hour-elapsed-time.Millisecond {
 				t.Fatalf("store %d, %v after the first request: got %s; want denied, Remaining 0, RetryAfter in [1h-%v, 1h]", i, elapsed, show(a), elapsed)
 			}
 		}
@@ -931,9 +931,9 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 			cost int64
 			want spigot.Decision
 		}{
-			{x, "behind", 10, spigot.Decision{Allowed: true, N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{x, "behind", 10, spigot.Decision{N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
 			// 10 s later by its clock: the bucket refilled, a second capacity.
-			{y, "ahead", 10, spigot.Decision{Allowed: true, N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{y, "ahead", 10, spigot.Decision{N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
 			// The stamp is now 10 s ahead of this caller: it waits the skew too.
 			{x, "behind", 1, spigot.Decision{Remaining: 0, RetryAfter: 11 * time.Second, ResetAfter: 20 * time.Second}},
 			{y, "ahead", 1, spigot.Decision{Remaining: 0, RetryAfter: time.Second, ResetAfter: 10 * time.Second}},
@@ -978,9 +978,9 @@ func testScriptFlush(t *testing.T, ps protoStore, srv *testserver.Server) {
 					if failed.Add(1) == 1 {
 						t.Errorf("Take during SCRIPT FLUSH: %v", err)
 					}
-				case a.Allowed != (a.N == 1):
+				case a.Allowed() != (a.N == 1):
 					t.Errorf("Take 1 during SCRIPT FLUSH = %s; want N 1 exactly when allowed", show(a))
-				case a.Allowed:
+				case a.Allowed():
 					admitted.Add(1)
 				}
 			}
@@ -1032,7 +1032,7 @@ func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
 	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: prefix(t)})
 	b := spigot.MustBucket("restart", 5, spigot.PerHour(1))
 	for i := range 3 {
-		if a := take(t, s, b, "k", 1); !a.Allowed || a.N != 1 || a.Remaining != int64(4-i) {
+		if a := take(t, s, b, "k", 1); !a.Allowed() || a.N != 1 || a.Remaining != int64(4-i) {
 			t.Fatalf("step %d: got %s; want allowed, N 1, Remaining %d", i, show(a), 4-i)
 		}
 	}
@@ -1058,7 +1058,7 @@ func testRestart(t *testing.T, ps protoStore, shared *testserver.Server) {
 		if err == nil {
 			// State is lost with the server; a failed call may or may not
 			// have reached the new one.
-			if !a.Allowed || a.N != 1 || a.Remaining > 4 || a.Remaining < int64(4-i) {
+			if !a.Allowed() || a.N != 1 || a.Remaining > 4 || a.Remaining < int64(4-i) {
 				t.Fatalf("Take %d after the restart = %s; want allowed, N 1, Remaining 4 (or less by the %d failed calls)", i, show(a), i)
 			}
 			break
@@ -1380,7 +1380,7 @@ func TestNoReplay(t *testing.T) {
 				})
 				s := ps.new(t, []string{f.addr}, storeOpts{})
 				a, err := s.Do(context.Background(), takeOp(b, "k", 1))
-				if want := (spigot.Decision{Allowed: true, N: 1, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
+				if want := (spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
 					t.Errorf("Take after NOSCRIPT = %s, %v; want %s", show(a), err, show(want))
 				}
 				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 1 {

@@ -339,7 +339,7 @@ func printTimeline(w io.Writer, steps []step, cost int64) {
 	fmt.Fprintln(tw, "#\tt\tcost\tresult\tleft\tretry-after")
 	for i, s := range steps {
 		result, retry := "admitted", "-"
-		if !s.a.Allowed {
+		if !s.a.Allowed() {
 			result, retry = "denied", duration(s.a.RetryAfter)
 		}
 		fmt.Fprintf(tw, "%d\t%v\t%d\t%s\t%d\t%s\n", i+1, s.at, cost, result, s.a.Remaining, retry)
@@ -353,7 +353,7 @@ func printSummary(w, stderr io.Writer, b spigot.Limit, cost int64, burst int, ev
 	var admitted, denied, streak, longest int64
 	firstDenied := -1
 	for i, s := range steps {
-		if s.a.Allowed {
+		if s.a.Allowed() {
 			admitted++
 			streak = 0
 			continue

@@ -1,4 +1,4 @@
--- spigot's model on the server: the line-by-line twin of Op.Apply (op.go).
+-- spigot's model on the server: the line-by-line twin of Apply (op.go).
 --
 -- ARGV[1]  now in µs since the epoch, or "" to read the server's TIME
 -- ARGV[2]  ms added to the key's TTL (0 with the server's clock)

@@ -1,6 +1,6 @@
 // Package wire is what the Redis-protocol stores share, and hide from
 // their users: the Lua script that runs spigot's model on the server
-// (spigot.lua, the line-by-line twin of spigot.Op.Apply), the encoding of
+// (spigot.lua, the line-by-line twin of spigot.Apply), the encoding of
 // its arguments, the decoding of its replies, and the classification of
 // errors (Err).
 //
@@ -252,7 +252,6 @@ func DecodeInts(n [Fields]int64) (spigot.Decision, error) {
 		return spigot.Decision{}, malformed(n, "denied, yet moved %d tokens", moved)
 	}
 	return spigot.Decision{
-		Allowed:    allowed == 1,
 		N:          moved,
 		Remaining:  remaining,
 		RetryAfter: msDuration(retry),

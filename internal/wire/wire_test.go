@@ -42,20 +42,20 @@ func TestDecode(t *testing.T) {
 		want  spigot.Decision
 	}{
 		// allowed, moved, remaining, retry-after ms, reset-after ms
-		{ints(1, 1, 19, 0, 3000), spigot.Decision{Allowed: true, N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{ints(1, 1, 19, 0, 3000), spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
 		{ints(0, 0, 0, 2999, 60000), spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}},
-		{ints(1, 0, 20, 0, 0), spigot.Decision{Allowed: true, Remaining: 20}},                                     // Take of 0 on a full bucket
-		{ints(1, 0, 0, 0, 0), spigot.Decision{Allowed: true}},                                                     // capacity 0, Take of 0
-		{ints(0, 0, 5, -1, 0), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},                           // Take > capacity on a full bucket
-		{ints(1, 3, 20, 0, 0), spigot.Decision{Allowed: true, N: 3, Remaining: 20}},                               // a Reset of a bucket that lacked 3
-		{ints(1, 2, 7, 0, 9000), spigot.Decision{Allowed: true, N: 2, Remaining: 7, ResetAfter: 9 * time.Second}}, // a Refund, a TakeUpTo
+		{ints(1, 0, 20, 0, 0), spigot.Decision{Remaining: 20}},                                     // Take of 0 on a full bucket
+		{ints(1, 0, 0, 0, 0), spigot.Decision{}},                                                   // capacity 0, Take of 0
+		{ints(0, 0, 5, -1, 0), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},            // Take > capacity on a full bucket
+		{ints(1, 3, 20, 0, 0), spigot.Decision{N: 3, Remaining: 20}},                               // a Reset of a bucket that lacked 3
+		{ints(1, 2, 7, 0, 9000), spigot.Decision{N: 2, Remaining: 7, ResetAfter: 9 * time.Second}}, // a Refund, a TakeUpTo
 		{ints(0, 0, 0, -1, 60000), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
 		{ints(0, 0, 0, -1, -1), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
 		{ints(0, 0, 0, 1, 1), spigot.Decision{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}},
 		{ints(0, 0, 0, maxMs, maxMs), spigot.Decision{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond}},
-		{ints(1, 0, math.MaxInt64, 0, 0), spigot.Decision{Allowed: true, Remaining: math.MaxInt64}},
-		{ints(1, math.MaxInt64, 0, 0, 0), spigot.Decision{Allowed: true, N: math.MaxInt64}},
-		{[]int64{1, 1, 19, 0, 3000}, spigot.Decision{Allowed: true, N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{ints(1, 0, math.MaxInt64, 0, 0), spigot.Decision{Remaining: math.MaxInt64}},
+		{ints(1, math.MaxInt64, 0, 0, 0), spigot.Decision{N: math.MaxInt64}},
+		{[]int64{1, 1, 19, 0, 3000}, spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
 		{[]int64{0, 0, 0, -1, 60000}, spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
 	} {
 		got, err := wire.Decode(c.reply)
@@ -198,7 +198,7 @@ func TestScriptReplies(t *testing.T) {
 			if d.RetryAfter == spigot.Never {
 				retry = "never"
 			}
-			got = fmt.Sprintf("allowed %v, moved %d, remaining %d, retry after %s, full after %v", d.Allowed, d.N, d.Remaining, retry, d.ResetAfter)
+			got = fmt.Sprintf("allowed %v, moved %d, remaining %d, retry after %s, full after %v", d.Allowed(), d.N, d.Remaining, retry, d.ResetAfter)
 		}
 		if got != c.want {
 			t.Errorf("step %d: Decode(%v): got %q; want %q", i, c.reply, got, c.want)
@@ -319,17 +319,17 @@ func FuzzDecode(f *testing.F) {
 		switch {
 		case d.N < 0 || d.Remaining < 0 || d.RetryAfter < 0 || d.ResetAfter < 0:
 			t.Fatalf("Decode(%v) = %+v: negative field", reply, d)
-		case d.Allowed != (d.RetryAfter == 0):
+		case d.Allowed() != (d.RetryAfter == 0):
 			t.Fatalf("Decode(%v) = %+v: RetryAfter must be 0 exactly when allowed", reply, d)
-		case !d.Allowed && d.N != 0:
+		case !d.Allowed() && d.N != 0:
 			t.Fatalf("Decode(%v) = %+v: a denial moves nothing", reply, d)
-		case d.Degraded:
+		case d.Degraded():
 			t.Fatalf("Decode(%v) = %+v: a reply of the script is never Degraded", reply, d)
 		case d.RetryAfter%time.Millisecond != 0 && d.RetryAfter != spigot.Never,
 			d.ResetAfter%time.Millisecond != 0 && d.ResetAfter != spigot.Never:
 			t.Fatalf("Decode(%v) = %+v: not whole milliseconds", reply, d)
 		}
-		back := ints(b2i(d.Allowed), d.N, d.Remaining, ms(d.RetryAfter), ms(d.ResetAfter))
+		back := ints(b2i(d.Allowed()), d.N, d.Remaining, ms(d.RetryAfter), ms(d.ResetAfter))
 		if fmt.Sprint(back) != fmt.Sprint(reply) {
 			t.Fatalf("Decode(%v) = %+v, which encodes back to %v", reply, d, back)
 		}

@@ -96,7 +96,7 @@ func serial(b *testing.B, s spigot.Store) {
 	b.ReportAllocs()
 	ctx := context.Background()
 	for b.Loop() {
-		if a, err := s.Do(ctx, benchOp); err != nil || !a.Allowed {
+		if a, err := s.Do(ctx, benchOp); err != nil || !a.Allowed() {
 			b.Fatalf("Do: %+v, %v; want allowed", a, err)
 		}
 	}
@@ -108,7 +108,7 @@ func parallel(b *testing.B, s spigot.Store) {
 	ctx := context.Background()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if a, err := s.Do(ctx, benchOp); err != nil || !a.Allowed {
+			if a, err := s.Do(ctx, benchOp); err != nil || !a.Allowed() {
 				b.Errorf("Do: %+v, %v; want allowed", a, err)
 				return
 			}

@@ -48,7 +48,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("allowed:", a.Allowed)
+	fmt.Println("allowed:", a.Allowed())
 	fmt.Println("breaker:", store.Circuit())
 	// Output:
 	// allowed: true
@@ -100,7 +100,7 @@ func ExampleObserver() {
 			fmt.Println("error:", err)
 			return
 		}
-		fmt.Printf("%s allowed %v, %d left\n", clk.Now().Format(time.TimeOnly), a.Allowed, a.Remaining)
+		fmt.Printf("%s allowed %v, %d left\n", clk.Now().Format(time.TimeOnly), a.Allowed(), a.Remaining)
 	}
 	for range 5 {
 		allow()

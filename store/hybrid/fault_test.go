@@ -208,13 +208,13 @@ func (r *rig) call(i int, st *stats) hybrid.Path {
 	case err != nil:
 		bad = fmt.Sprintf("error %v", err)
 	case p == hybrid.PathRemote:
-		if !a.Allowed || a.N != 1 || a.Remaining < localCap || a.Degraded {
+		if !a.Allowed() || a.N != 1 || a.Remaining < localCap || a.Degraded() {
 			bad = fmt.Sprintf("remote decision %s; want allowed, N 1, Remaining ≥ %d, not degraded", show(a), localCap)
 		}
 	case p != r.policyPath():
 		bad = fmt.Sprintf("decided by %v; want %v or %v", p, hybrid.PathRemote, r.policyPath())
 	case p == hybrid.PathLocal:
-		if !a.Allowed || a.N != 1 || a.Remaining >= localCap || a.Degraded {
+		if !a.Allowed() || a.N != 1 || a.Remaining >= localCap || a.Degraded() {
 			bad = fmt.Sprintf("local decision %s; want allowed, N 1, Remaining < %d, not degraded", show(a), localCap)
 		}
 	case p == hybrid.PathFailOpen:

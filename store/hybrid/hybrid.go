@@ -22,6 +22,10 @@
 //	FailOpen    the request is admitted
 //	FailClosed  the request is denied, RetryAfter until the breaker's next probe
 //
+// A FailOpen or FailClosed decision is Degraded (Remaining -1): it says
+// nothing of the bucket, and headers should not report it as the
+// bucket's.
+//
 // The caller's own cancellation is not a remote failure: it returns the
 // caller's error and does not count against the breaker.
 //
@@ -94,12 +98,12 @@ type Policy int
 const (
 	// Local decides on the local store (the default).
 	Local Policy = iota
-	// FailOpen admits every request, with Remaining and ResetAfter 0:
-	// nothing is known of the bucket.
+	// FailOpen admits every request, with a Degraded Decision (Remaining
+	// -1, ResetAfter 0): nothing is known of the bucket.
 	FailOpen
-	// FailClosed denies every request, with RetryAfter the time until the
-	// breaker's next probe (the cooldown when it is not open), or Never
-	// when the cost exceeds the capacity.
+	// FailClosed denies every request, with a Degraded Decision whose
+	// RetryAfter is the time until the breaker's next probe (the cooldown
+	// when it is not open), or Never when the cost exceeds the capacity.
 	FailClosed
 )
 
@@ -328,7 +332,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		if err != nil {
 			return spigot.Decision{}, err
 		}
-		if !g.Allowed {
+		if !g.Allowed() {
 			s.decided(op, PathGuard, g)
 			return g, nil
 		}
@@ -422,7 +426,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	paths := make([]Path, len(ops))
 	for i, op := range ops {
 		out[i], paths[i] = s.policyDecision(op)
-		denied = denied || !out[i].Allowed
+		denied = denied || !out[i].Allowed()
 	}
 	for i, op := range ops {
 		if denied && mode == spigot.AllOrNothing {
@@ -555,22 +559,22 @@ func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, er
 }
 
 // policyDecision is the FailOpen or FailClosed decision on op, made
-// without the limit's state: Degraded.
+// without the limit's state: Degraded, with Remaining -1.
 func (s *Store) policyDecision(op spigot.Op) (spigot.Decision, Path) {
 	path := PathFailOpen
 	if s.policy == FailClosed {
 		path = PathFailClosed
 	}
-	d := spigot.Decision{Allowed: true, Degraded: true}
+	d := spigot.Decision{Remaining: -1} // allowed, and Degraded
 	capacity := op.Limit.Capacity()
 	switch {
 	case op.Action == spigot.Refund: // nothing was taken: nothing to give back
 	case op.N == 0: // asks for nothing: always allowed
 	case op.Action != spigot.TakeUpTo && op.N > capacity, capacity == 0:
 		// the model's answer, whatever the state
-		d.Allowed, d.RetryAfter = false, spigot.Never
+		d.RetryAfter = spigot.Never
 	case s.policy == FailClosed:
-		d.Allowed, d.RetryAfter = false, s.untilProbe()
+		d.RetryAfter = s.untilProbe()
 	case op.Action == spigot.Take:
 		d.N = op.N
 	case op.Action == spigot.TakeUpTo:

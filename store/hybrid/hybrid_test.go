@@ -314,7 +314,7 @@ func checkGoroutines(t testing.TB) {
 // allow is a store's decision that allowed an operation moving n tokens
 // (taken, or given back by a Refund).
 func allow(n, remaining int64, resetAfter time.Duration) spigot.Decision {
-	return spigot.Decision{Allowed: true, N: n, Remaining: remaining, ResetAfter: resetAfter}
+	return spigot.Decision{N: n, Remaining: remaining, ResetAfter: resetAfter}
 }
 
 // deny is the decision of a store that took nothing.
@@ -325,19 +325,19 @@ func deny(remaining int64, retryAfter, resetAfter time.Duration) spigot.Decision
 // refilled is the decision of a store on a Reset that gave n tokens back to
 // a bucket of the capacity.
 func refilled(n, capacity int64) spigot.Decision {
-	return spigot.Decision{Allowed: true, N: n, Remaining: capacity}
+	return spigot.Decision{N: n, Remaining: capacity}
 }
 
 // admitted is a policy's admission of n tokens (FailOpen's, or anyone's for
 // 0): nothing is known of the bucket.
 func admitted(n int64) spigot.Decision {
-	return spigot.Decision{Allowed: true, N: n, Degraded: true}
+	return spigot.Decision{N: n, Remaining: -1}
 }
 
 // refused is a policy's denial (FailClosed's, or anyone's for more than the
 // capacity): nothing is known of the bucket.
 func refused(retryAfter time.Duration) spigot.Decision {
-	return spigot.Decision{RetryAfter: retryAfter, Degraded: true}
+	return spigot.Decision{RetryAfter: retryAfter, Remaining: -1}
 }
 
 func show(a spigot.Decision) string {
@@ -346,7 +346,7 @@ func show(a spigot.Decision) string {
 		retry = "Never"
 	}
 	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %v, Degraded %v}",
-		a.Allowed, a.N, a.Remaining, retry, a.ResetAfter, a.Degraded)
+		a.Allowed(), a.N, a.Remaining, retry, a.ResetAfter, a.Degraded())
 }
 
 // A step is one request at a fixed instant, with the remote in a mode.

@@ -25,7 +25,7 @@ func Example() {
 		switch {
 		case err != nil:
 			fmt.Println("error:", err)
-		case a.Allowed:
+		case a.Allowed():
 			fmt.Printf("%s allowed, %d left\n", clk.Now().Format(time.TimeOnly), a.Remaining)
 		default:
 			fmt.Printf("%s denied, retry in %v\n", clk.Now().Format(time.TimeOnly), a.RetryAfter)
@@ -69,7 +69,7 @@ func ExampleWithMaxKeys() {
 	a, _ := limiter.Allow(ctx, "attacker")
 	fmt.Println("keys held:", store.Len())
 	fmt.Println("evicted before full:", store.Evictions())
-	fmt.Println("attacker allowed:", a.Allowed)
+	fmt.Println("attacker allowed:", a.Allowed())
 	// Output:
 	// keys held: 100
 	// evicted before full: 9901

@@ -1,7 +1,7 @@
 // Package memory is an in-process spigot.Store: the fastest store, for a
 // single replica, for tests, and as the local side of store/hybrid.
 //
-// It runs spigot's model (Op.Apply) on a sharded map, so parallel callers
+// It runs spigot's model (spigot.Apply) on a sharded map, so parallel callers
 // on different keys rarely contend on a lock, and an operation on a key that
 // already has state allocates nothing. A key's state is forgotten once its
 // bucket is full again, so idle keys cost nothing; WithMaxKeys caps the
@@ -124,12 +124,9 @@ func New(opts ...Option) *Store {
 // map is indexed by all of it.
 func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
 
-// Do implements spigot.Store: it applies op with Op.Apply under the lock
-// of op's key.
+// Do implements spigot.Store: it applies op with spigot.Apply, in place,
+// under the lock of op's key.
 func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	if err := op.Check(); err != nil {
-		return spigot.Decision{}, err
-	}
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
@@ -140,27 +137,23 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	name := op.Limit.Name()
 
 	sh.mu.Lock()
-	e := sh.find(h, name, op.Key)
-	var state spigot.State // never seen
-	if e != nil {
-		state = e.state // Apply reads it as full from its FullAt on
-	}
-	next, d := op.Apply(state, now)
-	switch {
-	case next == state: // a Peek, or nothing changed
-	case next == (spigot.State{}): // full: nothing worth keeping
-		if e != nil {
+	if e := sh.find(h, name, op.Key); e != nil {
+		d, err := op.Apply(&e.state, now) // in place; full from its FullAt on
+		if e.state == (spigot.State{}) {  // full: nothing worth keeping
 			sh.remove(h, e)
 		}
-	case e != nil:
-		e.state = next
-	default:
+		sh.mu.Unlock()
+		return d, err // err: an invalid op, which changed nothing
+	}
+	var state spigot.State // never seen
+	d, err := op.Apply(&state, now)
+	if state != (spigot.State{}) {
 		// The key is copied, so that holding it cannot pin a larger string
 		// it was cut from (a request line, a header).
-		sh.insert(h, &entry{bucket: name, key: strings.Clone(op.Key), state: next}, t)
+		sh.insert(h, &entry{bucket: name, key: strings.Clone(op.Key), state: state}, t)
 	}
 	sh.mu.Unlock()
-	return d, nil
+	return d, err
 }
 
 // DoMulti implements spigot.Store. It applies one op as Do does; for more

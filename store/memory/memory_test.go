@@ -143,7 +143,7 @@ func TestMillionKeys(t *testing.T) {
 		wg.Go(func() {
 			for i := w; i < n; i += 2 {
 				a, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: strconv.Itoa(i), N: 1})
-				if err != nil || !a.Allowed || a.N != 1 || a.Remaining != 4 {
+				if err != nil || !a.Allowed() || a.N != 1 || a.Remaining != 4 {
 					denied.Add(1)
 				}
 			}
@@ -191,7 +191,7 @@ func TestMemoryGivenBackAfterTake(t *testing.T) {
 	ids := mapIDs(s)
 	clk.Advance(time.Second)
 	for i := range n {
-		if a := take(t, s, b, ip(i), 0); a != (spigot.Decision{Allowed: true, Remaining: 5}) {
+		if a := take(t, s, b, ip(i), 0); a != (spigot.Decision{Remaining: 5}) {
 			t.Fatalf("key %d: a Take of 0 after the refill = %+v, want a full bucket", i, a)
 		}
 	}
@@ -225,7 +225,7 @@ func TestExpiryBoundary(t *testing.T) {
 		{"ten", 10, 3334 * time.Millisecond},
 		{"none", 0, 0},
 	} {
-		if a := take(t, s, b, c.key, c.cost); !a.Allowed || a.N != c.cost || a.ResetAfter != c.want {
+		if a := take(t, s, b, c.key, c.cost); !a.Allowed() || a.N != c.cost || a.ResetAfter != c.want {
 			t.Fatalf("Take(%q, %d) = %+v, want allowed, N %d, ResetAfter %v", c.key, c.cost, a, c.cost, c.want)
 		}
 	}
@@ -476,7 +476,7 @@ func TestHardLimitedKeySurvivesFlood(t *testing.T) {
 			// The attacker's bucket has refilled for elapsed (under a minute:
 			// no whole token yet), and a request is still denied.
 			a := take(t, s, login, "attacker", 1)
-			if want := time.Minute - elapsed; a.Allowed || a.Remaining != 0 || a.RetryAfter != want {
+			if want := time.Minute - elapsed; a.Allowed() || a.Remaining != 0 || a.RetryAfter != want {
 				t.Errorf("after a flood of %d keys, the attacker's request = %+v, want denied with RetryAfter %v", flood, a, want)
 			}
 			if got := s.Len(); got > maxKeys {
@@ -500,11 +500,11 @@ func TestConcurrentOneKey(t *testing.T) {
 		wg.Go(func() {
 			for range attempts {
 				a, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "k", N: 1})
-				if err != nil || a.Allowed != (a.N == 1) {
+				if err != nil || a.Allowed() != (a.N == 1) {
 					t.Errorf("Take of 1 = %+v, %v; want N 1 when allowed, 0 when denied", a, err)
 					return
 				}
-				if a.Allowed {
+				if a.Allowed() {
 					admitted.Add(1)
 				}
 			}
@@ -542,11 +542,11 @@ func TestConcurrentManyKeys(t *testing.T) {
 					for i := range keys {
 						k := (i + g*31) % keys // each goroutine from its own place
 						a, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: ip(k), N: 1})
-						if err != nil || a.Allowed != (a.N == 1) {
+						if err != nil || a.Allowed() != (a.N == 1) {
 							t.Errorf("Take of 1 = %+v, %v; want N 1 when allowed, 0 when denied", a, err)
 							return
 						}
-						if a.Allowed {
+						if a.Allowed() {
 							admitted[k].Add(1)
 						}
 					}
@@ -648,7 +648,7 @@ func TestReset(t *testing.T) {
 		clk.Set(t0.Add(c.at))
 		wasHeld := held(s, b, "k")
 		got := do(t, s, spigot.Op{Limit: c.under, Key: "k", Action: spigot.Reset})
-		if want := (spigot.Decision{Allowed: true, N: c.want, Remaining: c.under.Capacity()}); got != want {
+		if want := (spigot.Decision{N: c.want, Remaining: c.under.Capacity()}); got != want {
 			t.Errorf("step %d: cost %d at t0, Reset at t0+%v under %v = %+v, want %+v (held before: %v)", i, c.cost, c.at, c.under, got, want, wasHeld)
 		}
 		if held(s, b, "k") || count(s) != 0 {
@@ -665,30 +665,30 @@ func TestPeek(t *testing.T) {
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	s, clk := newStore(t)
 	play(t, s, clk, b, []step{
-		{0, spigot.Peek, "a", 1, spigot.Decision{Allowed: true, Remaining: 5}, 0},
-		{0, spigot.Peek, "b", 5, spigot.Decision{Allowed: true, Remaining: 5}, 0},
+		{0, spigot.Peek, "a", 1, spigot.Decision{Remaining: 5}, 0},
+		{0, spigot.Peek, "b", 5, spigot.Decision{Remaining: 5}, 0},
 		{0, spigot.Peek, "c", 6, spigot.Decision{Remaining: 5, RetryAfter: never}, 0},
-		{0, spigot.Peek, "d", 0, spigot.Decision{Allowed: true, Remaining: 5}, 0},
+		{0, spigot.Peek, "d", 0, spigot.Decision{Remaining: 5}, 0},
 	})
 	if got := s.Len(); got != 0 {
 		t.Fatalf("after peeks of unseen keys: got Len() %d, want 0", got)
 	}
 	play(t, s, clk, b, []step{
-		{0, spigot.Take, "k", 4, spigot.Decision{Allowed: true, N: 4, Remaining: 1, ResetAfter: 4 * time.Second}, 1},
+		{0, spigot.Take, "k", 4, spigot.Decision{N: 4, Remaining: 1, ResetAfter: 4 * time.Second}, 1},
 	})
 	before, _ := stateOf(s, b, "k")
 	play(t, s, clk, b, []step{
-		{0, spigot.Peek, "k", 1, spigot.Decision{Allowed: true, Remaining: 1, ResetAfter: 4 * time.Second}, 1},
+		{0, spigot.Peek, "k", 1, spigot.Decision{Remaining: 1, ResetAfter: 4 * time.Second}, 1},
 		{0, spigot.Peek, "k", 2, spigot.Decision{Remaining: 1, RetryAfter: time.Second, ResetAfter: 4 * time.Second}, 1},
 		{500 * time.Millisecond, spigot.Peek, "k", 2, spigot.Decision{Remaining: 1, RetryAfter: 500 * time.Millisecond, ResetAfter: 3500 * time.Millisecond}, 1},
 		{500 * time.Millisecond, spigot.Peek, "k", 6, spigot.Decision{Remaining: 1, RetryAfter: never, ResetAfter: 3500 * time.Millisecond}, 1},
-		{2 * time.Second, spigot.Peek, "k", 3, spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
+		{2 * time.Second, spigot.Peek, "k", 3, spigot.Decision{Remaining: 3, ResetAfter: 2 * time.Second}, 1},
 	})
 	if after, _ := stateOf(s, b, "k"); after != before {
 		t.Errorf("peeks changed the state: got %+v, want %+v", after, before)
 	}
 	clk.Set(t0.Add(4 * time.Second))
-	if got, want := do(t, s, spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 5}), (spigot.Decision{Allowed: true, Remaining: 5}); got != want {
+	if got, want := do(t, s, spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 5}), (spigot.Decision{Remaining: 5}); got != want {
 		t.Errorf("a Peek once the bucket is full again: got %+v, want %+v", got, want)
 	}
 	if got := s.Len(); got != 0 {
@@ -704,18 +704,18 @@ func TestRefund(t *testing.T) {
 	s, clk := newStore(t)
 	play(t, s, clk, b, []step{
 		// An unseen key is full: nothing to give back, nothing stored.
-		{0, spigot.Refund, "a", 1, spigot.Decision{Allowed: true, Remaining: 5}, 0},
-		{0, spigot.Take, "k", 3, spigot.Decision{Allowed: true, N: 3, Remaining: 2, ResetAfter: 3 * time.Second}, 1},
-		{0, spigot.Refund, "k", 1, spigot.Decision{Allowed: true, N: 1, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
-		{500 * ms, spigot.Refund, "k", 0, spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 1500 * ms}, 1},
+		{0, spigot.Refund, "a", 1, spigot.Decision{Remaining: 5}, 0},
+		{0, spigot.Take, "k", 3, spigot.Decision{N: 3, Remaining: 2, ResetAfter: 3 * time.Second}, 1},
+		{0, spigot.Refund, "k", 1, spigot.Decision{N: 1, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
+		{500 * ms, spigot.Refund, "k", 0, spigot.Decision{Remaining: 3, ResetAfter: 1500 * ms}, 1},
 		// 3.5 tokens: 1.5 fit, rounded up to 2, and the bucket is full.
-		{500 * ms, spigot.Refund, "k", 5, spigot.Decision{Allowed: true, N: 2, Remaining: 5}, 0},
+		{500 * ms, spigot.Refund, "k", 5, spigot.Decision{N: 2, Remaining: 5}, 0},
 		// A Refund of what a Take took leaves nothing behind.
-		{500 * ms, spigot.Take, "k", 5, spigot.Decision{Allowed: true, N: 5, ResetAfter: 5 * time.Second}, 1},
-		{500 * ms, spigot.Refund, "k", 5, spigot.Decision{Allowed: true, N: 5, Remaining: 5}, 0},
+		{500 * ms, spigot.Take, "k", 5, spigot.Decision{N: 5, ResetAfter: 5 * time.Second}, 1},
+		{500 * ms, spigot.Refund, "k", 5, spigot.Decision{N: 5, Remaining: 5}, 0},
 		// A Refund above the capacity gives back what the bucket lacks.
-		{time.Second, spigot.Take, "k", 2, spigot.Decision{Allowed: true, N: 2, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
-		{time.Second, spigot.Refund, "k", 1_000_000, spigot.Decision{Allowed: true, N: 2, Remaining: 5}, 0},
+		{time.Second, spigot.Take, "k", 2, spigot.Decision{N: 2, Remaining: 3, ResetAfter: 2 * time.Second}, 1},
+		{time.Second, spigot.Refund, "k", 1_000_000, spigot.Decision{N: 2, Remaining: 5}, 0},
 	})
 	if got := s.Len(); got != 0 {
 		t.Errorf("after a Refund to full: got Len() %d, want 0", got)
@@ -729,13 +729,13 @@ func TestTakeUpTo(t *testing.T) {
 	const ms = time.Millisecond
 	s, clk := newStore(t)
 	play(t, s, clk, b, []step{
-		{0, spigot.TakeUpTo, "k", 3, spigot.Decision{Allowed: true, N: 3, Remaining: 2, ResetAfter: 3 * time.Second}, 1},
-		{0, spigot.TakeUpTo, "k", 3, spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 5 * time.Second}, 1},
+		{0, spigot.TakeUpTo, "k", 3, spigot.Decision{N: 3, Remaining: 2, ResetAfter: 3 * time.Second}, 1},
+		{0, spigot.TakeUpTo, "k", 3, spigot.Decision{N: 2, Remaining: 0, ResetAfter: 5 * time.Second}, 1},
 		{500 * ms, spigot.TakeUpTo, "k", 3, spigot.Decision{Remaining: 0, RetryAfter: 500 * ms, ResetAfter: 4500 * ms}, 1},
-		{500 * ms, spigot.TakeUpTo, "k", 0, spigot.Decision{Allowed: true, Remaining: 0, ResetAfter: 4500 * ms}, 1},
-		{2500 * ms, spigot.TakeUpTo, "k", 10, spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 4500 * ms}, 1},
+		{500 * ms, spigot.TakeUpTo, "k", 0, spigot.Decision{Remaining: 0, ResetAfter: 4500 * ms}, 1},
+		{2500 * ms, spigot.TakeUpTo, "k", 10, spigot.Decision{N: 2, Remaining: 0, ResetAfter: 4500 * ms}, 1},
 		// An unseen key: at most the capacity.
-		{2500 * ms, spigot.TakeUpTo, "new", 10, spigot.Decision{Allowed: true, N: 5, Remaining: 0, ResetAfter: 5 * time.Second}, 2},
+		{2500 * ms, spigot.TakeUpTo, "new", 10, spigot.Decision{N: 5, Remaining: 0, ResetAfter: 5 * time.Second}, 2},
 	})
 }
 
@@ -823,9 +823,9 @@ func TestConfigChange(t *testing.T) {
 	}{
 		// Clamped to 3: full, so the state is dropped.
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 0,
-			spigot.Decision{Allowed: true, Remaining: 3}, 0},
+			spigot.Decision{Remaining: 3}, 0},
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 3,
-			spigot.Decision{Allowed: true, N: 3, Remaining: 0, ResetAfter: 3 * time.Second}, 1},
+			spigot.Decision{N: 3, Remaining: 0, ResetAfter: 3 * time.Second}, 1},
 		{spigot.MustBucket("login", 3, spigot.PerSecond(1)), 4,
 			spigot.Decision{Remaining: 3, RetryAfter: spigot.Never}, 0},
 		// A capacity of 0: nothing is ever stored.
@@ -833,11 +833,11 @@ func TestConfigChange(t *testing.T) {
 			spigot.Decision{Remaining: 0, RetryAfter: spigot.Never}, 0},
 		// Raised, at the same scale: 8.5 tokens carry over exactly.
 		{spigot.MustBucket("login", 20, spigot.PerSecond(1)), 0,
-			spigot.Decision{Allowed: true, Remaining: 8, ResetAfter: 11500 * time.Millisecond}, 1},
+			spigot.Decision{Remaining: 8, ResetAfter: 11500 * time.Millisecond}, 1},
 		// Another scale (7/10s): the 8 whole tokens carry over; 3 missing
 		// tokens refill in 30/7 s = 4285714.3 µs.
 		{spigot.MustBucket("login", 10, spigot.Per(7, 10*time.Second)), 1,
-			spigot.Decision{Allowed: true, N: 1, Remaining: 7, ResetAfter: 4286 * time.Millisecond}, 1},
+			spigot.Decision{N: 1, Remaining: 7, ResetAfter: 4286 * time.Millisecond}, 1},
 	} {
 		s, clk := newStore(t)
 		take(t, s, old, "ip", 2)
@@ -871,7 +871,7 @@ func TestBucketsOfOneKey(t *testing.T) {
 				take(t, s, b, "k", int64(i+1))
 			}
 			got := do(t, s, spigot.Op{Limit: bs[drop], Key: "k", Action: spigot.Reset})
-			if want := (spigot.Decision{Allowed: true, N: int64(drop + 1), Remaining: 5}); got != want {
+			if want := (spigot.Decision{N: int64(drop + 1), Remaining: 5}); got != want {
 				t.Fatalf("Reset(%s) = %+v, want %+v", bs[drop].Name(), got, want)
 			}
 			for i, b := range bs {
@@ -1002,7 +1002,7 @@ func TestInvalidInput(t *testing.T) {
 	if got := count(s); got != 1 {
 		t.Errorf("%d entries held after rejected requests, want 1", got)
 	}
-	if got, want := peek(t, s, b, "k", 0), (spigot.Decision{Allowed: true, Remaining: 3, ResetAfter: 2 * time.Second}); got != want {
+	if got, want := peek(t, s, b, "k", 0), (spigot.Decision{Remaining: 3, ResetAfter: 2 * time.Second}); got != want {
 		t.Errorf("after rejected requests, a Peek = %+v, want %+v", got, want)
 	}
 }

@@ -50,7 +50,7 @@ func Example() {
 		switch {
 		case err != nil:
 			fmt.Println("error:", err)
-		case d.Allowed:
+		case d.Allowed():
 			fmt.Printf("%s allowed, %d left\n", clk.Now().Format(time.TimeOnly), d.Remaining)
 		default:
 			fmt.Printf("%s denied, retry in %v\n", clk.Now().Format(time.TimeOnly), d.RetryAfter)
@@ -104,7 +104,7 @@ func Example_reset() {
 	fmt.Println("reset gave back:", d.N, err)
 	fmt.Println("keys:", srv.Keys())
 	d, err = login.Allow(ctx, "alice")
-	fmt.Println("allowed:", d.Allowed, "remaining:", d.Remaining, err)
+	fmt.Println("allowed:", d.Allowed(), "remaining:", d.Remaining, err)
 	// Output:
 	// keys: [app:login:alice]
 	// reset gave back: 2 <nil>
@@ -139,7 +139,7 @@ func Example_partialWork() {
 
 	clk.Advance(30 * time.Second)
 	d, _ = rows.AllowN(ctx, "acme", 40)
-	fmt.Println("40 rows allowed:", d.Allowed, "left:", d.Remaining)
+	fmt.Println("40 rows allowed:", d.Allowed(), "left:", d.Remaining)
 	if err := export(d.N); err != nil {
 		d, _ = rows.Refund(ctx, "acme", d.N) // nothing was served
 		fmt.Println("refunded:", d.N, "left:", d.Remaining)

@@ -113,15 +113,15 @@ func TestDenialIsNotAnError(t *testing.T) {
 			s := spigotrueidis.New(c, spigotrueidis.WithClock(clk))
 			b := spigot.MustBucket("deny", 2, spigot.Per(1, 10*time.Second))
 			run(t, s, clk, b, []step{
-				{at: 0, n: 2, want: spigot.Decision{Allowed: true, N: 2, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 0, n: 2, want: spigot.Decision{N: 2, Remaining: 0, ResetAfter: 20 * time.Second}},
 				{at: 0, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second}},
 				{at: 4 * time.Second, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
 				{at: 4 * time.Second, action: spigot.Peek, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
 				{at: 4 * time.Second, action: spigot.TakeUpTo, n: 2, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
 				{at: 4 * time.Second, n: 3, want: spigot.Decision{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second}},
-				{at: 10 * time.Second, n: 1, want: spigot.Decision{Allowed: true, N: 1, Remaining: 0, ResetAfter: 20 * time.Second}},
-				{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{Allowed: true, N: 2, Remaining: 2}},
-				{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{Allowed: true, N: 0, Remaining: 2}},
+				{at: 10 * time.Second, n: 1, want: spigot.Decision{N: 1, Remaining: 0, ResetAfter: 20 * time.Second}},
+				{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{N: 2, Remaining: 2}},
+				{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{N: 0, Remaining: 2}},
 			}, nil)
 		})
 	}
@@ -148,13 +148,13 @@ func TestScriptFlush(t *testing.T) {
 			const h = time.Hour
 			b := spigot.MustBucket("flush", 5, spigot.PerHour(1))
 			run(t, s, clk, b, []step{
-				{n: 1, want: spigot.Decision{Allowed: true, N: 1, Remaining: 4, ResetAfter: 1 * h}},
-				{n: 1, flush: true, want: spigot.Decision{Allowed: true, N: 1, Remaining: 3, ResetAfter: 2 * h}},
-				{n: 1, want: spigot.Decision{Allowed: true, N: 1, Remaining: 2, ResetAfter: 3 * h}},
+				{n: 1, want: spigot.Decision{N: 1, Remaining: 4, ResetAfter: 1 * h}},
+				{n: 1, flush: true, want: spigot.Decision{N: 1, Remaining: 3, ResetAfter: 2 * h}},
+				{n: 1, want: spigot.Decision{N: 1, Remaining: 2, ResetAfter: 3 * h}},
 				{n: 3, flush: true, want: spigot.Decision{Remaining: 2, RetryAfter: 1 * h, ResetAfter: 3 * h}},
-				{action: spigot.Refund, n: 1, flush: true, want: spigot.Decision{Allowed: true, N: 1, Remaining: 3, ResetAfter: 2 * h}},
-				{action: spigot.Reset, flush: true, want: spigot.Decision{Allowed: true, N: 2, Remaining: 5}},
-				{n: 0, flush: true, want: spigot.Decision{Allowed: true, Remaining: 5}},
+				{action: spigot.Refund, n: 1, flush: true, want: spigot.Decision{N: 1, Remaining: 3, ResetAfter: 2 * h}},
+				{action: spigot.Reset, flush: true, want: spigot.Decision{N: 2, Remaining: 5}},
+				{n: 0, flush: true, want: spigot.Decision{Remaining: 5}},
 			}, flush)
 			if !loaded(t, c) {
 				t.Error("the script is not loaded again after the NOSCRIPT reply")
@@ -182,7 +182,7 @@ func TestDoesNotCloseClient(t *testing.T) {
 		if _, ok := any(s).(io.Closer); ok {
 			t.Error("Store has a Close method: it must not own the client")
 		}
-		if d, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", N: 1}); err != nil || !d.Allowed || d.N != 1 {
+		if d, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", N: 1}); err != nil || !d.Allowed() || d.N != 1 {
 			t.Fatalf("Take of 1 = %+v, %v; want allowed, N 1", d, err)
 		}
 	}()
@@ -192,7 +192,7 @@ func TestDoesNotCloseClient(t *testing.T) {
 		t.Fatalf("PING after the store is dropped: %v", err)
 	}
 	s := spigotrueidis.New(c)
-	if a, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", N: 1}); err != nil || a.Allowed || a.N != 0 {
+	if a, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", N: 1}); err != nil || a.Allowed() || a.N != 0 {
 		t.Fatalf("Take of 1 on the same client after the first store = %+v, %v; want a denial", a, err)
 	}
 }
@@ -206,7 +206,7 @@ func TestServerDown(t *testing.T) {
 	s := spigotrueidis.New(serverClient(t, srv))
 	b := spigot.MustBucket("down", 3, spigot.PerHour(1))
 	take := spigot.Op{Limit: b, Key: "k", N: 1}
-	if a, err := s.Do(t.Context(), take); err != nil || !a.Allowed || a.N != 1 || a.Remaining != 2 {
+	if a, err := s.Do(t.Context(), take); err != nil || !a.Allowed() || a.N != 1 || a.Remaining != 2 {
 		t.Fatalf("Take of 1 before the kill = %+v, %v; want allowed, N 1, Remaining 2", a, err)
 	}
 	srv.Kill()
@@ -236,7 +236,7 @@ func TestServerDown(t *testing.T) {
 	for i := 0; ; i++ {
 		a, err := s.Do(t.Context(), take)
 		if err == nil {
-			if want := int64(2 - i); !a.Allowed || a.N != 1 || a.Remaining < want {
+			if want := int64(2 - i); !a.Allowed() || a.N != 1 || a.Remaining < want {
 				t.Fatalf("Take %d after the restart = %+v; want allowed, N 1, Remaining at least %d (the state is lost)", i, a, want)
 			}
 			break
@@ -292,7 +292,7 @@ func TestReplies(t *testing.T) {
 		wrapsServerErr bool
 		requestFailed  bool // the error concerns this request, not the server
 	}{
-		{name: "ok", evalsha: ints(1, 1, 4, 0, 3600000), want: spigot.Decision{Allowed: true, N: 1, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
+		{name: "ok", evalsha: ints(1, 1, 4, 0, 3600000), want: spigot.Decision{N: 1, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
 		{name: "noscript", evalsha: noscript, eval: ints(0, 0, 300, 1500, 3600000), want: spigot.Decision{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour}, sends: 1, evals: 1},
 		{name: "noscript-twice", evalsha: noscript, eval: noscript, err: "spigot: rueidis: NOSCRIPT", sends: 1, evals: 1, wrapsServerErr: true, requestFailed: true},
 		{name: "other-error", evalsha: func(p *server.Peer) { p.WriteError("BUSY Redis is busy running a script") }, err: "spigot: rueidis: BUSY", sends: 1, wrapsServerErr: true},
