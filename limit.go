@@ -27,8 +27,9 @@ const MaxExact = 1 << 53
 // tokens and refills continuously at Rate, and a request takes its tokens
 // when the bucket holds that many, and nothing otherwise.
 //
-// A Limit is an immutable, comparable value: copy it freely, share it
-// between goroutines, use it as a map key. The zero Limit is invalid;
+// A Limit is an immutable, comparable value, one word long: copy it
+// freely, share it between goroutines, use it as a map key. Limits made
+// with the same arguments are equal. The zero Limit is invalid;
 // every store rejects it with ErrInvalidLimit. Create one with NewBucket
 // or MustBucket.
 //
