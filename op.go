@@ -49,10 +49,12 @@ type Op struct {
 	N int64
 }
 
-// Check returns the error a store must return, before doing anything else,
-// for op: one that wraps ErrInvalidLimit for the zero Limit,
-// ErrInvalidCost for a negative N, and errors.ErrUnsupported for an Action
-// this version of spigot does not define. It returns nil otherwise.
+// Check returns the error of an invalid op: one that wraps
+// ErrInvalidLimit for the zero Limit, ErrInvalidCost for a negative N, and
+// errors.ErrUnsupported for an Action this version of spigot does not
+// define. It returns nil otherwise. Apply returns the same error; a store
+// that does not call Apply (the Redis stores run the model in Lua)
+// returns it before doing anything else.
 func (op Op) Check() error {
 	if op.Limit.c != nil && op.N >= 0 && op.Action <= Peek {
 		return nil
@@ -77,7 +79,8 @@ func (op Op) String() string {
 }
 
 // Decision is what a store answers to one operation. A denial is a
-// Decision, never an error: it is the one whose RetryAfter is above 0.
+// Decision whose RetryAfter is above 0, never an error. The zero Decision
+// is an allowed operation that moved nothing.
 //
 // It has four fields, no more, so that the compiler keeps it in registers
 // on the way from the model to the caller (a struct of five fields is

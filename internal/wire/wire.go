@@ -40,11 +40,12 @@ var sha1Hex = func() string {
 // SHA1 returns the hex SHA-1 of Script, its name for EVALSHA.
 func SHA1() string { return sha1Hex }
 
-// ClockTTLSlack is added to a key's TTL when a store takes the time from
-// the caller's clock (WithClock) rather than from the server: the TTL runs
-// on the server's clock, which the caller's does not follow, and a key
-// kept longer than ResetAfter is harmless (its state reads as full), while
-// a key dropped early would refill a limit before its time.
+// ClockTTLSlack is what the script adds to a key's TTL when a store takes
+// the time from the caller's clock (WithClock) rather than from the
+// server: the TTL runs on the server's clock, which the caller's does not
+// follow, and a key kept longer than ResetAfter is harmless (its state
+// reads as full), while a key dropped early would refill a limit before
+// its time. The script holds it as a literal, 60000 ms.
 const ClockTTLSlack = time.Minute
 
 // Args builds the script's arguments. It formats a limit's parameters
@@ -53,29 +54,28 @@ const ClockTTLSlack = time.Minute
 // Args reads the server's clock. It is safe for concurrent use.
 type Args struct {
 	clock  clock.Clock // nil: the server's TIME
-	slack  string      // ARGV[2]
-	slackV any         // slack, boxed once for OpAny
 	cached atomic.Pointer[map[spigot.Limit]*params]
 	mu     sync.Mutex // serializes additions to cached
 }
 
 // Argv is the script's ARGV for one key: now in µs or "" for the server's
-// TIME, the ms added to the key's TTL, then the limit's kind, capacity,
-// scale and refill, the action, and N. It is an array, not a slice, so
-// that building one allocates nothing.
-type Argv [8]string
+// TIME, the limit's kind and the action ("tb.take"), the limit's capacity,
+// scale and refill, and N. It is an array, not a slice, so that building
+// one allocates nothing.
+type Argv [6]string
 
-// params are a limit's ARGV[3..6], as strings and as interface values for
-// clients that take ...any (boxed once, here, rather than per operation).
+// params are a limit's capacity, scale and refill, as strings and as
+// interface values for clients that take ...any (boxed once, here, rather
+// than per operation).
 type params struct {
-	s [4]string
-	v [4]any
+	s [3]string
+	v [3]any
 }
 
-// actions are the script's names of the actions, indexed by
+// actions are the script's names of a token bucket's actions, indexed by
 // spigot.Action, as strings and boxed once.
 var (
-	actions    = [...]string{spigot.Take: "take", spigot.TakeUpTo: "upto", spigot.Refund: "refund", spigot.Reset: "reset", spigot.Peek: "peek"}
+	actions    = [...]string{spigot.Take: "tb.take", spigot.TakeUpTo: "tb.upto", spigot.Refund: "tb.refund", spigot.Reset: "tb.reset", spigot.Peek: "tb.peek"}
 	actionsAny = func() (v [len(actions)]any) {
 		for i, a := range actions {
 			v[i] = a
@@ -90,27 +90,20 @@ const maxCached = 256
 
 // NewArgs returns the arguments for a store that takes the time from c, or
 // from the server's TIME when c is nil.
-func NewArgs(c clock.Clock) *Args {
-	a := &Args{clock: c, slack: "0"}
-	if c != nil {
-		a.slack = strconv.FormatInt(ClockTTLSlack.Milliseconds(), 10)
-	}
-	a.slackV = a.slack
-	return a
-}
+func NewArgs(c clock.Clock) *Args { return &Args{clock: c} }
 
 // Op returns ARGV for op, which must have passed op.Check.
 func (a *Args) Op(op spigot.Op) Argv {
 	p := a.params(op.Limit)
-	return Argv{a.now(), a.slackMs(), p.s[0], p.s[1], p.s[2], p.s[3], actions[op.Action], strconv.FormatInt(op.N, 10)}
+	return Argv{a.now(), actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(op.N, 10)}
 }
 
 // OpAny is Op for clients that take arguments as ...any, such as
 // go-redis: the limit's parameters and the action come boxed from the
 // cache, and N is passed as an int64 for the client to format.
-func (a *Args) OpAny(op spigot.Op) [8]any {
+func (a *Args) OpAny(op spigot.Op) [6]any {
 	p := a.params(op.Limit)
-	return [8]any{a.now(), a.slackAny(), p.v[0], p.v[1], p.v[2], p.v[3], actionsAny[op.Action], op.N}
+	return [6]any{a.now(), actionsAny[op.Action], p.v[0], p.v[1], p.v[2], op.N}
 }
 
 func (a *Args) now() string {
@@ -120,29 +113,13 @@ func (a *Args) now() string {
 	return strconv.FormatInt(a.clock.Now().UnixMicro(), 10)
 }
 
-// slackAny is slackMs boxed, without allocating.
-func (a *Args) slackAny() any {
-	if a.slackV == nil { // the zero Args
-		return "0"
-	}
-	return a.slackV
-}
-
-func (a *Args) slackMs() string {
-	if a.slack == "" { // the zero Args
-		return "0"
-	}
-	return a.slack
-}
-
 func (a *Args) params(l spigot.Limit) *params {
 	if m := a.cached.Load(); m != nil {
 		if p, ok := (*m)[l]; ok {
 			return p
 		}
 	}
-	p := &params{s: [4]string{
-		"tb",
+	p := &params{s: [3]string{
 		strconv.FormatInt(l.Capacity(), 10),
 		strconv.FormatInt(l.Scale(), 10),
 		strconv.FormatInt(l.Refill(), 10),

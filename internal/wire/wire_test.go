@@ -175,7 +175,7 @@ func TestDecodeShowsReply(t *testing.T) {
 func TestScriptReplies(t *testing.T) {
 	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	args := wire.NewArgs(nil) // nil: the script reads the server's TIME
-	want := wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "1"}
+	want := wire.Argv{"", "tb.take", "20", "3000000", "1", "1"}
 	if got := args.Op(spigot.Op{Limit: login, Key: "alice", N: 1}); got != want {
 		t.Errorf("Op(Take 1) = %q; want %q", got, want)
 	}
@@ -356,11 +356,11 @@ var actions = []struct {
 	a    spigot.Action
 	name string
 }{
-	{spigot.Take, "take"},
-	{spigot.TakeUpTo, "upto"},
-	{spigot.Refund, "refund"},
-	{spigot.Reset, "reset"},
-	{spigot.Peek, "peek"},
+	{spigot.Take, "tb.take"},
+	{spigot.TakeUpTo, "tb.upto"},
+	{spigot.Refund, "tb.refund"},
+	{spigot.Reset, "tb.reset"},
+	{spigot.Peek, "tb.peek"},
 }
 
 func TestArgsServerTime(t *testing.T) {
@@ -373,30 +373,30 @@ func TestArgsServerTime(t *testing.T) {
 	for i, c := range []struct {
 		got, want wire.Argv
 	}{
-		// now ("": TIME), TTL slack (ms), kind, capacity, scale (µs per token / g), refill (units per µs), action, n
-		{a.Op(op(login, spigot.Take, 1)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "1"}},
-		{a.Op(op(login, spigot.Take, 0)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "0"}},
-		{a.Op(op(login, spigot.Take, 21)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "21"}},
-		{a.Op(op(login, spigot.Take, math.MaxInt64)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "9223372036854775807"}},
-		{a.Op(op(login, spigot.TakeUpTo, 5)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "upto", "5"}},
-		{a.Op(op(login, spigot.Refund, 2)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "refund", "2"}},
-		{a.Op(op(login, spigot.Reset, 0)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "reset", "0"}},
-		{a.Op(op(login, spigot.Peek, 3)), wire.Argv{"", "0", "tb", "20", "3000000", "1", "peek", "3"}},
-		{a.Op(op(tenth, spigot.Take, 3)), wire.Argv{"", "0", "tb", "10", "10000000", "7", "take", "3"}},
-		{a.Op(op(tenth, spigot.Reset, 0)), wire.Argv{"", "0", "tb", "10", "10000000", "7", "reset", "0"}},
+		// now ("": TIME), kind.action, capacity, scale (µs per token / g), refill (units per µs), n
+		{a.Op(op(login, spigot.Take, 1)), wire.Argv{"", "tb.take", "20", "3000000", "1", "1"}},
+		{a.Op(op(login, spigot.Take, 0)), wire.Argv{"", "tb.take", "20", "3000000", "1", "0"}},
+		{a.Op(op(login, spigot.Take, 21)), wire.Argv{"", "tb.take", "20", "3000000", "1", "21"}},
+		{a.Op(op(login, spigot.Take, math.MaxInt64)), wire.Argv{"", "tb.take", "20", "3000000", "1", "9223372036854775807"}},
+		{a.Op(op(login, spigot.TakeUpTo, 5)), wire.Argv{"", "tb.upto", "20", "3000000", "1", "5"}},
+		{a.Op(op(login, spigot.Refund, 2)), wire.Argv{"", "tb.refund", "20", "3000000", "1", "2"}},
+		{a.Op(op(login, spigot.Reset, 0)), wire.Argv{"", "tb.reset", "20", "3000000", "1", "0"}},
+		{a.Op(op(login, spigot.Peek, 3)), wire.Argv{"", "tb.peek", "20", "3000000", "1", "3"}},
+		{a.Op(op(tenth, spigot.Take, 3)), wire.Argv{"", "tb.take", "10", "10000000", "7", "3"}},
+		{a.Op(op(tenth, spigot.Reset, 0)), wire.Argv{"", "tb.reset", "10", "10000000", "7", "0"}},
 	} {
 		if c.got != c.want {
 			t.Errorf("step %d: argv = %q; want %q", i, c.got, c.want)
 		}
 	}
 	for i, c := range []struct {
-		got, want [8]any
+		got, want [6]any
 	}{
 		// The same, for clients that take ...any: N as an int64.
-		{a.OpAny(op(login, spigot.Take, 1)), [8]any{"", "0", "tb", "20", "3000000", "1", "take", int64(1)}},
-		{a.OpAny(op(login, spigot.Take, math.MaxInt64)), [8]any{"", "0", "tb", "20", "3000000", "1", "take", int64(math.MaxInt64)}},
-		{a.OpAny(op(login, spigot.Reset, 0)), [8]any{"", "0", "tb", "20", "3000000", "1", "reset", int64(0)}},
-		{a.OpAny(op(tenth, spigot.TakeUpTo, 0)), [8]any{"", "0", "tb", "10", "10000000", "7", "upto", int64(0)}},
+		{a.OpAny(op(login, spigot.Take, 1)), [6]any{"", "tb.take", "20", "3000000", "1", int64(1)}},
+		{a.OpAny(op(login, spigot.Take, math.MaxInt64)), [6]any{"", "tb.take", "20", "3000000", "1", int64(math.MaxInt64)}},
+		{a.OpAny(op(login, spigot.Reset, 0)), [6]any{"", "tb.reset", "20", "3000000", "1", int64(0)}},
+		{a.OpAny(op(tenth, spigot.TakeUpTo, 0)), [6]any{"", "tb.upto", "10", "10000000", "7", int64(0)}},
 	} {
 		if c.got != c.want {
 			t.Errorf("step %d: argv = %#v; want %#v", i, c.got, c.want)
@@ -405,11 +405,11 @@ func TestArgsServerTime(t *testing.T) {
 	// Every action has its name, as a string and boxed.
 	for i, c := range actions {
 		o := op(tenth, c.a, 4)
-		if got := a.Op(o)[6]; got != c.name {
-			t.Errorf("step %d: Op(%v)[6] = %q; want %q", i, o, got, c.name)
+		if got := a.Op(o)[1]; got != c.name {
+			t.Errorf("step %d: Op(%v)[1] = %q; want %q", i, o, got, c.name)
 		}
-		if got := a.OpAny(o)[6]; got != c.name {
-			t.Errorf("step %d: OpAny(%v)[6] = %#v; want %q", i, o, got, c.name)
+		if got := a.OpAny(o)[1]; got != c.name {
+			t.Errorf("step %d: OpAny(%v)[1] = %#v; want %q", i, o, got, c.name)
 		}
 	}
 }
@@ -419,29 +419,31 @@ func TestArgsClock(t *testing.T) {
 	clk := clocktest.New(t0)
 	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	a := wire.NewArgs(clk)
+	// The script adds ClockTTLSlack to the TTL of a key written on the
+	// caller's clock, as a literal.
 	slack := strconv.FormatInt(wire.ClockTTLSlack.Milliseconds(), 10)
-	if slack != "60000" {
-		t.Errorf("ClockTTLSlack = %v; this test expects a minute", wire.ClockTTLSlack)
+	if !strings.Contains(wire.Script(), "now, slack = tonumber(ARGV[1]), "+slack+"\n") {
+		t.Errorf("the script does not add ClockTTLSlack (%s ms) when ARGV[1] is the caller's now", slack)
 	}
 	for i, c := range []struct {
 		advance time.Duration
 		want    wire.Argv // ARGV[1] is now in µs, truncated
 	}{
-		{0, wire.Argv{"1735787045123456", slack, "tb", "20", "3000000", "1", "take", "1"}},
-		{210 * time.Nanosecond, wire.Argv{"1735787045123456", slack, "tb", "20", "3000000", "1", "take", "1"}}, // .123456999
-		{time.Nanosecond, wire.Argv{"1735787045123457", slack, "tb", "20", "3000000", "1", "take", "1"}},       // .123457000
-		{-time.Hour, wire.Argv{"1735783445123457", slack, "tb", "20", "3000000", "1", "take", "1"}},
+		{0, wire.Argv{"1735787045123456", "tb.take", "20", "3000000", "1", "1"}},
+		{210 * time.Nanosecond, wire.Argv{"1735787045123456", "tb.take", "20", "3000000", "1", "1"}}, // .123456999
+		{time.Nanosecond, wire.Argv{"1735787045123457", "tb.take", "20", "3000000", "1", "1"}},       // .123457000
+		{-time.Hour, wire.Argv{"1735783445123457", "tb.take", "20", "3000000", "1", "1"}},
 	} {
 		clk.Advance(c.advance)
 		if got := a.Op(spigot.Op{Limit: b, Key: "k", N: 1}); got != c.want {
 			t.Errorf("step %d: at %v Take argv = %q; want %q", i, clk.Now(), got, c.want)
 		}
 		reset := c.want
-		reset[6], reset[7] = "reset", "0"
+		reset[1], reset[5] = "tb.reset", "0"
 		if got := a.Op(spigot.Op{Limit: b, Key: "k", Action: spigot.Reset}); got != reset {
 			t.Errorf("step %d: at %v Reset argv = %q; want %q", i, clk.Now(), got, reset)
 		}
-		want := [8]any{c.want[0], c.want[1], c.want[2], c.want[3], c.want[4], c.want[5], c.want[6], int64(1)}
+		want := [6]any{c.want[0], c.want[1], c.want[2], c.want[3], c.want[4], int64(1)}
 		if got := a.OpAny(spigot.Op{Limit: b, Key: "k", N: 1}); got != want {
 			t.Errorf("step %d: at %v OpAny argv = %#v; want %#v", i, clk.Now(), got, want)
 		}
@@ -453,11 +455,11 @@ func TestArgsZero(t *testing.T) {
 	var a wire.Args
 	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	op := spigot.Op{Limit: b, Key: "k", N: 2}
-	want := wire.Argv{"", "0", "tb", "20", "3000000", "1", "take", "2"}
+	want := wire.Argv{"", "tb.take", "20", "3000000", "1", "2"}
 	if got := a.Op(op); got != want {
 		t.Errorf("zero Args: Op = %q; want %q", got, want)
 	}
-	wantAny := [8]any{"", "0", "tb", "20", "3000000", "1", "take", int64(2)}
+	wantAny := [6]any{"", "tb.take", "20", "3000000", "1", int64(2)}
 	if got := a.OpAny(op); got != wantAny {
 		t.Errorf("zero Args: OpAny = %#v; want %#v", got, wantAny)
 	}
@@ -472,7 +474,7 @@ func TestArgsCachesParams(t *testing.T) {
 	first := a.Op(spigot.Op{Limit: b, Key: "k", N: 1})
 	second := a.Op(spigot.Op{Limit: b, Key: "other", Action: spigot.Reset})
 	anyFirst := a.OpAny(spigot.Op{Limit: b, Key: "k", N: 1})
-	want := map[int]string{2: "tb", 3: "1000", 4: "1000000", 5: "101"}
+	want := map[int]string{2: "1000", 3: "1000000", 4: "101"}
 	for i, w := range want {
 		if first[i] != w || second[i] != w || anyFirst[i] != w {
 			t.Fatalf("ARGV[%d] = %q, then %q, then %#v; want %q", i+1, first[i], second[i], anyFirst[i], w)
@@ -512,8 +514,8 @@ func TestArgsManyLimits(t *testing.T) {
 					c := limits[(j*(w+1)+round*7)%len(limits)]
 					act := actions[j%len(actions)]
 					op := spigot.Op{Limit: c.l, Key: "k", Action: act.a, N: int64(j)}
-					want := wire.Argv{"", "0", "tb", c.want[0], c.want[1], c.want[2], act.name, strconv.Itoa(j)}
-					wantAny := [8]any{"", "0", "tb", c.want[0], c.want[1], c.want[2], act.name, int64(j)}
+					want := wire.Argv{"", act.name, c.want[0], c.want[1], c.want[2], strconv.Itoa(j)}
+					wantAny := [6]any{"", act.name, c.want[0], c.want[1], c.want[2], int64(j)}
 					if got := a.Op(op); got != want {
 						t.Errorf("worker %d round %d: Op(%v) = %q; want %q", w, round, op, got, want)
 						return
@@ -560,10 +562,7 @@ func TestScriptTouchesOnlyKEYS1(t *testing.T) {
 // The script knows every action by the name Args gives it, and the kind
 // "tb".
 func TestScriptKnowsEveryAction(t *testing.T) {
-	for _, c := range append(actions[:len(actions):len(actions)], struct {
-		a    spigot.Action
-		name string
-	}{name: "tb"}) {
+	for _, c := range actions {
 		if !strings.Contains(wire.Script(), "'"+c.name+"'") {
 			t.Errorf("Script does not name %q", c.name)
 		}
