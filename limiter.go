@@ -2,7 +2,7 @@
 // address, API calls per tenant, exported rows per account.
 //
 // A Limit (today, a token bucket) is applied to a key by operations: take
-// n tokens, take up to n, refund, reset, peek. One exact model (Apply)
+// n tokens, take up to n, refund, reset, peek. One exact model (Op.Apply)
 // decides every operation, behind a small Store interface, with stores in
 // process (store/memory), shared by every replica of a service
 // (store/redis, store/valkey, store/rueidis), and a hybrid of the two
@@ -33,7 +33,7 @@ import (
 
 // A Store keeps the state of every key of every limit and applies
 // operations to it atomically. Implementations must be safe for concurrent
-// use and keep the model of Apply; package conformance checks that they
+// use and keep the model of Op.Apply; package conformance checks that they
 // do.
 //
 // A store that cannot do what it is asked (an Action or a Kind it does not

@@ -28,7 +28,7 @@ func deny(remaining int64, retry, reset time.Duration) spigot.Decision {
 	return spigot.Decision{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
-// apply is spigot.Apply on a copy of s: it returns the new state and the
+// apply is spigot.Op.Apply on a copy of s: it returns the new state and the
 // decision.
 func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
 	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was

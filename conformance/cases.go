@@ -16,7 +16,7 @@ import (
 )
 
 // The expected admissions in the tables below are worked out by hand from
-// the model, as spigot.Apply documents it:
+// the model, as spigot.Op.Apply documents it:
 //
 //	refill     = rate.Tokens / rate.Period
 //	tokens     = min(capacity, tokens + elapsed × refill)
@@ -24,7 +24,7 @@ import (
 //	ResetAfter = ceil_ms((capacity - tokens) / refill)
 //	Remaining  = floor(tokens)
 //
-// and never by calling spigot.Apply, which a store under test may use.
+// and never by calling spigot.Op.Apply, which a store under test may use.
 
 const (
 	ms = time.Millisecond

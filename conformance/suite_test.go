@@ -85,12 +85,12 @@ func runCase(t *testing.T, c testCase, newStore func(clk clock.Clock) spigot.Sto
 	return record(t, func(r testing.TB) { c.run(r, env{s: newStore(clk), clk: clk}) })
 }
 
-// takeStore is a store on spigot.Apply, like the example's MapStore, with
+// takeStore is a store on spigot.Op.Apply, like the example's MapStore, with
 // hooks that break it on purpose.
 type takeStore struct {
 	clk clock.Clock
 
-	// apply replaces spigot.Apply.
+	// apply replaces spigot.Op.Apply.
 	apply func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision)
 	// name replaces the limit's name in the state's key.
 	name func(b spigot.Limit) string
@@ -120,7 +120,7 @@ func newTakeStore(clk clock.Clock) *takeStore {
 	}
 }
 
-// apply is spigot.Apply on a copy of s: it returns the new state and the
+// apply is spigot.Op.Apply on a copy of s: it returns the new state and the
 // decision.
 func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
 	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was

@@ -292,7 +292,7 @@ func (m model) checkStored(t testing.TB, c goredis.UniversalClient, key string, 
 }
 
 // The differential: the same random operation sequences, every action with
-// random N, on spigot's Go model (Apply), on the memory store and on a
+// random N, on spigot's Go model (Op.Apply), on the memory store and on a
 // Redis-protocol store, with one fake clock, give the same Decisions, field
 // by field, and the server holds the model's State for every key.
 

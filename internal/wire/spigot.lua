@@ -1,4 +1,4 @@
--- spigot's model on the server: the line-by-line twin of Apply (op.go).
+-- spigot's model on the server: the line-by-line twin of Op.Apply (op.go).
 --
 -- ARGV[1]  now in µs since the epoch, or "" to read the server's TIME;
 --          a key written on the caller's clock lives 60000 ms

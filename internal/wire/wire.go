@@ -1,6 +1,6 @@
 // Package wire is what the Redis-protocol stores share, and hide from
 // their users: the Lua script that runs spigot's model on the server
-// (spigot.lua, the line-by-line twin of spigot.Apply), the encoding of
+// (spigot.lua, the line-by-line twin of spigot.Op.Apply), the encoding of
 // its arguments, the decoding of its replies, and the classification of
 // errors (Err).
 //

@@ -1,7 +1,7 @@
 // Package memory is an in-process spigot.Store: the fastest store, for a
 // single replica, for tests, and as the local side of store/hybrid.
 //
-// It runs spigot's model (spigot.Apply) on a sharded map, so parallel callers
+// It runs spigot's model (spigot.Op.Apply) on a sharded map, so parallel callers
 // on different keys rarely contend on a lock, and an operation on a key that
 // already has state allocates nothing. A key's state is forgotten once its
 // bucket is full again, so idle keys cost nothing; WithMaxKeys caps the
@@ -124,7 +124,7 @@ func New(opts ...Option) *Store {
 // map is indexed by all of it.
 func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
 
-// Do implements spigot.Store: it applies op with spigot.Apply, in place,
+// Do implements spigot.Store: it applies op with spigot.Op.Apply, in place,
 // under the lock of op's key.
 func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := ctx.Err(); err != nil {
