@@ -58,7 +58,7 @@ import (
 // noopScript is the baseline's script: it takes the key and arguments of
 // spigot's script and does nothing with them, so that what a call costs
 // above it is the server's work on the bucket.
-const noopScript = "return {1,1,0,0,0}"
+const noopScript = "return {1,0,0,0}"
 
 var noopSHA1 = func() string {
 	sum := sha1.Sum([]byte(noopScript))

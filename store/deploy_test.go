@@ -40,8 +40,9 @@ var scriptV1 string
 var slackMs = wire.ClockTTLSlack.Milliseconds()
 
 // runV1 runs the script before operations on key, at now, for op: a Take
-// (a cost) or a Reset. It returns the Decision its reply gives (N is not
-// in that reply: 0), and for a Reset, whether the bucket was not full.
+// (a cost) or a Reset. It returns the Decision its reply gives (N, not in
+// that reply, is the cost when allowed, else 0), and for a Reset, whether
+// the bucket was not full.
 func runV1(t testing.TB, c goredis.UniversalClient, key string, op spigot.Op, now time.Time) (spigot.Decision, bool) {
 	t.Helper()
 	cost := strconv.FormatInt(op.N, 10)
@@ -73,8 +74,14 @@ func runV1(t testing.TB, c goredis.UniversalClient, key string, op spigot.Op, no
 			t.Fatalf("spigot-v1.lua %v: reply %#v; want 4 integers", op, reply)
 		}
 	}
-	// The script's 4 integers are today's 5 but N.
-	d, err := wire.DecodeInts([5]int64{n[0], 0, n[1], n[2], n[3]})
+	// The script's {allowed, remaining, retry, reset} are today's
+	// {moved, remaining, retry, reset} with allowed for moved: allowed
+	// exactly when there is no retry-after, and then the cost was moved.
+	allowed, retry := n[0], n[2]
+	if (allowed != 0 && allowed != 1) || (allowed == 1) != (retry == 0) {
+		t.Fatalf("spigot-v1.lua %v: reply %v: allowed %d with a retry-after of %d ms", op, n, allowed, retry)
+	}
+	d, err := wire.DecodeInts([4]int64{allowed * op.N, n[1], n[2], n[3]})
 	if err != nil {
 		t.Fatalf("spigot-v1.lua %v: reply %v: %v", op, n, err)
 	}
@@ -176,7 +183,6 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 					}
 					got = want // what the generator goes on from
 				} else {
-					want.N = 0 // not in the old reply
 					if problem := diffDecisions(d, want); problem != "" {
 						fail(i, "%v: spigot-v1.lua and the model: %s", o, problem)
 					}

@@ -1263,28 +1263,32 @@ func TestMalformedReply(t *testing.T) {
 				action spigot.Action
 				want   string // in the error
 			}{
-				{"*3\r\n:1\r\n:1\r\n:19\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 3 values"},
-				// The reply of the script before operations.
-				{"*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 4 values"},
-				{"*6\r\n:1\r\n:1\r\n:19\r\n:0\r\n:0\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 6 values"},
-				{"+OK\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 5 integers, got string"},
-				{":1\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
-				{"*5\r\n$1\r\n1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 1 is string, want an integer"},
-				{"*5\r\n:1\r\n:1\r\n:19\r\n*-1\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 4 is <nil>, want an integer"},
-				{"*5\r\n:1\r\n*1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 2 is []interface {}, want an integer"},
-				{"*5\r\n:2\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: allowed is 2, want 0 or 1"},
-				{"*5\r\n:1\r\n:-1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: moved -1 tokens"},
-				{"*5\r\n:0\r\n:0\r\n:-1\r\n:5\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: remaining is -1"},
-				{"*5\r\n:0\r\n:0\r\n:0\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: denied with no retry-after"},
-				{"*5\r\n:0\r\n:2\r\n:0\r\n:5\r\n:3000\r\n", spigot.TakeUpTo, "spigot: malformed reply from the script: denied, yet moved 2 tokens"},
+				{"*3\r\n:1\r\n:19\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 4 integers, got 3 values"},
+				// The reply of the script before this one, {allowed, moved,
+				// remaining, retry, reset}. (That of the script before
+				// operations, {allowed, remaining, retry, reset}, has
+				// today's length and reads as today's: no case here.)
+				{"*5\r\n:1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: want 4 integers, got 5 values"},
+				{"*6\r\n:1\r\n:19\r\n:0\r\n:0\r\n:0\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 4 integers, got 6 values"},
+				{"+OK\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 4 integers, got string"},
+				{":1\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
+				{"*4\r\n$1\r\n1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 1 is string, want an integer"},
+				{"*4\r\n:1\r\n:19\r\n*-1\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 3 is <nil>, want an integer"},
+				{"*4\r\n:1\r\n*1\r\n:1\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 2 is []interface {}, want an integer"},
+				{"*4\r\n:-1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: moved -1 tokens"},
+				{"*4\r\n:0\r\n:-1\r\n:5\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: remaining is -1"},
+				{"*4\r\n:0\r\n:19\r\n:-2\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: retry-after is -2 ms"},
+				{"*4\r\n:0\r\n:19\r\n:0\r\n:9223372036855\r\n", spigot.Take, "spigot: malformed reply from the script: reset-after is 9223372036855 ms"},
+				{"*4\r\n:2\r\n:0\r\n:5\r\n:3000\r\n", spigot.TakeUpTo, "spigot: malformed reply from the script: denied, yet moved 2 tokens"},
 				{"$-1\r\n", spigot.Take, "nil"},
 				{"-ERR something broke\r\n", spigot.Take, "something broke"}, // some clients drop the "ERR"
-				// The replies of the script before operations to a reset.
-				{":1\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
-				{":0\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
-				{"*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Reset, "spigot: malformed reply from the script: want 5 integers, got 4 values"},
-				{"+1\r\n", spigot.Refund, "spigot: malformed reply from the script: want an array of 5 integers, got string"},
-				{"*5\r\n:1\r\n:1\r\n:19\r\n:7\r\n:3000\r\n", spigot.Peek, "spigot: malformed reply from the script: allowed with a retry-after of 7 ms"},
+				// The replies of the script before operations to a reset,
+				// and the script before this one's, {1, moved, capacity, 0, 0}.
+				{":1\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
+				{":0\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
+				{"*5\r\n:1\r\n:1\r\n:20\r\n:0\r\n:0\r\n", spigot.Reset, "spigot: malformed reply from the script: want 4 integers, got 5 values"},
+				{"+1\r\n", spigot.Refund, "spigot: malformed reply from the script: want an array of 4 integers, got string"},
+				{"*4\r\n:1\r\n:19\r\n:7\r\n:3000\r\n", spigot.Peek, "spigot: malformed reply from the script: denied, yet moved 1 tokens"},
 			} {
 				f := startFake(t, func(string) string { return c.reply })
 				s := ps.new(t, []string{f.addr}, storeOpts{})
@@ -1376,7 +1380,7 @@ func TestNoReplay(t *testing.T) {
 					if cmd == "EVALSHA" {
 						return "-NOSCRIPT No matching script. Please use EVAL.\r\n"
 					}
-					return "*5\r\n:1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n"
+					return "*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n"
 				})
 				s := ps.new(t, []string{f.addr}, storeOpts{})
 				a, err := s.Do(context.Background(), takeOp(b, "k", 1))

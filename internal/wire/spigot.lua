@@ -11,8 +11,9 @@
 -- (As few arguments as can say it: each one costs the server a Lua
 -- string per call, and two more cost 4% of its throughput.)
 --
--- Returns {allowed (0/1), n moved, remaining, retry_ms (-1: Never),
--- reset_ms (-1: Never)}.
+-- Returns {n moved, remaining, retry_ms (0: allowed; -1: Never),
+-- reset_ms (-1: Never)}: four integers, no more (each costs the client
+-- a decoded message per call).
 --
 -- A key holds "<kind>/<version> <fullat> <fields>": every kind and
 -- version starts with FullAt, the µs from which the state counts as
@@ -134,17 +135,17 @@ if now > stamp then
 end
 local lag = stamp - now -- > 0 only when the clock stepped back
 
-local allowed, moved, retry, reset = 1, 0, 0, 0
+local moved, retry, reset = 0, 0, 0
 if action == 'tb.take' or action == 'tb.peek' then
 	if n > capacity then
-		allowed, retry = 0, -1
+		retry = -1
 	elseif tokens >= n * scale then
 		if action == 'tb.take' then
 			tokens = tokens - n * scale
 			moved = n
 		end
 	else
-		allowed, retry = 0, ceilms(lag, ceildiv(n * scale - tokens, refill))
+		retry = ceilms(lag, ceildiv(n * scale - tokens, refill))
 	end
 elseif action == 'tb.upto' then
 	local k = quo(tokens, scale)
@@ -155,9 +156,9 @@ elseif action == 'tb.upto' then
 		tokens = tokens - k * scale
 		moved = k
 	elseif capacity == 0 then
-		allowed, retry = 0, -1
+		retry = -1
 	else
-		allowed, retry = 0, ceilms(lag, ceildiv(scale - tokens, refill))
+		retry = ceilms(lag, ceildiv(scale - tokens, refill))
 	end
 elseif action == 'tb.refund' then
 	local add = max - tokens
@@ -168,13 +169,13 @@ elseif action == 'tb.refund' then
 	moved = ceildiv(add, scale)
 else -- 'tb.reset'
 	redis.call('DEL', KEYS[1])
-	return {1, ceildiv(max - tokens, scale), capacity, 0, 0}
+	return {ceildiv(max - tokens, scale), capacity, 0, 0}
 end
 if tokens < max then
 	reset = ceilms(lag, ceildiv(max - tokens, refill))
 end
 if action == 'tb.peek' then
-	return {allowed, moved, quo(tokens, scale), retry, reset}
+	return {moved, quo(tokens, scale), retry, reset}
 end
 
 -- FullAt: full again, and the clock caught up with the stamp (a full
@@ -194,4 +195,4 @@ else
 	local state = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
 	redis.call('SET', KEYS[1], state, 'PX', ms + slack)
 end
-return {allowed, moved, quo(tokens, scale), retry, reset}
+return {moved, quo(tokens, scale), retry, reset}

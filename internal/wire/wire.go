@@ -145,10 +145,10 @@ func (a *Args) params(l spigot.Limit) *params {
 }
 
 // Fields is how many integers the script returns for one key.
-const Fields = 5
+const Fields = 4
 
 // Decode turns the script's reply to one operation into a Decision. The
-// reply is what a client decodes from RESP: a slice of five integers, as
+// reply is what a client decodes from RESP: a slice of four integers, as
 // []any of int64 (go-redis, and ToAny of valkey-go and rueidis) or
 // []int64. Anything else, or values the model cannot produce, is an error
 // that names the problem and matches spigot.ErrRequestFailed.
@@ -204,15 +204,13 @@ func Ints[M any, P interface {
 	return n, true
 }
 
-// DecodeInts is Decode for a reply already read as integers: allowed, the
-// tokens moved, remaining, retry-after ms (-1 for Never), reset-after ms.
-// It rejects values the model cannot produce.
+// DecodeInts is Decode for a reply already read as integers: the tokens
+// moved, remaining, retry-after ms (0 when allowed, -1 for Never),
+// reset-after ms. It rejects values the model cannot produce.
 func DecodeInts(n [Fields]int64) (spigot.Decision, error) {
-	allowed, moved, remaining, retry, reset := n[0], n[1], n[2], n[3], n[4]
+	moved, remaining, retry, reset := n[0], n[1], n[2], n[3]
 	const maxMs = int64(spigot.Never / time.Millisecond)
 	switch {
-	case allowed != 0 && allowed != 1:
-		return spigot.Decision{}, malformed(n, "allowed is %d, want 0 or 1", allowed)
 	case moved < 0:
 		return spigot.Decision{}, malformed(n, "moved %d tokens, want 0 or more", moved)
 	case remaining < 0:
@@ -221,11 +219,7 @@ func DecodeInts(n [Fields]int64) (spigot.Decision, error) {
 		return spigot.Decision{}, malformed(n, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
 	case reset < -1 || reset > maxMs:
 		return spigot.Decision{}, malformed(n, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
-	case allowed == 1 && retry != 0:
-		return spigot.Decision{}, malformed(n, "allowed with a retry-after of %d ms", retry)
-	case allowed == 0 && retry == 0:
-		return spigot.Decision{}, malformed(n, "denied with no retry-after")
-	case allowed == 0 && moved != 0:
+	case retry != 0 && moved != 0:
 		return spigot.Decision{}, malformed(n, "denied, yet moved %d tokens", moved)
 	}
 	return spigot.Decision{

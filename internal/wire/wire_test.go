@@ -41,22 +41,23 @@ func TestDecode(t *testing.T) {
 		reply any
 		want  spigot.Decision
 	}{
-		// allowed, moved, remaining, retry-after ms, reset-after ms
-		{ints(1, 1, 19, 0, 3000), spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
-		{ints(0, 0, 0, 2999, 60000), spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}},
-		{ints(1, 0, 20, 0, 0), spigot.Decision{Remaining: 20}},                                     // Take of 0 on a full bucket
-		{ints(1, 0, 0, 0, 0), spigot.Decision{}},                                                   // capacity 0, Take of 0
-		{ints(0, 0, 5, -1, 0), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},            // Take > capacity on a full bucket
-		{ints(1, 3, 20, 0, 0), spigot.Decision{N: 3, Remaining: 20}},                               // a Reset of a bucket that lacked 3
-		{ints(1, 2, 7, 0, 9000), spigot.Decision{N: 2, Remaining: 7, ResetAfter: 9 * time.Second}}, // a Refund, a TakeUpTo
-		{ints(0, 0, 0, -1, 60000), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
-		{ints(0, 0, 0, -1, -1), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
-		{ints(0, 0, 0, 1, 1), spigot.Decision{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}},
-		{ints(0, 0, 0, maxMs, maxMs), spigot.Decision{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond}},
-		{ints(1, 0, math.MaxInt64, 0, 0), spigot.Decision{Remaining: math.MaxInt64}},
-		{ints(1, math.MaxInt64, 0, 0, 0), spigot.Decision{N: math.MaxInt64}},
-		{[]int64{1, 1, 19, 0, 3000}, spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
-		{[]int64{0, 0, 0, -1, 60000}, spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
+		// moved, remaining, retry-after ms (0: allowed), reset-after ms
+		{ints(1, 19, 0, 3000), spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{ints(0, 0, 2999, 60000), spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}},
+		{ints(0, 20, 0, 0), spigot.Decision{Remaining: 20}},                                     // Take of 0 on a full bucket
+		{ints(0, 0, 0, 0), spigot.Decision{}},                                                   // capacity 0, Take of 0
+		{ints(0, 5, -1, 0), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},            // Take > capacity on a full bucket
+		{ints(3, 20, 0, 0), spigot.Decision{N: 3, Remaining: 20}},                               // a Reset of a bucket that lacked 3
+		{ints(2, 7, 0, 9000), spigot.Decision{N: 2, Remaining: 7, ResetAfter: 9 * time.Second}}, // a Refund, a TakeUpTo
+		{ints(0, 3, 0, 100), spigot.Decision{Remaining: 3, ResetAfter: 100 * time.Millisecond}}, // a Peek that would be allowed
+		{ints(0, 0, -1, 60000), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
+		{ints(0, 0, -1, -1), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
+		{ints(0, 0, 1, 1), spigot.Decision{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}},
+		{ints(0, 0, maxMs, maxMs), spigot.Decision{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond}},
+		{ints(0, math.MaxInt64, 0, 0), spigot.Decision{Remaining: math.MaxInt64}},
+		{ints(math.MaxInt64, 0, 0, 0), spigot.Decision{N: math.MaxInt64}},
+		{[]int64{1, 19, 0, 3000}, spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
+		{[]int64{0, 0, -1, 60000}, spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
 	} {
 		got, err := wire.Decode(c.reply)
 		if err != nil || got != c.want {
@@ -71,57 +72,60 @@ func TestDecodeMalformed(t *testing.T) {
 		want  string // the problem, as the error names it
 	}{
 		// Not an array.
-		{nil, "want an array of 5 integers, got <nil>"},
-		{"OK", "want an array of 5 integers, got string"},
-		{int64(1), "want an array of 5 integers, got int64"},
-		{[]byte("1 2 3 4 5"), "want an array of 5 integers, got []uint8"},
-		{[]int{1, 1, 2, 0, 0}, "want an array of 5 integers, got []int"},
-		{[]string{"1", "1", "2", "0", "0"}, "want an array of 5 integers, got []string"},
-		{errors.New("NOSCRIPT No matching script"), "want an array of 5 integers, got *errors.errorString"},
-		// The wrong length: the 4 integers of the script before operations
-		// among them.
-		{[]any(nil), "want 5 integers, got 0 values"},
-		{[]any{}, "want 5 integers, got 0 values"},
-		{ints(1), "want 5 integers, got 1 values"},
-		{ints(1, 2, 0), "want 5 integers, got 3 values"},
-		{ints(1, 19, 0, 3000), "want 5 integers, got 4 values"},
-		{ints(1, 1, 2, 0, 0, 0), "want 5 integers, got 6 values"},
-		{[]int64(nil), "want 5 integers, got 0 values"},
-		{[]int64{1, 19, 0, 3000}, "want 5 integers, got 4 values"},
-		{[]int64{1, 1, 2, 0, 0, 0}, "want 5 integers, got 6 values"},
+		{nil, "want an array of 4 integers, got <nil>"},
+		{"OK", "want an array of 4 integers, got string"},
+		{int64(1), "want an array of 4 integers, got int64"},
+		{[]byte("1 2 3 4"), "want an array of 4 integers, got []uint8"},
+		{[]int{1, 2, 0, 0}, "want an array of 4 integers, got []int"},
+		{[]string{"1", "2", "0", "0"}, "want an array of 4 integers, got []string"},
+		{errors.New("NOSCRIPT No matching script"), "want an array of 4 integers, got *errors.errorString"},
+		// The wrong length: the 5 integers of the script before this one,
+		// {allowed, moved, remaining, retry, reset}, among them. (The 4 of
+		// the script before operations, {allowed, remaining, retry,
+		// reset}, have today's length and read as today's reply.)
+		{[]any(nil), "want 4 integers, got 0 values"},
+		{[]any{}, "want 4 integers, got 0 values"},
+		{ints(1), "want 4 integers, got 1 values"},
+		{ints(1, 2, 0), "want 4 integers, got 3 values"},
+		{ints(1, 1, 19, 0, 3000), "want 4 integers, got 5 values"},
+		{ints(1, 2, 0, 0, 0, 0), "want 4 integers, got 6 values"},
+		{[]int64(nil), "want 4 integers, got 0 values"},
+		{[]int64{1, 19, 0}, "want 4 integers, got 3 values"},
+		{[]int64{1, 1, 19, 0, 3000}, "want 4 integers, got 5 values"},
+		{[]int64{1, 2, 0, 0, 0, 0}, "want 4 integers, got 6 values"},
 		// A value that is not an integer.
-		{[]any{"1", int64(1), int64(2), int64(0), int64(0)}, "value 1 is string, want an integer"},
-		{[]any{int64(1), 1.0, int64(2), int64(0), int64(0)}, "value 2 is float64, want an integer"},
-		{[]any{int64(1), int64(1), nil, int64(0), int64(0)}, "value 3 is <nil>, want an integer"},
-		{[]any{int64(1), int64(1), int64(2), []byte("0"), int64(0)}, "value 4 is []uint8, want an integer"},
-		{[]any{int64(1), int64(1), int64(2), int64(0), 0}, "value 5 is int, want an integer"},
-		{[]any{ints(1, 1, 2, 0, 0), int64(1), int64(2), int64(0), int64(0)}, "value 1 is []interface {}, want an integer"},
-		{[]any{int64(1), errors.New("ERR boom"), int64(2), int64(0), int64(0)}, "value 2 is *errors.errorString, want an integer"},
-		{[]any{true, int64(1), int64(2), int64(0), int64(0)}, "value 1 is bool, want an integer"},
+		{[]any{"1", int64(2), int64(0), int64(0)}, "value 1 is string, want an integer"},
+		{[]any{int64(1), 1.0, int64(0), int64(0)}, "value 2 is float64, want an integer"},
+		{[]any{int64(1), int64(2), nil, int64(0)}, "value 3 is <nil>, want an integer"},
+		{[]any{int64(1), int64(2), []byte("0"), int64(0)}, "value 3 is []uint8, want an integer"},
+		{[]any{int64(1), int64(2), int64(0), 0}, "value 4 is int, want an integer"},
+		{[]any{ints(1, 2, 0, 0), int64(2), int64(0), int64(0)}, "value 1 is []interface {}, want an integer"},
+		{[]any{int64(1), errors.New("ERR boom"), int64(0), int64(0)}, "value 2 is *errors.errorString, want an integer"},
+		{[]any{int64(1), int64(2), int64(0), true}, "value 4 is bool, want an integer"},
 		// Integers the model cannot produce.
-		{ints(2, 0, 0, 0, 0), "allowed is 2, want 0 or 1"},
-		{ints(-1, 0, 0, 5, 0), "allowed is -1, want 0 or 1"},
-		{ints(1, -1, 0, 0, 0), "moved -1 tokens, want 0 or more"},
-		{ints(1, math.MinInt64, 0, 0, 0), "moved -9223372036854775808 tokens, want 0 or more"},
-		{ints(1, 0, -1, 0, 0), "remaining is -1, want 0 or more"},
-		{ints(0, 0, math.MinInt64, 5, 0), "remaining is -9223372036854775808, want 0 or more"},
-		{ints(0, 0, 0, -2, 0), "retry-after is -2 ms, want -1 (never) to 9223372036854"},
-		{ints(0, 0, 0, maxMs+1, 0), "retry-after is 9223372036855 ms"},
-		{ints(0, 0, 0, math.MaxInt64, 0), "retry-after is 9223372036854775807 ms"},
-		{ints(1, 0, 0, 0, -2), "reset-after is -2 ms, want -1 (never) to 9223372036854"},
-		{ints(1, 0, 0, 0, maxMs+1), "reset-after is 9223372036855 ms"},
-		{ints(1, 0, 0, 0, math.MinInt64), "reset-after is -9223372036854775808 ms"},
-		{ints(1, 1, 3, 5, 0), "allowed with a retry-after of 5 ms"},
-		{ints(1, 1, 3, -1, 0), "allowed with a retry-after of -1 ms"},
-		{ints(0, 0, 3, 0, 100), "denied with no retry-after"},
-		{ints(0, 3, 3, 0, 100), "denied with no retry-after"},
-		{ints(0, 3, 3, 5, 100), "denied, yet moved 3 tokens"},
-		{ints(0, 1, 0, -1, 0), "denied, yet moved 1 tokens"},
-		{[]int64{2, 0, 0, 0, 0}, "allowed is 2, want 0 or 1"},
-		{[]int64{1, -1, 0, 0, 0}, "moved -1 tokens, want 0 or more"},
-		{[]int64{0, 0, -1, 5, 0}, "remaining is -1, want 0 or more"},
-		{[]int64{0, 0, 3, 0, 100}, "denied with no retry-after"},
-		{[]int64{0, 2, 3, 5, 100}, "denied, yet moved 2 tokens"},
+		{ints(-1, 0, 0, 0), "moved -1 tokens, want 0 or more"},
+		{ints(-1, 0, 5, 0), "moved -1 tokens, want 0 or more"},
+		{ints(math.MinInt64, 0, 0, 0), "moved -9223372036854775808 tokens, want 0 or more"},
+		{ints(0, -1, 0, 0), "remaining is -1, want 0 or more"},
+		{ints(0, math.MinInt64, 5, 0), "remaining is -9223372036854775808, want 0 or more"},
+		{ints(0, 0, -2, 0), "retry-after is -2 ms, want -1 (never) to 9223372036854"},
+		{ints(0, 3, math.MinInt64, 0), "retry-after is -9223372036854775808 ms"},
+		{ints(0, 0, maxMs+1, 0), "retry-after is 9223372036855 ms"},
+		{ints(0, 0, math.MaxInt64, 0), "retry-after is 9223372036854775807 ms"},
+		{ints(3, 3, maxMs+1, 100), "retry-after is 9223372036855 ms"}, // named before what it moved
+		{ints(0, 0, 0, -2), "reset-after is -2 ms, want -1 (never) to 9223372036854"},
+		{ints(0, 0, 0, maxMs+1), "reset-after is 9223372036855 ms"},
+		{ints(0, 0, 0, math.MinInt64), "reset-after is -9223372036854775808 ms"},
+		{ints(0, 3, 0, math.MaxInt64), "reset-after is 9223372036854775807 ms"},
+		{ints(1, 3, 5, 0), "denied, yet moved 1 tokens"},
+		{ints(3, 3, 5, 100), "denied, yet moved 3 tokens"},
+		{ints(1, 0, -1, 0), "denied, yet moved 1 tokens"},
+		{ints(math.MaxInt64, 0, 1, 0), "denied, yet moved 9223372036854775807 tokens"},
+		{[]int64{-1, 0, 0, 0}, "moved -1 tokens, want 0 or more"},
+		{[]int64{0, -1, 5, 0}, "remaining is -1, want 0 or more"},
+		{[]int64{0, 0, -2, 0}, "retry-after is -2 ms, want -1 (never) to 9223372036854"},
+		{[]int64{0, 3, 0, maxMs + 1}, "reset-after is 9223372036855 ms"},
+		{[]int64{2, 3, 5, 100}, "denied, yet moved 2 tokens"},
 	} {
 		d, err := wire.Decode(c.reply)
 		if err == nil {
@@ -144,16 +148,16 @@ func TestDecodeMalformed(t *testing.T) {
 // is long.
 func TestDecodeShowsReply(t *testing.T) {
 	_, err := wire.Decode(ints(1, 2, 0))
-	if want := "want 5 integers, got 3 values: [1 2 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+	if want := "want 4 integers, got 3 values: [1 2 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("Decode([1 2 0]) error = %.300v; want one ending %q", err, want)
 	}
-	_, err = wire.Decode(ints(2, 0, 0, 0, 0))
-	if want := "allowed is 2, want 0 or 1: [2 0 0 0 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
-		t.Errorf("Decode([2 0 0 0 0]) error = %.300v; want one ending %q", err, want)
+	_, err = wire.Decode(ints(-2, 0, 0, 0))
+	if want := "moved -2 tokens, want 0 or more: [-2 0 0 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Decode([-2 0 0 0]) error = %.300v; want one ending %q", err, want)
 	}
-	_, err = wire.DecodeInts([5]int64{0, 4, 0, 7, 0})
-	if want := "denied, yet moved 4 tokens: [0 4 0 7 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
-		t.Errorf("DecodeInts([0 4 0 7 0]) error = %.300v; want one ending %q", err, want)
+	_, err = wire.DecodeInts([4]int64{4, 0, 7, 0})
+	if want := "denied, yet moved 4 tokens: [4 0 7 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("DecodeInts([4 0 7 0]) error = %.300v; want one ending %q", err, want)
 	}
 	_, err = wire.Decode("a reply as long as this one, which goes on and on for more than a hundred characters, and then some")
 	if want := "got string: a reply as long"; err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 250 {
@@ -171,7 +175,7 @@ func TestDecodeShowsReply(t *testing.T) {
 
 // TestScriptReplies is the walk-through of what a store sends and what it
 // makes of the replies: EVALSHA SHA1() with one key and the Argv of an
-// operation, and the script's five integers, -1 meaning never.
+// operation, and the script's four integers, -1 meaning never.
 func TestScriptReplies(t *testing.T) {
 	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	args := wire.NewArgs(nil) // nil: the script reads the server's TIME
@@ -183,11 +187,11 @@ func TestScriptReplies(t *testing.T) {
 		reply any
 		want  string
 	}{
-		{ints(1, 1, 19, 0, 3000), "allowed true, moved 1, remaining 19, retry after 0s, full after 3s"},
-		{ints(0, 0, 0, 2500, 60000), "allowed false, moved 0, remaining 0, retry after 2.5s, full after 1m0s"},
-		{ints(0, 0, 20, -1, 0), "allowed false, moved 0, remaining 20, retry after never, full after 0s"},
-		{ints(1, 4, 20, 0, 0), "allowed true, moved 4, remaining 20, retry after 0s, full after 0s"},
-		{"QUEUED", "spigot: malformed reply from the script: want an array of 5 integers, got string: QUEUED"}, // what a command inside MULTI answers
+		{ints(1, 19, 0, 3000), "allowed true, moved 1, remaining 19, retry after 0s, full after 3s"},
+		{ints(0, 0, 2500, 60000), "allowed false, moved 0, remaining 0, retry after 2.5s, full after 1m0s"},
+		{ints(0, 20, -1, 0), "allowed false, moved 0, remaining 20, retry after never, full after 0s"},
+		{ints(4, 20, 0, 0), "allowed true, moved 4, remaining 20, retry after 0s, full after 0s"},
+		{"QUEUED", "spigot: malformed reply from the script: want an array of 4 integers, got string: QUEUED"}, // what a command inside MULTI answers
 	} {
 		var got string
 		d, err := wire.Decode(c.reply)
@@ -229,66 +233,68 @@ func msgs(v ...any) []msg {
 func TestInts(t *testing.T) {
 	for i, c := range []struct {
 		msgs []msg
-		want [5]int64
+		want [4]int64
 		ok   bool
 	}{
-		{msgs(int64(1), int64(1), int64(19), int64(0), int64(3000)), [5]int64{1, 1, 19, 0, 3000}, true},
-		{msgs(int64(0), int64(0), int64(0), int64(-1), int64(-1)), [5]int64{0, 0, 0, -1, -1}, true},
-		{msgs(int64(2), int64(-3), int64(-5), int64(7), int64(math.MinInt64)), [5]int64{2, -3, -5, 7, math.MinInt64}, true}, // DecodeInts judges the values
-		{nil, [5]int64{}, false},
-		{msgs(int64(1), int64(19), int64(0), int64(3000)), [5]int64{}, false}, // the script before operations
-		{msgs(int64(1), int64(1), int64(19), int64(0), int64(3000), int64(0)), [5]int64{}, false},
-		{msgs(int64(1), int64(1), "19", int64(0), int64(3000)), [5]int64{}, false},
-		{msgs(int64(1), int64(1), int64(19), int64(0), nil), [5]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0), int64(3000)), [4]int64{1, 19, 0, 3000}, true},
+		{msgs(int64(0), int64(0), int64(-1), int64(-1)), [4]int64{0, 0, -1, -1}, true},
+		{msgs(int64(-3), int64(-5), int64(7), int64(math.MinInt64)), [4]int64{-3, -5, 7, math.MinInt64}, true}, // DecodeInts judges the values
+		{nil, [4]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0)), [4]int64{}, false},
+		{msgs(int64(1), int64(1), int64(19), int64(0), int64(3000)), [4]int64{}, false}, // the script before this one: allowed first
+		{msgs(int64(1), int64(19), int64(0), int64(3000), int64(0), int64(0)), [4]int64{}, false},
+		{msgs(int64(1), "19", int64(0), int64(3000)), [4]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0), nil), [4]int64{}, false},
 	} {
 		n, ok := wire.Ints(c.msgs)
 		if ok != c.ok || (ok && n != c.want) {
 			t.Errorf("step %d: Ints(%v) = %v, %v; want %v, %v", i, c.msgs, n, ok, c.want, c.ok)
 		}
 	}
-	if wire.Fields != 5 {
-		t.Errorf("Fields = %d; want 5", wire.Fields)
+	if wire.Fields != 4 {
+		t.Errorf("Fields = %d; want 4", wire.Fields)
 	}
 }
 
 // FuzzDecode checks that Decode never panics, that every error it returns
 // is a malformed-reply error that matches spigot.ErrRequestFailed, and
 // that every reply it accepts is a consistent Decision that encodes back
-// to the same reply. shape varies the reply around the five integers: its
+// to the same reply. shape varies the reply around the four integers: its
 // length, and one value of another type.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []struct {
-		allowed, moved, remaining, retry, reset int64
-		shape                                   uint8
+		moved, remaining, retry, reset int64
+		shape                          uint8
 	}{
-		{1, 1, 19, 0, 3000, 0},
-		{0, 0, 0, 2999, 60000, 0},
-		{0, 0, 5, -1, 0, 0},
-		{0, 0, 0, -1, -1, 0},
-		{0, 0, 0, maxMs, maxMs, 0},
-		{1, 3, 20, 0, 0, 0},
-		{1, 0, 0, 0, maxMs + 1, 0},
-		{2, 0, 0, 0, 0, 0},
-		{1, -1, 0, 0, 0, 0},
-		{1, 0, -1, 0, 0, 0},
-		{1, 1, 3, 5, 0, 0},
-		{0, 0, 3, 0, 100, 0},
-		{0, 2, 3, 5, 100, 0},
-		{1, 1, 19, 0, 3000, 1},
-		{1, 1, 19, 0, 3000, 7},
-		{1, 1, 19, 0, 3000, 12},
-		{1, 1, 19, 0, 3000, 0x4c},
+		{1, 19, 0, 3000, 0},
+		{0, 0, 2999, 60000, 0},
+		{0, 5, -1, 0, 0},
+		{0, 0, -1, -1, 0},
+		{0, 0, maxMs, maxMs, 0},
+		{3, 20, 0, 0, 0},
+		{0, 0, 0, maxMs + 1, 0},
+		{0, 0, -2, 0, 0},
+		{-1, 0, 0, 0, 0},
+		{0, -1, 0, 0, 0},
+		{1, 3, 5, 0, 0},
+		{0, 3, 0, 100, 0},
+		{2, 3, 5, 100, 0},
+		{1, 19, 0, 3000, 1},
+		{1, 19, 0, 3000, 5},
+		{1, 19, 0, 3000, 7},
+		{1, 19, 0, 3000, 12},
+		{1, 19, 0, 3000, 0x4c},
 	} {
-		f.Add(s.allowed, s.moved, s.remaining, s.retry, s.reset, s.shape)
+		f.Add(s.moved, s.remaining, s.retry, s.reset, s.shape)
 	}
-	f.Fuzz(func(t *testing.T, allowed, moved, remaining, retry, reset int64, shape uint8) {
-		reply := ints(allowed, moved, remaining, retry, reset)
+	f.Fuzz(func(t *testing.T, moved, remaining, retry, reset int64, shape uint8) {
+		reply := ints(moved, remaining, retry, reset)
 		switch n := shape % 16; {
-		case n == 0: // the five integers
-		case n < 6: // a shorter reply
+		case n == 0: // the four integers
+		case n < 5: // a shorter reply
 			reply = reply[:n-1]
 		case n < 8: // a longer one
-			for range n - 5 {
+			for range n - 4 {
 				reply = append(reply, remaining)
 			}
 		default: // one value of another type
@@ -297,13 +303,13 @@ func FuzzDecode(f *testing.F) {
 		}
 		d, err := wire.Decode(reply)
 		if shape%16 == 0 {
-			// The other shapes of five integers decode alike.
-			n := [5]int64{allowed, moved, remaining, retry, reset}
+			// The other shapes of four integers decode alike.
+			n := [4]int64{moved, remaining, retry, reset}
 			d2, err2 := wire.Decode(n[:])
 			d3, err3 := wire.DecodeInts(n)
-			m, ok := wire.Ints(msgs(allowed, moved, remaining, retry, reset))
+			m, ok := wire.Ints(msgs(moved, remaining, retry, reset))
 			if d2 != d || d3 != d || fmt.Sprint(err2) != fmt.Sprint(err) || fmt.Sprint(err3) != fmt.Sprint(err) || !ok || m != n {
-				t.Fatalf("five integers %v: as []any: %+v, %v; as []int64: %+v, %v; DecodeInts: %+v, %v; Ints: %v, %v",
+				t.Fatalf("four integers %v: as []any: %+v, %v; as []int64: %+v, %v; DecodeInts: %+v, %v; Ints: %v, %v",
 					n, d, err, d2, err2, d3, err3, m, ok)
 			}
 		}
@@ -329,18 +335,11 @@ func FuzzDecode(f *testing.F) {
 			d.ResetAfter%time.Millisecond != 0 && d.ResetAfter != spigot.Never:
 			t.Fatalf("Decode(%v) = %+v: not whole milliseconds", reply, d)
 		}
-		back := ints(b2i(d.Allowed()), d.N, d.Remaining, ms(d.RetryAfter), ms(d.ResetAfter))
+		back := ints(d.N, d.Remaining, ms(d.RetryAfter), ms(d.ResetAfter))
 		if fmt.Sprint(back) != fmt.Sprint(reply) {
 			t.Fatalf("Decode(%v) = %+v, which encodes back to %v", reply, d, back)
 		}
 	})
-}
-
-func b2i(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // ms encodes a duration as the script does: whole milliseconds, -1 for Never.
