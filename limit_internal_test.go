@@ -15,8 +15,8 @@ func TestIntern(t *testing.T) {
 	if b := MustBucket("intern", 4, PerSecond(1)); a == b {
 		t.Errorf("Limits of different capacities are equal")
 	}
-	if a.Split(2) != a.Split(2) {
-		t.Errorf("Split(2) twice gave different Limits")
+	if s1, s2 := a.Split(2), a.Split(2); s1 != s2 {
+		t.Errorf("Split(2) twice gave different Limits: %v and %v", s1, s2)
 	}
 	m := map[Limit]int{a: 1}
 	if m[MustBucket("intern", 3, PerSecond(1))] != 1 {
