@@ -20,10 +20,10 @@ var (
 
 	// ErrRequestFailed is matched by the error of a store that is up but
 	// failed this one operation: in Redis, a key that holds another type
-	// (WRONGTYPE) or a value the script cannot read, a script that failed on
-	// it, or a reply that is not the script's. Other keys are unaffected, so store/hybrid returns such an
-	// error to its caller instead of counting it as the remote store being
-	// unavailable. A store's other errors (a lost connection, a timeout, a
+	// (WRONGTYPE) or a value the script cannot read, a script that failed
+	// on it, or a reply that is not the script's. Other keys are
+	// unaffected, so store/hybrid returns such an error to its caller
+	// instead of counting it as the remote store being unavailable. A store's other errors (a lost connection, a timeout, a
 	// server that is loading or has no primary) say that the store cannot
 	// serve requests now.
 	ErrRequestFailed = errors.New("spigot: the store failed the request")

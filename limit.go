@@ -16,7 +16,7 @@ const Never = time.Duration(math.MaxInt64)
 
 // MaxExact is the largest scaled quantity a bucket may hold: 2^53, the
 // largest integer below which every integer is exact in a float64, so that
-// the Lua twin of Take (Lua numbers are doubles) computes exactly what Go
+// the Lua twin of Op.Apply (Lua numbers are doubles) computes exactly what Go
 // does. NewBucket rejects buckets whose capacity, in scaled units, exceeds
 // it.
 const MaxExact = 1 << 53
