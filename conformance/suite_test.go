@@ -2,7 +2,7 @@ package conformance
 
 // The suite's own tests: the suite must fail a broken store, naming what
 // it got wrong, and its hand-computed tables must agree with an
-// implementation of the model that does not use Limit.Take.
+// implementation of the model that does not use Op.Apply.
 
 import (
 	"context"
@@ -685,7 +685,7 @@ func TestRealTimeCatchesMutants(t *testing.T) {
 }
 
 // modelStore runs the suite's reference model (model.go) instead of
-// Limit.Take, so that Run against it checks the tables of expected
+// Op.Apply, so that Run against it checks the tables of expected
 // admissions, worked out by hand, against an implementation other than
 // Take (TestMemory checks them against Take).
 type modelStore struct {
