@@ -687,7 +687,7 @@ func TestRealTimeCatchesMutants(t *testing.T) {
 // modelStore runs the suite's reference model (model.go) instead of
 // Op.Apply, so that Run against it checks the tables of expected
 // admissions, worked out by hand, against an implementation other than
-// Take (TestMemory checks them against Take).
+// Op.Apply (the memory store's tests check them against Op.Apply).
 type modelStore struct {
 	clk clock.Clock
 	mu  sync.Mutex
