@@ -4,6 +4,7 @@ package hybrid_test
 // helpers).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -420,16 +421,24 @@ func TestDoMulti(t *testing.T) {
 // TestDoMultiUnsupported: a remote without DoMulti (memory's) answers
 // several ops with an error matching errors.ErrUnsupported; it is returned
 // as it is, applies nothing, and never counts against the breaker.
+// oneAtATime is a memory store that applies one op per call, as the
+// Redis-protocol stores do: DoMulti of several is unsupported.
+type oneAtATime struct{ *memory.Store }
+
+func (s oneAtATime) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
+}
+
 func TestDoMultiUnsupported(t *testing.T) {
 	clk := clocktest.New(t0)
-	remote := memory.New(memory.WithClock(clk))
+	remote := oneAtATime{memory.New(memory.WithClock(clk))}
 	rec := &recorder{}
 	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute),
 		hybrid.WithBreaker(1, 10*sec), hybrid.WithObserver(rec.observer()))
 	ops := []spigot.Op{{Limit: cap4, Key: "a", N: 1}, {Limit: cap4, Key: "b", Action: spigot.TakeUpTo, N: 2}}
-	want := memory.New().DoMulti(t.Context(), spigot.Independent, ops, make([]spigot.Decision, 2))
+	want := remote.DoMulti(t.Context(), spigot.Independent, ops, make([]spigot.Decision, 2))
 	if !errors.Is(want, errors.ErrUnsupported) {
-		t.Fatalf("memory's DoMulti of 2 ops: got %v, want an error matching errors.ErrUnsupported", want)
+		t.Fatalf("oneAtATime's DoMulti of 2 ops: got %v, want an error matching errors.ErrUnsupported", want)
 	}
 	for i := range 10 {
 		err := s.DoMulti(t.Context(), spigot.Independent, ops, make([]spigot.Decision, 2))

@@ -9,12 +9,15 @@
 // goroutine and needs no Close.
 //
 // It does every operation (Take, TakeUpTo, Refund, Reset, Peek) on every
-// kind of limit, since it runs the model itself.
+// kind of limit, since it runs the model itself, and applies several at
+// once (DoMulti): a batch, or all-or-nothing in one atomic step.
 package memory
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 
@@ -156,10 +159,108 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	return d, err
 }
 
-// DoMulti implements spigot.Store. It applies one op as Do does; for more
-// than one it returns an error matching errors.ErrUnsupported.
+// DoMulti implements spigot.Store. With Independent it applies each op as
+// Do does, in order. With AllOrNothing it applies them in one atomic step:
+// it locks the shards of every key, in one global order (so that calls
+// naming the same keys in any order never deadlock), decides each op on
+// the state the ops before it left (two Takes on one key are charged
+// together), and keeps the result only if no Take or TakeUpTo was
+// denied. When one was, nothing changes: out holds what each op would have
+// decided in the batch, with N 0.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, s, mode, ops, out)
+	if len(ops) < 2 || len(out) != len(ops) || mode > spigot.AllOrNothing {
+		return spigot.DoOne(ctx, s, mode, ops, out)
+	}
+	for _, op := range ops {
+		if err := op.Check(); err != nil {
+			return err
+		}
+	}
+	if mode == spigot.Independent {
+		for i, op := range ops {
+			d, err := s.Do(ctx, op)
+			if err != nil {
+				return fmt.Errorf("spigot: memory: DoMulti: op %d (%v): %w", i, op, err)
+			}
+			out[i] = d
+		}
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.allOrNothing(ops, out)
+}
+
+// pending is the state one key will have if an all-or-nothing batch
+// commits.
+type pending struct {
+	h     uint64
+	name  string
+	key   string
+	state spigot.State
+}
+
+// allOrNothing is DoMulti's AllOrNothing for valid ops.
+func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
+	now := s.clock.Now()
+	t := now.UnixMicro()
+	keys := make([]pending, 0, len(ops))
+	at := make([]int, len(ops)) // ops[i]'s key is keys[at[i]]
+	var shards []uint64
+	for i, op := range ops {
+		h, name := s.hash(op.Key), op.Limit.Name()
+		j := slices.IndexFunc(keys, func(p pending) bool { return p.h == h && p.name == name && p.key == op.Key })
+		if j < 0 {
+			j = len(keys)
+			keys = append(keys, pending{h: h, name: name, key: op.Key})
+			shards = append(shards, h&s.mask)
+		}
+		at[i] = j
+	}
+	slices.Sort(shards)
+	shards = slices.Compact(shards)
+	for _, i := range shards {
+		s.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range slices.Backward(shards) {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+	for j := range keys {
+		p := &keys[j]
+		if e := s.shards[p.h&s.mask].find(p.h, p.name, p.key); e != nil {
+			p.state = e.state
+		}
+	}
+	denied := false
+	for i, op := range ops {
+		d, _ := op.Apply(&keys[at[i]].state, now) // valid: checked
+		out[i] = d
+		if !d.Allowed() && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo) {
+			denied = true
+		}
+	}
+	if denied {
+		for i := range out {
+			out[i].N = 0
+		}
+		return nil
+	}
+	for _, p := range keys {
+		sh := &s.shards[p.h&s.mask]
+		e := sh.find(p.h, p.name, p.key)
+		switch {
+		case e != nil && p.state == (spigot.State{}):
+			sh.remove(p.h, e)
+		case e != nil:
+			e.state = p.state
+		case p.state != (spigot.State{}):
+			sh.insert(p.h, &entry{bucket: p.name, key: strings.Clone(p.key), state: p.state}, t)
+		}
+	}
+	return nil
 }
 
 // find returns the entry of key in bucket, or nil.

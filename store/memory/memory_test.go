@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -788,18 +789,18 @@ func TestDoMulti(t *testing.T) {
 		outs        int
 		unsupported bool // the error matches errors.ErrUnsupported
 	}{
-		{spigot.Independent, []spigot.Op{take1, {Limit: b, Key: "new", N: 1}}, 2, true},
-		{spigot.AllOrNothing, []spigot.Op{take1, {Limit: b, Key: "new", N: 1}}, 2, true},
-		{spigot.Independent, []spigot.Op{take1, take1}, 2, true},
-		{spigot.AllOrNothing, []spigot.Op{take1, {Limit: b, Key: "k", Action: spigot.Reset}}, 2, true},
 		{spigot.Mode(9), []spigot.Op{take1}, 1, true},
+		{spigot.Mode(9), []spigot.Op{take1, take1}, 2, true},
+		{spigot.Independent, []spigot.Op{take1, {Limit: b, Key: "new", N: -1}}, 2, false}, // an invalid op: none applied
+		{spigot.AllOrNothing, []spigot.Op{take1, {Limit: b, Key: "new", Action: 200}}, 2, true},
+		{spigot.AllOrNothing, []spigot.Op{take1, take1}, 1, false},
 		{spigot.Independent, []spigot.Op{take1}, 2, false}, // one decision per op
 		{spigot.Independent, []spigot.Op{take1}, 0, false},
 	} {
 		clk.Set(t0.Add(time.Duration(i) * time.Millisecond))
 		err := s.DoMulti(ctx, c.mode, c.ops, make([]spigot.Decision, c.outs))
 		if err == nil || c.unsupported != errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("step %d: DoMulti(%v, %v, %d decisions): got error %v; want one that matches errors.ErrUnsupported: %v", i, c.mode, c.ops, c.outs, err, c.unsupported)
+			t.Errorf("step %d: DoMulti(%v, %v, %d decisions): got error %v; want an error, matching errors.ErrUnsupported: %v", i, c.mode, c.ops, c.outs, err, c.unsupported)
 		}
 		if got, _ := stateOf(s, b, "k"); got != before || count(s) != 1 {
 			t.Errorf("step %d: DoMulti(%v, %v) changed the store: got state %+v and %d entries, want %+v and 1", i, c.mode, c.ops, got, count(s), before)
@@ -1022,5 +1023,78 @@ func TestKeyCopied(t *testing.T) {
 	}
 	if unsafe.StringData(e.key) == unsafe.StringData(key) {
 		t.Error("the store holds the caller's string, not a copy")
+	}
+}
+
+// TestDoMultiAllOrNothing: an all-or-nothing batch is charged whole or not
+// at all, two ops on one key are charged together, and the decisions say
+// what each op would get in the batch.
+func TestDoMultiAllOrNothing(t *testing.T) {
+	ctx := context.Background()
+	perIP := spigot.MustBucket("ip", 10, spigot.PerSecond(10))
+	perUser := spigot.MustBucket("user", 3, spigot.PerSecond(1))
+	s, clk := newStore(t)
+	ip, user := func(n int64) spigot.Op { return spigot.Op{Limit: perIP, Key: "10.0.0.1", N: n} },
+		func(n int64) spigot.Op { return spigot.Op{Limit: perUser, Key: "u", N: n} }
+	for i, c := range []struct {
+		ops  []spigot.Op
+		want []spigot.Decision
+		left [2]int64 // Remaining of ip and user after the call
+	}{
+		{[]spigot.Op{ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 9, ResetAfter: 100 * time.Millisecond}, {N: 1, Remaining: 2, ResetAfter: time.Second}}, [2]int64{9, 2}},
+		{[]spigot.Op{ip(1), user(3)}, []spigot.Decision{{Remaining: 8, ResetAfter: 200 * time.Millisecond}, {Remaining: 2, RetryAfter: time.Second, ResetAfter: time.Second}}, [2]int64{9, 2}},                                                    // user lacks one: neither is charged
+		{[]spigot.Op{user(1), ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 1, ResetAfter: 2 * time.Second}, {N: 1, Remaining: 8, ResetAfter: 200 * time.Millisecond}, {N: 1, Remaining: 0, ResetAfter: 3 * time.Second}}, [2]int64{8, 0}}, // one key twice: together
+		{[]spigot.Op{ip(11), user(0)}, []spigot.Decision{{Remaining: 8, RetryAfter: spigot.Never, ResetAfter: 200 * time.Millisecond}, {Remaining: 0, ResetAfter: 3 * time.Second}}, [2]int64{8, 0}},
+		{[]spigot.Op{ip(2), {Limit: perUser, Key: "u", Action: spigot.Refund, N: 3}}, []spigot.Decision{{N: 2, Remaining: 6, ResetAfter: 400 * time.Millisecond}, {N: 3, Remaining: 3}}, [2]int64{6, 3}},
+	} {
+		out := make([]spigot.Decision, len(c.ops))
+		if err := s.DoMulti(ctx, spigot.AllOrNothing, c.ops, out); err != nil {
+			t.Fatalf("step %d: DoMulti(%v): %v", i, c.ops, err)
+		}
+		if !slices.Equal(out, c.want) {
+			t.Errorf("step %d: DoMulti(%v) = %+v; want %+v", i, c.ops, out, c.want)
+		}
+		for j, l := range []spigot.Op{ip(0), user(0)} {
+			l.Action = spigot.Peek
+			if d, _ := s.Do(ctx, l); d.Remaining != c.left[j] {
+				t.Errorf("step %d: after the batch, %v has %d left; want %d", i, l.Limit, d.Remaining, c.left[j])
+			}
+		}
+	}
+	_ = clk
+}
+
+// TestDoMultiNoDeadlock: two goroutines take the same keys all-or-nothing
+// in opposite orders; the shards' locks are taken in one global order, so
+// both finish, and every token is taken once.
+func TestDoMultiNoDeadlock(t *testing.T) {
+	const rounds = 2000
+	s, _ := newStore(t)
+	b := spigot.MustBucket("b", 2*rounds, spigot.PerHour(1))
+	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			ops := make([]spigot.Op, len(keys))
+			for i, k := range keys {
+				if g == 1 {
+					k = keys[len(keys)-1-i]
+				}
+				ops[i] = spigot.Op{Limit: b, Key: k, N: 1}
+			}
+			out := make([]spigot.Decision, len(ops))
+			for range rounds {
+				if err := s.DoMulti(context.Background(), spigot.AllOrNothing, ops, out); err != nil || !out[0].Allowed() {
+					t.Errorf("goroutine %d: DoMulti = %+v, %v; want all allowed", g, out, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, k := range keys {
+		if d, _ := s.Do(context.Background(), spigot.Op{Limit: b, Key: k, Action: spigot.Peek}); d.Remaining != 0 {
+			t.Errorf("key %q: %d left; want 0: each of the %d batches took one", k, d.Remaining, 2*rounds)
+		}
 	}
 }
