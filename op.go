@@ -204,7 +204,7 @@ type State struct {
 // and leaves *s as it was.
 func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 	b, action, n := op.Limit.c, op.Action, op.N
-	if b == nil || n < 0 || action > Peek {
+	if b == nil || n < 0 || action > Peek { // Check's test; a helper for both costs Check its inlining
 		return Decision{}, op.invalid()
 	}
 	// The token bucket, the one kind of limit, at t µs since the epoch.

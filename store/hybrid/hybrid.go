@@ -342,7 +342,8 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	}
 	d, err := s.decide(ctx, op)
 	if guarded > d.N { // the remote took less than the guard did: give it back
-		back := spigot.Op{Limit: s.guardBucket(op.Limit), Key: op.Key, Action: spigot.Refund, N: guarded - d.N}
+		back := s.guardOp(op)
+		back.Action, back.N = spigot.Refund, guarded-d.N
 		s.guard.Do(context.WithoutCancel(ctx), back) // a valid op on a memory store: no error
 	}
 	return d, err
@@ -411,8 +412,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	if s.policy == Local {
 		local := make([]spigot.Op, len(ops))
 		for i, op := range ops {
-			op.Limit = s.fallbackBucket(op.Limit)
-			local[i] = op
+			local[i] = s.localOp(op)
 		}
 		if err := s.local.DoMulti(ctx, mode, local, out); err != nil {
 			return err
@@ -450,9 +450,7 @@ func (s *Store) reset(ctx context.Context, op spigot.Op) (spigot.Decision, error
 			return spigot.Decision{}, err
 		}
 	}
-	local := op
-	local.Limit = s.fallbackBucket(op.Limit)
-	if _, err := s.local.Do(ctx, local); err != nil {
+	if _, err := s.local.Do(ctx, s.localOp(op)); err != nil {
 		return spigot.Decision{}, err
 	}
 	call, probe := s.allow()
@@ -473,6 +471,7 @@ func (s *Store) reset(ctx context.Context, op spigot.Op) (spigot.Decision, error
 	return spigot.Decision{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
+// guardOp is op as the guard applies it: on WithGuard's limit.
 func (s *Store) guardOp(op spigot.Op) spigot.Op {
 	op.Limit = s.guardBucket(op.Limit)
 	return op
@@ -534,19 +533,18 @@ func detached[T any](ctx context.Context, f func(context.Context) (T, error)) (T
 	}
 }
 
-func (s *Store) fallbackBucket(b spigot.Limit) spigot.Limit {
+// localOp is op as the local store applies it: on WithLocalLimit's limit.
+func (s *Store) localOp(op spigot.Op) spigot.Op {
 	if s.localBucket != nil {
-		return s.localBucket(b)
+		op.Limit = s.localBucket(op.Limit)
 	}
-	return b
+	return op
 }
 
 // fallback decides by the policy.
 func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if s.policy == Local {
-		local := op
-		local.Limit = s.fallbackBucket(op.Limit)
-		d, err := s.local.Do(ctx, local)
+		d, err := s.local.Do(ctx, s.localOp(op))
 		if err != nil {
 			return spigot.Decision{}, err
 		}
