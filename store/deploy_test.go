@@ -147,14 +147,7 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
 		g := newDiffGen(seed, false)
 		m := model{}
-		var history []string
 		runs := map[string]int{}
-		fail := func(step int, format string, args ...any) {
-			t.Helper()
-			n := max(0, len(history)-8)
-			t.Fatalf("seed %d, step %d: %s\n(limits d %v, e %v; the last steps:\n%s)",
-				seed, step, fmt.Sprintf(format, args...), g.d, g.e, strings.Join(history[n:], "\n"))
-		}
 		for i := range steps {
 			o := g.next()
 			clk.Advance(o.step)
@@ -169,7 +162,7 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 			start := time.Now()
 			var got spigot.Decision
 			if old {
-				history = append(history, fmt.Sprintf("  step %d at %s on %s: spigot-v1.lua %v", i, now.Format("15:04:05.000000"), state, o))
+				g.history = append(g.history, fmt.Sprintf("  step %d at %s on %s: spigot-v1.lua %v", i, now.Format("15:04:05.000000"), state, o))
 				next, want := applyV1(before, o.op, now)
 				if next == (spigot.State{}) {
 					delete(m, key)
@@ -179,41 +172,41 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 				d, wasNotFull := runV1(t, raw, key, o.op, now)
 				if o.op.Action == spigot.Reset {
 					if wasNotFull != (want.N > 0) {
-						fail(i, "%v: spigot-v1.lua: the bucket was not full: got %v; the model gives back N %d", o, wasNotFull, want.N)
+						g.fail(t, i, "%v: spigot-v1.lua: the bucket was not full: got %v; the model gives back N %d", o, wasNotFull, want.N)
 					}
 					got = want // what the generator goes on from
 				} else {
 					if problem := diffDecisions(d, want); problem != "" {
-						fail(i, "%v: spigot-v1.lua and the model: %s", o, problem)
+						g.fail(t, i, "%v: spigot-v1.lua and the model: %s", o, problem)
 					}
 					got = d
 				}
 				runs["v1 "+o.op.Action.String()]++
 			} else {
-				history = append(history, fmt.Sprintf("  step %d at %s on %s: %v", i, now.Format("15:04:05.000000"), state, o))
+				g.history = append(g.history, fmt.Sprintf("  step %d at %s on %s: %v", i, now.Format("15:04:05.000000"), state, o))
 				want := m.apply(key, o.op, now)
 				var err error
 				got, err = s.Do(context.Background(), o.op)
 				if err != nil {
-					fail(i, "%v: %v", o, err)
+					g.fail(t, i, "%v: %v", o, err)
 				}
 				if problem := diffDecisions(got, want); problem != "" {
-					fail(i, "%v: the script and Op.Apply: %s", o, problem)
+					g.fail(t, i, "%v: the script and Op.Apply: %s", o, problem)
 				}
 				if o.retry && !got.Allowed() {
-					fail(i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", o, show(got))
+					g.fail(t, i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", o, show(got))
 				}
 				if hadState && before.Kind == 0 {
 					runs["v2 "+o.op.Action.String()+" on a v1 state"]++
 				}
 			}
-			history[len(history)-1] += " = " + show(got)
+			g.history[len(g.history)-1] += " = " + show(got)
 			if problem := m.checkStored(t, raw, key, now); problem != "" {
-				fail(i, "%v: %s", o, problem)
+				g.fail(t, i, "%v: %s", o, problem)
 			}
 			if o.op.Action != spigot.Peek {
 				if problem := checkTTL(t, srv.Addr, key, m[key], now, start); problem != "" {
-					fail(i, "%v: %s", o, problem)
+					g.fail(t, i, "%v: %s", o, problem)
 				}
 			}
 			g.record(o, got)

@@ -341,10 +341,21 @@ type diffGen struct {
 	prev    diffOp
 	prevD   spigot.Decision
 	hasPrev bool
+	seed    uint64
+	history []string // the steps so far, for failure messages
+}
+
+// fail ends the test at step, with the seed, the limits and the last
+// steps of g's history.
+func (g *diffGen) fail(t testing.TB, step int, format string, args ...any) {
+	t.Helper()
+	n := max(0, len(g.history)-8)
+	t.Fatalf("seed %d, step %d: %s\n(limits d %v, e %v; the last steps:\n%s)",
+		g.seed, step, fmt.Sprintf(format, args...), g.d, g.e, strings.Join(g.history[n:], "\n"))
 }
 
 func newDiffGen(seed uint64, forward bool) *diffGen {
-	g := &diffGen{rng: rand.New(rand.NewPCG(seed, seed^0x5b16a7)), forward: forward}
+	g := &diffGen{rng: rand.New(rand.NewPCG(seed, seed^0x5b16a7)), forward: forward, seed: seed}
 	for range 1 + g.rng.IntN(3) {
 		g.d = append(g.d, g.limit("d"))
 	}
@@ -464,13 +475,6 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 	m := model{}
 	g := newDiffGen(seed, setTime != nil)
 	actions := map[spigot.Action]int{}
-	var history []string
-	fail := func(step int, format string, args ...any) {
-		t.Helper()
-		n := max(0, len(history)-8)
-		t.Fatalf("seed %d, step %d: %s\n(limits d %v, e %v; the last steps:\n%s)",
-			seed, step, fmt.Sprintf(format, args...), g.d, g.e, strings.Join(history[n:], "\n"))
-	}
 	for i := range steps {
 		o := g.next()
 		clk.Advance(o.step)
@@ -479,30 +483,30 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 		}
 		now := clk.Now()
 		key := store.Key(prefix, o.op.Limit, o.op.Key)
-		history = append(history, fmt.Sprintf("  step %d at %s: %v", i, now.Format("15:04:05.000000"), o))
+		g.history = append(g.history, fmt.Sprintf("  step %d at %s: %v", i, now.Format("15:04:05.000000"), o))
 		before, hadState := m[key]
 		want := m.apply(key, o.op, now)
 		md, merr := mem.Do(ctx, o.op)
 		rd, rerr := remote.Do(ctx, o.op)
 		switch {
 		case merr != nil || rerr != nil:
-			fail(i, "%v: memory error %v; remote error %v", o, merr, rerr)
+			g.fail(t, i, "%v: memory error %v; remote error %v", o, merr, rerr)
 		case diffDecisions(rd, want) != "":
-			fail(i, "%v: remote and Op.Apply: %s", o, diffDecisions(rd, want))
+			g.fail(t, i, "%v: remote and Op.Apply: %s", o, diffDecisions(rd, want))
 		case diffDecisions(md, want) != "":
-			fail(i, "%v: memory and Op.Apply: %s", o, diffDecisions(md, want))
+			g.fail(t, i, "%v: memory and Op.Apply: %s", o, diffDecisions(md, want))
 		case o.retry && !rd.Allowed():
-			fail(i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", o, show(rd))
+			g.fail(t, i, "%v: a retry exactly RetryAfter after a denial = %s; want allowed", o, show(rd))
 		}
 		if problem := m.checkStored(t, raw, key, now); problem != "" {
 			state := "none"
 			if hadState {
 				state = formatState(before)
 			}
-			fail(i, "%v = %s, on the state %s: %s", o, show(rd), state, problem)
+			g.fail(t, i, "%v = %s, on the state %s: %s", o, show(rd), state, problem)
 		}
 		actions[o.op.Action]++
-		history[len(history)-1] += " = " + show(rd)
+		g.history[len(g.history)-1] += " = " + show(rd)
 		if check != nil {
 			check(i, o, rd, m[key])
 		}
