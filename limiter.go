@@ -51,11 +51,24 @@ type Store interface {
 	Do(ctx context.Context, op Op) (Decision, error)
 
 	// DoMulti applies ops and sets out[i] to the decision on ops[i]; out
-	// must be as long as ops. With AllOrNothing, either every Take is
-	// allowed and charged, or none takes anything. With Independent, each
-	// op is decided as by Do. A store that cannot apply several ops in one
-	// call returns, for more than one, an error matching
-	// errors.ErrUnsupported, and applies nothing.
+	// must be as long as ops. An invalid op fails the call, and nothing
+	// is applied.
+	//
+	// With AllOrNothing, the ops are applied in order, each on the state
+	// the ones before it left (two ops on one key are charged together),
+	// and kept only if no Take or TakeUpTo among them was denied; else
+	// nothing changes, every decision's N is 0, and each denied op carries
+	// its RetryAfter. With an error, nothing was applied, or the error
+	// says what was.
+	//
+	// With Independent, each op is decided as by Do: a batch. An op that
+	// fails alone (ErrRequestFailed) gets a denied, Degraded decision
+	// (RetryAfter Never, Remaining -1), the others keep theirs, and the
+	// error joins the failed ops' errors.
+	//
+	// A store that cannot apply several ops in one call returns, for more
+	// than one, an error matching errors.ErrUnsupported, and applies
+	// nothing; the function DoMulti then applies them another way.
 	DoMulti(ctx context.Context, mode Mode, ops []Op, out []Decision) error
 }
 

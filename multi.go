@@ -1,0 +1,307 @@
+package spigot
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/spigot-go/spigot/internal/nilcheck"
+)
+
+// Combine returns the decision on one request that several limits decided
+// together, each[i] being limit i's, and the index of the limit that
+// decided it.
+//
+// The request is allowed only if every limit allowed it; then N is the
+// least any limit moved, and the deciding limit is the one with the fewest
+// tokens Remaining (the first of them). Otherwise RetryAfter is the
+// longest of the denials' (Never if any is Never): after it, every limit
+// would allow the request if nothing else takes tokens meanwhile. The
+// deciding limit is then the first whose RetryAfter that is, and N is 0.
+// Remaining is the least of each's (so -1 when any is Degraded), and
+// ResetAfter the longest. For no decisions it returns the zero Decision
+// and -1.
+func Combine(each []Decision) (d Decision, by int) {
+	if len(each) == 0 {
+		return Decision{}, -1
+	}
+	d = each[0]
+	for i, e := range each[1:] {
+		if e.RetryAfter > d.RetryAfter || d.Allowed() && e.Allowed() && e.Remaining < d.Remaining {
+			by = i + 1
+		}
+		d.N = min(d.N, e.N)
+		d.Remaining = min(d.Remaining, e.Remaining)
+		d.RetryAfter = max(d.RetryAfter, e.RetryAfter)
+		d.ResetAfter = max(d.ResetAfter, e.ResetAfter)
+	}
+	if !d.Allowed() {
+		d.N = 0
+	}
+	return d, by
+}
+
+// Decisions is what a Group decides on one request: the combined
+// Decision (see Combine), embedded, so that d.Allowed() and d.RetryAfter
+// answer for the whole request; the index By of the limit that decided
+// it; and Each limit's own decision, in the group's order.
+type Decisions struct {
+	Decision
+	By   int
+	Each []Decision
+}
+
+// A Group applies several limits to one request at once: per address,
+// per user and per endpoint, say. Its Allow and AllowN are all or
+// nothing: a request that one limit denies is charged to none of them, so
+// a flood that the per-user limit stops does not drain the per-address
+// one. It is safe for concurrent use. Create one with NewGroup; the zero
+// Group is not usable.
+type Group struct {
+	store  Store
+	limits []Limit
+}
+
+// NewGroup returns a Group that applies limits, in this order, in s. It
+// panics if s is nil. A zero Limit among limits makes every call fail with
+// ErrInvalidLimit.
+func NewGroup(s Store, limits ...Limit) *Group {
+	if nilcheck.Nil(s) {
+		panic("spigot: NewGroup: nil Store")
+	}
+	return &Group{store: s, limits: slices.Clone(limits)}
+}
+
+// Limits returns the group's limits, in order.
+func (g *Group) Limits() []Limit { return slices.Clone(g.limits) }
+
+// Allow takes one token from each limit, all or nothing: AllowN(ctx, 1,
+// keys...).
+func (g *Group) Allow(ctx context.Context, keys ...string) (Decisions, error) {
+	return g.do(ctx, AllOrNothing, Take, 1, keys)
+}
+
+// AllowN takes n tokens from every limit of the group, or none from any:
+// from limit i for keys[i], or for keys[0] from every limit when there is
+// one key. It is one atomic step in a store that applies several
+// operations at once (every store of this module; on a Redis Cluster, see
+// store/redis); in any other store it takes and, on a denial, refunds, as
+// DoMulti does.
+func (g *Group) AllowN(ctx context.Context, n int64, keys ...string) (Decisions, error) {
+	return g.do(ctx, AllOrNothing, Take, n, keys)
+}
+
+// Refund gives n tokens back to every limit of the group, for keys as in
+// AllowN: for a request that was allowed but then not served.
+func (g *Group) Refund(ctx context.Context, n int64, keys ...string) (Decisions, error) {
+	return g.do(ctx, Independent, Refund, n, keys)
+}
+
+// Peek reports what AllowN(ctx, n, keys...) would decide now, and takes
+// nothing.
+func (g *Group) Peek(ctx context.Context, n int64, keys ...string) (Decisions, error) {
+	return g.do(ctx, Independent, Peek, n, keys)
+}
+
+func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys []string) (Decisions, error) {
+	if len(keys) != len(g.limits) && len(keys) != 1 {
+		return g.failed(), fmt.Errorf("spigot: Group of %d limits given %d keys; want one key per limit, or one for all", len(g.limits), len(keys))
+	}
+	ops := make([]Op, len(g.limits))
+	for i, l := range g.limits {
+		ops[i] = Op{Limit: l, Key: keys[min(i, len(keys)-1)], Action: action, N: n}
+	}
+	out := make([]Decision, len(ops))
+	if err := DoMulti(ctx, g.store, mode, ops, out); err != nil {
+		for i := range out {
+			out[i] = failed
+		}
+		return Decisions{Decision: failed, By: -1, Each: out}, err
+	}
+	d, by := Combine(out)
+	return Decisions{Decision: d, By: by, Each: out}, nil
+}
+
+func (g *Group) failed() Decisions {
+	each := make([]Decision, len(g.limits))
+	for i := range each {
+		each[i] = failed
+	}
+	return Decisions{Decision: failed, By: -1, Each: each}
+}
+
+// DoMulti applies ops in s as s.DoMulti(ctx, mode, ops, out) does, and
+// when s cannot apply several ops in one call (an error matching
+// errors.ErrUnsupported), applies them otherwise:
+//
+//   - Independent: one s.Do per op, in order.
+//   - AllOrNothing: as DoInParts does with each op a part of its own: one
+//     s.Do per op in a fixed order and, when a Take or TakeUpTo is denied,
+//     a Refund of what the ones before it took. That needs Refund: a store
+//     that cannot refund gets an error that says so, having taken nothing.
+//
+// It is the way to apply a batch, or several limits to one request, in
+// any Store.
+func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) error {
+	err := s.DoMulti(ctx, mode, ops, out)
+	if len(ops) < 2 || len(out) != len(ops) || !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	for _, op := range ops {
+		if err := op.Check(); err != nil {
+			return err
+		}
+	}
+	one := func(ctx context.Context, _ Mode, ops []Op, out []Decision) error {
+		var errs []error
+		for i, op := range ops {
+			d, err := s.Do(ctx, op)
+			if err != nil {
+				d = failed
+				errs = append(errs, err)
+			}
+			out[i] = d
+		}
+		return errors.Join(errs...)
+	}
+	switch mode {
+	case Independent:
+		return one(ctx, mode, ops, out)
+	case AllOrNothing:
+		// Each op is a part; the parts go in the order of their limit's
+		// name and key, so that two requests for the same keys take them
+		// in the same order.
+		order := make([]int, len(ops))
+		taking := 0
+		for i, op := range ops {
+			order[i] = i
+			if op.Action == Take || op.Action == TakeUpTo {
+				taking++
+			}
+		}
+		slices.SortStableFunc(order, func(i, j int) int {
+			return cmp.Or(cmp.Compare(ops[i].Limit.Name(), ops[j].Limit.Name()), cmp.Compare(ops[i].Key, ops[j].Key))
+		})
+		rank := make([]uint64, len(ops))
+		for r, i := range order {
+			rank[i] = uint64(r)
+		}
+		if taking > 1 { // a denial would need a refund: can the store?
+			i := slices.IndexFunc(ops, func(op Op) bool { return op.Action == Take || op.Action == TakeUpTo })
+			probe := Op{Limit: ops[i].Limit, Key: ops[i].Key, Action: Refund}
+			if _, err := s.Do(ctx, probe); errors.Is(err, errors.ErrUnsupported) {
+				return fmt.Errorf("spigot: DoMulti: the store applies neither several ops in one call nor a Refund, so it cannot take %d limits all or nothing: %w", taking, err)
+			}
+		}
+		return DoInParts(ctx, one, ops, out, func(i int) uint64 { return rank[i] })
+	}
+	return err
+}
+
+// DoInParts applies ops all or nothing in a store that is atomic only
+// within parts of them, such as a Redis Cluster within one hash slot.
+// part(i) names the part of ops[i]; do applies the ops of one part all or
+// nothing (mode AllOrNothing), and a batch (mode Independent).
+//
+// It applies the parts one by one, in increasing order of part (within a
+// part, ops keep their order). When a part is denied, it refunds, with one
+// batch, what the parts before it took, and decides the parts after it by
+// a Peek (TakeUpTo as a Peek of one token), so that every denied op
+// carries its RetryAfter; every op's N is then 0. So it never admits more
+// than each limit allows, but a concurrent request may find the tokens of
+// the parts before the denial missing until the refund, one round trip
+// later. If that refund fails, what those parts took stays taken (the
+// error says so): the limits err towards denying.
+//
+// A Refund or Reset among ops cannot be undone: with more than one part,
+// it is an error that matches errors.ErrUnsupported, and nothing is
+// applied.
+func DoInParts(ctx context.Context, do func(ctx context.Context, mode Mode, ops []Op, out []Decision) error, ops []Op, out []Decision, part func(i int) uint64) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("spigot: DoMulti: %d ops and %d decisions; want one decision per op", len(ops), len(out))
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	parts := make([]uint64, len(ops))
+	order := make([]int, len(ops))
+	for i := range ops {
+		parts[i], order[i] = part(i), i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(parts[i], parts[j]) })
+	if parts[order[0]] == parts[order[len(order)-1]] { // one part
+		return do(ctx, AllOrNothing, ops, out)
+	}
+	for _, op := range ops {
+		if op.Action == Refund || op.Action == Reset {
+			return fmt.Errorf("spigot: DoMulti: all or nothing over several parts (hash slots) cannot undo %v: %w", op, errors.ErrUnsupported)
+		}
+	}
+	sorted := make([]Op, len(ops))
+	for k, i := range order {
+		sorted[k] = ops[i]
+	}
+	res := make([]Decision, len(ops))
+	denied := -1 // the end of the denied part in sorted
+	for start := 0; start < len(sorted) && denied < 0; {
+		end := start + 1
+		for end < len(sorted) && parts[order[end]] == parts[order[start]] {
+			end++
+		}
+		if err := do(ctx, AllOrNothing, sorted[start:end], res[start:end]); err != nil {
+			if start > 0 {
+				if rerr := undo(ctx, do, sorted[:start], res[:start]); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+			}
+			return err
+		}
+		for k := start; k < end; k++ {
+			if !res[k].Allowed() && (sorted[k].Action == Take || sorted[k].Action == TakeUpTo) {
+				denied = end
+			}
+		}
+		start = end
+	}
+	if denied >= 0 {
+		if err := undo(ctx, do, sorted[:denied], res[:denied]); err != nil {
+			return err
+		}
+		if rest := sorted[denied:]; len(rest) > 0 {
+			for k := range rest {
+				if rest[k].Action == TakeUpTo {
+					rest[k].N = min(rest[k].N, 1)
+				}
+				rest[k].Action = Peek
+			}
+			if err := do(ctx, Independent, rest, res[denied:]); err != nil {
+				return err
+			}
+		}
+	}
+	for k, i := range order {
+		out[i] = res[k]
+	}
+	return nil
+}
+
+// undo refunds what ops took, in one batch, and sets the N of every one of
+// their decisions to 0.
+func undo(ctx context.Context, do func(context.Context, Mode, []Op, []Decision) error, ops []Op, res []Decision) error {
+	var refunds []Op
+	for k, op := range ops {
+		if res[k].N > 0 && (op.Action == Take || op.Action == TakeUpTo) {
+			refunds = append(refunds, Op{Limit: op.Limit, Key: op.Key, Action: Refund, N: res[k].N})
+		}
+		res[k].N = 0
+	}
+	if len(refunds) == 0 {
+		return nil
+	}
+	if err := do(ctx, Independent, refunds, make([]Decision, len(refunds))); err != nil {
+		return fmt.Errorf("spigot: DoMulti: a part was denied, and giving back what the parts before it took failed, so they stay charged: %w", err)
+	}
+	return nil
+}
