@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/spigot-go/spigot/internal/nilcheck"
 )
@@ -139,8 +140,10 @@ func (g *Group) failed() Decisions {
 //   - Independent: one s.Do per op, in order.
 //   - AllOrNothing: as DoInParts does with each op a part of its own: one
 //     s.Do per op in a fixed order and, when a Take or TakeUpTo is denied,
-//     a Refund of what the ones before it took. That needs Refund: a store
-//     that cannot refund gets an error that says so, having taken nothing.
+//     a Refund of what the ones before it took, and a Peek of the ones
+//     after it (so their RetryAfter does not count ops on the same key
+//     before them). That needs Refund: a store that cannot refund gets an
+//     error that says so, having taken nothing.
 //
 // It is the way to apply a batch, or several limits to one request, in
 // any Store.
@@ -195,7 +198,7 @@ func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) 
 				return fmt.Errorf("spigot: DoMulti: the store applies neither several ops in one call nor a Refund, so it cannot take %d limits all or nothing: %w", taking, err)
 			}
 		}
-		return DoInParts(ctx, one, ops, out, func(i int) uint64 { return rank[i] })
+		return inParts(ctx, one, ops, out, func(i int) uint64 { return rank[i] }, false)
 	}
 	return err
 }
@@ -203,22 +206,31 @@ func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) 
 // DoInParts applies ops all or nothing in a store that is atomic only
 // within parts of them, such as a Redis Cluster within one hash slot.
 // part(i) names the part of ops[i]; do applies the ops of one part all or
-// nothing (mode AllOrNothing), and a batch (mode Independent).
+// nothing (mode AllOrNothing) exactly as Store.DoMulti does, and a batch
+// (mode Independent).
 //
 // It applies the parts one by one, in increasing order of part (within a
-// part, ops keep their order). When a part is denied, it refunds, with one
-// batch, what the parts before it took, and decides the parts after it by
-// a Peek (TakeUpTo as a Peek of one token), so that every denied op
-// carries its RetryAfter; every op's N is then 0. So it never admits more
-// than each limit allows, but a concurrent request may find the tokens of
-// the parts before the denial missing until the refund, one round trip
-// later. If that refund fails, what those parts took stays taken (the
-// error says so): the limits err towards denying.
+// part, ops keep their order). When a part is denied, it gives back, in
+// one batch, what the parts before it took, and decides each part after
+// it as a set that cannot be allowed (one more op, a Take of more than the
+// capacity), so that every op's decision is what it would have been and
+// every denied op carries its RetryAfter; every N is then 0. So it never
+// admits more than each limit allows, but a concurrent request may find
+// the tokens of the parts before the denial missing until they are given
+// back, one round trip later. If that fails, they stay taken (the error
+// says so): the limits err towards denying.
 //
 // A Refund or Reset among ops cannot be undone: with more than one part,
 // it is an error that matches errors.ErrUnsupported, and nothing is
 // applied.
 func DoInParts(ctx context.Context, do func(ctx context.Context, mode Mode, ops []Op, out []Decision) error, ops []Op, out []Decision, part func(i int) uint64) error {
+	return inParts(ctx, do, ops, out, part, true)
+}
+
+// inParts is DoInParts; without dry, do applies only single ops all or
+// nothing, and the ops after a denial are decided by a Peek (TakeUpTo as
+// a Peek of one token).
+func inParts(ctx context.Context, do func(context.Context, Mode, []Op, []Decision) error, ops []Op, out []Decision, part func(i int) uint64, dry bool) error {
 	if len(out) != len(ops) {
 		return fmt.Errorf("spigot: DoMulti: %d ops and %d decisions; want one decision per op", len(ops), len(out))
 	}
@@ -239,52 +251,77 @@ func DoInParts(ctx context.Context, do func(ctx context.Context, mode Mode, ops 
 			return fmt.Errorf("spigot: DoMulti: all or nothing over several parts (hash slots) cannot undo %v: %w", op, errors.ErrUnsupported)
 		}
 	}
-	sorted := make([]Op, len(ops))
+	// sorted holds the ops in order, each part followed by room for the
+	// op that makes it a dry run.
+	sorted := make([]Op, 0, len(ops)+1)
+	res := make([]Decision, len(ops)+1)
+	var ends []int // the end of each part in sorted
 	for k, i := range order {
-		sorted[k] = ops[i]
-	}
-	res := make([]Decision, len(ops))
-	denied := -1 // the end of the denied part in sorted
-	for start := 0; start < len(sorted) && denied < 0; {
-		end := start + 1
-		for end < len(sorted) && parts[order[end]] == parts[order[start]] {
-			end++
+		if k > 0 && parts[i] != parts[order[k-1]] {
+			ends = append(ends, k)
 		}
+		sorted = append(sorted, ops[i])
+	}
+	ends = append(ends, len(ops))
+	denied := -1 // the index in ends of the denied part
+	for p, start := 0, 0; p < len(ends) && denied < 0; p++ {
+		end := ends[p]
 		if err := do(ctx, AllOrNothing, sorted[start:end], res[start:end]); err != nil {
 			if start > 0 {
-				if rerr := undo(ctx, do, sorted[:start], res[:start]); rerr != nil {
-					err = errors.Join(err, rerr)
-				}
+				err = errors.Join(err, undo(ctx, do, sorted[:start], res[:start]))
 			}
 			return err
 		}
 		for k := start; k < end; k++ {
 			if !res[k].Allowed() && (sorted[k].Action == Take || sorted[k].Action == TakeUpTo) {
-				denied = end
+				denied = p
 			}
 		}
 		start = end
 	}
 	if denied >= 0 {
-		if err := undo(ctx, do, sorted[:denied], res[:denied]); err != nil {
+		if err := decideRest(ctx, do, sorted, res, ends, denied, dry); err != nil {
 			return err
-		}
-		if rest := sorted[denied:]; len(rest) > 0 {
-			for k := range rest {
-				if rest[k].Action == TakeUpTo {
-					rest[k].N = min(rest[k].N, 1)
-				}
-				rest[k].Action = Peek
-			}
-			if err := do(ctx, Independent, rest, res[denied:]); err != nil {
-				return err
-			}
 		}
 	}
 	for k, i := range order {
 		out[i] = res[k]
 	}
 	return nil
+}
+
+// decideRest gives back what the parts before the denied part took, and
+// decides the parts after it without applying them, all at once.
+func decideRest(ctx context.Context, do func(context.Context, Mode, []Op, []Decision) error, sorted []Op, res []Decision, ends []int, denied int, dry bool) error {
+	taken := ends[denied]
+	rest := slices.Clone(sorted[taken:])
+	errs := make([]error, len(ends)-denied)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = undo(ctx, do, sorted[:taken], res[:taken]) })
+	if !dry {
+		for k := range rest {
+			if rest[k].Action == TakeUpTo {
+				rest[k].N = min(rest[k].N, 1)
+			}
+			rest[k].Action = Peek
+		}
+		if len(rest) > 0 {
+			wg.Go(func() { errs[1] = do(ctx, Independent, rest, res[taken:]) })
+		}
+	} else {
+		for p := denied + 1; p < len(ends); p++ {
+			start, end := ends[p-1]-taken, ends[p]-taken
+			last := rest[end-1]
+			part := append(slices.Clip(rest[start:end]), Op{Limit: last.Limit, Key: last.Key, N: last.Limit.Capacity() + 1})
+			wg.Go(func() {
+				d := make([]Decision, len(part))
+				errs[p-denied] = do(ctx, AllOrNothing, part, d)
+				copy(res[taken+start:taken+end], d)
+			})
+		}
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // undo refunds what ops took, in one batch, and sets the N of every one of

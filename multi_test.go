@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,11 +110,11 @@ func TestGroupBadInput(t *testing.T) {
 type oneAtATime struct {
 	spigot.Store
 	noRefund bool // and cannot refund
-	calls    int
+	calls    atomic.Int64
 }
 
 func (s *oneAtATime) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	s.calls++
+	s.calls.Add(1)
 	if s.noRefund && op.Action == spigot.Refund {
 		return spigot.Decision{}, fmt.Errorf("oneAtATime: %w", errors.ErrUnsupported)
 	}
@@ -135,7 +136,7 @@ func TestDoMultiFallback(t *testing.T) {
 		spigot.MustBucket("a", 5, spigot.PerSecond(2)),
 		spigot.MustBucket("b", 3, spigot.Per(1, 3*time.Second)),
 	}
-	atomic := memory.New(memory.WithClock(clk))
+	native := memory.New(memory.WithClock(clk))
 	fallback := &oneAtATime{Store: memory.New(memory.WithClock(clk))}
 	rng := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
@@ -149,7 +150,7 @@ func TestDoMultiFallback(t *testing.T) {
 			}
 		}
 		want, got := make([]spigot.Decision, len(ops)), make([]spigot.Decision, len(ops))
-		if err := atomic.DoMulti(ctx, spigot.AllOrNothing, ops, want); err != nil {
+		if err := native.DoMulti(ctx, spigot.AllOrNothing, ops, want); err != nil {
 			t.Fatal(err)
 		}
 		if err := spigot.DoMulti(ctx, fallback, spigot.AllOrNothing, ops, got); err != nil {
@@ -168,7 +169,7 @@ func TestDoMultiFallback(t *testing.T) {
 		for _, l := range limits {
 			for _, k := range []string{"0", "1"} {
 				op := spigot.Op{Limit: l, Key: k, Action: spigot.Peek}
-				a, _ := atomic.Do(ctx, op)
+				a, _ := native.Do(ctx, op)
 				b, _ := fallback.Store.Do(ctx, op)
 				if a != b {
 					t.Fatalf("set %d, %v: then %v %q holds %+v, want %+v", i, ops, l, k, b, a)
@@ -196,9 +197,9 @@ func TestDoMultiNoRefund(t *testing.T) {
 			t.Errorf("%v: %d remaining, want 5: nothing taken", op.Limit, d.Remaining)
 		}
 	}
-	s.calls = 0
-	if err := spigot.DoMulti(ctx, s, spigot.Independent, ops, out); err != nil || s.calls != 2 || out[0].N != 1 || out[1].N != 1 {
-		t.Errorf("Independent: %v, %d calls, %v; want two calls that take 1 each", err, s.calls, out)
+	s.calls.Store(0)
+	if err := spigot.DoMulti(ctx, s, spigot.Independent, ops, out); err != nil || s.calls.Load() != 2 || out[0].N != 1 || out[1].N != 1 {
+		t.Errorf("Independent: %v, %d calls, %v; want two calls that take 1 each", err, s.calls.Load(), out)
 	}
 	// One op taking, with a Peek: no refund could be needed, so it runs.
 	ops[1].Action = spigot.Peek
@@ -207,24 +208,28 @@ func TestDoMultiNoRefund(t *testing.T) {
 	}
 }
 
-// TestDoInParts: parts by key, as a cluster's hash slots; a denial in a
+// TestDoInParts: a part per key, as a cluster's hash slots; a denial in a
 // later part gives back what the earlier parts took, and the parts after
-// it are peeked for their RetryAfter.
+// it are decided without being applied.
 func TestDoInParts(t *testing.T) {
 	clk := clocktest.New(t0)
 	m := memory.New(memory.WithClock(clk))
 	lim := spigot.MustBucket("l", 3, spigot.PerSecond(1))
 	ctx := context.Background()
-	byKey := func(ops []spigot.Op) func(int) uint64 {
-		return func(i int) uint64 { h := fnv.New64a(); h.Write([]byte(ops[i].Key)); return h.Sum64() }
-	}
-	var batches []int
+	inOrder := func(i int) uint64 { return uint64(i) } // a part per op, in order
+	var mu sync.Mutex // do runs in several goroutines at once
+	var batches, dry []int
 	do := func(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if mode == spigot.AllOrNothing {
 			for _, op := range ops[1:] {
 				if op.Key != ops[0].Key {
 					t.Errorf("one part holds keys %q and %q", ops[0].Key, op.Key)
 				}
+			}
+			if last := ops[len(ops)-1]; last.N > last.Limit.Capacity() {
+				dry = append(dry, len(ops))
 			}
 		} else {
 			batches = append(batches, len(ops))
@@ -245,7 +250,7 @@ func TestDoInParts(t *testing.T) {
 	}
 	ops[0].Action, ops[0].N = spigot.TakeUpTo, 3
 	out := make([]spigot.Decision, len(ops))
-	if err := spigot.DoInParts(ctx, do, ops, out, byKey(ops)); err != nil {
+	if err := spigot.DoInParts(ctx, do, ops, out, inOrder); err != nil {
 		t.Fatal(err)
 	}
 	d, by := spigot.Combine(out)
@@ -260,14 +265,19 @@ func TestDoInParts(t *testing.T) {
 			t.Errorf("%s: %+v; want allowed", k, out[i])
 		}
 	}
-	// One batch refunds the parts before z, one peeks the parts after it.
-	if n := len(batches); n < 1 || n > 2 || batches[0]+batches[n-1]*(n-1) != len(keys)-1 {
-		t.Errorf("batches %v: want a refund batch and a peek batch of %d ops in all", batches, len(keys)-1)
+	// One batch gives back what a, b, c and d took; e and f are each
+	// decided by a set made to be denied (one more op), which applies
+	// nothing.
+	if fmt.Sprint(batches, dry) != "[4] [2 2]" {
+		t.Errorf("batches %v, dry runs %v; want [4] [2 2]", batches, dry)
+	}
+	if out[5].Remaining != 1 || out[6].Remaining != 1 {
+		t.Errorf("e and f: %+v, %+v; want Remaining 1, as if taken", out[5], out[6])
 	}
 
 	// Allowed: every part charged.
 	clk.Advance(3 * s)
-	if err := spigot.DoInParts(ctx, do, ops, out, byKey(ops)); err != nil {
+	if err := spigot.DoInParts(ctx, do, ops, out, inOrder); err != nil {
 		t.Fatal(err)
 	}
 	for i, k := range keys {
@@ -278,7 +288,7 @@ func TestDoInParts(t *testing.T) {
 
 	// A Refund or Reset cannot be undone across parts.
 	ops[1].Action = spigot.Reset
-	if err := spigot.DoInParts(ctx, do, ops, out, byKey(ops)); !errors.Is(err, errors.ErrUnsupported) {
+	if err := spigot.DoInParts(ctx, do, ops, out, inOrder); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("a Reset among parts: %v, want ErrUnsupported", err)
 	}
 	if left("a") != 0 || left("b") != 1 {

@@ -3,17 +3,23 @@
 -- ARGV[1]  now in µs since the epoch, or "" to read the server's TIME;
 --          a key written on the caller's clock lives 60000 ms
 --          (wire.ClockTTLSlack) longer, since its TTL runs on the server's
--- then, for KEYS[1], five arguments from ARGV[2]:
+-- then, for each key KEYS[i], five arguments from ARGV[5i-3]:
 --          the limit's kind and the action, as "tb.take", "tb.upto",
 --          "tb.refund", "tb.reset" or "tb.peek" ("tb": a token bucket);
 --          the bucket's capacity in tokens, scale (units per token) and
 --          refill (units per µs); and N
+--
+-- With one key, it applies one operation. With several, all or nothing:
+-- each on the state the ones before it left (a key named twice is charged
+-- twice), and written only if no take or upto was denied; otherwise
+-- nothing changes and every n moved is 0. (All the keys of a call are in
+-- one hash slot on a cluster: the store sees to it.)
 -- (As few arguments as can say it: each one costs the server a Lua
 -- string per call, and two more cost 4% of its throughput.)
 --
--- Returns {n moved, remaining, retry_ms (0: allowed; -1: Never),
--- reset_ms (-1: Never)}: four integers, no more (each costs the client
--- a decoded message per call).
+-- Returns, for each key in order, {n moved, remaining, retry_ms (0:
+-- allowed; -1: Never), reset_ms (-1: Never)}, as one flat array: four
+-- integers a key, no more (each costs the client a decoded message).
 --
 -- A key holds "<kind>/<version> <fullat> <fields>": every kind and
 -- version starts with FullAt, the µs from which the state counts as
@@ -29,8 +35,9 @@
 -- which is exact, and numbers leave the script through string.format('%d')
 -- or an integer reply, never tostring.
 
-if #KEYS ~= 1 then
-	return redis.error_reply('ERR spigot: want 1 key, got ' .. #KEYS)
+local nkeys = #KEYS
+if nkeys < 1 or #ARGV ~= 1 + 5 * nkeys then
+	return redis.error_reply('ERR spigot: want 1 or more keys and 5 arguments each after the time, got ' .. nkeys .. ' keys and ' .. #ARGV .. ' arguments')
 end
 local now, slack = tonumber(ARGV[1]), 60000
 if not now then
@@ -40,15 +47,6 @@ if not now then
 	local t = redis.call('TIME')
 	now, slack = tonumber(t[1]) * 1000000 + tonumber(t[2]), 0
 end
-local action = ARGV[2]
-if action ~= 'tb.take' and action ~= 'tb.peek' and action ~= 'tb.upto' and action ~= 'tb.refund' and action ~= 'tb.reset' then
-	return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
-end
-local capacity = tonumber(ARGV[3])
-local scale = tonumber(ARGV[4])
-local refill = tonumber(ARGV[5])
-local n = tonumber(ARGV[6])
-local max = capacity * scale
 
 -- quo returns a/b truncated toward zero, like Go's integer division.
 local function quo(a, b)
@@ -72,127 +70,187 @@ local function ceilms(lag, us)
 	return ceildiv(lag + us, 1000)
 end
 
--- The state now: a missing key is a full bucket.
-local tokens, stamp = max, now
-local v = redis.call('GET', KEYS[1])
-if v then
-	local full, s, t, sc = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-	local other = false
-	if not full then -- before versions: "tokens stamp scale [fullat]"
-		t, s, sc, full = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) ?(%-?%d*)$')
-		if full == '' then
-			full = 0 -- stored before FullAt: unknown
+-- pending holds, with several keys, what each key will hold if the call
+-- is kept: {state} or {false} for none. With one key it stays nil, and
+-- the key is written at once.
+local pending
+if nkeys > 1 then
+	pending = {}
+end
+local reply = {}
+local denied = false
+
+for i = 1, nkeys do
+	local key, a = KEYS[i], 5 * i - 3
+	local action = ARGV[a]
+	if action ~= 'tb.take' and action ~= 'tb.peek' and action ~= 'tb.upto' and action ~= 'tb.refund' and action ~= 'tb.reset' then
+		return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
+	end
+	local capacity = tonumber(ARGV[a + 1])
+	local scale = tonumber(ARGV[a + 2])
+	local refill = tonumber(ARGV[a + 3])
+	local n = tonumber(ARGV[a + 4])
+	local max = capacity * scale
+
+	-- The state now: a missing key is a full bucket.
+	local tokens, stamp = max, now
+	local v
+	if pending and pending[key] then
+		v = pending[key][1]
+	else
+		v = redis.call('GET', key)
+	end
+	if v then
+		local full, s, t, sc = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+		local other = false
+		if not full then -- before versions: "tokens stamp scale [fullat]"
+			t, s, sc, full = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) ?(%-?%d*)$')
+			if full == '' then
+				full = 0 -- stored before FullAt: unknown
+			end
 		end
-	end
-	if not full then -- another kind, or a later version
-		local kind, version
-		kind, version, full = string.match(v, '^(%l+)/(%d+) (%-?%d+)')
-		if kind == 'tb' and tonumber(version) <= 2 then
-			full = nil -- a format this script writes, broken
+		if not full then -- another kind, or a later version
+			local kind, version
+			kind, version, full = string.match(v, '^(%l+)/(%d+) (%-?%d+)')
+			if kind == 'tb' and tonumber(version) <= 2 then
+				full = nil -- a format this script writes, broken
+			end
+			other = true
 		end
-		other = true
-	end
-	if not full then
-		return redis.error_reply('ERR spigot: unreadable state at ' .. KEYS[1])
-	end
-	full = tonumber(full)
-	if full ~= 0 and now >= full then
-		-- full again: as if never seen
-	elseif not other then
-		t, s, sc = tonumber(t), tonumber(s), tonumber(sc)
-		if sc > 0 then
-			if sc ~= scale then -- stored under another rate: whole tokens carry
-				local whole = quo(t, sc)
-				if whole >= capacity then
-					t = max
-				else
-					t = whole * scale
+		if not full then
+			return redis.error_reply('ERR spigot: unreadable state at ' .. key)
+		end
+		full = tonumber(full)
+		if full ~= 0 and now >= full then
+			-- full again: as if never seen
+		elseif not other then
+			t, s, sc = tonumber(t), tonumber(s), tonumber(sc)
+			if sc > 0 then
+				if sc ~= scale then -- stored under another rate: whole tokens carry
+					local whole = quo(t, sc)
+					if whole >= capacity then
+						t = max
+					else
+						t = whole * scale
+					end
 				end
+				if t < 0 then
+					t = 0
+				elseif t > max then
+					t = max
+				end
+				tokens, stamp = t, s
 			end
-			if t < 0 then
-				t = 0
-			elseif t > max then
-				t = max
+		elseif full > now then -- another kind: full again at its FullAt
+			if full - now > quo(max, refill) then
+				tokens = 0
+			else
+				tokens = max - (full - now) * refill
 			end
-			tokens, stamp = t, s
 		end
-	elseif full > now then -- another kind: full again at its FullAt
-		if full - now > quo(max, refill) then
-			tokens = 0
+	end
+	if now > stamp then
+		local e = now - stamp
+		if e * refill >= max - tokens then
+			tokens = max
 		else
-			tokens = max - (full - now) * refill
+			tokens = tokens + e * refill
+		end
+		stamp = now
+	end
+	local lag = stamp - now -- > 0 only when the clock stepped back
+
+	local moved, retry, reset = 0, 0, 0
+	local write = true -- whether the key's state changes
+	if action == 'tb.take' or action == 'tb.peek' then
+		if n > capacity then
+			retry = -1
+		elseif tokens >= n * scale then
+			if action == 'tb.take' then
+				tokens = tokens - n * scale
+				moved = n
+			end
+		else
+			retry = ceilms(lag, ceildiv(n * scale - tokens, refill))
+		end
+		if retry ~= 0 and action == 'tb.take' then
+			denied = true
+		end
+		write = action == 'tb.take'
+	elseif action == 'tb.upto' then
+		local k = quo(tokens, scale)
+		if n < k then
+			k = n
+		end
+		if k > 0 or n == 0 then
+			tokens = tokens - k * scale
+			moved = k
+		elseif capacity == 0 then
+			retry = -1
+		else
+			retry = ceilms(lag, ceildiv(scale - tokens, refill))
+		end
+		if retry ~= 0 then
+			denied = true
+		end
+	elseif action == 'tb.refund' then
+		local add = max - tokens
+		if n < capacity and n * scale < add then
+			add = n * scale
+		end
+		tokens = tokens + add
+		moved = ceildiv(add, scale)
+	end
+
+	if action == 'tb.reset' then
+		moved, tokens = ceildiv(max - tokens, scale), max
+	elseif tokens < max then
+		reset = ceilms(lag, ceildiv(max - tokens, refill))
+	end
+	if write then
+		-- FullAt: full again, and the clock caught up with the stamp (a
+		-- full bucket on a clock that stepped back keeps its stamp until
+		-- then). Until then the key holds sv for ms; from then, nothing.
+		local sv, ms = false, reset
+		if action ~= 'tb.reset' then
+			if ms < 0 then -- Never: keep it as long as a Duration holds
+				ms = 9223372036854
+			end
+			local fullat = now + ms * 1000
+			if fullat < stamp then
+				fullat = stamp
+				ms = ceildiv(stamp - now, 1000)
+			end
+			if fullat > now then
+				sv = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
+			end
+		end
+		if pending then
+			pending[key] = {sv, ms + slack}
+		elseif sv then
+			redis.call('SET', key, sv, 'PX', ms + slack)
+		else
+			redis.call('DEL', key)
+		end
+	end
+	local r = 4 * i - 3
+	reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = moved, quo(tokens, scale), retry, reset
+end
+
+if pending then
+	for i = 1, nkeys do
+		local key = KEYS[i]
+		local state = pending[key]
+		if denied then
+			reply[4 * i - 3] = 0
+		elseif state then
+			if state[1] then
+				redis.call('SET', key, state[1], 'PX', state[2])
+			else
+				redis.call('DEL', key)
+			end
+			pending[key] = nil -- written
 		end
 	end
 end
-if now > stamp then
-	local e = now - stamp
-	if e * refill >= max - tokens then
-		tokens = max
-	else
-		tokens = tokens + e * refill
-	end
-	stamp = now
-end
-local lag = stamp - now -- > 0 only when the clock stepped back
-
-local moved, retry, reset = 0, 0, 0
-if action == 'tb.take' or action == 'tb.peek' then
-	if n > capacity then
-		retry = -1
-	elseif tokens >= n * scale then
-		if action == 'tb.take' then
-			tokens = tokens - n * scale
-			moved = n
-		end
-	else
-		retry = ceilms(lag, ceildiv(n * scale - tokens, refill))
-	end
-elseif action == 'tb.upto' then
-	local k = quo(tokens, scale)
-	if n < k then
-		k = n
-	end
-	if k > 0 or n == 0 then
-		tokens = tokens - k * scale
-		moved = k
-	elseif capacity == 0 then
-		retry = -1
-	else
-		retry = ceilms(lag, ceildiv(scale - tokens, refill))
-	end
-elseif action == 'tb.refund' then
-	local add = max - tokens
-	if n < capacity and n * scale < add then
-		add = n * scale
-	end
-	tokens = tokens + add
-	moved = ceildiv(add, scale)
-else -- 'tb.reset'
-	redis.call('DEL', KEYS[1])
-	return {ceildiv(max - tokens, scale), capacity, 0, 0}
-end
-if tokens < max then
-	reset = ceilms(lag, ceildiv(max - tokens, refill))
-end
-if action == 'tb.peek' then
-	return {moved, quo(tokens, scale), retry, reset}
-end
-
--- FullAt: full again, and the clock caught up with the stamp (a full
--- bucket on a clock that stepped back keeps its stamp until then).
-local ms = reset
-if ms < 0 then -- Never: keep it as long as a Duration holds
-	ms = 9223372036854
-end
-local fullat = now + ms * 1000
-if fullat < stamp then
-	fullat = stamp
-	ms = ceildiv(stamp - now, 1000)
-end
-if fullat <= now then
-	redis.call('DEL', KEYS[1])
-else
-	local state = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
-	redis.call('SET', KEYS[1], state, 'PX', ms + slack)
-end
-return {moved, quo(tokens, scale), retry, reset}
+return reply

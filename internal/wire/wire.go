@@ -5,7 +5,7 @@
 // errors (Err).
 //
 // The script keeps a key's State as "tb/2 <fullat> <stamp> <tokens>
-// <scale>", touches only that key, deletes it once the state no longer
+// <scale>", touches only the keys it is given, deletes it once the state no longer
 // matters (State.FullAt) and otherwise sets its TTL to the time until
 // then: the ResetAfter of the operation (never below 1 ms). By default it
 // reads the server's TIME, so every replica shares one clock.
@@ -29,7 +29,9 @@ import (
 var script string
 
 // Script returns the Lua source of the model, run with EVALSHA (and EVAL
-// after a NOSCRIPT reply) with one key and the arguments of Args.Op.
+// after a NOSCRIPT reply) with one key and the arguments of Args.Op, or,
+// all or nothing, with several keys (in one hash slot on a cluster) and
+// the arguments of Args.Ops.
 func Script() string { return script }
 
 var sha1Hex = func() string {
@@ -106,6 +108,30 @@ func (a *Args) OpAny(op spigot.Op) [6]any {
 	return [6]any{a.now(), actionsAny[op.Action], p.v[0], p.v[1], p.v[2], op.N}
 }
 
+// Ops returns ARGV for several ops in one call of the script, which
+// applies them all or nothing: the time once, then the five arguments of
+// Op for each op, in order. The ops must have passed op.Check.
+func (a *Args) Ops(ops []spigot.Op) []string {
+	argv := make([]string, 1, 1+5*len(ops))
+	argv[0] = a.now()
+	for _, op := range ops {
+		p := a.params(op.Limit)
+		argv = append(argv, actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(op.N, 10))
+	}
+	return argv
+}
+
+// OpsAny is Ops for clients that take arguments as ...any, as OpAny is.
+func (a *Args) OpsAny(ops []spigot.Op) []any {
+	argv := make([]any, 1, 1+5*len(ops))
+	argv[0] = a.now()
+	for _, op := range ops {
+		p := a.params(op.Limit)
+		argv = append(argv, actionsAny[op.Action], p.v[0], p.v[1], p.v[2], op.N)
+	}
+	return argv
+}
+
 func (a *Args) now() string {
 	if a.clock == nil {
 		return ""
@@ -175,6 +201,68 @@ func Decode(reply any) (spigot.Decision, error) {
 		return spigot.Decision{}, malformed(reply, "want an array of %d integers, got %T", Fields, reply)
 	}
 	return DecodeInts(n)
+}
+
+// DecodeAll is Decode for the reply to one call of the script with
+// len(out) keys: Fields integers a key, in one flat array. It sets out[i]
+// to the decision on key i.
+func DecodeAll(reply any, out []spigot.Decision) error {
+	if len(out) == 1 {
+		d, err := Decode(reply)
+		out[0] = d
+		return err
+	}
+	want := Fields * len(out)
+	var vals []any
+	switch v := reply.(type) {
+	case []any:
+		vals = v
+	case []int64:
+		vals = make([]any, len(v))
+		for i, x := range v {
+			vals[i] = x
+		}
+	default:
+		return malformed(reply, "want an array of %d integers, got %T", want, reply)
+	}
+	if len(vals) != want {
+		return malformed(reply, "want %d integers for %d keys, got %d values", want, len(out), len(vals))
+	}
+	for i := range out {
+		d, err := Decode(vals[Fields*i : Fields*(i+1)])
+		if err != nil {
+			return err
+		}
+		out[i] = d
+	}
+	return nil
+}
+
+// DecodeMsgs is DecodeAll for a reply read as a client's messages,
+// without allocating. It reports false, having set nothing, for a reply
+// that is not exactly Fields integers a key (the caller then hands it to
+// DecodeAll, for an error that says what came back).
+func DecodeMsgs[M any, P interface {
+	*M
+	IntMessage
+}](msgs []M, out []spigot.Decision) (bool, error) {
+	if len(msgs) != Fields*len(out) {
+		return false, nil
+	}
+	for i := range msgs {
+		if !P(&msgs[i]).IsInt64() {
+			return false, nil
+		}
+	}
+	for i := range out {
+		n, _ := Ints[M, P](msgs[Fields*i : Fields*(i+1)])
+		d, err := DecodeInts(n)
+		if err != nil {
+			return true, err
+		}
+		out[i] = d
+	}
+	return true, nil
 }
 
 // IntMessage is a client's decoded RESP value that may be an integer, such

@@ -4,12 +4,14 @@
 //
 // Each operation (take, take up to, refund, reset, peek) is one EVALSHA of
 // spigot's script, which applies spigot's model to one key atomically on
-// the server, with the server's clock; package store describes the state
-// it keeps. It works with any goredis.UniversalClient:
-// *goredis.Client, *goredis.ClusterClient and *goredis.Ring. A pipeline
-// or a transaction (goredis.Pipeliner) is not one, since it would only
-// queue the request: New does not accept it. A request touches one key,
-// so it runs on any cluster as it is; see the README for hash tags.
+// the server, with the server's clock; several operations, all or
+// nothing, are one EVALSHA over their keys, and a batch is one pipeline.
+// Package store describes the state it keeps. It works with any
+// goredis.UniversalClient: *goredis.Client, *goredis.ClusterClient and
+// *goredis.Ring. A pipeline or a transaction (goredis.Pipeliner) is not
+// one, since it would only queue the request: New does not accept it. A
+// request touches one key, so it runs on any cluster as it is; see the
+// README for hash tags, and DoMulti for several keys.
 //
 // A request is sent once. After a NOSCRIPT reply (a server restarted, a
 // replica promoted, a SCRIPT FLUSH) the script is sent again with EVAL,
@@ -120,10 +122,108 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	return wire.Decode(reply)
 }
 
-// DoMulti implements spigot.Store. It applies one op as Do does; for more
-// than one it returns an error matching errors.ErrUnsupported.
+// DoMulti implements spigot.Store. Independent ops go in one pipeline:
+// one round trip (on a ClusterClient, one per node, in parallel).
+// AllOrNothing ops are one run of the script over all their keys; on a
+// ClusterClient, whose scripts see one hash slot only, the keys of each
+// slot go in one run, and the slots are taken one by one, in order, and
+// given back on a denial (spigot.DoInParts says what a concurrent request
+// may see), as on a Ring with the keys of each shard.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, s, mode, ops, out)
+	if err := wire.CheckMulti("redis", mode, ops, out); err != nil {
+		return err
+	}
+	switch {
+	case len(ops) == 0:
+		return nil
+	case mode == spigot.Independent:
+		return s.batch(ctx, ops, out)
+	}
+	switch s.client.(type) {
+	case *goredis.ClusterClient:
+		return spigot.DoInParts(ctx, s.doPart, ops, out, func(i int) uint64 {
+			return uint64(wire.Slot(store.Key(s.prefix, ops[i].Limit, ops[i].Key)))
+		})
+	case *goredis.Ring:
+		return spigot.DoInParts(ctx, s.doPart, ops, out, func(i int) uint64 {
+			return wire.TagHash(store.Key(s.prefix, ops[i].Limit, ops[i].Key))
+		})
+	}
+	return s.all(ctx, ops, out)
+}
+
+// doPart applies ops, whose keys share a slot, as DoMulti does.
+func (s *Store) doPart(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if mode == spigot.Independent {
+		return s.batch(ctx, ops, out)
+	}
+	return s.all(ctx, ops, out)
+}
+
+// all applies ops all or nothing in one run of the script.
+func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
+	argv := s.args.OpsAny(ops)
+	line := make([]any, 3, 3+len(ops)+len(argv))
+	line[0], line[1], line[2] = "evalsha", sha1Arg, len(ops)
+	for _, op := range ops {
+		line = append(line, store.Key(s.prefix, op.Limit, op.Key))
+	}
+	line = append(line, argv...)
+	reply, err := s.process(ctx, line)
+	if err != nil {
+		return err
+	}
+	return wire.DecodeAll(reply, out)
+}
+
+// batch applies each op as Do would, in one pipeline, and the ops that
+// found no script in a second one, with EVAL.
+func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
+	calls := make([]call, len(ops))
+	cmds := make([]*goredis.Cmd, len(ops))
+	pipe := s.client.Pipeline()
+	for i, op := range ops {
+		c := &calls[i]
+		c.line[0], c.line[1], c.line[2], c.line[3] = "evalsha", sha1Arg, 1, store.Key(s.prefix, op.Limit, op.Key)
+		argv := s.args.OpAny(op)
+		copy(c.line[4:], argv[:])
+		cmds[i] = goredis.NewCmd(ctx, c.line[:]...)
+		cmds[i].SetFirstKeyPos(3)
+		pipe.Process(ctx, onceCmd{cmds[i]})
+	}
+	pipe.Exec(ctx) // each command holds its own error
+	var again []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pipe = s.client.Pipeline()
+		for _, i := range again {
+			c := &calls[i]
+			c.line[0], c.line[1] = "eval", scriptArg
+			cmds[i] = goredis.NewCmd(ctx, c.line[:]...)
+			cmds[i].SetFirstKeyPos(3)
+			pipe.Process(ctx, onceCmd{cmds[i]})
+		}
+		pipe.Exec(ctx)
+	}
+	var errs []error
+	for i, cmd := range cmds {
+		d, err := cmd.Val(), cmd.Err()
+		if err == nil {
+			out[i], err = wire.Decode(d)
+		} else {
+			var replyErr goredis.Error
+			err = wire.Err("redis", err, errors.As(err, &replyErr))
+		}
+		if err != nil {
+			out[i] = wire.Failed
+			errs = append(errs, err)
+		}
+	}
+	return wire.BatchErr(errs, len(ops))
 }
 
 // onceCmd is a command that go-redis never resends once it may have
@@ -143,19 +243,26 @@ type call struct {
 	line [4 + len(wire.Argv{})]any
 }
 
-// run sends the script with EVALSHA, and with EVAL only after an explicit
-// NOSCRIPT reply, through Process, marked never to be resent.
+// run sends the script for op with EVALSHA, and with EVAL only after an
+// explicit NOSCRIPT reply, through Process, marked never to be resent.
 func (s *Store) run(ctx context.Context, op spigot.Op) (any, error) {
 	c := &call{}
 	c.line[0], c.line[1], c.line[2], c.line[3] = "evalsha", sha1Arg, 1, store.Key(s.prefix, op.Limit, op.Key)
 	argv := s.args.OpAny(op)
 	copy(c.line[4:], argv[:])
-	cmd := goredis.NewCmd(ctx, c.line[:]...)
+	return s.process(ctx, c.line[:])
+}
+
+// process sends line, "EVALSHA sha numkeys keys… args…", and after a
+// NOSCRIPT reply the same with EVAL, marked never to be resent; it sets
+// line's first two values to the command it sent last.
+func (s *Store) process(ctx context.Context, line []any) (any, error) {
+	cmd := goredis.NewCmd(ctx, line...)
 	cmd.SetFirstKeyPos(3)
 	err := s.client.Process(ctx, onceCmd{cmd})
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		c.line[0], c.line[1] = "eval", scriptArg
-		cmd = goredis.NewCmd(ctx, c.line[:]...)
+		line[0], line[1] = "eval", scriptArg
+		cmd = goredis.NewCmd(ctx, line...)
 		cmd.SetFirstKeyPos(3)
 		err = s.client.Process(ctx, onceCmd{cmd})
 	}

@@ -6,8 +6,9 @@
 //
 // Each operation (take, take up to, refund, reset, peek) is one EVALSHA of
 // spigot's script, which applies spigot's model to one key atomically on
-// the server, with the server's clock; package store describes the state
-// it keeps. It works with any valkey.Client: a single server, a cluster
+// the server, with the server's clock; several operations, all or
+// nothing, are one EVALSHA over their keys, and a batch is one DoMulti of
+// the client. Package store describes the state it keeps. It works with any valkey.Client: a single server, a cluster
 // (a request touches one key, so it runs on any cluster as it is; the
 // client finds a promoted replica by itself) or a primary found through
 // Sentinel. It uses neither dedicated connections nor blocking
@@ -117,10 +118,111 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	return wire.Decode(reply)
 }
 
-// DoMulti implements spigot.Store. It applies one op as Do does; for more
-// than one it returns an error matching errors.ErrUnsupported.
+// DoMulti implements spigot.Store. Independent ops go in one DoMulti of
+// the client: one round trip (on a cluster, one per node, in parallel).
+// AllOrNothing ops are one run of the script over all their keys; on a
+// cluster, whose scripts see one hash slot only, the keys of each slot go
+// in one run, and the slots are taken one by one, in order, and given back
+// on a denial (spigot.DoInParts says what a concurrent request may see).
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, s, mode, ops, out)
+	if err := wire.CheckMulti("valkey", mode, ops, out); err != nil {
+		return err
+	}
+	switch {
+	case len(ops) == 0:
+		return nil
+	case mode == spigot.Independent:
+		return s.batch(ctx, ops, out)
+	case s.client.Mode() == valkey.ClientModeCluster:
+		return spigot.DoInParts(ctx, s.doPart, ops, out, func(i int) uint64 {
+			return uint64(wire.Slot(store.Key(s.prefix, ops[i].Limit, ops[i].Key)))
+		})
+	}
+	return s.all(ctx, ops, out)
+}
+
+// doPart applies ops, whose keys share a slot, as DoMulti does.
+func (s *Store) doPart(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if mode == spigot.Independent {
+		return s.batch(ctx, ops, out)
+	}
+	return s.all(ctx, ops, out)
+}
+
+// all applies ops all or nothing in one run of the script.
+func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
+	keys := make([]string, len(ops))
+	for i, op := range ops {
+		keys[i] = store.Key(s.prefix, op.Limit, op.Key)
+	}
+	argv := s.args.Ops(ops)
+	c := s.client
+	r := c.Do(ctx, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build())
+	if e, ok := valkey.IsValkeyErr(r.Error()); ok && e.IsNoScript() {
+		r = c.Do(ctx, c.B().Eval().Script(wire.Script()).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build())
+	}
+	if err := r.Error(); err != nil && !valkey.IsValkeyNil(err) {
+		_, reply := valkey.IsValkeyErr(err)
+		return wire.Err("valkey", err, reply)
+	}
+	return decode(r, out)
+}
+
+// batch applies each op as Do would, in one DoMulti of the client, and the
+// ops that found no script in a second one, with EVAL.
+func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
+	c := s.client
+	keys := make([]string, len(ops))
+	argv := make([]wire.Argv, len(ops))
+	cmds := make(valkey.Commands, len(ops))
+	for i, op := range ops {
+		keys[i], argv[i] = store.Key(s.prefix, op.Limit, op.Key), s.args.Op(op)
+		cmds[i] = c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(1).Key(keys[i]).Arg(argv[i][:]...).Build()
+	}
+	rs := c.DoMulti(ctx, cmds...)
+	var again []int
+	for i, r := range rs {
+		if e, ok := valkey.IsValkeyErr(r.Error()); ok && e.IsNoScript() {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		cmds = cmds[:0]
+		for _, i := range again {
+			cmds = append(cmds, c.B().Eval().Script(wire.Script()).Numkeys(1).Key(keys[i]).Arg(argv[i][:]...).Build())
+		}
+		for j, r := range c.DoMulti(ctx, cmds...) {
+			rs[again[j]] = r
+		}
+	}
+	var errs []error
+	for i, r := range rs {
+		err := r.Error()
+		if err != nil && !valkey.IsValkeyNil(err) {
+			_, reply := valkey.IsValkeyErr(err)
+			err = wire.Err("valkey", err, reply)
+		} else {
+			err = decode(r, out[i:i+1])
+		}
+		if err != nil {
+			out[i] = wire.Failed
+			errs = append(errs, err)
+		}
+	}
+	return wire.BatchErr(errs, len(ops))
+}
+
+// decode sets out from the script's reply r for len(out) keys.
+func decode(r valkey.ValkeyResult, out []spigot.Decision) error {
+	if msgs, err := r.ToArray(); err == nil {
+		if ok, err := wire.DecodeMsgs(msgs, out); ok {
+			return err
+		}
+	}
+	// Not an array of integers: decode it as it is, for an error that
+	// says what came back.
+	reply, _ := r.ToAny()
+	return wire.DecodeAll(reply, out)
 }
 
 // run sends the script with EVALSHA, and with EVAL only after an explicit
