@@ -71,13 +71,12 @@ local function ceilms(lag, us)
 end
 
 -- pending holds, with several keys, what each key will hold if the call
--- is kept: {state} or {false} for none. With one key it stays nil, and
--- the key is written at once.
-local pending
+-- is kept: {state, ms} or {false} for none, and reply the decisions so
+-- far. With one key both stay nil: the key is written at once.
+local pending, reply
 if nkeys > 1 then
-	pending = {}
+	pending, reply = {}, {}
 end
-local reply = {}
 local denied = false
 
 for i = 1, nkeys do
@@ -233,24 +232,25 @@ for i = 1, nkeys do
 			redis.call('DEL', key)
 		end
 	end
+	if not pending then -- one key: a table built whole costs less
+		return {moved, quo(tokens, scale), retry, reset}
+	end
 	local r = 4 * i - 3
 	reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = moved, quo(tokens, scale), retry, reset
 end
 
-if pending then
-	for i = 1, nkeys do
-		local key = KEYS[i]
-		local state = pending[key]
-		if denied then
-			reply[4 * i - 3] = 0
-		elseif state then
-			if state[1] then
-				redis.call('SET', key, state[1], 'PX', state[2])
-			else
-				redis.call('DEL', key)
-			end
-			pending[key] = nil -- written
+for i = 1, nkeys do
+	local key = KEYS[i]
+	local state = pending[key]
+	if denied then
+		reply[4 * i - 3] = 0
+	elseif state then
+		if state[1] then
+			redis.call('SET', key, state[1], 'PX', state[2])
+		else
+			redis.call('DEL', key)
 		end
+		pending[key] = nil -- written
 	end
 end
 return reply
