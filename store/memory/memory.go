@@ -205,18 +205,26 @@ type pending struct {
 func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 	now := s.clock.Now()
 	t := now.UnixMicro()
-	keys := make([]pending, 0, len(ops))
-	at := make([]int, len(ops)) // ops[i]'s key is keys[at[i]]
-	var shards []uint64
-	for i, op := range ops {
+	// Up to small ops, the bookkeeping lives on the stack: no allocation.
+	const small = 8
+	var keysBuf [small]pending
+	var atBuf [small]int
+	var shardsBuf [small]uint64
+	keys, at, shards := keysBuf[:0], atBuf[:0], shardsBuf[:0]
+	if len(ops) > small {
+		keys, at, shards = make([]pending, 0, len(ops)), make([]int, 0, len(ops)), make([]uint64, 0, len(ops))
+	}
+	for _, op := range ops {
 		h, name := s.hash(op.Key), op.Limit.Name()
-		j := slices.IndexFunc(keys, func(p pending) bool { return p.h == h && p.name == name && p.key == op.Key })
-		if j < 0 {
-			j = len(keys)
+		j := 0
+		for j < len(keys) && (keys[j].h != h || keys[j].name != name || keys[j].key != op.Key) {
+			j++
+		}
+		if j == len(keys) {
 			keys = append(keys, pending{h: h, name: name, key: op.Key})
 			shards = append(shards, h&s.mask)
 		}
-		at[i] = j
+		at = append(at, j) // ops[i]'s key is keys[at[i]]
 	}
 	slices.Sort(shards)
 	shards = slices.Compact(shards)
