@@ -1,0 +1,71 @@
+package hybrid_test
+
+import (
+	"testing"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
+)
+
+// TestGroupOnRedis: a Group's all-or-nothing request goes to a real
+// redis-server in one call and is decided there; with the server killed,
+// the local store decides it, still all or nothing; once the server is back
+// and the breaker's cooldown is over, the server decides again.
+func TestGroupOnRedis(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis)
+	c := serverClient(t, srv.Addr, func(o *goredis.Options) { o.DialerRetries = 1 })
+	clk := clocktest.New(t0)
+	rec := &recorder{}
+	remote := redis.New(c, redis.WithClock(clk))
+	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk),
+		hybrid.WithTimeout(10*sec), hybrid.WithBreaker(1, 10*sec), hybrid.WithObserver(rec.observer()))
+	ip := spigot.MustBucket("ip", 10, spigot.PerSecond(10))
+	user := spigot.MustBucket("user", 3, spigot.PerSecond(1))
+	g := spigot.NewGroup(s, ip, user)
+	ctx := t.Context()
+
+	// play makes 4 requests for alice from one address: 3 allowed, the 4th
+	// denied by the user's limit and charged to neither; each op decided
+	// on path.
+	play := func(phase string, path hybrid.Path) {
+		t.Helper()
+		for i := range 4 {
+			d, err := g.Allow(ctx, "10.0.0.1", "alice")
+			if err != nil || d.Allowed() != (i < 3) || (i == 3 && (d.By != 1 || d.RetryAfter != sec)) {
+				t.Errorf("%s, request %d: %+v, %v; want allowed %v, else denied by the user's limit for 1s", phase, i+1, d, err, i < 3)
+			}
+			ds, _, _ := rec.take()
+			if len(ds) != 2 || ds[0].path != path || ds[1].path != path {
+				t.Errorf("%s, request %d: observed %v; want two decisions on %v", phase, i+1, ds, path)
+			}
+		}
+		if d, err := g.Peek(ctx, 0, "10.0.0.1", "alice"); err != nil || d.Each[0].Remaining != 7 || d.Each[1].Remaining != 0 {
+			t.Errorf("%s: then %+v, %v; want 7 and 0 left: the denial charged nothing", phase, d.Each, err)
+		}
+		rec.take()
+	}
+	play("remote", hybrid.PathRemote)
+	if d, err := remote.Do(ctx, spigot.Op{Limit: ip, Key: "10.0.0.1", Action: spigot.Peek}); err != nil || d.Remaining != 7 {
+		t.Errorf("the server's own state: %+v, %v; want 7 left", d, err)
+	}
+
+	srv.Kill()
+	if _, err := g.Allow(ctx, "10.0.0.2", "bob"); err != nil { // opens the breaker
+		t.Fatal(err)
+	}
+	if got := s.Circuit(); got != open {
+		t.Fatalf("breaker %v after a failed call; want open", got)
+	}
+	rec.take()
+	play("local", hybrid.PathLocal)
+
+	srv.Restart()
+	clk.Advance(10 * sec) // the cooldown: the next call probes the server
+	play("remote again", hybrid.PathRemote)
+}
