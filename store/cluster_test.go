@@ -34,7 +34,7 @@ import (
 
 // TestCluster runs, on one cluster of each kind and in this order: the
 // conformance suites, limits under load on keys of every primary, hash
-// tags, a manual failover, and a primary killed under load. The failovers
+// tags, several limits per request and batches, a manual failover, and a primary killed under load. The failovers
 // come last: they leave the cluster with other primaries.
 func TestCluster(t *testing.T) {
 	for _, kind := range testserver.Kinds {
@@ -43,6 +43,7 @@ func TestCluster(t *testing.T) {
 			t.Run("conformance", func(t *testing.T) { testClusterConformance(t, cl) })
 			t.Run("limits-on-every-primary", func(t *testing.T) { testClusterLimits(t, cl) })
 			t.Run("hash-tag", func(t *testing.T) { testClusterHashTag(t, cl) })
+			t.Run("several-limits", func(t *testing.T) { testClusterSeveral(t, cl) })
 			t.Run("manual-failover", func(t *testing.T) { testClusterManualFailover(t, cl) })
 			t.Run("takeover", func(t *testing.T) { testClusterManualFailover(t, cl, "TAKEOVER") })
 			t.Run("kill-primary", func(t *testing.T) { testClusterKillPrimary(t, cl) })
