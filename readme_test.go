@@ -96,13 +96,27 @@ func TestREADMEQuickstartCompiles(t *testing.T) {
 }
 
 // TestREADMEClusterExample runs the README's cluster program against a real
-// Redis Cluster, its seeds in CLUSTER_SEEDS, and checks that it prints what
-// its "// Output:" comment says.
+// Redis Cluster, its seeds in CLUSTER_SEEDS.
 func TestREADMEClusterExample(t *testing.T) {
-	program := readmeProgram(t, "NewClusterClient")
+	cl := testserver.StartCluster(t, testserver.Redis)
+	runREADMEProgram(t, "cluster", "NewClusterClient", "CLUSTER_SEEDS="+strings.Join(cl.Addrs()[:2], ","))
+}
+
+// TestREADMESeveralLimits runs the README's Group program and checks that
+// it prints what its "// Output:" comment says.
+func TestREADMESeveralLimits(t *testing.T) {
+	runREADMEProgram(t, "Group", "spigot.NewGroup")
+}
+
+// runREADMEProgram builds and runs the README's program that contains
+// text, named name, with env added to its environment, and checks that it
+// prints what its "// Output:" comment says.
+func runREADMEProgram(t *testing.T, name, text string, env ...string) {
+	t.Helper()
+	program := readmeProgram(t, text)
 	_, comment, ok := strings.Cut(program, "\t// Output:\n")
 	if !ok {
-		t.Fatal("README.md's cluster program has no // Output: comment")
+		t.Fatalf("README.md's %s program has no // Output: comment", name)
 	}
 	var want strings.Builder
 	for _, line := range strings.Split(comment, "\n") {
@@ -112,20 +126,18 @@ func TestREADMEClusterExample(t *testing.T) {
 		}
 		want.WriteString(text + "\n")
 	}
-
-	cl := testserver.StartCluster(t, testserver.Redis)
-	bin := filepath.Join(t.TempDir(), "cluster-example")
+	bin := filepath.Join(t.TempDir(), name+"-example")
 	if err := buildProgram(t, program, bin); err != nil {
-		t.Fatalf("README.md's cluster program does not build: %v", err)
+		t.Fatalf("README.md's %s program does not build: %v", name, err)
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "CLUSTER_SEEDS="+strings.Join(cl.Addrs()[:2], ","))
+	cmd.Env = append(os.Environ(), env...)
 	got, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("README.md's cluster program: %v\n%s", err, got)
+		t.Fatalf("README.md's %s program: %v\n%s", name, err, got)
 	}
 	if string(got) != want.String() {
-		t.Errorf("README.md's cluster program printed\n%s\nwant\n%s", got, want.String())
+		t.Errorf("README.md's %s program printed\n%s\nwant\n%s", name, got, want.String())
 	}
 }
 
