@@ -217,7 +217,8 @@ func TestDoInParts(t *testing.T) {
 	lim := spigot.MustBucket("l", 3, spigot.PerSecond(1))
 	ctx := context.Background()
 	inOrder := func(i int) uint64 { return uint64(i) } // a part per op, in order
-	var mu sync.Mutex                                  // do runs in several goroutines at once
+	// do runs in several goroutines at once.
+	var mu sync.Mutex
 	var batches, dry []int
 	do := func(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
 		mu.Lock()
