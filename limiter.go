@@ -15,6 +15,10 @@
 //	if err != nil { /* the store failed */ }
 //	if !d.Allowed() { /* deny; retry after d.RetryAfter */ }
 //
+// A Group applies several limits to one request (per address and per
+// user, say) all or nothing, so that a request one limit denies is charged
+// to none; DoMulti applies a batch of operations in one call.
+//
 // The arithmetic is exact: a bucket counts in scaled integers, so waiting
 // exactly RetryAfter admits the retry, no interval admits more than the
 // capacity plus what the rate refilled, and rates such as 3/s or 7/10s
