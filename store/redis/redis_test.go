@@ -60,3 +60,20 @@ func TestConformanceServers(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceRing: on a go-redis Ring of two servers, which shards
+// keys by their hash tag, several keys are taken shard by shard.
+func TestConformanceRing(t *testing.T) {
+	a, b := testserver.Start(t, testserver.Redis), testserver.Start(t, testserver.Redis)
+	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
+	t.Cleanup(func() { ring.Close() })
+	conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+		return redis.New(ring, redis.WithClock(clk), redis.WithPrefix(t.Name()+":"))
+	})
+	// Both shards hold keys: the ring spread the suite over them.
+	for _, srv := range []*testserver.Server{a, b} {
+		if n, err := srv.Do("DBSIZE"); err != nil || n == "0" {
+			t.Errorf("%s holds %s keys (%v); want some on each shard", srv.Addr, n, err)
+		}
+	}
+}
