@@ -90,6 +90,7 @@ type serverCase struct {
 
 var serverCases = []serverCase{
 	{"differential", testDifferentialServer},
+	{"differential-multi", testDifferentialMulti},
 	{"ttl-follows-reset-after", testTTL},
 	{"full-bucket-leaves-no-key", testFullBucketNoKey},
 	{"key-gone-when-full-again", testKeyGoneWhenFull},
