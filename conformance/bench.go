@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -21,12 +22,18 @@ const benchKeys = 100_000
 //     each key holding state between its requests;
 //   - denied: one key of an empty bucket, always denied;
 //   - cost=10: one key, 10 tokens a request, allowed;
-//   - cost=0: one key, peeks.
+//   - cost=0: one key, peeks;
+//   - all-or-nothing/limits=3: one request limited by 3 limits at once,
+//     one DoMulti (AllOrNothing) over 100 000 keys, allowed;
+//   - independent/ops=100: batches of 100 ops in one DoMulti
+//     (Independent), over 100 000 keys, allowed.
 //
-// The store uses its own clock. The buckets refill fast enough (or, for
-// denied, slowly enough) that the outcome does not depend on how fast the
-// store is; a request with another outcome, or an error, fails the
-// benchmark. Set the parallelism with go test's -cpu flag.
+// The last two skip for a store that cannot apply several ops in one
+// call; keys=100000, one op per call, is their baseline. The store uses
+// its own clock. The buckets refill fast enough (or, for denied, slowly
+// enough) that the outcome does not depend on how fast the store is; a
+// request with another outcome, or an error, fails the benchmark. Set the
+// parallelism with go test's -cpu flag.
 func RunBenchmarks(b *testing.B, s spigot.Store) {
 	// A trillion tokens a second: one key never runs dry.
 	fast := spigot.MustBucket("conformance-bench", 1e12, spigot.PerSecond(1e12))
@@ -56,6 +63,62 @@ func RunBenchmarks(b *testing.B, s spigot.Store) {
 	})
 	b.Run("cost=0", func(b *testing.B) {
 		bench(b, s, fast, func(int) string { return "hot" }, 0, true)
+	})
+	b.Run("all-or-nothing/limits=3", func(b *testing.B) {
+		limits := []spigot.Limit{
+			spread,
+			spigot.MustBucket("conformance-bench-user", 1e9, spigot.PerSecond(1)),
+			spigot.MustBucket("conformance-bench-tenant", 1e9, spigot.PerSecond(1)),
+		}
+		benchMulti(b, s, spigot.AllOrNothing, len(limits), func(i int, ops []spigot.Op) {
+			for j, l := range limits {
+				ops[j] = spigot.Op{Limit: l, Key: keys[i%len(keys)], N: 1}
+			}
+		})
+	})
+	b.Run("independent/ops=100", func(b *testing.B) {
+		const n = 100
+		benchMulti(b, s, spigot.Independent, n, func(i int, ops []spigot.Op) {
+			for j := range ops {
+				ops[j] = spigot.Op{Limit: spread, Key: keys[(i*n+j)%len(keys)], N: 1}
+			}
+		})
+	})
+}
+
+// benchMulti runs parallel DoMulti calls in mode, each of n ops that
+// set(i, ops) fills in for the i-th call of a goroutine, where each
+// goroutine starts at a different place, and fails if an op is not
+// allowed. It skips when the store cannot apply several ops in one call.
+func benchMulti(b *testing.B, s spigot.Store, mode spigot.Mode, n int, set func(i int, ops []spigot.Op)) {
+	b.ReportAllocs()
+	ctx := context.Background()
+	ops, out := make([]spigot.Op, n), make([]spigot.Decision, n)
+	set(0, ops)
+	if err := s.DoMulti(ctx, mode, ops, out); errors.Is(err, errors.ErrUnsupported) {
+		b.Skipf("the store cannot apply several ops in one DoMulti: %v", err)
+	} else if err != nil {
+		b.Fatalf("DoMulti (%v) of %v: %v", modeName(mode), ops, err)
+	}
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)) * 7919 // a prime: goroutines start far apart
+		ops, out := make([]spigot.Op, n), make([]spigot.Decision, n)
+		for pb.Next() {
+			set(i, ops)
+			if err := s.DoMulti(ctx, mode, ops, out); err != nil {
+				b.Errorf("DoMulti (%v) of %v: %v", modeName(mode), ops, err)
+				return
+			}
+			for j, d := range out {
+				if !d.Allowed() {
+					b.Errorf("DoMulti (%v): op %d (%v) = %+v, want allowed", modeName(mode), j, ops[j], d)
+					return
+				}
+			}
+			i++
+		}
 	})
 }
 

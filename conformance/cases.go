@@ -52,6 +52,12 @@ var cases = slices.Concat([]testCase{
 	{"unsupported", testUnsupported},
 	{"multi-independent", testMultiIndependent},
 	{"multi-all-or-nothing", testMultiAllOrNothing},
+	{"multi-empty", testMultiEmpty},
+	{"multi-duplicates", testMultiDuplicates},
+	{"multi-mixed-costs", testMultiMixedCosts},
+	{"multi-over-capacity", testMultiOverCapacity},
+	{"multi-atomic-concurrent", testMultiAtomicConcurrent},
+	{"multi-fallback", testMultiFallback},
 	{"config-change", testConfigChange},
 	{"full-again-forgets", testFullAgainForgets},
 	{"clock-steps-back", testClockStepsBack},
@@ -461,102 +467,6 @@ func testUnsupported(t testing.TB, e env) {
 		t.Errorf("bucket %v: DoMulti (AllOrNothing) with a cost over the capacity = %s, %s; want nothing taken, and the second denied with RetryAfter Never", b, show(out[0]), show(out[1]))
 	}
 	peek("c", 3, "an all-or-nothing DoMulti that was denied, or unsupported, must take nothing")
-}
-
-// doMulti calls DoMulti, and skips the case when the store cannot apply
-// several ops in one call.
-func doMulti(t testing.TB, e env, mode spigot.Mode, ops []spigot.Op) []spigot.Decision {
-	t.Helper()
-	out := make([]spigot.Decision, len(ops))
-	err := e.s.DoMulti(t.Context(), mode, ops, out)
-	switch {
-	case errors.Is(err, errors.ErrUnsupported):
-		t.Skipf("the store cannot apply several ops in one DoMulti: %v", err)
-	case err != nil:
-		t.Fatalf("DoMulti(%v, %v): unexpected error: %v", mode, ops, err)
-	}
-	return out
-}
-
-// peekAll checks what each limit of key holds, by Peek.
-func peekAll(t testing.TB, e env, why string, want map[spigot.Op]int64) {
-	t.Helper()
-	for op, n := range want {
-		op.Action, op.N = spigot.Peek, 0
-		if d, err := e.s.Do(t.Context(), op); err != nil || d.Remaining != n {
-			t.Errorf("%v %q: Remaining %d, %v; want %d: %s", op.Limit, op.Key, d.Remaining, err, n, why)
-		}
-	}
-}
-
-// testMultiIndependent: DoMulti with Independent decides each op as Do
-// would, in order.
-func testMultiIndependent(t testing.TB, e env) {
-	b := e.bucket(t, "multi-independent", 5, spigot.PerSecond(1))
-	if e.clk != nil {
-		e.at(0)
-	}
-	ops := []spigot.Op{
-		{Limit: b, Key: "a", N: 2},
-		{Limit: b, Key: "b", N: 3},
-		{Limit: b, Key: "a", N: 4}, // denied: 3 left
-		{Limit: b, Key: "a", Action: spigot.TakeUpTo, N: 4},
-		{Limit: b, Key: "c", Action: spigot.Peek, N: 6},
-	}
-	out := doMulti(t, e, spigot.Independent, ops)
-	for i, want := range []spigot.Decision{
-		took(2, 3, 2*s),
-		took(3, 2, 3*s),
-		deny(3, 1*s, 2*s),
-		took(3, 0, 5*s),
-		deny(5, spigot.Never, 0),
-	} {
-		if d := diff(out[i], want); d != "" {
-			t.Errorf("DoMulti (Independent), op %d (%v): %s", i, ops[i], d)
-		}
-	}
-	peekAll(t, e, "each op applied as Do would", map[spigot.Op]int64{ops[0]: 0, ops[1]: 2, ops[4]: 5})
-}
-
-// testMultiAllOrNothing: DoMulti with AllOrNothing charges every Take or
-// none: a request limited by several limits is charged to none of them
-// when one denies it, and two ops on one key are charged together.
-func testMultiAllOrNothing(t testing.TB, e env) {
-	ip := e.bucket(t, "multi-ip", 10, spigot.PerSecond(10))
-	user := e.bucket(t, "multi-user", 3, spigot.PerSecond(1))
-	if e.clk != nil {
-		e.at(0)
-	}
-	a := func(n int64) spigot.Op { return spigot.Op{Limit: ip, Key: "10.0.0.1", N: n} }
-	u := func(n int64) spigot.Op { return spigot.Op{Limit: user, Key: "u", N: n} }
-	both := func(ipLeft, userLeft int64) map[spigot.Op]int64 {
-		return map[spigot.Op]int64{a(0): ipLeft, u(0): userLeft}
-	}
-	for i, c := range []struct {
-		ops  []spigot.Op
-		want []spigot.Decision
-		left map[spigot.Op]int64
-		why  string
-	}{
-		{[]spigot.Op{a(1), u(1)}, []spigot.Decision{took(1, 9, 100*ms), took(1, 2, 1*s)}, both(9, 2),
-			"both allowed: both charged"},
-		{[]spigot.Op{a(1), u(3)}, []spigot.Decision{allow(8, 200*ms), deny(2, 1*s, 1*s)}, both(9, 2),
-			"the user's limit lacks a token: neither is charged"},
-		{[]spigot.Op{u(1), a(1), u(1)}, []spigot.Decision{took(1, 1, 2*s), took(1, 8, 200*ms), took(1, 0, 3*s)}, both(8, 0),
-			"one key twice: charged together"},
-		{[]spigot.Op{u(1), u(0)}, []spigot.Decision{deny(0, 1*s, 3*s), allow(0, 3*s)}, both(8, 0),
-			"denied: nothing charged"},
-		{[]spigot.Op{a(11), u(0)}, []spigot.Decision{deny(8, spigot.Never, 200*ms), allow(0, 3*s)}, both(8, 0),
-			"more than the capacity: never, and nothing charged"},
-	} {
-		out := doMulti(t, e, spigot.AllOrNothing, c.ops)
-		for j := range c.ops {
-			if d := diff(out[j], c.want[j]); d != "" {
-				t.Errorf("step %d, DoMulti (AllOrNothing) of %v, op %d (%v): %s", i+1, c.ops, j, c.ops[j], d)
-			}
-		}
-		peekAll(t, e, fmt.Sprintf("step %d: %s", i+1, c.why), c.left)
-	}
 }
 
 // testConfigChange: a bucket whose capacity or rate changes under the same

@@ -25,7 +25,10 @@
 //
 // Optional capabilities of a store, such as Lener, are found by type
 // assertion, as in testing/fstest and database/sql/driver; their cases
-// skip when the store lacks them.
+// skip when the store lacks them. The cases of a store's DoMulti of
+// several ops skip when it answers errors.ErrUnsupported (as spigot.DoOne
+// does); those of spigot.DoMulti, which falls back to one Do per op, run
+// on every store.
 package conformance
 
 import (
@@ -83,7 +86,8 @@ func Run(t *testing.T, newStore func(t *testing.T, clk clock.Clock) spigot.Store
 
 // RunRealTime checks the part of spigot's model that holds on the real
 // clock: a burst then denials, a retry after exactly RetryAfter, refill at
-// a fast rate, reset, a cost over the capacity, concurrency, and bad input.
+// a fast rate, reset, a cost over the capacity, concurrency, several ops
+// per call, and bad input.
 // It is for stores whose time the test cannot control, such as a Redis
 // store reading the server's TIME, and it sleeps, briefly: it takes about
 // half a second.

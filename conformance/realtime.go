@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -22,6 +23,9 @@ var realTimeCases = []testCase{
 	{"operations", testRealOperations},
 	{"cost-over-capacity", testRealCostOverCapacity},
 	{"concurrent", testRealConcurrent},
+	{"multi", testRealMulti},
+	{"multi-empty", testMultiEmpty},
+	{"multi-atomic-concurrent", testMultiAtomicConcurrent},
 	{"invalid-input", testInvalidInput},
 	{"cancelled-context", testCancelledContext},
 	{"unsupported", testUnsupported},
@@ -210,4 +214,58 @@ func testRealConcurrent(t testing.TB, e env) {
 	b := e.bucket(t, "rt-concurrent", 50, spigot.PerHour(1))
 	results := race(t, e, 8, 20, func(int, int) (spigot.Limit, string, int64) { return b, "hot", 1 })
 	checkRace(t, b, "hot", 1, results)
+}
+
+// testRealMulti: all-or-nothing sets and a batch on slow buckets, with
+// spigot.DoMulti (the store's DoMulti, or its fallback for a store that
+// applies one op per call): a denied set charges nothing, and each op of
+// a batch is decided as Do would.
+func testRealMulti(t testing.TB, e env) {
+	ip := e.bucket(t, "rt-multi-ip", 5, spigot.PerHour(1))
+	user := e.bucket(t, "rt-multi-user", 3, spigot.PerHour(1))
+	a := func(act spigot.Action, n int64) spigot.Op {
+		return spigot.Op{Limit: ip, Key: "10.0.0.1", Action: act, N: n}
+	}
+	u := func(act spigot.Action, n int64) spigot.Op { return spigot.Op{Limit: user, Key: "u", Action: act, N: n} }
+	const slack = time.Minute // RetryAfter shrinks as the test runs
+	type want struct {
+		allowed    bool
+		moved, rem int64
+		retry      time.Duration // when denied: at most, and at least retry − slack
+	}
+	take, upTo := spigot.Take, spigot.TakeUpTo
+	for i, c := range []struct {
+		mode          spigot.Mode
+		ops           []spigot.Op
+		want          []want
+		ipLeft, uLeft int64
+	}{
+		{spigot.AllOrNothing, []spigot.Op{a(take, 1), u(take, 2)},
+			[]want{{true, 1, 4, 0}, {true, 2, 1, 0}}, 4, 1},
+		{spigot.AllOrNothing, []spigot.Op{a(take, 1), u(take, 2)}, // the user holds 1
+			[]want{{true, 0, 3, 0}, {false, 0, 1, time.Hour}}, 4, 1},
+		{spigot.AllOrNothing, []spigot.Op{a(take, 6), u(take, 0)},
+			[]want{{false, 0, 4, spigot.Never}, {true, 0, 1, 0}}, 4, 1},
+		{spigot.Independent, []spigot.Op{a(take, 2), u(take, 2), u(upTo, 5), a(spigot.Peek, 3), a(spigot.Refund, 1)},
+			[]want{{true, 2, 2, 0}, {false, 0, 1, time.Hour}, {true, 1, 0, 0}, {false, 0, 2, time.Hour}, {true, 1, 3, 0}}, 3, 0},
+	} {
+		out := make([]spigot.Decision, len(c.ops))
+		if err := spigot.DoMulti(t.Context(), e.s, c.mode, c.ops, out); err != nil {
+			t.Fatalf("step %d: spigot.DoMulti (%v) of %v: unexpected error: %v", i+1, modeName(c.mode), c.ops, err)
+		}
+		for j, w := range c.want {
+			d := out[j]
+			retryOK := d.RetryAfter == 0
+			if !w.allowed {
+				retryOK = d.RetryAfter == w.retry || w.retry != spigot.Never && within(d.RetryAfter, w.retry-slack, w.retry)
+			}
+			if d.Allowed() != w.allowed || d.N != w.moved || d.Remaining != w.rem || !retryOK {
+				t.Errorf("step %d: spigot.DoMulti (%v) of %v, op %d (%v) = %s; want Allowed %v, N %d, Remaining %d, RetryAfter %s",
+					i+1, modeName(c.mode), c.ops, j, c.ops[j], show(d), w.allowed, w.moved, w.rem,
+					map[bool]string{true: "0", false: "just under or at " + dur(w.retry)}[w.allowed])
+			}
+		}
+		peekAll(t, e, fmt.Sprintf("step %d: what the allowed ops took, and nothing of a denied set", i+1),
+			map[spigot.Op]int64{a(take, 0): c.ipLeft, u(take, 0): c.uLeft})
+	}
 }
