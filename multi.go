@@ -140,7 +140,7 @@ func (g *Group) failed() Decisions {
 //   - Independent: one s.Do per op, in order.
 //   - AllOrNothing: as DoInParts does with each op a part of its own: one
 //     s.Do per op in a fixed order and, when a Take or TakeUpTo is denied,
-//     a Refund of what the ones before it took, and a Peek of the ones
+//     a Refund of what the ones before it took, then a Peek of the ones
 //     after it (so their RetryAfter does not count ops on the same key
 //     before them). That needs Refund: a store that cannot refund gets an
 //     error that says so, having taken nothing.
@@ -295,30 +295,34 @@ func inParts(ctx context.Context, do func(context.Context, Mode, []Op, []Decisio
 func decideRest(ctx context.Context, do func(context.Context, Mode, []Op, []Decision) error, sorted []Op, res []Decision, ends []int, denied int, dry bool) error {
 	taken := ends[denied]
 	rest := slices.Clone(sorted[taken:])
-	errs := make([]error, len(ends)-denied)
-	var wg sync.WaitGroup
-	wg.Go(func() { errs[0] = undo(ctx, do, sorted[:taken], res[:taken]) })
 	if !dry {
+		// Peek after the give-back, so that an op on the same key as one
+		// before the denial never sees what that one took.
+		if err := undo(ctx, do, sorted[:taken], res[:taken]); err != nil || len(rest) == 0 {
+			return err
+		}
 		for k := range rest {
 			if rest[k].Action == TakeUpTo {
 				rest[k].N = min(rest[k].N, 1)
 			}
 			rest[k].Action = Peek
 		}
-		if len(rest) > 0 {
-			wg.Go(func() { errs[1] = do(ctx, Independent, rest, res[taken:]) })
-		}
-	} else {
-		for p := denied + 1; p < len(ends); p++ {
-			start, end := ends[p-1]-taken, ends[p]-taken
-			last := rest[end-1]
-			part := append(slices.Clip(rest[start:end]), Op{Limit: last.Limit, Key: last.Key, N: last.Limit.Capacity() + 1})
-			wg.Go(func() {
-				d := make([]Decision, len(part))
-				errs[p-denied] = do(ctx, AllOrNothing, part, d)
-				copy(res[taken+start:taken+end], d)
-			})
-		}
+		return do(ctx, Independent, rest, res[taken:])
+	}
+	// The parts after the denial hold other keys than the ones before it:
+	// give back and decide them all at once.
+	errs := make([]error, len(ends)-denied)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = undo(ctx, do, sorted[:taken], res[:taken]) })
+	for p := denied + 1; p < len(ends); p++ {
+		start, end := ends[p-1]-taken, ends[p]-taken
+		last := rest[end-1]
+		part := append(slices.Clip(rest[start:end]), Op{Limit: last.Limit, Key: last.Key, N: last.Limit.Capacity() + 1})
+		wg.Go(func() {
+			d := make([]Decision, len(part))
+			errs[p-denied] = do(ctx, AllOrNothing, part, d)
+			copy(res[taken+start:taken+end], d)
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
