@@ -213,6 +213,13 @@ func benchSerial(b *testing.B, m *meter, call benchCall) {
 // send the hot key; with more, goroutine g walks keys g, g+goroutines,
 // g+2×goroutines…, so no two goroutines share a key and all nkeys are used.
 func benchParallel(b *testing.B, m *meter, call benchCall, parallelism, goroutines, nkeys int) {
+	benchParallelEach(b, m, func() benchCall { return call }, parallelism, goroutines, nkeys)
+}
+
+// benchParallelEach is benchParallel for a call that holds buffers of its
+// own, such as a DoMulti's ops: each goroutine sends the call that one call
+// of each returns to it.
+func benchParallelEach(b *testing.B, m *meter, each func() benchCall, parallelism, goroutines, nkeys int) {
 	ctx := context.Background()
 	var next atomic.Int64
 	b.SetParallelism(parallelism)
@@ -221,6 +228,7 @@ func benchParallel(b *testing.B, m *meter, call benchCall, parallelism, goroutin
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		g := int(next.Add(1)-1) % goroutines
+		call := each()
 		i := g
 		if nkeys == 1 {
 			i = hotKey
@@ -288,13 +296,14 @@ func (m *meter) read(tb testing.TB) reading {
 // the whole process, with the client library's own goroutines) and that
 // the serving servers spent (server-cpu-ns/op), and the time they spent
 // inside the script by their own clocks (script-ns/op: the same work
-// everywhere, so it grows only when the servers wait for a core). With
-// replicas it reports
-// theirs (replica-cpu-ns/op). With several serving servers it reports the
-// share of the scripts that the n-th one ran (primaryn-%), the largest
-// distance of a share from an even split (max-share-dev-%), the scripts
-// run per request (scripts/op: 1 unless a client resends) and the calls
-// redirected per request (redirects/op: the ones a server rejected).
+// everywhere, so it grows only when the servers wait for a core); a meter
+// of no servers (for a store in this process) reports only the first two.
+// With replicas it reports theirs (replica-cpu-ns/op). With several
+// serving servers it reports the share of the scripts that the n-th one
+// ran (primaryn-%), the largest distance of a share from an even split
+// (max-share-dev-%), the scripts run per request (scripts/op: 1 unless a
+// client resends) and the calls redirected per request (redirects/op: the
+// ones a server rejected).
 func (m *meter) report(b *testing.B, start reading) {
 	b.Helper()
 	end := m.read(b)
@@ -303,6 +312,9 @@ func (m *meter) report(b *testing.B, start reading) {
 		b.ReportMetric(n/s, "req/s")
 	}
 	b.ReportMetric(float64((end.client-start.client).Nanoseconds())/n, "cpu-ns/op")
+	if len(m.serving) == 0 { // a store in this process
+		return
+	}
 	b.ReportMetric(float64((end.server-start.server).Nanoseconds())/n, "server-cpu-ns/op")
 	b.ReportMetric(float64((end.scriptTime-start.scriptTime).Nanoseconds())/n, "script-ns/op")
 	if len(m.replicas) > 0 {
@@ -431,6 +443,13 @@ func loadScripts(tb testing.TB, srv *testserver.Server) {
 // fill takes deficit tokens from roomy on every key, from 64 goroutines.
 func fill(tb testing.TB, s spigot.Store, keys []string) {
 	tb.Helper()
+	fillLimit(tb, s, roomy, keys)
+}
+
+// fillLimit takes deficit tokens from limit, which must hold them, on
+// every key, from 64 goroutines.
+func fillLimit(tb testing.TB, s spigot.Store, limit spigot.Limit, keys []string) {
+	tb.Helper()
 	const workers = 64
 	var (
 		wg    sync.WaitGroup
@@ -440,7 +459,7 @@ func fill(tb testing.TB, s spigot.Store, keys []string) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < len(keys); i += workers {
-				a, err := s.Do(context.Background(), spigot.Op{Limit: roomy, Key: keys[i], N: deficit})
+				a, err := s.Do(context.Background(), spigot.Op{Limit: limit, Key: keys[i], N: deficit})
 				if err == nil && !a.Allowed() {
 					err = fmt.Errorf("Acquire(%q, %d) = %+v; want allowed", keys[i], deficit, a)
 				}
