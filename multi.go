@@ -46,8 +46,8 @@ func Combine(each []Decision) (d Decision, by int) {
 
 // Decisions is what a Group decides on one request: the combined
 // Decision (see Combine), embedded, so that d.Allowed() and d.RetryAfter
-// answer for the whole request; the index By of the limit that decided
-// it; and Each limit's own decision, in the group's order.
+// answer for the whole request; the index By of the limit that decided it
+// (-1 with an error); and Each limit's own decision, in the group's order.
 type Decisions struct {
 	Decision
 	By   int
