@@ -1,0 +1,134 @@
+package httplimit
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/spigot-go/spigot"
+)
+
+// Headers selects the sets of rate-limit headers the middleware sends.
+type Headers uint8
+
+// The sets of headers. The default is IETF|Legacy: the IETF fields are
+// the standard being written, and the legacy ones are what most clients
+// and SDKs read today; together they cost about 150 bytes a response.
+// Retry-After (RFC 9110) is always sent on a denial that a wait can admit.
+const (
+	// IETF is RateLimit-Policy and RateLimit, as in
+	// draft-ietf-httpapi-ratelimit-headers-10, with one list member per
+	// limit:
+	//
+	//	RateLimit-Policy: "per-address";q=20;w=60, "per-user";q=5;w=300
+	//	RateLimit: "per-address";r=19;t=3, "per-user";r=4;t=60
+	//
+	// For a token bucket, q is the capacity and w the time, in whole
+	// seconds rounded up, that it takes to refill from empty (capacity ÷
+	// rate): the bucket admits at most q requests at once, and q more over
+	// each w. r is the tokens it holds now and t the seconds, rounded up,
+	// until it is full again if nothing takes tokens. A client can rely
+	// on r requests of cost 1 being admitted now, barring other traffic
+	// on the key, and on t never being early. A limit whose decision is
+	// Degraded (store/hybrid's FailOpen or FailClosed) says nothing of the
+	// bucket, and has no RateLimit member.
+	IETF Headers = 1 << iota
+	// Legacy is X-RateLimit-Limit (the capacity), X-RateLimit-Remaining
+	// and X-RateLimit-Reset (seconds until the bucket is full again,
+	// rounded up; an instant in Unix seconds with WithEpochReset), of the
+	// limit that decided the request (see spigot.Combine): the one that
+	// denied it, or, when all allowed it, the one with the fewest tokens
+	// left. A Degraded decision has only X-RateLimit-Limit.
+	Legacy
+)
+
+// The canonical forms of the header names (as http.CanonicalHeaderKey
+// writes them, so that Header.Get finds them).
+const (
+	hPolicy     = "Ratelimit-Policy"
+	hRateLimit  = "Ratelimit"
+	hLimit      = "X-Ratelimit-Limit"
+	hRemaining  = "X-Ratelimit-Remaining"
+	hReset      = "X-Ratelimit-Reset"
+	hRetryAfter = "Retry-After"
+)
+
+// policyItem returns the RateLimit-Policy member of l: "name";q=…;w=….
+func policyItem(b []byte, l spigot.Limit) []byte {
+	b = appendSFString(b, l.Name())
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, l.Capacity(), 10)
+	if w := refillSeconds(l); w > 0 {
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, w, 10)
+	}
+	return b
+}
+
+// refillSeconds returns the whole seconds, rounded up, that l takes to
+// refill from empty.
+func refillSeconds(l spigot.Limit) int64 {
+	if l.Refill() == 0 {
+		return 0
+	}
+	us := ceilDiv(l.Capacity()*l.Scale(), l.Refill()) // ≤ 2^53: exact
+	return ceilDiv(us, 1_000_000)
+}
+
+// appendSFString appends s as a structured-field string (RFC 8941): in
+// quotes, with '"' and '\' escaped; a byte outside printable ASCII, which
+// a field string cannot hold, becomes '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// seconds returns d in whole seconds, rounded up.
+func seconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// header is the set of headers of one response, built in one buffer and
+// set with one allocation for the values and one for their slices.
+type header struct {
+	buf  [512]byte
+	b    []byte
+	ends [6]int
+	keys [6]string
+	n    int
+}
+
+func (h *header) start() { h.b = h.buf[:0] }
+
+// end closes the value started since the last end, for key.
+func (h *header) end(key string) {
+	h.keys[h.n], h.ends[h.n] = key, len(h.b)
+	h.n++
+}
+
+// set sets every header built into dst.
+func (h *header) set(dst http.Header) {
+	if h.n == 0 {
+		return
+	}
+	all := string(h.b)
+	vals := make([]string, h.n)
+	from := 0
+	for i := range h.n {
+		vals[i] = all[from:h.ends[i]]
+		from = h.ends[i]
+		dst[h.keys[i]] = vals[i : i+1 : i+1]
+	}
+}
