@@ -145,7 +145,7 @@ func runREADMEProgram(t *testing.T, name, text string, env ...string) {
 // under quickstartTest: every attempt over a new connection (so from a new
 // port), on IPv4 and IPv6 loopback.
 func TestREADMEQuickstart(t *testing.T) {
-	program := readmeProgram(t, "func handleLogin(")
+	program := readmeProgram(t, "func login(")
 	files := map[string]string{"main.go": program, "quickstart_test.go": quickstartTest}
 	bin := filepath.Join(t.TempDir(), "quickstart.test")
 	if err := goCommand(t, files, "test", "-c", "-vet=off", "-o", bin); err != nil {
@@ -161,7 +161,7 @@ func TestREADMEQuickstart(t *testing.T) {
 }
 
 // quickstartTest is a test of the README's quickstart program, compiled
-// with it: it calls its handleLogin, clientIP and deny.
+// with it: it serves its limit.Wrap(login) on loopback.
 const quickstartTest = `package main
 
 import (
@@ -173,19 +173,32 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/spigot-go/spigot"
 )
+
+// post sends one attempt over a new connection, and returns its status
+// and headers.
+func post(t *testing.T, client *http.Client, url_ string, user, password string) (int, http.Header) {
+	t.Helper()
+	resp, err := client.PostForm(url_, url.Values{"user": {user}, "password": {password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header
+}
 
 func TestLoginOverNewConnections(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]bool{} // RemoteAddr, with its port
+	mux := http.NewServeMux()
+	mux.Handle("POST /login", limit.Wrap(http.HandlerFunc(login)))
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		seen[r.RemoteAddr] = true
 		mu.Unlock()
-		handleLogin(w, r)
+		mux.ServeHTTP(w, r)
 	})
+	attempts := 0
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -198,81 +211,89 @@ func TestLoginOverNewConnections(t *testing.T) {
 		srv.Start()
 		defer srv.Close()
 		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
 		start := time.Now()
-		var unauthorized, limited int
-		for i := range 30 {
-			resp, err := client.PostForm(srv.URL+"/login", url.Values{"password": {"wrong"}})
-			if err != nil {
-				t.Fatal(err)
+		alice := "alice@" + addr // an account of its own on each address
+
+		// One account: 5 wrong passwords, then 429 until it refills.
+		for i := range 7 {
+			attempts++
+			status, h := post(t, client, srv.URL+"/login", alice, "wrong")
+			switch {
+			case i < 5 && status != http.StatusUnauthorized:
+				t.Errorf("%s: alice's attempt %d: status %d; want 401", addr, i+1, status)
+			case i >= 5 && status != http.StatusTooManyRequests:
+				t.Errorf("%s: alice's attempt %d: status %d; want 429", addr, i+1, status)
+			case i >= 5:
+				if s, err := strconv.Atoi(h.Get("Retry-After")); err != nil || s < 1 || s > 60 {
+					t.Errorf("%s: attempt %d: Retry-After %q; want 1 to 60 seconds", addr, i+1, h.Get("Retry-After"))
+				}
+				if h.Get("X-Ratelimit-Limit") != "5" || h.Get("X-Ratelimit-Remaining") != "0" {
+					t.Errorf("%s: attempt %d: X-RateLimit-Limit %q, -Remaining %q; want the account's, 5 and 0", addr, i+1, h.Get("X-Ratelimit-Limit"), h.Get("X-Ratelimit-Remaining"))
+				}
 			}
-			resp.Body.Close()
-			switch resp.StatusCode {
+			if got, want := h.Get("Ratelimit-Policy"), "\"login-ip\";q=20;w=60, \"login-user\";q=5;w=300"; got != want {
+				t.Errorf("%s: attempt %d: RateLimit-Policy %s; want %s", addr, i+1, got, want)
+			}
+		}
+		// The right password is admitted? No: the account is out of
+		// tokens, and a success does not skip the limit.
+		if status, _ := post(t, client, srv.URL+"/login", alice, "hunter2"); status != http.StatusTooManyRequests {
+			t.Errorf("%s: alice's right password while limited: status %d; want 429", addr, status)
+		}
+		attempts++
+		// Many accounts from one address: the address's 20, less the 5
+		// alice's admitted attempts took (her denied ones took nothing),
+		// plus one per 3 s that the test took.
+		var unauthorized, limited int
+		for i := range 20 {
+			attempts++
+			switch status, _ := post(t, client, srv.URL+"/login", "user-"+strconv.Itoa(i), "wrong"); status {
 			case http.StatusUnauthorized:
 				unauthorized++
 			case http.StatusTooManyRequests:
 				limited++
-				if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || s < 1 || s > 3 {
-					t.Errorf("%s: attempt %d: Retry-After %q, want 1 to 3 seconds", addr, i, resp.Header.Get("Retry-After"))
-				}
 			default:
-				t.Errorf("%s: attempt %d: status %d", addr, i, resp.StatusCode)
+				t.Errorf("%s: attempt %d: status %d", addr, i, status)
 			}
 		}
-		// 20 attempts, plus one per 3 s that the test took.
-		most := 20 + int(time.Since(start)/(3*time.Second))
-		if unauthorized < 20 || unauthorized > most || limited != 30-unauthorized {
-			t.Errorf("%s: 30 wrong passwords over new connections: %d got 401 and %d got 429, want 20 to %d 401s and 429 for the rest",
-				addr, unauthorized, limited, most)
-		}
-		resp, err := client.PostForm(srv.URL+"/login", url.Values{"password": {"hunter2"}})
-		if err == nil {
-			resp.Body.Close()
-		}
-		if err != nil || (resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusTooManyRequests) {
-			t.Errorf("%s: the right password: %v, %v", addr, resp, err)
+		most := 15 + int(time.Since(start)/(3*time.Second))
+		if unauthorized < 15 || unauthorized > most || limited != 20-unauthorized {
+			t.Errorf("%s: 20 accounts from one address: %d got 401 and %d got 429; want 15 to %d 401s and 429 for the rest", addr, unauthorized, limited, most)
 		}
 	}
-	if len(seen) < 31 {
-		t.Errorf("the attempts came from %d client addresses, want each from a new port", len(seen))
+	if len(seen) < attempts {
+		t.Errorf("%d attempts came from %d client addresses; want each from a new port", attempts, len(seen))
 	}
 }
 
-func TestClientIP(t *testing.T) {
-	for i, tt := range []struct{ remote, want string }{
-		{"203.0.113.7:1234", "203.0.113.7"},
-		{"203.0.113.7:1235", "203.0.113.7"},
-		{"[2001:db8::1]:443", "2001:db8::1"},
-		{"[2001:0db8:0:0::1]:80", "2001:db8::1"},
-		{"[::ffff:203.0.113.7]:1", "203.0.113.7"},
-		{"[fe80::1%eth0]:80", "fe80::1"},
-		{"not an address", "not an address"},
-	} {
-		r := httptest.NewRequest("POST", "/login", nil)
-		r.RemoteAddr = tt.remote
-		if got := clientIP(r); got != tt.want {
-			t.Errorf("step %d: clientIP(%q) = %q, want %q", i, tt.remote, got, tt.want)
+// TestResetOnSuccess: a right password forgives the account's failures.
+func TestResetOnSuccess(t *testing.T) {
+	srv := httptest.NewServer(limit.Wrap(http.HandlerFunc(login)))
+	defer srv.Close()
+	// From an address of its own, whose budget the other test did not use.
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	for i := range 4 {
+		if status, _ := post(t, client, srv.URL, "bob", "wrong"); status != http.StatusUnauthorized {
+			t.Fatalf("bob's attempt %d: status %d; want 401", i+1, status)
 		}
+	}
+	if status, _ := post(t, client, srv.URL, "bob", "hunter2"); status != http.StatusNoContent {
+		t.Fatalf("bob's right password: status %d; want 204", status)
+	}
+	if _, h := post(t, client, srv.URL, "bob", "wrong"); h.Get("X-Ratelimit-Remaining") == "" {
+		t.Fatalf("no X-RateLimit-Remaining")
+	} else if rl := h.Get("Ratelimit"); !contains(rl, "\"login-user\";r=4;") {
+		t.Errorf("after a success, RateLimit %s; want the account full again less this attempt: r=4", rl)
 	}
 }
 
-func TestDeny(t *testing.T) {
-	for i, tt := range []struct {
-		a          spigot.Decision
-		status     int
-		retryAfter string
-	}{
-		{spigot.Decision{RetryAfter: 1500 * time.Millisecond}, http.StatusTooManyRequests, "2"},
-		{spigot.Decision{RetryAfter: 3 * time.Second}, http.StatusTooManyRequests, "3"},
-		{spigot.Decision{RetryAfter: time.Millisecond}, http.StatusTooManyRequests, "1"},
-		{spigot.Decision{RetryAfter: spigot.Never}, http.StatusRequestEntityTooLarge, ""},
-	} {
-		w := httptest.NewRecorder()
-		deny(w, tt.a)
-		if w.Code != tt.status || w.Header().Get("Retry-After") != tt.retryAfter {
-			t.Errorf("step %d: deny(RetryAfter %v): got %d, Retry-After %q; want %d, %q",
-				i, tt.a.RetryAfter, w.Code, w.Header().Get("Retry-After"), tt.status, tt.retryAfter)
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
 		}
 	}
+	return false
 }
 `

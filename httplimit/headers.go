@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"net/http"
 	"strconv"
 	"time"
 
@@ -99,36 +98,3 @@ func seconds(d time.Duration) int64 {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// header is the set of headers of one response, built in one buffer and
-// set with one allocation for the values and one for their slices.
-type header struct {
-	buf  [512]byte
-	b    []byte
-	ends [6]int
-	keys [6]string
-	n    int
-}
-
-func (h *header) start() { h.b = h.buf[:0] }
-
-// end closes the value started since the last end, for key.
-func (h *header) end(key string) {
-	h.keys[h.n], h.ends[h.n] = key, len(h.b)
-	h.n++
-}
-
-// set sets every header built into dst.
-func (h *header) set(dst http.Header) {
-	if h.n == 0 {
-		return
-	}
-	all := string(h.b)
-	vals := make([]string, h.n)
-	from := 0
-	for i := range h.n {
-		vals[i] = all[from:h.ends[i]]
-		from = h.ends[i]
-		dst[h.keys[i]] = vals[i : i+1 : i+1]
-	}
-}

@@ -236,7 +236,6 @@ type scratch struct {
 	ops    []spigot.Op
 	out    []spigot.Decision
 	res    Result
-	hdr    header
 }
 
 // Wrap returns a handler that limits the requests to next: it serves the
@@ -263,14 +262,30 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 	if cost == 0 {
 		return true
 	}
+	if len(m.rules) == 1 && m.observe == nil {
+		// The common case, kept on the stack: one limit, no observer.
+		l, k, err := m.rules[0].resolve(r, 0)
+		if err != nil {
+			m.keyErr(w, r, err)
+			return false
+		}
+		d, err := m.store.Do(r.Context(), spigot.Op{Limit: l, Key: k, Action: spigot.Take, N: cost})
+		if err == nil && d.Allowed() {
+			limits, out := [1]spigot.Limit{l}, [1]spigot.Decision{d}
+			m.setHeaders(w.Header(), limits[:], out[:], 0, d)
+			return true
+		}
+		s := m.pool.Get().(*scratch)
+		defer m.pool.Put(s)
+		s.limits[0], s.keys[0], s.out[0] = l, k, d
+		return m.finish(w, r, s, cost, 0, err)
+	}
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
 	if err := m.resolve(r, s, spigot.Take, cost); err != nil {
 		m.keyErr(w, r, err)
 		return false
 	}
-	res := &s.res
-	*res = Result{Route: r.Pattern, Limits: s.limits, Keys: s.keys, Cost: cost}
 	var start time.Time
 	if m.observe != nil {
 		start = time.Now()
@@ -280,11 +295,19 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 	} else {
 		err = spigot.DoMulti(r.Context(), m.store, spigot.AllOrNothing, s.ops, s.out)
 	}
+	var latency time.Duration
 	if m.observe != nil {
-		res.Latency = time.Since(start)
+		latency = time.Since(start)
 	}
+	return m.finish(w, r, s, cost, latency, err)
+}
+
+// finish answers r, whose decisions (or store error) s holds, unless it
+// is to be served.
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, cost int64, latency time.Duration, err error) (serve bool) {
+	res := &s.res
+	*res = Result{Route: r.Pattern, Limits: s.limits, Keys: s.keys, Cost: cost, Latency: latency, Err: err}
 	if err != nil {
-		res.Err = err
 		for i := range s.out {
 			s.out[i] = spigot.Decision{Remaining: -1, RetryAfter: spigot.Never}
 		}
@@ -299,7 +322,7 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 	if m.observe != nil {
 		m.observe(r, res)
 	}
-	m.setHeaders(w.Header(), s)
+	m.setHeaders(w.Header(), s.limits, s.out, by, d)
 	if !d.Allowed() {
 		m.deny(w, r, res)
 		return false
@@ -325,18 +348,7 @@ func (m *Middleware) costOf(r *http.Request) (int64, error) {
 // resolve sets s's limits, keys and ops for r: action of n on each rule.
 func (m *Middleware) resolve(r *http.Request, s *scratch, action spigot.Action, n int64) error {
 	for i := range m.rules {
-		ru := &m.rules[i]
-		l := ru.limit
-		if ru.choose != nil {
-			var err error
-			if l, err = ru.choose(r); err != nil {
-				return fmt.Errorf("spigot: httplimit: choosing the limit of rule %d: %w", i, err)
-			}
-			if l == (spigot.Limit{}) {
-				return fmt.Errorf("spigot: httplimit: rule %d chose the zero Limit: %w", i, spigot.ErrInvalidLimit)
-			}
-		}
-		k, err := ru.key(r)
+		l, k, err := m.rules[i].resolve(r, i)
 		if err != nil {
 			return err
 		}
@@ -346,63 +358,90 @@ func (m *Middleware) resolve(r *http.Request, s *scratch, action spigot.Action, 
 	return nil
 }
 
-// setHeaders sets the rate-limit headers of s's decision in h.
-func (m *Middleware) setHeaders(h http.Header, s *scratch) {
-	hd := &s.hdr
-	hd.start()
-	hd.n = 0
-	res := &s.res
+// resolve returns the limit and the key of rule i for r.
+func (ru *rule) resolve(r *http.Request, i int) (spigot.Limit, string, error) {
+	l := ru.limit
+	if ru.choose != nil {
+		var err error
+		if l, err = ru.choose(r); err != nil {
+			return l, "", fmt.Errorf("spigot: httplimit: choosing the limit of rule %d: %w", i, err)
+		}
+		if l == (spigot.Limit{}) {
+			return l, "", fmt.Errorf("spigot: httplimit: rule %d chose the zero Limit: %w", i, spigot.ErrInvalidLimit)
+		}
+	}
+	k, err := ru.key(r)
+	return l, k, err
+}
+
+// setHeaders sets in h the rate-limit headers of the decisions out on
+// limits, of which limits[by] decided d. It builds every value in one
+// buffer: one allocation for the values and one for their slices.
+func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spigot.Decision, by int, d spigot.Decision) {
+	var buf [512]byte
+	var keys [6]string
+	var ends [6]int
+	b, n := buf[:0], 0
 	if m.headers&IETF != 0 {
-		for i := range m.rules {
+		for i := range limits {
 			if i > 0 {
-				hd.b = append(hd.b, ", "...)
+				b = append(b, ", "...)
 			}
 			if p := m.rules[i].policy; p != "" {
-				hd.b = append(hd.b, p...)
+				b = append(b, p...)
 			} else {
-				hd.b = policyItem(hd.b, s.limits[i])
+				b = policyItem(b, limits[i])
 			}
 		}
-		hd.end(hPolicy)
-		n := 0
-		for i, d := range s.out {
+		keys[n], ends[n], n = hPolicy, len(b), n+1
+		members := 0
+		for i, d := range out {
 			if d.Degraded() {
 				continue
 			}
-			if n++; n > 1 {
-				hd.b = append(hd.b, ", "...)
+			if members++; members > 1 {
+				b = append(b, ", "...)
 			}
-			hd.b = appendSFString(hd.b, s.limits[i].Name())
-			hd.b = append(hd.b, ";r="...)
-			hd.b = strconv.AppendInt(hd.b, d.Remaining, 10)
-			hd.b = append(hd.b, ";t="...)
-			hd.b = strconv.AppendInt(hd.b, seconds(d.ResetAfter), 10)
+			b = appendSFString(b, limits[i].Name())
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, d.Remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, seconds(d.ResetAfter), 10)
 		}
-		if n > 0 {
-			hd.end(hRateLimit)
+		if members > 0 {
+			keys[n], ends[n], n = hRateLimit, len(b), n+1
 		}
 	}
-	d := res.Decisions.Decision
 	if m.headers&Legacy != 0 {
-		by := s.out[res.Decisions.By]
-		hd.b = strconv.AppendInt(hd.b, s.limits[res.Decisions.By].Capacity(), 10)
-		hd.end(hLimit)
-		if !by.Degraded() {
-			hd.b = strconv.AppendInt(hd.b, by.Remaining, 10)
-			hd.end(hRemaining)
+		decided := out[by]
+		b = strconv.AppendInt(b, limits[by].Capacity(), 10)
+		keys[n], ends[n], n = hLimit, len(b), n+1
+		if !decided.Degraded() {
+			b = strconv.AppendInt(b, decided.Remaining, 10)
+			keys[n], ends[n], n = hRemaining, len(b), n+1
+			reset := decided.ResetAfter
 			if m.epoch {
-				hd.b = strconv.AppendInt(hd.b, seconds(time.Duration(m.clock.Now().UnixNano())+by.ResetAfter), 10)
-			} else {
-				hd.b = strconv.AppendInt(hd.b, seconds(by.ResetAfter), 10)
+				reset += time.Duration(m.clock.Now().UnixNano())
 			}
-			hd.end(hReset)
+			b = strconv.AppendInt(b, seconds(reset), 10)
+			keys[n], ends[n], n = hReset, len(b), n+1
 		}
 	}
 	if !d.Allowed() && d.RetryAfter != spigot.Never {
-		hd.b = strconv.AppendInt(hd.b, max(seconds(d.RetryAfter), 1), 10)
-		hd.end(hRetryAfter)
+		b = strconv.AppendInt(b, max(seconds(d.RetryAfter), 1), 10)
+		keys[n], ends[n], n = hRetryAfter, len(b), n+1
 	}
-	hd.set(h)
+	if n == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, n)
+	from := 0
+	for i := range n {
+		vals[i] = all[from:ends[i]]
+		from = ends[i]
+		h[keys[i]] = vals[i : i+1 : i+1]
+	}
 }
 
 // defaultDeny is the deny handler of WithDenyHandler's doc.
