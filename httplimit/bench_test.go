@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +24,8 @@ func (s *sink) Write(b []byte) (int, error) { return len(b), nil }
 func (s *sink) WriteHeader(int)             {}
 
 // BenchmarkMiddleware measures a request through the middleware on the
-// memory store (op=middleware, one limit; op=middleware2, two) against the
+// memory store (op=middleware, one limit; op=middleware2, two;
+// op=observed, one with an observer that counts) against the
 // same handler calling the limiter by hand (op=hand: the store's cost, and
 // no headers): the difference is the middleware's own cost, keys and
 // headers. Compare in one run:
@@ -42,6 +44,7 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 		ok(w, r)
 	})
+	var allowed atomic.Int64
 	other := spigot.MustBucket("bench-route", 1_000_000_000, spigot.Per(1_000_000, time.Microsecond))
 	for _, c := range []struct {
 		name string
@@ -50,6 +53,11 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"hand", hand},
 		{"middleware", httplimit.New(s, httplimit.By(roomy, nil)).Wrap(ok)},
 		{"middleware2", httplimit.New(s, httplimit.By(roomy, nil), httplimit.By(other, httplimit.Const("GET /"))).Wrap(ok)},
+		{"observed", httplimit.New(s, httplimit.By(roomy, nil), httplimit.WithObserver(func(_ *http.Request, res *httplimit.Result) {
+			if res.Decisions.Allowed() {
+				allowed.Add(1)
+			}
+		})).Wrap(ok)},
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = "192.0.2.1:1234"
