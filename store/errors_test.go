@@ -19,6 +19,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/testclient"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
@@ -156,6 +157,7 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 					if got, err := srv.Do("LLEN", prefix+"login:bad"); err != nil || got != "1" {
 						t.Errorf("LLEN of the list after the operations = %q, %v; want 1, untouched", got, err)
 					}
+					checkBatchFailsAlone(t, srv, remote, b, prefix)
 
 					paths := &pathCounter{}
 					// A long timeout: the test is about replies, not about a loaded
@@ -190,6 +192,58 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkBatchFailsAlone: in a batch, the ops on a key that holds a list
+// (prefix+"login:bad") or a value the script cannot read fail alone, with
+// errors matching ErrRequestFailed, and the others are applied, in a
+// batch of more ops than one call of the script takes.
+func checkBatchFailsAlone(t *testing.T, srv *testserver.Server, s spigot.Store, b spigot.Limit, prefix string) {
+	t.Helper()
+	if _, err := srv.Do("SET", prefix+"login:garbled", "tb/2 garbage"); err != nil {
+		t.Fatal(err)
+	}
+	n := 2*wire.BatchSize + 3
+	ops := make([]spigot.Op, n)
+	for i := range ops {
+		ops[i] = spigot.Op{Limit: b, Key: fmt.Sprintf("batch-%d", i%(n/2)), N: 1} // each key twice
+	}
+	bad := map[int]string{7: "bad", wire.BatchSize + 1: "garbled", n - 1: "bad"}
+	for i, key := range bad {
+		ops[i].Key = key
+	}
+	out := make([]spigot.Decision, n)
+	err := s.DoMulti(t.Context(), spigot.Independent, ops, out)
+	if !errors.Is(err, spigot.ErrRequestFailed) || !strings.Contains(err.Error(), fmt.Sprintf("%d of %d ops failed", len(bad), n)) {
+		t.Errorf("a batch with %d bad keys of %d: error %v; want one matching ErrRequestFailed that counts them", len(bad), n, err)
+	}
+	for i, d := range out {
+		want := spigot.Decision{N: 1, Remaining: 2, ResetAfter: time.Hour}
+		if i >= n/2 && bad[i-n/2] == "" { // the key's second op
+			want = spigot.Decision{N: 1, Remaining: 1, ResetAfter: 2 * time.Hour}
+		}
+		if bad[i] != "" {
+			want = spigot.Decision{Remaining: -1, RetryAfter: spigot.Never}
+		}
+		// The server's clock runs between the calls of the batch.
+		if got := d.ResetAfter; got <= want.ResetAfter && got > want.ResetAfter-time.Second {
+			d.ResetAfter = want.ResetAfter
+		}
+		if d != want {
+			t.Errorf("batch op %d (%v) = %s; want %s", i, ops[i], show(d), show(want))
+		}
+	}
+	for _, key := range []string{"login:bad", "login:garbled"} {
+		if typ, err := srv.Do("TYPE", prefix+key); err != nil || typ == "none" {
+			t.Errorf("TYPE %s after the batch = %q, %v; want it kept", key, typ, err)
+		}
+	}
+	srv.Do("DEL", prefix+"login:garbled")
+	keys := make([]string, n/2)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%slogin:batch-%d", prefix, i)
+	}
+	srv.Do(append([]string{"DEL"}, keys...)...)
 }
 
 // singleStores are the three stores on clients of one node, told not to

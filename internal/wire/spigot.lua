@@ -2,7 +2,8 @@
 --
 -- ARGV[1]  now in µs since the epoch, or "" to read the server's TIME;
 --          a key written on the caller's clock lives 60000 ms
---          (wire.ClockTTLSlack) longer, since its TTL runs on the server's
+--          (wire.ClockTTLSlack) longer, since its TTL runs on the server's;
+--          with several keys, a leading "b" makes the call a batch
 -- then, for each key KEYS[i], five arguments from ARGV[5i-3]:
 --          the limit's kind and the action, as "tb.take", "tb.upto",
 --          "tb.refund", "tb.reset" or "tb.peek" ("tb": a token bucket);
@@ -13,7 +14,11 @@
 -- each on the state the ones before it left (a key named twice is charged
 -- twice), and written only if no take or upto was denied; otherwise
 -- nothing changes and every n moved is 0. (All the keys of a call are in
--- one hash slot on a cluster: the store sees to it.)
+-- one hash slot on a cluster: the store sees to it.) A batch applies each
+-- key's operation on its own, as that many calls with one key would, one
+-- after the other; a key that holds another type or a value the script
+-- cannot read fails alone, as {-1, 1, 0, 0} (WRONGTYPE) or {-1, 2, 0, 0}
+-- (unreadable), and the others are applied.
 -- (As few arguments as can say it: each one costs the server a Lua
 -- string per call, and two more cost 4% of its throughput.)
 --
@@ -39,7 +44,11 @@ local nkeys = #KEYS
 if nkeys < 1 or #ARGV ~= 1 + 5 * nkeys then
 	return redis.error_reply('ERR spigot: want 1 or more keys and 5 arguments each after the time, got ' .. nkeys .. ' keys and ' .. #ARGV .. ' arguments')
 end
-local now, slack = tonumber(ARGV[1]), 60000
+local clock, batch = ARGV[1], false
+if nkeys > 1 and string.byte(clock, 1) == 98 then -- "b": a batch
+	clock, batch = string.sub(clock, 2), true
+end
+local now, slack = tonumber(clock), 60000
 if not now then
 	if redis.replicate_commands then
 		redis.replicate_commands() -- TIME before a write, on Redis < 5
@@ -70,16 +79,21 @@ local function ceilms(lag, us)
 	return ceildiv(lag + us, 1000)
 end
 
--- pending holds, with several keys, what each key will hold if the call
--- is kept: {state, ms} or {false} for none, and reply the decisions so
--- far. With one key both stay nil: the key is written at once.
+-- pending holds, all or nothing, what each key will hold if the call is
+-- kept: {state, ms} or {false} for none; reply holds, with several keys,
+-- the decisions so far. With one key both stay nil, and in a batch
+-- pending does: each key is written at once.
 local pending, reply
 if nkeys > 1 then
-	pending, reply = {}, {}
+	reply = {}
+	if not batch then
+		pending = {}
+	end
 end
 local denied = false
 
 for i = 1, nkeys do
+	repeat -- once: a key of a batch that fails breaks out, to the next key
 	local key, a = KEYS[i], 5 * i - 3
 	local action = ARGV[a]
 	if action ~= 'tb.take' and action ~= 'tb.peek' and action ~= 'tb.upto' and action ~= 'tb.refund' and action ~= 'tb.reset' then
@@ -96,6 +110,15 @@ for i = 1, nkeys do
 	local v
 	if pending and pending[key] then
 		v = pending[key][1]
+	elseif batch then
+		v = redis.pcall('GET', key)
+		if type(v) == 'table' and v.err then
+			if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then
+				return v -- the server's, not the key's: the call fails
+			end
+			reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = -1, 1, 0, 0
+			break
+		end
 	else
 		v = redis.call('GET', key)
 	end
@@ -117,6 +140,10 @@ for i = 1, nkeys do
 			other = true
 		end
 		if not full then
+			if batch then
+				reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = -1, 2, 0, 0
+				break
+			end
 			return redis.error_reply('ERR spigot: unreadable state at ' .. key)
 		end
 		full = tonumber(full)
@@ -232,13 +259,17 @@ for i = 1, nkeys do
 			redis.call('DEL', key)
 		end
 	end
-	if not pending then -- one key: a table built whole costs less
+	if not reply then -- one key: a table built whole costs less
 		return {moved, quo(tokens, scale), retry, reset}
 	end
 	local r = 4 * i - 3
 	reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = moved, quo(tokens, scale), retry, reset
+	until true
 end
 
+if batch then
+	return reply
+end
 for i = 1, nkeys do
 	local key = KEYS[i]
 	local state = pending[key]

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -275,6 +276,10 @@ func FuzzDecode(f *testing.F) {
 		{0, 0, 0, maxMs + 1, 0},
 		{0, 0, -2, 0, 0},
 		{-1, 0, 0, 0, 0},
+		{-1, 1, 0, 0, 0}, // an op of a batch that failed alone: WRONGTYPE
+		{-1, 2, 0, 0, 0}, // unreadable
+		{-1, 3, 0, 0, 0},
+		{-1, 1, 1, 0, 0},
 		{0, -1, 0, 0, 0},
 		{1, 3, 5, 0, 0},
 		{0, 3, 0, 100, 0},
@@ -313,7 +318,11 @@ func FuzzDecode(f *testing.F) {
 					n, d, err, d2, err2, d3, err3, m, ok)
 			}
 		}
+		failedAlone := shape%16 == 0 && moved == -1 && (remaining == 1 || remaining == 2) && retry == 0 && reset == 0
 		if err != nil {
+			if failedAlone && errors.Is(err, spigot.ErrRequestFailed) && d == (spigot.Decision{}) {
+				return // the error of an op of a batch that failed alone
+			}
 			if !strings.HasPrefix(err.Error(), "spigot: malformed reply from the script: ") || !errors.Is(err, spigot.ErrRequestFailed) {
 				t.Fatalf("Decode(%v) error = %q; want a malformed-reply error matching ErrRequestFailed", reply, err)
 			}
@@ -340,6 +349,71 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode(%v) = %+v, which encodes back to %v", reply, d, back)
 		}
 	})
+}
+
+// TestDecodeBatch: the reply to a batch call decodes key by key; a key
+// that failed alone fails alone, and a reply that is not the script's
+// fails every key.
+func TestDecodeBatch(t *testing.T) {
+	ok := []any{int64(1), int64(19), int64(0), int64(3000)}
+	denied := []any{int64(0), int64(0), int64(2999), int64(60000)}
+	wrongType := []any{int64(-1), int64(1), int64(0), int64(0)}
+	unreadable := []any{int64(-1), int64(2), int64(0), int64(0)}
+	bad := []any{int64(-1), int64(3), int64(0), int64(0)}
+	cat := func(parts ...[]any) []any { return slices.Concat(parts...) }
+	okD := spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}
+	deniedD := spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}
+	for i, c := range []struct {
+		reply   any
+		n       int
+		want    []spigot.Decision
+		errs    []string // substrings of errs[i]; "" for nil
+		replyOK bool
+	}{
+		{cat(ok, denied), 2, []spigot.Decision{okD, deniedD}, []string{"", ""}, true},
+		{cat(ok, wrongType, denied), 3, []spigot.Decision{okD, wire.Failed, deniedD}, []string{"", "WRONGTYPE", ""}, true},
+		{cat(unreadable, ok), 2, []spigot.Decision{wire.Failed, okD}, []string{"unreadable", ""}, true},
+		{cat(ok, bad), 2, []spigot.Decision{okD, wire.Failed}, []string{"", "malformed reply"}, true},
+		{cat(ok, ok), 3, nil, nil, false},                                       // too short
+		{cat(ok, ok, ok[:1]), 2, nil, nil, false},                               // too long
+		{cat(ok, []any{int64(0), "1", int64(0), int64(0)}), 2, nil, nil, false}, // not an integer
+		{"OK", 2, nil, nil, false},
+		{nil, 2, nil, nil, false},
+	} {
+		out := make([]spigot.Decision, c.n)
+		errs := make([]error, c.n)
+		err := wire.DecodeBatch(c.reply, out, errs)
+		var m []msg
+		if vals, isSlice := c.reply.([]any); isSlice {
+			m = msgs(vals...)
+		}
+		out2 := make([]spigot.Decision, c.n)
+		errs2 := make([]error, c.n)
+		msgsOK := wire.DecodeBatchMsgs(m, out2, errs2)
+		if !c.replyOK {
+			if err == nil || !errors.Is(err, spigot.ErrRequestFailed) || msgsOK {
+				t.Errorf("step %d: DecodeBatch(%v) = %v (messages: %v); want a malformed-reply error, and false", i+1, c.reply, err, msgsOK)
+			}
+			continue
+		}
+		if err != nil || !msgsOK {
+			t.Errorf("step %d: DecodeBatch(%v) = %v, messages %v; want nil, true", i+1, c.reply, err, msgsOK)
+			continue
+		}
+		for k := range out {
+			if out[k] != c.want[k] || out2[k] != c.want[k] {
+				t.Errorf("step %d: key %d = %+v (messages: %+v); want %+v", i+1, k, out[k], out2[k], c.want[k])
+			}
+			for _, e := range []error{errs[k], errs2[k]} {
+				switch {
+				case c.errs[k] == "" && e != nil:
+					t.Errorf("step %d: key %d: error %v; want none", i+1, k, e)
+				case c.errs[k] != "" && (e == nil || !strings.Contains(e.Error(), c.errs[k]) || !errors.Is(e, spigot.ErrRequestFailed)):
+					t.Errorf("step %d: key %d: error %v; want one with %q matching ErrRequestFailed", i+1, k, e, c.errs[k])
+				}
+			}
+		}
+	}
 }
 
 // ms encodes a duration as the script does: whole milliseconds, -1 for Never.
@@ -421,8 +495,8 @@ func TestArgsClock(t *testing.T) {
 	// The script adds ClockTTLSlack to the TTL of a key written on the
 	// caller's clock, as a literal.
 	slack := strconv.FormatInt(wire.ClockTTLSlack.Milliseconds(), 10)
-	if !strings.Contains(wire.Script(), "now, slack = tonumber(ARGV[1]), "+slack+"\n") {
-		t.Errorf("the script does not add ClockTTLSlack (%s ms) when ARGV[1] is the caller's now", slack)
+	if !strings.Contains(wire.Script(), "now, slack = tonumber(clock), "+slack+"\n") {
+		t.Errorf("the script does not add ClockTTLSlack (%s ms) when ARGV[1] holds the caller's now", slack)
 	}
 	for i, c := range []struct {
 		advance time.Duration
@@ -565,5 +639,35 @@ func TestScriptKnowsEveryAction(t *testing.T) {
 		if !strings.Contains(wire.Script(), "'"+c.name+"'") {
 			t.Errorf("Script does not name %q", c.name)
 		}
+	}
+}
+
+// TestArgsBatch: a batch call marks its time with "b"; a call of one op
+// is an ordinary one, whose time the script must read as a number.
+func TestArgsBatch(t *testing.T) {
+	b := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
+	one := []spigot.Op{{Limit: b, Key: "a", N: 1}}
+	two := append(one, spigot.Op{Limit: b, Key: "b", N: 2})
+	clk := clocktest.New(time.UnixMicro(1_700_000_000_000_001))
+	for i, c := range []struct {
+		args *wire.Args
+		ops  []spigot.Op
+		want string
+	}{
+		{wire.NewArgs(nil), two, "b"},
+		{wire.NewArgs(nil), one, ""},
+		{wire.NewArgs(clk), two, "b1700000000000001"},
+		{wire.NewArgs(clk), one, "1700000000000001"},
+	} {
+		argv, argvAny := c.args.Batch(c.ops), c.args.BatchAny(c.ops)
+		if argv[0] != c.want || argvAny[0] != c.want {
+			t.Errorf("step %d: Batch of %d ops: ARGV[1] = %q, %q; want %q", i+1, len(c.ops), argv[0], argvAny[0], c.want)
+		}
+		if ops := c.args.Ops(c.ops); !slices.Equal(ops[1:], argv[1:]) || len(argv) != 1+5*len(c.ops) {
+			t.Errorf("step %d: Batch %q and Ops %q differ past the time", i+1, argv, ops)
+		}
+	}
+	if !strings.Contains(wire.Script(), `string.byte(clock, 1) == 98 then -- "b"`) {
+		t.Errorf("the script does not read a leading %q as a batch", "b")
 	}
 }

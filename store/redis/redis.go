@@ -46,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -162,68 +163,83 @@ func (s *Store) doPart(ctx context.Context, mode spigot.Mode, ops []spigot.Op, o
 
 // all applies ops all or nothing in one run of the script.
 func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
-	argv := s.args.OpsAny(ops)
-	line := make([]any, 3, 3+len(ops)+len(argv))
-	line[0], line[1], line[2] = "evalsha", sha1Arg, len(ops)
-	for _, op := range ops {
-		line = append(line, store.Key(s.prefix, op.Limit, op.Key))
-	}
-	line = append(line, argv...)
-	reply, err := s.process(ctx, line)
+	reply, err := s.process(ctx, s.line(ops, s.args.OpsAny(ops)))
 	if err != nil {
 		return err
 	}
 	return wire.DecodeAll(reply, out)
 }
 
-// batch applies each op as Do would, in one pipeline, and the ops that
-// found no script in a second one, with EVAL.
+// line returns the command line of the script on ops with ARGV argv:
+// "EVALSHA sha numkeys keys… args…".
+func (s *Store) line(ops []spigot.Op, argv []any) []any {
+	line := make([]any, 3, 3+len(ops)+len(argv))
+	line[0], line[1], line[2] = "evalsha", sha1Arg, len(ops)
+	for _, op := range ops {
+		line = append(line, store.Key(s.prefix, op.Limit, op.Key))
+	}
+	return append(line, argv...)
+}
+
+// batch applies each op as Do would: on one server in batch calls of the
+// script, of up to wire.BatchSize ops each, and on a ClusterClient or a
+// Ring, whose scripts see one slot or shard only, one call per op; all in
+// one pipeline (on a ClusterClient, one per node, in parallel), and the
+// calls that found no script in a second one, with EVAL.
 func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
-	calls := make([]call, len(ops))
-	cmds := make([]*goredis.Cmd, len(ops))
+	size := wire.BatchSize
+	switch s.client.(type) {
+	case *goredis.ClusterClient, *goredis.Ring:
+		size = 1
+	}
+	n := (len(ops) + size - 1) / size
+	cmds := make([]*goredis.Cmd, n)
+	lines := make([][]any, n)
 	pipe := s.client.Pipeline()
-	for i, op := range ops {
-		c := &calls[i]
-		c.line[0], c.line[1], c.line[2], c.line[3] = "evalsha", sha1Arg, 1, store.Key(s.prefix, op.Limit, op.Key)
-		argv := s.args.OpAny(op)
-		copy(c.line[4:], argv[:])
-		cmds[i] = goredis.NewCmd(ctx, c.line[:]...)
-		cmds[i].SetFirstKeyPos(3)
-		pipe.Process(ctx, onceCmd{cmds[i]})
+	for c := range cmds {
+		part := ops[c*size : min((c+1)*size, len(ops))]
+		lines[c] = s.line(part, s.args.BatchAny(part))
+		cmds[c] = goredis.NewCmd(ctx, lines[c]...)
+		cmds[c].SetFirstKeyPos(3)
+		pipe.Process(ctx, onceCmd{cmds[c]})
 	}
 	pipe.Exec(ctx) // each command holds its own error
 	var again []int
-	for i, cmd := range cmds {
+	for c, cmd := range cmds {
 		if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			again = append(again, i)
+			again = append(again, c)
 		}
 	}
 	if len(again) > 0 {
 		pipe = s.client.Pipeline()
-		for _, i := range again {
-			c := &calls[i]
-			c.line[0], c.line[1] = "eval", scriptArg
-			cmds[i] = goredis.NewCmd(ctx, c.line[:]...)
-			cmds[i].SetFirstKeyPos(3)
-			pipe.Process(ctx, onceCmd{cmds[i]})
+		for _, c := range again {
+			lines[c][0], lines[c][1] = "eval", scriptArg
+			cmds[c] = goredis.NewCmd(ctx, lines[c]...)
+			cmds[c].SetFirstKeyPos(3)
+			pipe.Process(ctx, onceCmd{cmds[c]})
 		}
 		pipe.Exec(ctx)
 	}
-	var errs []error
-	for i, cmd := range cmds {
-		d, err := cmd.Val(), cmd.Err()
-		if err == nil {
-			out[i], err = wire.Decode(d)
-		} else {
+	errs := make([]error, len(ops))
+	for c, cmd := range cmds {
+		lo, hi := c*size, min((c+1)*size, len(ops))
+		reply, err := cmd.Val(), cmd.Err()
+		switch {
+		case err != nil:
 			var replyErr goredis.Error
 			err = wire.Err("redis", err, errors.As(err, &replyErr))
+		case hi-lo == 1:
+			out[lo], err = wire.Decode(reply)
+		default:
+			err = wire.DecodeBatch(reply, out[lo:hi], errs[lo:hi])
 		}
 		if err != nil {
-			out[i] = wire.Failed
-			errs = append(errs, err)
+			for i := lo; i < hi; i++ {
+				out[i], errs[i] = wire.Failed, err
+			}
 		}
 	}
-	return wire.BatchErr(errs, len(ops))
+	return wire.BatchErr(slices.DeleteFunc(errs, func(err error) bool { return err == nil }), len(ops))
 }
 
 // onceCmd is a command that go-redis never resends once it may have
@@ -238,7 +254,7 @@ func (onceCmd) NoRetry() bool { return true }
 var sha1Arg, scriptArg any = wire.SHA1(), wire.Script()
 
 // call is what one request hands go-redis, in one allocation: the command
-// line "EVALSHA sha 1 key args…" (or "EVAL script 1 key args…").
+// line "EVALSHA sha 1 key args…".
 type call struct {
 	line [4 + len(wire.Argv{})]any
 }

@@ -36,6 +36,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/rueidis"
@@ -170,48 +171,76 @@ func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision)
 	return decode(r, out)
 }
 
-// batch applies each op as Do would, in one DoMulti of the client, and the
-// ops that found no script in a second one, with EVAL.
+// batch applies each op as Do would: on one server in batch calls of the
+// script, of up to wire.BatchSize ops each, and on a cluster, whose
+// scripts see one slot only, one call per op; all in one DoMulti of the
+// client (on a cluster, one per node, in parallel), and the calls that
+// found no script in a second one, with EVAL.
 func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
 	c := s.client
-	keys := make([]string, len(ops))
-	argv := make([]wire.Argv, len(ops))
-	cmds := make(rueidis.Commands, len(ops))
-	for i, op := range ops {
-		keys[i], argv[i] = store.Key(s.prefix, op.Limit, op.Key), s.args.Op(op)
-		cmds[i] = c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(1).Key(keys[i]).Arg(argv[i][:]...).Build()
+	size := wire.BatchSize
+	if c.Mode() == rueidis.ClientModeCluster {
+		size = 1
+	}
+	n := (len(ops) + size - 1) / size
+	keys := make([][]string, n)
+	argv := make([][]string, n)
+	cmds := make(rueidis.Commands, n)
+	for k := range cmds {
+		part := ops[k*size : min((k+1)*size, len(ops))]
+		keys[k] = make([]string, len(part))
+		for i, op := range part {
+			keys[k][i] = store.Key(s.prefix, op.Limit, op.Key)
+		}
+		argv[k] = s.args.Batch(part)
+		cmds[k] = c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(int64(len(part))).Key(keys[k]...).Arg(argv[k]...).Build()
 	}
 	rs := c.DoMulti(ctx, cmds...)
 	var again []int
-	for i, r := range rs {
+	for k, r := range rs {
 		if e, ok := rueidis.IsRedisErr(r.Error()); ok && e.IsNoScript() {
-			again = append(again, i)
+			again = append(again, k)
 		}
 	}
 	if len(again) > 0 {
 		cmds = cmds[:0]
-		for _, i := range again {
-			cmds = append(cmds, c.B().Eval().Script(wire.Script()).Numkeys(1).Key(keys[i]).Arg(argv[i][:]...).Build())
+		for _, k := range again {
+			cmds = append(cmds, c.B().Eval().Script(wire.Script()).Numkeys(int64(len(keys[k]))).Key(keys[k]...).Arg(argv[k]...).Build())
 		}
 		for j, r := range c.DoMulti(ctx, cmds...) {
 			rs[again[j]] = r
 		}
 	}
-	var errs []error
-	for i, r := range rs {
+	errs := make([]error, len(ops))
+	for k, r := range rs {
+		lo, hi := k*size, min((k+1)*size, len(ops))
 		err := r.Error()
-		if err != nil && !rueidis.IsRedisNil(err) {
+		switch {
+		case err != nil && !rueidis.IsRedisNil(err):
 			_, reply := rueidis.IsRedisErr(err)
 			err = wire.Err("rueidis", err, reply)
-		} else {
-			err = decode(r, out[i:i+1])
+		case hi-lo == 1:
+			err = decode(r, out[lo:hi])
+		default:
+			err = decodeBatch(r, out[lo:hi], errs[lo:hi])
 		}
 		if err != nil {
-			out[i] = wire.Failed
-			errs = append(errs, err)
+			for i := lo; i < hi; i++ {
+				out[i], errs[i] = wire.Failed, err
+			}
 		}
 	}
-	return wire.BatchErr(errs, len(ops))
+	return wire.BatchErr(slices.DeleteFunc(errs, func(err error) bool { return err == nil }), len(ops))
+}
+
+// decodeBatch sets out, and errs for the keys that failed alone, from the
+// reply r to a batch call of the script.
+func decodeBatch(r rueidis.RedisResult, out []spigot.Decision, errs []error) error {
+	if msgs, err := r.ToArray(); err == nil && wire.DecodeBatchMsgs(msgs, out, errs) {
+		return nil
+	}
+	reply, _ := r.ToAny()
+	return wire.DecodeBatch(reply, out, errs)
 }
 
 // decode sets out from the script's reply r for len(out) keys.
