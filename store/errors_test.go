@@ -19,8 +19,8 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/testclient"
-	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
