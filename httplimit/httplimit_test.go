@@ -441,8 +441,6 @@ func TestPolicyNames(t *testing.T) {
 	}
 }
 
-type planKey struct{}
-
 // TestByFunc: a plan's limit chosen per request.
 func TestByFunc(t *testing.T) {
 	c, s := fixture()
@@ -519,8 +517,7 @@ func TestRefund(t *testing.T) {
 	a := spigot.MustBucket("a", 3, spigot.PerMinute(1))
 	b := spigot.MustBucket("b", 3, spigot.PerMinute(1))
 	for _, rules := range [][]httplimit.Option{{httplimit.By(a, nil)}, {httplimit.By(a, nil), httplimit.By(b, httplimit.Const("all"))}} {
-		var mw *httplimit.Middleware
-		mw = httplimit.New(s, rules...)
+		mw := httplimit.New(s, rules...)
 		h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if err := mw.Refund(r); err != nil {
 				t.Errorf("Refund: %v", err)

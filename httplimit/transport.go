@@ -1,0 +1,479 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/nilcheck"
+)
+
+// ErrLimited is matched (errors.Is) by the error of a request that a
+// Transport did not send because of the limit: its Limiter denied it, or
+// the server's Retry-After held it back. That error is a *LimitedError.
+var ErrLimited = errors.New("spigot: httplimit: outgoing request limited")
+
+// A LimitedError is the error of a request that a Transport did not send
+// because of the limit. It matches ErrLimited, and, through Err, what the
+// wait ran into: spigot.ErrNeverAdmitted when the request's cost can never
+// fit the bucket, context.DeadlineExceeded when the request's deadline
+// falls before it could be sent.
+type LimitedError struct {
+	// Key is the request's key: its host, by default.
+	Key string
+	// RetryAfter is how long, from the moment RoundTrip returned, until
+	// the request could be sent if nothing else takes the tokens
+	// meanwhile: until the bucket holds its cost, or until the server's
+	// Retry-After ends. It is spigot.Never when the request's cost is
+	// above the bucket's capacity, so that no wait can admit it.
+	RetryAfter time.Duration
+	// Err is what the request ran into: an error that wraps
+	// spigot.ErrNeverAdmitted (RetryAfter Never) or, for a request that
+	// would have waited past its context's deadline,
+	// context.DeadlineExceeded. It is nil for a request denied without a
+	// wait (WithoutWaiting).
+	Err error
+
+	held bool // by the server's Retry-After, not by the bucket
+}
+
+// Error describes the denial; it starts with "spigot: httplimit: ".
+func (e *LimitedError) Error() string {
+	var b strings.Builder
+	b.WriteString("spigot: httplimit: outgoing request for key ")
+	b.WriteString(strconv.Quote(e.Key))
+	b.WriteString(" limited")
+	switch {
+	case e.Err != nil:
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	case e.RetryAfter == spigot.Never:
+		b.WriteString(": its cost exceeds the bucket's capacity and can never be admitted")
+	case e.held:
+		b.WriteString(": the server's Retry-After holds it back for ")
+		b.WriteString(e.RetryAfter.String())
+	default:
+		b.WriteString(": retry after ")
+		b.WriteString(e.RetryAfter.String())
+	}
+	return b.String()
+}
+
+// Is reports whether target is ErrLimited.
+func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
+
+// Unwrap returns Err.
+func (e *LimitedError) Unwrap() error { return e.Err }
+
+// The bounds of the Retry-After holds a Transport keeps.
+const (
+	// holdCap is the most keys a Transport keeps a hold for.
+	holdCap = 10_000
+	// holdMax is the longest Retry-After a Transport honours: a longer
+	// one is taken for a mistake, and ignored.
+	holdMax = 24 * time.Hour
+)
+
+// A Transport is an http.RoundTripper that limits outgoing requests.
+// Before it sends a request through its base RoundTripper it takes the
+// request's cost in tokens (1 by default) from its Limiter, for the
+// request's key (its host by default), waiting for them when the bucket
+// is short; and it does not send a request to a key whose server answered
+// 429 Too Many Requests or 503 Service Unavailable with a Retry-After
+// before that Retry-After ends. Use it as an http.Client's Transport:
+//
+//	partner := spigot.MustBucket("partner", 100, spigot.PerSecond(100))
+//	l := spigot.New(redis.New(rdb), partner) // store/redis
+//	client := &http.Client{Transport: httplimit.NewTransport(nil, l)}
+//
+// The bucket lives in the Limiter's store, so it holds for every process
+// that limits the same key with the same limit in the same store: 20
+// replicas whose Transports share a Redis store send, together, no more to
+// the partner than one bucket admits (100 at once, then 100 a second),
+// however the requests fall between them. In the memory store the bucket
+// is the process's own.
+//
+// By default RoundTrip waits for the tokens, as spigot.Limiter.WaitN does:
+// with no deadline on the request's context, as long as it takes; when
+// the deadline falls before the tokens would be there, not at all, and it
+// returns at once a *LimitedError that matches context.DeadlineExceeded.
+// Cancelling the context ends the wait with the context's error. With
+// WithoutWaiting it never waits, and returns the *LimitedError at once.
+//
+// A Retry-After (delta-seconds, or an HTTP-date read against the
+// Transport's clock) holds back the requests of the response's key until
+// it ends, the later of two holds winning; the requests wait for it as
+// they wait for tokens, and only then take their tokens. A Retry-After
+// that cannot be parsed, is not in the future, or is longer than a day is
+// ignored. The holds are kept in the process's memory, not in the store:
+// a replica does not see the holds of the others, each learns of the
+// server's Retry-After from its own responses. A Transport keeps the holds
+// of at most 10 000 keys: it forgets the holds that have ended, and beyond
+// that the ones that end first. WithoutRetryAfter turns the holds off.
+// Responses are returned to the caller as they came, Retry-After and all.
+//
+// RoundTrip sends nothing, and closes the request's body, when it returns
+// an error of its own: a *LimitedError (ErrLimited) when the limit holds
+// the request back, and an error that wraps the cause when the key or cost
+// function fails, or when the store fails: a store error never lets a
+// request through. Its errors start with "spigot: httplimit: ".
+// http.Client returns them inside a *url.Error; errors.Is and errors.As
+// see through it. It never modifies the request.
+//
+// A Transport is safe for concurrent use. The zero Transport is not
+// usable: its RoundTrip sends nothing and returns an error; create one
+// with NewTransport.
+type Transport struct {
+	base       http.RoundTripper
+	limiter    *spigot.Limiter
+	key        func(*http.Request) (string, error)
+	cost       func(*http.Request) (int64, error)
+	clock      clock.Clock
+	wait       bool
+	retryAfter bool
+	holds      holdTable
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// A TransportOption configures a Transport.
+type TransportOption func(*Transport)
+
+// NewTransport returns a Transport that sends through base the requests
+// that l admits; a nil base is http.DefaultTransport. It panics if l is
+// nil, and on a nil function or clock in opts.
+func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...TransportOption) *Transport {
+	if l == nil {
+		panic("spigot: httplimit: NewTransport: nil Limiter")
+	}
+	t := &Transport{
+		base:       base,
+		limiter:    l,
+		key:        hostKey,
+		cost:       costOne,
+		clock:      clock.System(),
+		wait:       true,
+		retryAfter: true,
+		holds:      holdTable{max: holdCap},
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// WithTransportKey makes f the key of a request: the bucket it takes from
+// and the Retry-After hold it obeys, such as a tenant for a partner that
+// limits each tenant, or one name for every host of a partner. The
+// default is the request's host, as in its URL (req.URL.Host), lowercased,
+// with its port when the URL has one: "api.example.com",
+// "api.example.com:8443". A KeyFunc of this package, such as Header or
+// Const, is such a function. When f fails, RoundTrip sends nothing and
+// returns its error, wrapped. It panics if f is nil.
+func WithTransportKey(f func(*http.Request) (string, error)) TransportOption {
+	if f == nil {
+		panic("spigot: httplimit: WithTransportKey: nil func")
+	}
+	return func(t *Transport) { t.key = f }
+}
+
+// WithTransportCost makes f the cost of a request in tokens, such as the
+// number of items of a batch call. The default is 1. A request that costs
+// 0 is sent without asking the store (it still obeys a Retry-After hold);
+// a negative cost is an error that matches spigot.ErrInvalidCost. When f
+// fails, RoundTrip sends nothing and returns its error, wrapped. It panics
+// if f is nil.
+func WithTransportCost(f func(*http.Request) (int64, error)) TransportOption {
+	if f == nil {
+		panic("spigot: httplimit: WithTransportCost: nil func")
+	}
+	return func(t *Transport) { t.cost = f }
+}
+
+// WithTransportClock makes the Transport read the time from c instead of
+// the system clock: to date a Retry-After, to wait for its end, and to
+// compare that end with the request's deadline. When c also has a method
+// After(time.Duration) <-chan time.Time, as clocktest.Clock does, the
+// Transport waits on it, so tests need no real sleeps. It does not change
+// the clock of the Limiter (spigot.WithClock) or of its store: give them
+// the same clock. It panics if c is nil.
+func WithTransportClock(c clock.Clock) TransportOption {
+	if nilcheck.Nil(c) {
+		panic("spigot: httplimit: WithTransportClock: nil Clock")
+	}
+	return func(t *Transport) { t.clock = c }
+}
+
+// WithoutWaiting makes RoundTrip return a *LimitedError at once, instead
+// of waiting, when the bucket lacks the request's tokens or a Retry-After
+// holds the request back.
+func WithoutWaiting() TransportOption {
+	return func(t *Transport) { t.wait = false }
+}
+
+// WithoutRetryAfter makes the Transport ignore the Retry-After of 429 and
+// 503 responses: only the bucket holds requests back.
+func WithoutRetryAfter() TransportOption {
+	return func(t *Transport) { t.retryAfter = false }
+}
+
+// hostKey is the default key: the request's host, lowercased.
+func hostKey(req *http.Request) (string, error) {
+	if req.URL == nil {
+		return "", errors.New("nil Request.URL")
+	}
+	if req.URL.Host == "" {
+		return "", errors.New("no Host in request URL")
+	}
+	return strings.ToLower(req.URL.Host), nil
+}
+
+func costOne(*http.Request) (int64, error) { return 1, nil }
+
+// RoundTrip implements http.RoundTripper: it takes the request's tokens,
+// waiting for them and for the end of its key's Retry-After unless
+// WithoutWaiting, and then sends the request through the base
+// RoundTripper; see Transport.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	key, err := t.admit(req)
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	resp, err := base.RoundTrip(req)
+	if err == nil && t.retryAfter && resp != nil &&
+		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		now := t.clock.Now()
+		if d, ok := retryAfterDelay(resp.Header.Get("Retry-After"), now); ok {
+			t.holds.hold(key, now.Add(d), now)
+		}
+	}
+	return resp, err
+}
+
+// admit decides whether req may be sent, waiting as configured, and
+// returns its key.
+func (t *Transport) admit(req *http.Request) (string, error) {
+	if t.limiter == nil {
+		return "", errors.New("spigot: httplimit: the zero Transport sends nothing; create one with NewTransport")
+	}
+	key, err := t.key(req)
+	if err != nil {
+		return "", fmt.Errorf("spigot: httplimit: the key of the outgoing request: %w", err)
+	}
+	n, err := t.cost(req)
+	if err != nil {
+		return "", fmt.Errorf("spigot: httplimit: the cost of the outgoing request for key %q: %w", key, err)
+	}
+	if n < 0 {
+		return "", fmt.Errorf("spigot: httplimit: cost %d of the outgoing request for key %q: %w", n, key, spigot.ErrInvalidCost)
+	}
+	ctx := req.Context()
+	if t.retryAfter {
+		if err := t.waitHold(ctx, key); err != nil {
+			return "", err
+		}
+	}
+	if n == 0 {
+		return key, nil
+	}
+	if !t.wait {
+		d, err := t.limiter.AllowN(ctx, key, n)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("spigot: httplimit: limiting the outgoing request for key %q: %w", key, err)
+		case d.Allowed():
+			return key, nil
+		case d.RetryAfter == spigot.Never:
+			return "", &LimitedError{Key: key, RetryAfter: spigot.Never, Err: fmt.Errorf("%w: %d tokens, capacity %d",
+				spigot.ErrNeverAdmitted, n, t.limiter.Limit().Capacity())}
+		}
+		return "", &LimitedError{Key: key, RetryAfter: d.RetryAfter}
+	}
+	d, err := t.limiter.WaitN(ctx, key, n)
+	switch {
+	case err == nil:
+		return key, nil
+	case errors.Is(err, spigot.ErrNeverAdmitted):
+		return "", &LimitedError{Key: key, RetryAfter: spigot.Never, Err: err}
+	case errors.Is(err, context.DeadlineExceeded) && d.RetryAfter > 0 && d.RetryAfter != spigot.Never:
+		// WaitN's own denial: the tokens come after the deadline. (A
+		// store that timed out returns no such Decision.)
+		return "", &LimitedError{Key: key, RetryAfter: d.RetryAfter, Err: err}
+	}
+	return "", fmt.Errorf("spigot: httplimit: limiting the outgoing request for key %q: %w", key, err)
+}
+
+// waitHold waits until key's Retry-After hold, if any, ends.
+func (t *Transport) waitHold(ctx context.Context, key string) error {
+	for {
+		now := t.clock.Now()
+		d := t.holds.remaining(key, now)
+		if d <= 0 {
+			return nil
+		}
+		if !t.wait {
+			return &LimitedError{Key: key, RetryAfter: d, held: true}
+		}
+		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(now) < d {
+			return &LimitedError{Key: key, RetryAfter: d, held: true, Err: fmt.Errorf(
+				"the server's Retry-After holds it back for %v, past the context's deadline: %w", d, context.DeadlineExceeded)}
+		}
+		err := ctx.Err()
+		if err == nil {
+			err = t.sleep(ctx, d)
+		}
+		if err != nil {
+			return fmt.Errorf("spigot: httplimit: waiting for the server's Retry-After for key %q: %w", key, err)
+		}
+	}
+}
+
+// clockAfterer is the optional capability of a clock that can wait, such
+// as clocktest.Clock's.
+type clockAfterer interface {
+	After(d time.Duration) <-chan time.Time
+}
+
+// sleep waits d on the Transport's clock, or until ctx is done.
+func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
+	var ch <-chan time.Time
+	if c, ok := t.clock.(clockAfterer); ok {
+		ch = c.After(d)
+	} else {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		ch = timer.C
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the base
+// RoundTripper when it has such a method, as *http.Transport does, so
+// that http.Client.CloseIdleConnections reaches them.
+func (t *Transport) CloseIdleConnections() {
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// retryAfterDelay returns the wait that the Retry-After value v asks for,
+// at now, and whether to honour it: delta-seconds or an HTTP-date, above 0
+// and at most holdMax.
+func retryAfterDelay(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if strings.Trim(v, "0123456789") == "" { // delta-seconds: 1*DIGIT
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 || n > int64(holdMax/time.Second) {
+			return 0, false
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	at, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	d := at.Sub(now)
+	return d, d > 0 && d <= holdMax
+}
+
+// holdTable holds the instant before which no request for a key is sent,
+// for at most max keys. The zero holdTable holds nothing and records
+// nothing.
+type holdTable struct {
+	mu  sync.Mutex
+	max int
+	end map[string]time.Time
+}
+
+// remaining returns how long key is still held at now, 0 when it is not,
+// and forgets a hold that has ended.
+func (h *holdTable) remaining(key string, now time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	end, ok := h.end[key]
+	if !ok {
+		return 0
+	}
+	d := end.Sub(now)
+	if d <= 0 {
+		delete(h.end, key)
+		return 0
+	}
+	return d
+}
+
+// hold holds key until end, unless it is already held longer. When the
+// table is full it first forgets the holds that have ended at now, then,
+// if it is still full, the one that ends first, unless the new hold ends
+// before it: the table keeps the holds that end last.
+func (h *holdTable) hold(key string, end, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if old, ok := h.end[key]; ok {
+		if end.After(old) {
+			h.end[key] = end
+		}
+		return
+	}
+	if h.max <= 0 {
+		return
+	}
+	if h.end == nil {
+		h.end = make(map[string]time.Time)
+	}
+	if len(h.end) >= h.max {
+		for k, e := range h.end {
+			if !e.After(now) {
+				delete(h.end, k)
+			}
+		}
+	}
+	for len(h.end) >= h.max {
+		var first string
+		var firstEnd time.Time
+		found := false
+		for k, e := range h.end {
+			if !found || e.Before(firstEnd) {
+				first, firstEnd, found = k, e, true
+			}
+		}
+		if !firstEnd.Before(end) {
+			return
+		}
+		delete(h.end, first)
+	}
+	h.end[key] = end
+}
+
+// size reports how many keys the table holds, ended or not.
+func (h *holdTable) size() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.end)
+}
