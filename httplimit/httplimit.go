@@ -240,7 +240,9 @@ type scratch struct {
 
 // Wrap returns a handler that limits the requests to next: it serves the
 // ones the rules admit, with the rate-limit headers, and answers the
-// others with the deny handler. It panics if next is nil.
+// others with the deny handler. It panics if next is nil. It is the
+// middleware signature of most routers: with chi or gorilla/mux,
+// router.Use(mw.Wrap).
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if nilcheck.Nil(next) {
 		panic("spigot: httplimit: Wrap: nil Handler")
