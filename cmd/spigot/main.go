@@ -6,7 +6,26 @@
 //
 // The commands are:
 //
+//	demo       serve a page that shows a real bucket drain and refill, live
 //	simulate   play a traffic pattern against a bucket and print what it admits
+//
+// # Demo
+//
+// Demo serves, on 127.0.0.1:8080 (-addr), a page that shows one token
+// bucket live: a slot per token with the next one filling, the last ten
+// seconds of requests, counters, and controls for the capacity, the rate,
+// the cost and background traffic, a "Burst ×10" button and the classic
+// worked example (10 tokens, 1 a second, 15 requests at once and then 1 a
+// second). Every request the page shows went through spigot: the page
+// calls a JSON API behind httplimit and draws the bucket from its replies
+// and RateLimit headers. The bucket is in the memory store, or, with
+// -redis ADDR, in that Redis or Valkey through store/hybrid, so that
+// stopping the server while the page runs shows the local fallback and the
+// breaker live. It needs no network but the loopback: the page has no
+// external script, style or font.
+//
+//	go run ./cmd/spigot demo
+//	go run ./cmd/spigot demo -addr 127.0.0.1:9000 -redis 127.0.0.1:6379
 //
 // # Simulate
 //
@@ -88,6 +107,7 @@ var commands = []struct {
 	name, summary string
 	run           func(args []string, stdout, stderr io.Writer) int
 }{
+	{"demo", "serve a page that shows a real bucket drain and refill, live", demo},
 	{"simulate", "play a traffic pattern against a bucket and print what it admits", simulate},
 }
 
