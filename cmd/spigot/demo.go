@@ -96,12 +96,13 @@ func demo(args []string, stdout, stderr io.Writer) int {
 }
 
 // newDemoStore returns the demo on the memory store, or with a Redis
-// address, on that server behind store/hybrid.
-func newDemoStore(redisAddr string) (*demoServer, func(), error) {
+// address, on that server behind store/hybrid, with opts after its own.
+func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(), error) {
 	if redisAddr == "" {
 		return newDemo(memory.New(), nil, "memory"), func() {}, nil
 	}
-	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	goredis.SetLogger(quietLogger{}) // the demo says what failed, in one line
+	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := rdb.Ping(ctx).Err(); err != nil {
@@ -109,16 +110,22 @@ func newDemoStore(redisAddr string) (*demoServer, func(), error) {
 		return nil, nil, fmt.Errorf("cannot reach Redis at %s: %v", redisAddr, err)
 	}
 	d := &demoServer{}
-	h := hybrid.New(spigotredis.New(rdb), memory.New(),
-		hybrid.WithTimeout(100*time.Millisecond),
+	h := hybrid.New(spigotredis.New(rdb), memory.New(), append([]hybrid.Option{
+		hybrid.WithTimeout(100 * time.Millisecond),
 		hybrid.WithBreaker(3, 2*time.Second),
 		hybrid.WithObserver(hybrid.Observer{Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) {
 			d.path.Store(int32(p))
 		}}),
-	)
+	}, opts...)...)
 	d.init(h, h, "Redis at "+redisAddr+", through store/hybrid")
 	return d, func() { rdb.Close() }, nil
 }
+
+// quietLogger drops go-redis's log lines: while Redis is down, the page
+// shows the fallback, and the terminal stays readable.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // A demoServer is what spigot demo serves: the page, and a JSON API whose
 // requests go through httplimit, each page on a bucket of its own (its

@@ -429,6 +429,7 @@ const topUsage = `usage: spigot <command> [flags]
 
 The commands are:
 
+  demo       serve a page that shows a real bucket drain and refill, live
   simulate   play a traffic pattern against a bucket and print what it admits
 
 Run 'spigot <command> -h' for a command's flags.

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/memory"
+)
+
+var demoT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// demoFixture is the demo on a memory store on a fake clock.
+func demoFixture(t *testing.T) (*clocktest.Clock, http.Handler) {
+	t.Helper()
+	c := clocktest.New(demoT0)
+	return c, newDemo(memory.New(memory.WithClock(c)), nil, "memory").handler()
+}
+
+// call sends one request to h for the page key and returns the status,
+// the headers and the decoded JSON body.
+func call(t *testing.T, h http.Handler, method, path, key string, form url.Values) (int, http.Header, map[string]any) {
+	t.Helper()
+	r := httptest.NewRequest(method, path, strings.NewReader(form.Encode()))
+	if form != nil {
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if key != "" {
+		r.Header.Set("X-Demo-Key", key)
+	}
+	r.Header.Set("Accept", "application/json")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var body map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatalf("%s %s: the body is not JSON: %q", method, path, w.Body)
+	}
+	return w.Code, w.Header(), body
+}
+
+// TestDemoAPI: requests of every cost through the limiter, at fixed
+// instants, and the state the page draws.
+func TestDemoAPI(t *testing.T) {
+	c, h := demoFixture(t)
+	req := func(cost string) url.Values { return url.Values{"cost": {cost}} }
+	for i, s := range []struct {
+		after     time.Duration
+		cost      string
+		status    int
+		rateLimit string // the RateLimit header; "" for none
+		retryMs   float64
+	}{
+		{0, "3", 200, `"demo";r=7;t=3`, 0},
+		{0, "", 200, `"demo";r=6;t=4`, 0}, // the default cost is 1
+		{0, "7", 429, `"demo";r=6;t=4`, 1000},
+		{0, "11", 429, `"demo";r=6;t=4`, -1},                      // never
+		{0, "0", 200, "", 0},                                      // cost 0 passes without the store
+		{1500 * time.Millisecond, "7", 200, `"demo";r=0;t=10`, 0}, // 7.5 tokens
+		{500 * time.Millisecond, "7", 429, `"demo";r=1;t=9`, 6000},
+	} {
+		c.Advance(s.after)
+		status, hdr, body := call(t, h, "POST", "/api/request", "k", req(s.cost))
+		if status != s.status || hdr.Get("Ratelimit") != s.rateLimit {
+			t.Errorf("step %d: cost %q: got %d, RateLimit %q; want %d, %q", i+1, s.cost, status, hdr.Get("Ratelimit"), s.status, s.rateLimit)
+		}
+		if allowed := body["allowed"] == true; allowed != (s.status == 200) || body["path"] != "memory" {
+			t.Errorf("step %d: body %v; want allowed %v on the memory path", i+1, body, s.status == 200)
+		}
+		if s.retryMs != 0 && body["retry_after_ms"] != s.retryMs {
+			t.Errorf("step %d: retry_after_ms %v; want %v", i+1, body["retry_after_ms"], s.retryMs)
+		}
+	}
+	status, _, st := call(t, h, "GET", "/api/state", "k", nil)
+	want := map[string]any{"capacity": 10.0, "rate": "1/s", "per_second": 1.0, "remaining": 1.0, "tokens": 1.0,
+		"reset_ms": 9000.0, "refill_ms": 10000.0, "store": "memory", "path": "memory", "circuit": "", "degraded": false}
+	if status != 200 || !equalJSON(st, want) {
+		t.Errorf("state: got %d %v; want 200 %v", status, st, want)
+	}
+	c.Advance(250 * time.Millisecond)
+	if _, _, st := call(t, h, "GET", "/api/state", "k", nil); st["tokens"] != 1.25 || st["remaining"] != 1.0 {
+		t.Errorf("state 250 ms later: tokens %v, remaining %v; want 1.25 and 1 (the next token a quarter full)", st["tokens"], st["remaining"])
+	}
+	// Another page's bucket is its own.
+	if _, _, st := call(t, h, "GET", "/api/state", "other", nil); st["remaining"] != 10.0 {
+		t.Errorf("another page's bucket holds %v; want 10", st["remaining"])
+	}
+}
+
+func equalJSON(a, b map[string]any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// TestDemoConfig: a page sets its bucket's capacity and rate, on the
+// running bucket (its tokens carry over); bad input is a 400 with a
+// message, and changes nothing.
+func TestDemoConfig(t *testing.T) {
+	_, h := demoFixture(t)
+	call(t, h, "POST", "/api/request", "k", url.Values{"cost": {"4"}}) // 6 left of 10
+	for i, c := range []struct {
+		capacity, rate string
+		status         int
+		want           string // the error, or the state's remaining
+	}{
+		{"0", "1/s", 400, `capacity "0": want a whole number from 1 to 100`},
+		{"101", "1/s", 400, `capacity "101"`},
+		{"ten", "1/s", 400, `capacity "ten"`},
+		{"", "1/s", 400, `capacity ""`},
+		{"5", "1000/s", 400, `rate "1000/s": want from 1/h to 100/s`},
+		{"5", "1/5h", 400, `rate "1/5h": want from 1/h to 100/s`},
+		{"5", "0/s", 400, `rate "0/s"`},
+		{"5", "-1/s", 400, `rate "-1/s"`},
+		{"5", "1/-1s", 400, `rate "1/-1s"`},
+		{"5", "fast", 400, `rate "fast": want tokens/period`},
+		{"5", "", 400, `rate ""`},
+		{"20", "2/s", 200, "6"}, // the 6 tokens carry over
+		{"4", "2/s", 200, "4"},  // clamped to the new capacity
+	} {
+		status, _, body := call(t, h, "POST", "/api/config", "k", url.Values{"capacity": {c.capacity}, "rate": {c.rate}})
+		got := ""
+		if status == 200 {
+			got = strings.TrimSuffix(strings.TrimSuffix(jsonText(body["remaining"]), ".0"), "")
+		} else {
+			got, _ = body["error"].(string)
+		}
+		if status != c.status || !strings.HasPrefix(got, c.want) {
+			t.Errorf("step %d: capacity %q, rate %q: got %d %q; want %d %q", i+1, c.capacity, c.rate, status, got, c.status, c.want)
+		}
+		if status == 400 {
+			if _, _, st := call(t, h, "GET", "/api/state", "k", nil); st["capacity"] != 10.0 || st["remaining"] != 6.0 {
+				t.Errorf("step %d: after a bad config the bucket is %v / %v; want 6 / 10, unchanged", i+1, st["remaining"], st["capacity"])
+			}
+		}
+	}
+	// Reset fills the bucket again.
+	if status, _, st := call(t, h, "POST", "/api/reset", "k", url.Values{}); status != 200 || st["remaining"] != 4.0 || st["tokens"] != 4.0 {
+		t.Errorf("reset: got %d %v; want 200 and a full bucket of 4", status, st)
+	}
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestDemoBadRequests: a bad cost or key is a 400 with a message, and
+// charges nothing.
+func TestDemoBadRequests(t *testing.T) {
+	_, h := demoFixture(t)
+	for i, c := range []struct {
+		method, path, key string
+		form              url.Values
+		want              string
+	}{
+		{"POST", "/api/request", "k", url.Values{"cost": {"-1"}}, `cost "-1": want a whole number from 0 to 1000`},
+		{"POST", "/api/request", "k", url.Values{"cost": {"two"}}, `cost "two"`},
+		{"POST", "/api/request", "k", url.Values{"cost": {"1.5"}}, `cost "1.5"`},
+		{"POST", "/api/request", "k", url.Values{"cost": {"1001"}}, `cost "1001"`},
+		{"POST", "/api/request", "", url.Values{"cost": {"1"}}, `the X-Demo-Key header must be`},
+		{"POST", "/api/request", "a b", url.Values{"cost": {"1"}}, `the X-Demo-Key header must be`},
+		{"POST", "/api/request", strings.Repeat("k", 65), url.Values{"cost": {"1"}}, `the X-Demo-Key header must be`},
+		{"GET", "/api/state", "", nil, `the X-Demo-Key header must be`},
+		{"POST", "/api/config", "", url.Values{"capacity": {"5"}, "rate": {"1/s"}}, `the X-Demo-Key header must be`},
+		{"POST", "/api/reset", "<k>", url.Values{}, `the X-Demo-Key header must be`},
+	} {
+		status, _, body := call(t, h, c.method, c.path, c.key, c.form)
+		if msg, _ := body["error"].(string); status != 400 || !strings.Contains(msg, c.want) {
+			t.Errorf("step %d: %s %s: got %d %v; want 400 with %q", i+1, c.method, c.path, status, body, c.want)
+		}
+	}
+	if _, _, st := call(t, h, "GET", "/api/state", "k", nil); st["remaining"] != 10.0 {
+		t.Errorf("after bad requests the bucket holds %v; want 10, untouched", st["remaining"])
+	}
+}
+
+// TestDemoPage: the page and its files are served, and name nothing off
+// the machine (no CDN, no external font): it works offline.
+func TestDemoPage(t *testing.T) {
+	_, h := demoFixture(t)
+	for _, path := range []string{"/", "/demo.js", "/demo.css"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != 200 || w.Body.Len() == 0 {
+			t.Errorf("GET %s: %d, %d bytes", path, w.Code, w.Body.Len())
+		}
+	}
+	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|url\(`)
+	fs.WalkDir(demoFiles, "demo", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, _ := demoFiles.ReadFile(path)
+		if m := external.Find(b); m != nil {
+			t.Errorf("%s names something off the machine: %q", path, m)
+		}
+		return nil
+	})
+}
+
+// TestDemoCommand: a taken port, an unreachable Redis and bad flags each
+// fail with one clear line.
+func TestDemoCommand(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	for i, c := range []struct {
+		args   []string
+		status int
+		want   string
+	}{
+		{[]string{"-addr", ln.Addr().String()}, 1, "spigot demo: " + ln.Addr().String() + " is in use; choose another address with -addr"},
+		{[]string{"-redis", closedAddr}, 1, "spigot demo: cannot reach Redis at " + closedAddr},
+		{[]string{"-port", "1"}, 2, "spigot demo: flag provided but not defined: -port"},
+		{[]string{"extra"}, 2, `spigot demo: unexpected argument "extra"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		status := run(append([]string{"demo"}, c.args...), &stdout, &stderr)
+		if status != c.status || !strings.HasPrefix(stderr.String(), c.want) || strings.Count(strings.TrimSpace(stderr.String()), "\n") > 1 {
+			t.Errorf("step %d: spigot demo %v: exit %d, stderr %q; want %d, %q", i+1, c.args, status, stderr.String(), c.status, c.want)
+		}
+	}
+	var stdout bytes.Buffer
+	if status := run([]string{"demo", "-h"}, &stdout, &bytes.Buffer{}); status != 0 || !strings.Contains(stdout.String(), "-addr") {
+		t.Errorf("spigot demo -h: exit %d, %q", status, stdout.String())
+	}
+}
+
+// TestDemoRedis: with -redis, a real redis-server decides, the page is
+// told so, and while the server is down the local fallback decides and
+// the breaker opens; once it is back, Redis decides again.
+func TestDemoRedis(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis)
+	clk := clocktest.New(time.Now()) // the breaker's
+	d, closeStore, err := newDemoStore(srv.Addr, hybrid.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeStore()
+	h := d.handler()
+	request := func() map[string]any {
+		_, _, body := call(t, h, "POST", "/api/request", "k", url.Values{"cost": {"1"}})
+		return body
+	}
+	if body := request(); body["allowed"] != true || body["path"] != "remote" {
+		t.Fatalf("with Redis up: %v; want allowed by the remote", body)
+	}
+	if _, _, st := call(t, h, "GET", "/api/state", "k", nil); st["circuit"] != "closed" || st["remaining"] != 9.0 || !strings.HasPrefix(st["store"].(string), "Redis at "+srv.Addr) {
+		t.Fatalf("state with Redis up: %v; want the breaker closed, 9 left, in Redis", st)
+	}
+	srv.Kill()
+	for i := range 3 { // the breaker's run of failures
+		if body := request(); body["allowed"] != true || body["path"] != "local" {
+			t.Fatalf("with Redis down, request %d: %v; want allowed by the local fallback", i+1, body)
+		}
+	}
+	if _, _, st := call(t, h, "GET", "/api/state", "k", nil); st["circuit"] != "open" || st["path"] != "local" {
+		t.Fatalf("state with Redis down: %v; want the breaker open, the local path", st)
+	}
+	srv.Restart()
+	clk.Advance(2 * time.Second) // the breaker's cooldown: the next request probes Redis
+	if body := request(); body["path"] != "remote" || d.hybrid.Circuit() != hybrid.CircuitClosed {
+		t.Fatalf("with Redis back after the cooldown: %v, breaker %v; want the remote path, closed", body, d.hybrid.Circuit())
+	}
+}
