@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/bench"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
@@ -177,12 +178,12 @@ func TestClusterSpreadsBenchKeys(t *testing.T) {
 			m := &meter{serving: serverAddrs(primaries)}
 			start := m.read(t)
 			sendAcquires(t, cl.Addrs(), keys)
-			shares, dev, ran := spread(start, m.read(t))
-			if ran != int64(len(keys)) {
-				t.Errorf("the primaries ran %d scripts for %d requests; want one each", ran, len(keys))
+			c := bench.Per(start, m.read(t), int64(len(keys)))
+			if c.ScriptsPerOp != 1 {
+				t.Errorf("the primaries ran %v scripts per request for %d requests; want one each", c.ScriptsPerOp, len(keys))
 			}
-			if dev > maxShareDev {
-				t.Errorf("the primaries ran %.1f%% of the scripts; want each within %d points of a third", shares, maxShareDev)
+			if c.MaxShareDev > maxShareDev {
+				t.Errorf("the primaries ran %.1f%% of the scripts; want each within %d points of a third", c.Shares, maxShareDev)
 			}
 
 			single := benchClients(t, []string{srv.Addr}, false, keys)

@@ -3,36 +3,24 @@
 package spigot_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/csv"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"math"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
-
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/bench"
 	"github.com/spigot-go/spigot/internal/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
-	redisstore "github.com/spigot-go/spigot/store/redis"
 	rueidisstore "github.com/spigot-go/spigot/store/rueidis"
-	valkeystore "github.com/spigot-go/spigot/store/valkey"
 )
 
 // The Redis-protocol stores, on real servers (started by testserver) with
@@ -54,16 +42,6 @@ import (
 // request, which the load of other processes changes much less than
 // throughput: on a machine where the two share the cores, throughput
 // follows their sum.
-
-// noopScript is the baseline's script: it takes the key and arguments of
-// spigot's script and does nothing with them, so that what a call costs
-// above it is the server's work on the bucket.
-const noopScript = "return {1,0,0,0}"
-
-var noopSHA1 = func() string {
-	sum := sha1.Sum([]byte(noopScript))
-	return hex.EncodeToString(sum[:])
-}()
 
 // deficit is what every benchmark key owes before the timer starts: a
 // million tokens of roomy's billion, refilled at 1/s, so that each key keeps
@@ -93,7 +71,7 @@ type benchClient struct {
 //   - evalsha-spigot-script: the same client sending EVALSHA of spigot's
 //     script with the same key and arguments, built once: the store's own
 //     cost is the difference;
-//   - evalsha-noop-script: the same, of noopScript: the client's own cost,
+//   - evalsha-noop-script: the same, of bench.NoopScript: the client's own cost,
 //     the server doing next to nothing.
 //
 // The three calls of one configuration run one after the other, so that
@@ -131,14 +109,14 @@ func BenchmarkRedisStores(b *testing.B) {
 			m := &meter{serving: []string{srv.Addr}}
 
 			for _, c := range clients {
-				warm(b, c.raw(noopSHA1))
+				warm(b, c.raw(bench.NoopSHA1))
 				calls := []struct {
 					name string
 					call benchCall
 				}{
 					{"spigot", acquireCall(c.store, keys)},
 					{"evalsha-spigot-script", c.raw(wire.SHA1())},
-					{"evalsha-noop-script", c.raw(noopSHA1)},
+					{"evalsha-noop-script", c.raw(bench.NoopSHA1)},
 				}
 				for _, cf := range configs {
 					name := fmt.Sprintf("client=%s/goroutines=%d/keys=%d", c.name, cf.goroutines, cf.keys)
@@ -249,44 +227,19 @@ func benchParallelEach(b *testing.B, m *meter, each func() benchCall, parallelis
 	m.report(b, start)
 }
 
-// A meter reads the CPU time that the client (this process) and the
-// servers have spent, for metrics that the load of other processes on a
-// shared machine changes much less than throughput. On a machine whose
-// cores the client and the servers share, throughput follows their sum.
-// With several serving servers (a cluster's primaries) it also counts the
-// scripts each one ran, to show how the requests spread.
+// A meter is a bench.Meter for the benchmarks: it fails the benchmark
+// when it cannot read a server. A meter of no servers (for a store in
+// this process) reads the client only.
 type meter struct {
 	serving  []string // the addresses of the servers that serve requests
 	replicas []string // a cluster's replicas, metered apart
 }
 
-// A reading is what a meter read at one instant.
-type reading struct {
-	client   time.Duration // this process's CPU time
-	server   time.Duration // the serving servers' CPU time
-	replicas time.Duration // the replicas' CPU time
-	// The serving servers' time inside EVALSHA and EVAL, by their own
-	// clocks.
-	scriptTime time.Duration
-	// With several serving servers, each one's EVALSHA and EVAL calls,
-	// the ones that ran and the ones it rejected (redirections).
-	scripts, rejected []int64
-}
-
-func (m *meter) read(tb testing.TB) reading {
+func (m *meter) read(tb testing.TB) bench.Reading {
 	tb.Helper()
-	r := reading{client: cpuTime()}
-	for _, addr := range m.serving {
-		r.server += serverCPU(tb, addr)
-		ran, rejected, usec := scriptCalls(tb, addr)
-		r.scriptTime += time.Duration(usec) * time.Microsecond
-		if len(m.serving) > 1 {
-			r.scripts = append(r.scripts, ran)
-			r.rejected = append(r.rejected, rejected)
-		}
-	}
-	for _, addr := range m.replicas {
-		r.replicas += serverCPU(tb, addr)
+	r, err := (&bench.Meter{Serving: m.serving, Replicas: m.replicas}).Read()
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return r
 }
@@ -297,124 +250,36 @@ func (m *meter) read(tb testing.TB) reading {
 // the serving servers spent (server-cpu-ns/op), and the time they spent
 // inside the script by their own clocks (script-ns/op: the same work
 // everywhere, so it grows only when the servers wait for a core); a meter
-// of no servers (for a store in this process) reports only the first two.
-// With replicas it reports theirs (replica-cpu-ns/op). With several
-// serving servers it reports the share of the scripts that the n-th one
-// ran (primaryn-%), the largest distance of a share from an even split
-// (max-share-dev-%), the scripts run per request (scripts/op: 1 unless a
-// client resends) and the calls redirected per request (redirects/op: the
-// ones a server rejected).
-func (m *meter) report(b *testing.B, start reading) {
+// of no servers reports only the first two. With replicas it reports
+// theirs (replica-cpu-ns/op). With several serving servers it reports the
+// share of the scripts that the n-th one ran (primaryn-%), the largest
+// distance of a share from an even split (max-share-dev-%), the scripts
+// run per request (scripts/op: 1 unless a client resends) and the calls
+// redirected per request (redirects/op: the ones a server rejected).
+func (m *meter) report(b *testing.B, start bench.Reading) {
 	b.Helper()
 	end := m.read(b)
-	n := float64(b.N)
 	if s := b.Elapsed().Seconds(); s > 0 {
-		b.ReportMetric(n/s, "req/s")
+		b.ReportMetric(float64(b.N)/s, "req/s")
 	}
-	b.ReportMetric(float64((end.client-start.client).Nanoseconds())/n, "cpu-ns/op")
+	c := bench.Per(start, end, int64(b.N))
+	b.ReportMetric(float64(c.ClientCPU), "cpu-ns/op")
 	if len(m.serving) == 0 { // a store in this process
 		return
 	}
-	b.ReportMetric(float64((end.server-start.server).Nanoseconds())/n, "server-cpu-ns/op")
-	b.ReportMetric(float64((end.scriptTime-start.scriptTime).Nanoseconds())/n, "script-ns/op")
+	b.ReportMetric(float64(c.ServerCPU), "server-cpu-ns/op")
+	b.ReportMetric(float64(c.ScriptTime), "script-ns/op")
 	if len(m.replicas) > 0 {
-		b.ReportMetric(float64((end.replicas-start.replicas).Nanoseconds())/n, "replica-cpu-ns/op")
+		b.ReportMetric(float64(c.ReplicaCPU), "replica-cpu-ns/op")
 	}
 	if len(m.serving) > 1 {
-		shares, dev, ran := spread(start, end)
-		for i, s := range shares {
+		for i, s := range c.Shares {
 			b.ReportMetric(s, fmt.Sprintf("primary%d-%%", i+1))
 		}
-		b.ReportMetric(dev, "max-share-dev-%")
-		b.ReportMetric(float64(ran)/n, "scripts/op")
-		var rejected int64
-		for i := range end.rejected {
-			rejected += end.rejected[i] - start.rejected[i]
-		}
-		b.ReportMetric(float64(rejected)/n, "redirects/op")
+		b.ReportMetric(c.MaxShareDev, "max-share-dev-%")
+		b.ReportMetric(c.ScriptsPerOp, "scripts/op")
+		b.ReportMetric(c.RedirectsPerOp, "redirects/op")
 	}
-}
-
-// spread returns each serving server's share (in percent) of the scripts
-// run between two readings, the largest distance of a share from an even
-// split (in points), and the number of scripts run.
-func spread(start, end reading) (shares []float64, dev float64, ran int64) {
-	for i := range end.scripts {
-		ran += end.scripts[i] - start.scripts[i]
-	}
-	even := 100 / float64(len(end.scripts))
-	for i := range end.scripts {
-		s := 0.0
-		if ran > 0 {
-			s = 100 * float64(end.scripts[i]-start.scripts[i]) / float64(ran)
-		}
-		shares = append(shares, s)
-		dev = max(dev, math.Abs(s-even))
-	}
-	return shares, dev, ran
-}
-
-// serverCPU returns the CPU time, system and user, of the server at addr
-// so far, from INFO cpu.
-func serverCPU(tb testing.TB, addr string) time.Duration {
-	tb.Helper()
-	info, err := testserver.Info(addr, "cpu")
-	if err != nil {
-		tb.Fatalf("INFO cpu on %s: %v", addr, err)
-	}
-	var d time.Duration
-	for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
-		sec, err := strconv.ParseFloat(info[f], 64)
-		if err != nil {
-			tb.Fatalf("INFO cpu on %s: %s: %v", addr, f, err)
-		}
-		d += time.Duration(sec * float64(time.Second))
-	}
-	return d
-}
-
-// scriptCalls returns the EVALSHA and EVAL calls that the server at addr
-// ran, those it rejected (with a MOVED reply, on a cluster), and the
-// microseconds it spent in them, so far, from INFO commandstats.
-func scriptCalls(tb testing.TB, addr string) (ran, rejected, usec int64) {
-	tb.Helper()
-	info, err := testserver.Info(addr, "commandstats")
-	if err != nil {
-		tb.Fatalf("INFO commandstats on %s: %v", addr, err)
-	}
-	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
-		// calls=3,usec=…,usec_per_call=…,rejected_calls=0,failed_calls=0;
-		// a command never called has no line.
-		for f := range strings.SplitSeq(info[cmd], ",") {
-			k, v, _ := strings.Cut(f, "=")
-			var sum *int64
-			switch k {
-			case "calls":
-				sum = &ran
-			case "rejected_calls":
-				sum = &rejected
-			case "usec":
-				sum = &usec
-			default:
-				continue
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				tb.Fatalf("INFO commandstats on %s: %s:%s: %v", addr, cmd, info[cmd], err)
-			}
-			*sum += n
-		}
-	}
-	return ran, rejected, usec
-}
-
-// cpuTime returns the user and system CPU time of the process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func serverName(k testserver.Kind) string {
@@ -424,19 +289,12 @@ func serverName(k testserver.Kind) string {
 	return "redis"
 }
 
-// loadScripts loads spigot's script and the no-op baseline on srv, so that
-// no benchmark meets a NOSCRIPT reply, and checks that the server names
-// them by the SHA-1s that the stores and the raw calls send.
+// loadScripts loads spigot's script and the no-op baseline on srv (see
+// bench.LoadScripts).
 func loadScripts(tb testing.TB, srv *testserver.Server) {
 	tb.Helper()
-	for _, sc := range []struct{ src, sha string }{{wire.Script(), wire.SHA1()}, {noopScript, noopSHA1}} {
-		sha, err := srv.Do("SCRIPT", "LOAD", sc.src)
-		if err != nil {
-			tb.Fatalf("SCRIPT LOAD on %s: %v", srv.Addr, err)
-		}
-		if sha != sc.sha {
-			tb.Fatalf("SCRIPT LOAD on %s = %q; want %s", srv.Addr, sha, sc.sha)
-		}
+	if err := bench.LoadScripts(srv.Addr); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -502,76 +360,36 @@ func checkKeys(tb testing.TB, n int, srvs ...*testserver.Server) {
 	}
 }
 
-// checkReply checks that a raw call got the integers the stores decode.
-func checkReply(n int, err error) error {
-	if err == nil && n != wire.Fields {
-		err = fmt.Errorf("EVALSHA replied %d values; want %d", n, wire.Fields)
-	}
-	return err
-}
-
 // benchClients returns the three client libraries, each connected to the
-// server or cluster at addrs as testclient builds them (go-redis as a
+// server or cluster at addrs as bench.Clients builds them (go-redis as a
 // ClusterClient when cluster is true), with their stores and their raw
-// EVALSHA on the i-th of keys, sent as the stores send Acquire of one
-// token of roomy with the server's clock.
+// EVALSHA on the i-th of keys, sent as the stores send a Take of one
+// token of roomy with the server's clock, which must be admitted.
 func benchClients(tb testing.TB, addrs []string, cluster bool, keys []string) []benchClient {
-	// The cheapest calls the libraries offer: keys and arguments built once.
-	full := make([]string, len(keys)) // the names the stores give keys
-	keysets := make([][]string, len(keys))
-	for i, k := range keys {
-		full[i] = store.Key(store.DefaultPrefix, roomy, k)
-		keysets[i] = []string{full[i]}
+	tb.Helper()
+	clients, closeAll, err := bench.Clients(addrs, cluster)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	argv := wire.NewArgs(nil).Op(spigot.Op{Limit: roomy, N: 1})
-	args := make([]any, len(argv))
-	for i, a := range argv {
-		args[i] = a
-	}
-	var gr goredis.UniversalClient
-	if cluster {
-		gr = testclient.GoRedisCluster(tb, addrs...)
-	} else {
-		gr = testclient.GoRedis(tb, addrs...)
-	}
-	vk := testclient.Valkey(tb, addrs...)
-	rc := testclient.Rueidis(tb, addrs...)
-	return []benchClient{
-		{"go-redis", redisstore.New(gr), func(sha string) benchCall {
+	tb.Cleanup(closeAll)
+	out := make([]benchClient, len(clients))
+	for i, c := range clients {
+		out[i] = benchClient{c.Name, c.Store, func(sha string) benchCall {
+			raw := c.Raw(sha, roomy, 1, keys)
 			return func(ctx context.Context, i int) error {
-				v, err := gr.EvalSha(ctx, sha, keysets[i], args...).Slice()
-				return checkReply(len(v), err)
+				ok, err := raw(ctx, i)
+				if err == nil && !ok {
+					err = bench.ErrDenied
+				}
+				return err
 			}
-		}},
-		{"valkey-go", valkeystore.New(vk), func(sha string) benchCall {
-			return func(ctx context.Context, i int) error {
-				return checkInts(vk.Do(ctx, vk.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv[:]...).Build()).ToArray())
-			}
-		}},
-		{"rueidis", rueidisstore.New(rc), func(sha string) benchCall {
-			return func(ctx context.Context, i int) error {
-				return checkInts(rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(full[i]).Arg(argv[:]...).Build()).ToArray())
-			}
-		}},
+		}}
 	}
-}
-
-// checkInts checks that a raw call of valkey-go or rueidis got the
-// integers the stores decode.
-func checkInts[M any, P interface {
-	*M
-	AsInt64() (int64, error)
-}](v []M, err error) error {
-	for j := range v {
-		if _, e := P(&v[j]).AsInt64(); e != nil {
-			return e
-		}
-	}
-	return checkReply(len(v), err)
+	return out
 }
 
 // BenchmarkServerCeiling is what each server itself can do with spigot's
-// script (script=spigot), and with noopScript for comparison:
+// script (script=spigot), and with bench.NoopScript for comparison:
 // redis-benchmark, from 50 connections, sending EVALSHA with the arguments
 // the stores send (roomy, cost 1, the server's clock) one at a time (P=1)
 // or 32 per round trip (P=32), on one key or on manyKeys keys chosen at
@@ -579,7 +397,7 @@ func checkInts[M any, P interface {
 // server-cpu-ns/op the server's CPU time per request; ns/op is the wall
 // time per request, with the start of redis-benchmark.
 func BenchmarkServerCeiling(b *testing.B) {
-	bench, err := exec.LookPath("redis-benchmark")
+	tool, err := exec.LookPath("redis-benchmark")
 	if err != nil {
 		if os.Getenv(testserver.RequireEnv) == "1" {
 			b.Fatalf("redis-benchmark is not installed and %s=1", testserver.RequireEnv)
@@ -601,7 +419,7 @@ func BenchmarkServerCeiling(b *testing.B) {
 			fill(b, rueidisstore.New(testclient.Rueidis(b, srv.Addr)), keys)
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
-			for _, script := range []struct{ name, sha string }{{"spigot", wire.SHA1()}, {"noop", noopSHA1}} {
+			for _, script := range []struct{ name, sha string }{{"spigot", wire.SHA1()}, {"noop", bench.NoopSHA1}} {
 				for _, p := range []int{1, 32} {
 					for _, nkeys := range []int{1, manyKeys} {
 						key, extra := keys[hotKey], []string(nil)
@@ -623,47 +441,17 @@ func BenchmarkServerCeiling(b *testing.B) {
 							args = append(args, "EVALSHA", script.sha, "1", store.Key(store.DefaultPrefix, roomy, key))
 							args = append(args, argv...)
 							start := m.read(b)
-							rps, err := redisBenchmark(bench, args)
+							rps, err := bench.RedisBenchmark(tool, args)
 							if err != nil {
 								b.Fatal(err)
 							}
 							end := m.read(b)
 							b.ReportMetric(rps, "req/s")
-							b.ReportMetric(float64((end.server-start.server).Nanoseconds())/float64(max(b.N, 1)), "server-cpu-ns/op")
+							b.ReportMetric(float64(bench.Per(start, end, int64(max(b.N, 1))).ServerCPU), "server-cpu-ns/op")
 						})
 					}
 				}
 			}
 		})
 	}
-}
-
-// redisBenchmark runs redis-benchmark with args (which include --csv) and
-// returns the requests per second it reports.
-func redisBenchmark(path string, args []string) (float64, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("redis-benchmark: %v\n%s%s", err, stdout.Bytes(), stderr.Bytes())
-	}
-	if stderr.Len() > 0 { // e.g. "Error from server: NOSCRIPT …"
-		return 0, fmt.Errorf("redis-benchmark: %s", stderr.Bytes())
-	}
-	r := csv.NewReader(&stdout)
-	r.FieldsPerRecord = -1
-	recs, err := r.ReadAll()
-	if err != nil {
-		return 0, fmt.Errorf("redis-benchmark: reading its CSV: %v", err)
-	}
-	for _, rec := range recs {
-		if len(rec) >= 2 && rec[0] != "test" {
-			rps, err := strconv.ParseFloat(rec[1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("redis-benchmark: rps %q: %v", rec[1], err)
-			}
-			return rps, nil
-		}
-	}
-	return 0, errors.New("redis-benchmark: no result in its output")
 }

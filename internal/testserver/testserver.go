@@ -17,7 +17,6 @@
 package testserver
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"maps"
@@ -32,6 +31,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spigot-go/spigot/internal/resp"
 )
 
 // A Kind names a server binary.
@@ -238,79 +239,17 @@ func (s *Server) start() error {
 }
 
 // Ping sends PING to the server at addr and checks for PONG.
-func Ping(addr string) error {
-	reply, err := Do(addr, "PING")
-	if err != nil {
-		return err
-	}
-	if reply != "PONG" {
-		return fmt.Errorf("PING answered %q", reply)
-	}
-	return nil
-}
+func Ping(addr string) error { return resp.Ping(addr) }
 
-// Do sends one command to addr on a new connection and returns the first
-// line of the reply without its RESP type byte ("+OK" gives "OK", ":5"
-// gives "5"), or the whole text of a bulk string; an error reply is an
-// error. It is for test set-up (SCRIPT FLUSH, PTTL, INFO), not for traffic.
-func Do(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
-	}
-	r := bufio.NewReader(c)
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimSuffix(line, "\r\n")
-	if line == "" {
-		return "", fmt.Errorf("empty reply")
-	}
-	switch line[0] {
-	case '-':
-		return "", fmt.Errorf("%s", line[1:])
-	case '$': // a bulk string: its text (a nil one gives "")
-		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
-			return "", err
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	}
-	return line[1:], nil
-}
+// Do sends one command to addr on a new connection and returns its reply,
+// as resp.Do does. It is for test set-up (SCRIPT FLUSH, PTTL, INFO), not
+// for traffic.
+func Do(addr string, args ...string) (string, error) { return resp.Do(addr, args...) }
 
 // Info returns the fields of INFO section from the server at addr
 // ("used_cpu_user" → "0.123").
-func Info(addr, section string) (map[string]string, error) {
-	text, err := Do(addr, "INFO", section)
-	if err != nil {
-		return nil, err
-	}
-	m := make(map[string]string)
-	for _, line := range strings.Split(text, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
-			m[k] = v
-		}
-	}
-	return m, nil
-}
+func Info(addr, section string) (map[string]string, error) { return resp.Info(addr, section) }
 
-// Info returns the fields of INFO section; see the function Info.
 func (s *Server) Info(section string) (map[string]string, error) { return Info(s.Addr, section) }
 
 // Do sends one command to the server; see the function Do.
