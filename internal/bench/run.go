@@ -109,9 +109,7 @@ func Run(ctx context.Context, call Call, spec Spec, m *Meter) Result {
 					nok++
 				}
 				if keys > 1 {
-					if i += conc; i >= keys {
-						i -= keys
-					}
+					i = (i + conc) % keys
 				}
 			}
 			ops.Add(n)
