@@ -21,6 +21,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/httplimit"
@@ -101,7 +102,7 @@ func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(),
 	if redisAddr == "" {
 		return newDemo(memory.New(), nil, "memory"), func() {}, nil
 	}
-	goredis.SetLogger(quietLogger{}) // the demo says what failed, in one line
+	goredis.SetLogger(&logging.VoidLogger{}) // the demo says what failed, in one line
 	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -120,12 +121,6 @@ func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(),
 	d.init(h, h, "Redis at "+redisAddr+", through store/hybrid")
 	return d, func() { rdb.Close() }, nil
 }
-
-// quietLogger drops go-redis's log lines: while Redis is down, the page
-// shows the fallback, and the terminal stays readable.
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // A demoServer is what spigot demo serves: the page, and a JSON API whose
 // requests go through httplimit, each page on a bucket of its own (its

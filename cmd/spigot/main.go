@@ -6,8 +6,36 @@
 //
 // The commands are:
 //
+//	bench      measure the stores against your server, beside the server's own ceiling
 //	demo       serve a page that shows a real bucket drain and refill, live
 //	simulate   play a traffic pattern against a bucket and print what it admits
+//
+// # Bench
+//
+// Bench measures the stores against a Redis or Valkey server (-addr), or a
+// cluster (-cluster with seed addresses), for every concurrency (-c
+// 1,16,64) and key count (-keys 1,10000: 1 is one hot key): for each cell
+// its throughput, latency percentiles (p50, p90, p99, p99.9, max) from an
+// HDR histogram, allocations per request (the whole process), errors, and
+// the requests admitted and denied, checked against what the bucket
+// allows over the run. Beside each Redis-protocol store it runs the same
+// client sending spigot's script raw (the store's own cost is the
+// difference), and, when redis-benchmark or valkey-benchmark is on PATH,
+// the server's own ceiling: EVALSHA of spigot's script at each
+// concurrency, unpipelined and 16 deep, each store's throughput shown as a
+// percentage of both. On a cluster it adds each primary's share of the
+// scripts and the redirects per request. -deny 0.2 chooses each cell's
+// bucket, from a first short run, so that about a fifth of the requests
+// are denied. Without -addr or -cluster it starts a redis-server or
+// valkey-server from PATH on a free loopback port, and says so; with
+// neither installed, an embedded miniredis, and every figure says
+// "miniredis: not representative". It prints a table, with a progress bar
+// on a terminal, or -json; -plot file.svg (or .png) draws throughput and
+// p99 latency against concurrency, one line per store. Ctrl-C stops it and
+// prints what it measured so far (exit 130).
+//
+//	go run ./cmd/spigot bench
+//	go run ./cmd/spigot bench -addr 127.0.0.1:6379 -stores rueidis,redis -c 1,16,64,256 -keys 1,100000 -plot bench.svg
 //
 // # Demo
 //
@@ -107,6 +135,7 @@ var commands = []struct {
 	name, summary string
 	run           func(args []string, stdout, stderr io.Writer) int
 }{
+	{"bench", "measure the stores against your server, beside the server's own ceiling", benchCmd},
 	{"demo", "serve a page that shows a real bucket drain and refill, live", demo},
 	{"simulate", "play a traffic pattern against a bucket and print what it admits", simulate},
 }

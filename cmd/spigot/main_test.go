@@ -395,7 +395,7 @@ func TestUsageErrors(t *testing.T) {
 		args   []string
 		stderr string
 	}{
-		{[]string{"bench"}, "spigot: unknown command \"bench\"\n" + hint},
+		{[]string{"benchmark"}, "spigot: unknown command \"benchmark\"\n" + hint},
 		{[]string{"simulat"}, "spigot: unknown command \"simulat\"\n" + hint},
 		{[]string{"-x"}, "spigot: flag provided but not defined: -x\n" + hint},
 		{[]string{"simulate", "-foo"}, "spigot simulate: flag provided but not defined: -foo\n" + simHint},
@@ -429,6 +429,7 @@ const topUsage = `usage: spigot <command> [flags]
 
 The commands are:
 
+  bench      measure the stores against your server, beside the server's own ceiling
   demo       serve a page that shows a real bucket drain and refill, live
   simulate   play a traffic pattern against a bucket and print what it admits
 

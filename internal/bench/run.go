@@ -104,7 +104,10 @@ func Run(ctx context.Context, call Call, spec Spec, m *Meter) Result {
 				switch {
 				case err != nil:
 					nerr++
-					first.CompareAndSwap(nil, &err)
+					if first.Load() == nil {
+						e := err // its own variable, so that err does not escape on every request
+						first.CompareAndSwap(nil, &e)
+					}
 				case ok:
 					nok++
 				}
@@ -171,11 +174,12 @@ func Pct(x, of float64) float64 {
 var Roomy = spigot.MustBucket("bench", 1_000_000_000, spigot.PerSecond(1_000_000))
 
 // DenyingLimit returns a limit under which a key sent perKey requests a
-// second, each of cost tokens, sees about share of them denied once its
-// first burst is spent: it refills (1-share)×perKey×cost tokens a second,
-// and holds a twentieth of a second of that (at least cost). It fails for
-// a share outside (0, 1) or a rate spigot cannot hold exactly.
-func DenyingLimit(perKey, share float64, cost int64) (spigot.Limit, error) {
+// second for run, each of cost tokens, sees about share of them denied:
+// it refills (1-share)×perKey×cost tokens a second, and holds a twentieth
+// of what it refills over run (at least cost), so that its first burst
+// changes the share little. It fails for a share outside (0, 1) or a rate
+// spigot cannot hold exactly.
+func DenyingLimit(perKey, share float64, cost int64, run time.Duration) (spigot.Limit, error) {
 	if share <= 0 || share >= 1 || math.IsNaN(share) {
 		return spigot.Limit{}, fmt.Errorf("spigot: bench: a share of denials of %v: want above 0 and below 1", share)
 	}
@@ -185,7 +189,7 @@ func DenyingLimit(perKey, share float64, cost int64) (spigot.Limit, error) {
 	perSecond := (1 - share) * perKey * float64(max(cost, 1))
 	// Tokens per 1000 s, so that slow rates stay exact to a thousandth.
 	tokens := max(int64(math.Round(perSecond*1000)), 1)
-	capacity := max(int64(math.Ceil(perSecond/20)), max(cost, 1))
+	capacity := max(int64(math.Ceil(perSecond*run.Seconds()/20)), max(cost, 1))
 	return spigot.NewBucket("bench", capacity, spigot.Per(tokens, 1000*time.Second))
 }
 

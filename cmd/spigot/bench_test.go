@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/spigot-go/spigot/internal/bench"
+	"github.com/spigot-go/spigot/internal/testserver"
+)
+
+// TestBenchFlags: spigot bench's flags, parsed and checked; a bad one is a
+// usage error (exit 2) in one line that names it.
+func TestBenchFlags(t *testing.T) {
+	for i, c := range []struct {
+		args []string
+		want string // the parsed flags, or the error
+	}{
+		{nil, "stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 1 deny 0 duration 2s n 0"},
+		{[]string{"-stores", "memory,rueidis,memory", "-c", "1, 256", "-keys", "1000", "-cost", "3", "-deny", "0.2", "-n", "5000"},
+			"stores [memory rueidis] c [1 256] keys [1000] cost 3 deny 0.2 duration 0s n 5000"},
+		{[]string{"-cluster", "127.0.0.1:7000,127.0.0.1:7001", "-duration", "500ms"},
+			"stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 1 deny 0 duration 500ms n 0 cluster [127.0.0.1:7000 127.0.0.1:7001]"},
+		{[]string{"-stores", "mongo"}, `-stores: unknown store "mongo"`},
+		{[]string{"-c", "0"}, `-c "0": want whole numbers from 1 to 100000`},
+		{[]string{"-c", "1,x"}, `-c "1,x": want whole numbers`},
+		{[]string{"-keys", ""}, `-keys "": want whole numbers`},
+		{[]string{"-cost", "0"}, "-cost 0: want 1 or more"},
+		{[]string{"-deny", "1"}, "-deny 1: want a share from 0 to below 1"},
+		{[]string{"-deny", "-0.1"}, "-deny -0.1: want a share"},
+		{[]string{"-n", "-5"}, "-n -5: want 1 or more requests"},
+		{[]string{"-duration", "0s"}, "-duration 0s: want a positive duration, or -n"},
+		{[]string{"-plot", "out.pdf"}, `-plot "out.pdf": want a file ending in .svg or .png`},
+		{[]string{"-addr", "a:1", "-cluster", "b:2"}, "-addr and -cluster: give one or the other"},
+		{[]string{"-port", "1"}, "flag provided but not defined: -port"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		f, err := parseBench(c.args, io.Discard)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = fmt.Sprintf("stores %v c %v keys %v cost %d deny %v duration %v n %d", f.stores, f.concurrency, f.keys, f.cost, f.deny, f.duration, f.requests)
+			if len(f.cluster) > 0 {
+				got += fmt.Sprintf(" cluster %v", f.cluster)
+			}
+		}
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("step %d: spigot bench %q: got %s; want %s", i+1, c.args, got, c.want)
+		}
+	}
+	var stderr bytes.Buffer
+	if status := run([]string{"bench", "-c", "zero"}, io.Discard, &stderr); status != 2 || !strings.HasPrefix(stderr.String(), `spigot bench: -c "zero"`) {
+		t.Errorf("a bad flag: exit %d, %q; want 2 and one line that names it", status, stderr.String())
+	}
+}
+
+// TestBenchUnreachable: a server that is not there is one clear line.
+func TestBenchUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for i, args := range [][]string{
+		{"-addr", addr, "-stores", "redis"},
+		{"-cluster", addr, "-stores", "rueidis"},
+	} {
+		var stdout, stderr bytes.Buffer
+		status := run(append([]string{"bench"}, args...), &stdout, &stderr)
+		msg := strings.TrimSpace(stderr.String())
+		if status != 1 || !strings.HasPrefix(msg, "spigot bench: cannot reach") || strings.Contains(msg, "\n") || !strings.Contains(msg, addr) {
+			t.Errorf("step %d: spigot bench %v: exit %d, stderr %q; want 1 and one line naming %s", i+1, args, status, msg, addr)
+		}
+	}
+}
+
+// TestBenchEndToEnd runs spigot bench, short, against a real redis-server
+// started by the test: every store and its raw baseline in every cell,
+// the ceiling from redis-benchmark when it is installed, a bucket that
+// really limited, JSON that parses, and a plot.
+func TestBenchEndToEnd(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis)
+	dir := t.TempDir()
+	plot := filepath.Join(dir, "bench.svg")
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "-addr", srv.Addr, "-c", "1,4", "-keys", "1,20", "-n", "400", "-deny", "0.5", "-json", "-plot", plot}
+	if status := run(args, &stdout, &stderr); status != 0 {
+		t.Fatalf("spigot %v: exit %d\n%s", args, status, stderr.String())
+	}
+	var r bench.Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("the JSON does not parse: %v\n%s", err, stdout.String())
+	}
+	if !strings.Contains(r.Server, "redis-server") || !strings.Contains(r.Server, srv.Addr) || r.Miniredis || r.Interrupted {
+		t.Errorf("report: server %q, miniredis %v, interrupted %v", r.Server, r.Miniredis, r.Interrupted)
+	}
+	// memory, hybrid: 4 cells each; redis, valkey, rueidis: 4 and 4 raw.
+	if len(r.Cells) != 2*4+3*8 {
+		t.Fatalf("%d cells; want 32", len(r.Cells))
+	}
+	var names []string
+	for _, c := range r.Cells {
+		if !slices.Contains(names, c.Store) {
+			names = append(names, c.Store)
+		}
+		if c.Ops != 400 || c.Errors != 0 || c.Admitted+c.Denied != c.Ops || c.Note != "" {
+			t.Errorf("%s c=%d keys=%d: %d ops, %d errors, %d admitted, %d denied, note %q; want 400 ops, none failed", c.Store, c.Concurrency, c.Keys, c.Ops, c.Errors, c.Admitted, c.Denied, c.Note)
+		}
+		if c.MaxAdmitted == 0 || c.Admitted > c.MaxAdmitted {
+			t.Errorf("%s c=%d keys=%d: admitted %d, bound %d; want a bound, kept", c.Store, c.Concurrency, c.Keys, c.Admitted, c.MaxAdmitted)
+		}
+		if c.Denied == 0 {
+			t.Errorf("%s c=%d keys=%d: nothing denied with -deny 0.5", c.Store, c.Concurrency, c.Keys)
+		}
+		if c.Throughput <= 0 || c.Latency.P50 <= 0 || c.Latency.Max < c.Latency.P99 {
+			t.Errorf("%s c=%d keys=%d: throughput %v, latency %+v", c.Store, c.Concurrency, c.Keys, c.Throughput, c.Latency)
+		}
+	}
+	want := []string{"memory", "redis", "redis raw", "valkey", "valkey raw", "rueidis", "rueidis raw", "hybrid"}
+	if !slices.Equal(names, want) {
+		t.Errorf("stores %v; want %v", names, want)
+	}
+	if _, err := exec.LookPath("redis-benchmark"); err == nil {
+		if len(r.Ceilings) != 4 {
+			t.Errorf("%d ceilings; want 4 (-c 1 and 4, -P 1 and 16)", len(r.Ceilings))
+		}
+		for _, c := range r.Cells {
+			if c.Store != "memory" && (c.CeilingPct <= 0 || c.CeilingPipelinedPct <= 0) {
+				t.Errorf("%s c=%d: %% of the ceiling %v and %v; want both", c.Store, c.Concurrency, c.CeilingPct, c.CeilingPipelinedPct)
+			}
+		}
+	}
+	if st, err := os.Stat(plot); err != nil || st.Size() == 0 {
+		t.Errorf("the plot %s: %v", plot, err)
+	}
+	if !strings.Contains(stderr.String(), "plot written to "+plot) {
+		t.Errorf("stderr %q does not say where the plot went", stderr.String())
+	}
+
+	// The table, on the memory store alone, names every column.
+	stdout.Reset()
+	if status := run([]string{"bench", "-stores", "memory", "-c", "2", "-keys", "5", "-duration", "50ms"}, &stdout, &stderr); status != 0 {
+		t.Fatalf("spigot bench -stores memory: exit %d\n%s", status, stderr.String())
+	}
+	for _, col := range []string{"store", "ops/s", "p50", "p99", "allocs/op", "admitted", "denied"} {
+		if !strings.Contains(stdout.String(), col) {
+			t.Errorf("the table has no %q column:\n%s", col, stdout.String())
+		}
+	}
+}
