@@ -488,7 +488,11 @@ func clusterPrimaries(seeds []string) ([]string, error) {
 		var primaries []string
 		for line := range strings.SplitSeq(strings.TrimSpace(nodes), "\n") {
 			fields := strings.Fields(line)
-			if len(fields) < 3 || !strings.Contains(fields[2], "master") || strings.Contains(fields[2], "fail") {
+			if len(fields) < 3 {
+				continue
+			}
+			flags := strings.Split(fields[2], ",")
+			if !slices.Contains(flags, "master") || slices.Contains(flags, "fail") || slices.Contains(flags, "fail?") {
 				continue
 			}
 			addr, _, _ := strings.Cut(fields[1], "@")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -156,5 +157,78 @@ func TestBenchEndToEnd(t *testing.T) {
 		if !strings.Contains(stdout.String(), col) {
 			t.Errorf("the table has no %q column:\n%s", col, stdout.String())
 		}
+	}
+}
+
+// TestBenchCluster: on a real cluster, each primary's share of the
+// scripts, and the redirects per request.
+func TestBenchCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := testserver.StartCluster(t, testserver.Redis)
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "-cluster", strings.Join(cl.Addrs()[:2], ","), "-stores", "rueidis,redis", "-c", "4", "-keys", "300", "-n", "600", "-json"}
+	if status := run(args, &stdout, &stderr); status != 0 {
+		t.Fatalf("spigot %v: exit %d\n%s", args, status, stderr.String())
+	}
+	var r bench.Report
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Server, "a cluster of 3 primaries") || len(r.Cells) != 4 || len(r.Ceilings) != 0 {
+		t.Fatalf("server %q, %d cells, %d ceilings; want 3 primaries, 4 cells, no ceiling on a cluster", r.Server, len(r.Cells), len(r.Ceilings))
+	}
+	for _, c := range r.Cells {
+		sum := 0.0
+		for _, s := range c.Primaries {
+			sum += s
+			if s < 15 { // 300 keys spread over 3 primaries: a third each, give or take
+				t.Errorf("%s: a primary ran %.1f%% of the scripts; want about a third", c.Store, s)
+			}
+		}
+		if len(c.Primaries) != 3 || sum < 99.9 || sum > 100.1 || c.Ops != 600 || c.Errors != 0 {
+			t.Errorf("%s: primaries %v, %d ops, %d errors; want 3 shares of 100%%, 600 ops, none failed", c.Store, c.Primaries, c.Ops, c.Errors)
+		}
+	}
+}
+
+// TestBenchMiniredis: with neither server on PATH, spigot bench measures
+// an embedded miniredis and says, on every figure, that it is not
+// representative.
+func TestBenchMiniredis(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no redis-server, valkey-server or their benchmarks
+	var stdout, stderr bytes.Buffer
+	if status := run([]string{"bench", "-stores", "redis,rueidis", "-c", "2", "-keys", "10", "-n", "100"}, &stdout, &stderr); status != 0 {
+		t.Fatalf("exit %d\n%s", status, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "embedded miniredis, which is not representative") {
+		t.Errorf("stderr %q does not say it measures miniredis", stderr.String())
+	}
+	rows := 0
+	for line := range strings.SplitSeq(stdout.String(), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "redis") || strings.HasPrefix(strings.TrimSpace(line), "rueidis") {
+			rows++
+			if !strings.Contains(line, "miniredis: not representative") {
+				t.Errorf("a row without the label: %q", line)
+			}
+		}
+	}
+	if rows != 4 || !strings.Contains(stdout.String(), "miniredis: not representative") {
+		t.Errorf("%d rows; want 4, each labelled:\n%s", rows, stdout.String())
+	}
+}
+
+// TestBenchInterrupted: a stop (Ctrl-C) returns what was measured so far.
+func TestBenchInterrupted(t *testing.T) {
+	f, err := parseBench([]string{"-stores", "memory", "-c", "1,2", "-keys", "1", "-duration", "1h"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // before the first cell ends
+	r, err := runBench(ctx, f, io.Discard)
+	if err != nil || r == nil || !r.Interrupted || len(r.Cells) != 1 {
+		t.Fatalf("got %+v, %v; want an interrupted report of the first cell", r, err)
 	}
 }
