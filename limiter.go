@@ -33,6 +33,7 @@ import (
 
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/wait"
 )
 
 // A Store keeps the state of every key of every limit and applies
@@ -250,25 +251,6 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 	}
 }
 
-// afterer is the optional capability of a clock that can wait, such as
-// clocktest.Clock.
-type afterer interface {
-	After(d time.Duration) <-chan time.Time
-}
-
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
-	var ch <-chan time.Time
-	if c, ok := l.clock.(afterer); ok {
-		ch = c.After(d)
-	} else {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		ch = t.C
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wait.Sleep(ctx, l.clock, d)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/wait"
 )
 
 // ErrLimited is matched (errors.Is) by the error of a request that a
@@ -342,28 +343,9 @@ func (t *Transport) waitHold(ctx context.Context, key string) error {
 	}
 }
 
-// clockAfterer is the optional capability of a clock that can wait, such
-// as clocktest.Clock's.
-type clockAfterer interface {
-	After(d time.Duration) <-chan time.Time
-}
-
 // sleep waits d on the Transport's clock, or until ctx is done.
 func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
-	var ch <-chan time.Time
-	if c, ok := t.clock.(clockAfterer); ok {
-		ch = c.After(d)
-	} else {
-		timer := time.NewTimer(d)
-		defer timer.Stop()
-		ch = timer.C
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return wait.Sleep(ctx, t.clock, d)
 }
 
 // CloseIdleConnections closes the idle connections of the base

@@ -56,9 +56,7 @@ type benchFlags struct {
 // for -h, and otherwise an error that names the flag to change.
 func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 	const prog = "spigot bench"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := newFlagSet(prog)
 	stores := fs.String("stores", "all", "the `stores` to measure, comma-separated: memory, redis (go-redis), valkey (valkey-go), rueidis, hybrid (go-redis in front of memory), or all")
 	addr := fs.String("addr", "", "the Redis or Valkey server's `address`; without one, spigot bench starts a redis-server or valkey-server from PATH (or an embedded miniredis)")
 	cluster := fs.String("cluster", "", "a Redis or Valkey Cluster's seed `addresses`, comma-separated, instead of -addr")
@@ -70,19 +68,11 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 	requests := fs.Int64("n", 0, "the `requests` each cell sends, instead of -duration")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
 	plot := fs.String("plot", "", "draw throughput and p99 latency against concurrency into `file`.svg or file.png")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, "usage: spigot bench [flags]\n\n"+
-				"Bench measures each store against a Redis or Valkey server (or cluster),\n"+
-				"beside its client sending spigot's script raw and the server's own\n"+
-				"ceiling (redis-benchmark), for every concurrency and key count.\n\n")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-		}
+	if err := parseFlags(fs, args, stdout, "usage: spigot bench [flags]\n\n"+
+		"Bench measures each store against a Redis or Valkey server (or cluster),\n"+
+		"beside its client sending spigot's script raw and the server's own\n"+
+		"ceiling (redis-benchmark), for every concurrency and key count.\n\n"); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	f := &benchFlags{addr: *addr, cost: *cost, deny: *deny, duration: *duration, requests: *requests, json: *jsonOut, plot: *plot}
 	var err error

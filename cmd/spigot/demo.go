@@ -45,24 +45,16 @@ const (
 
 func demo(args []string, stdout, stderr io.Writer) int {
 	const prog = "spigot demo"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
+	fs := newFlagSet(prog)
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to serve the page on")
 	redisAddr := fs.String("redis", "", "a Redis or Valkey `address` to keep the bucket in, through store/hybrid (default: the memory store)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, "usage: spigot demo [flags]\n\n"+
+		"Demo serves a page that shows one bucket draining and refilling live:\n"+
+		"every request it shows went through spigot's limiter.\n\n"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, "usage: spigot demo [flags]\n\n"+
-				"Demo serves a page that shows one bucket draining and refilling live:\n"+
-				"every request it shows went through spigot's limiter.\n\n")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
 			return 0
 		}
 		return usageError(stderr, prog, "%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, prog, "unexpected argument %q", fs.Arg(0))
 	}
 	d, closeStore, err := newDemoStore(*redisAddr)
 	if err != nil {

@@ -256,11 +256,37 @@ func usageError(stderr io.Writer, prog, format string, args ...any) int {
 	return 2
 }
 
+// newFlagSet returns the flags of the command prog, which print nothing
+// themselves: parseFlags prints the usage for -h, and the command an error
+// on one line.
+func newFlagSet(prog string) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses args into fs. For -h it prints about and the flags'
+// defaults on stdout and returns flag.ErrHelp; for a bad flag or an
+// argument left over it returns an error to print on one line.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, about string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, about)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
 func simulate(args []string, stdout, stderr io.Writer) int {
 	const prog = "spigot simulate"
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are printed below, on one line
-	fs.Usage = func() {}     // printed below, on stdout for -h
+	fs := newFlagSet(prog)
 	f := simFlags{rate: rateFlag{"1/s", spigot.PerSecond(1)}}
 	fs.Int64Var(&f.capacity, "capacity", 10, "the most tokens the bucket holds, 0 or more")
 	fs.Var(&f.rate, "rate", "how fast the bucket refills, as `tokens/period`: 1/s, 20/3s, 7/10s")
@@ -269,19 +295,13 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.every, "every", time.Second, "the `spacing` of the steady requests, a positive whole number of µs")
 	fs.IntVar(&f.n, "n", 10, "the `count` of steady requests after the burst, 0 or more")
 	fs.BoolVar(&f.quiet, "quiet", false, "print only the summary")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout, "usage: spigot simulate [flags]\n\n"+
+		"Simulate plays a burst of requests at time 0, then -n requests one every\n"+
+		"-every, against a bucket on a fake clock, and prints what it admits.\n\n"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, "usage: spigot simulate [flags]\n\n"+
-				"Simulate plays a burst of requests at time 0, then -n requests one every\n"+
-				"-every, against a bucket on a fake clock, and prints what it admits.\n\n")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
 			return 0
 		}
 		return usageError(stderr, prog, "%v", err)
-	}
-	if fs.NArg() > 0 {
-		return usageError(stderr, prog, "unexpected argument %q", fs.Arg(0))
 	}
 	b, err := f.bucket()
 	if err != nil {
