@@ -20,11 +20,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/otelspigot"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 	spigotredis "github.com/spigot-go/spigot/store/redis"
@@ -103,13 +108,20 @@ func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(),
 		return nil, nil, fmt.Errorf("cannot reach Redis at %s: %v", redisAddr, err)
 	}
 	d := &demoServer{}
+	d.newMetrics()
+	paths := otelspigot.HybridObserver(otelspigot.WithMeterProvider(d.meters))
 	h := hybrid.New(spigotredis.New(rdb), memory.New(), append([]hybrid.Option{
 		hybrid.WithTimeout(100 * time.Millisecond),
 		hybrid.WithBreaker(3, 2*time.Second),
-		hybrid.WithObserver(hybrid.Observer{Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) {
+		hybrid.WithObserver(hybrid.Observer{Decision: func(op spigot.Op, p hybrid.Path, dec spigot.Decision) {
 			d.path.Store(int32(p))
+			paths.Decision(op, p, dec)
 		}}),
 	}, opts...)...)
+	if _, err := otelspigot.ObserveCircuit(h, otelspigot.WithMeterProvider(d.meters)); err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
 	d.init(h, h, "Redis at "+redisAddr+", through store/hybrid")
 	return d, func() { rdb.Close() }, nil
 }
@@ -127,6 +139,9 @@ type demoServer struct {
 	limits map[string]spigot.Limit // each key's bucket
 
 	mw *httplimit.Middleware
+
+	meters   *sdkmetric.MeterProvider
+	registry *prometheus.Registry // what /metrics serves
 }
 
 // defaultDemoLimit is the bucket of a page that has set none: the seed's
@@ -135,11 +150,26 @@ var defaultDemoLimit = spigot.MustBucket("demo", 10, spigot.PerSecond(1))
 
 func newDemo(s spigot.Store, h *hybrid.Store, name string) *demoServer {
 	d := &demoServer{}
+	d.newMetrics()
 	d.init(s, h, name)
 	return d
 }
 
+// newMetrics makes the demo's OpenTelemetry meters, which /metrics
+// serves in Prometheus's format.
+func (d *demoServer) newMetrics() {
+	d.registry = prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(d.registry))
+	if err != nil {
+		panic(err) // a fresh registry takes the exporter's collector
+	}
+	d.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+}
+
+// init sets the demo on s (measured by otelspigot), which is h when it
+// is a hybrid store.
 func (d *demoServer) init(s spigot.Store, h *hybrid.Store, name string) {
+	s = otelspigot.Wrap(s, otelspigot.WithMeterProvider(d.meters))
 	d.store, d.hybrid, d.storeName = s, h, name
 	d.limits = make(map[string]spigot.Limit)
 	d.mw = httplimit.New(s,
@@ -202,6 +232,7 @@ func (d *demoServer) handler() http.Handler {
 	mux.HandleFunc("GET /api/state", d.state)
 	mux.HandleFunc("POST /api/config", d.config)
 	mux.HandleFunc("POST /api/reset", d.reset)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{}))
 	return mux
 }
 

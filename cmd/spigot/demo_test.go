@@ -282,3 +282,28 @@ func TestDemoRedis(t *testing.T) {
 		t.Fatalf("with Redis back after the cooldown: %v, breaker %v; want the remote path, closed", body, d.hybrid.Circuit())
 	}
 }
+
+// TestDemoMetrics: the demo serves its OpenTelemetry metrics on /metrics,
+// in Prometheus's format: the decisions by limit and outcome, never by
+// key.
+func TestDemoMetrics(t *testing.T) {
+	_, h := demoFixture(t)
+	call(t, h, "POST", "/api/request", "page-1", url.Values{"cost": {"11"}}) // never
+	call(t, h, "POST", "/api/request", "page-1", url.Values{"cost": {"4"}})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	body := w.Body.String()
+	for _, want := range []string{
+		`spigot_decisions_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="demo",spigot_outcome="allowed"} 1`,
+		`spigot_decisions_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="demo",spigot_outcome="never"} 1`,
+		`spigot_tokens_requested_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="demo"} 15`,
+		`spigot_store_duration_seconds_count{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_operation="do"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics has no line %s", want)
+		}
+	}
+	if w.Code != 200 || strings.Contains(body, "page-1") {
+		t.Errorf("/metrics: %d, and a key among its values: %v", w.Code, strings.Contains(body, "page-1"))
+	}
+}

@@ -50,7 +50,8 @@
 // -redis ADDR, in that Redis or Valkey through store/hybrid, so that
 // stopping the server while the page runs shows the local fallback and the
 // breaker live. It needs no network but the loopback: the page has no
-// external script, style or font.
+// external script, style or font. /metrics serves the demo's
+// OpenTelemetry metrics (package otelspigot) in Prometheus's format.
 //
 //	go run ./cmd/spigot demo
 //	go run ./cmd/spigot demo -addr 127.0.0.1:9000 -redis 127.0.0.1:6379

@@ -1,0 +1,349 @@
+// Package otelspigot records OpenTelemetry metrics, and optionally
+// traces, of spigot's decisions: how much is denied and by which limit,
+// how slow the store is, and whether store/hybrid is on its fallback.
+//
+// Wrap puts the instruments around any spigot.Store, so that it composes
+// with every store of this module and your own; the wrapped store does
+// exactly what the store it wraps does, and passes every operation
+// through:
+//
+//	store := otelspigot.Wrap(hybrid.New(spigotredis.New(rdb), memory.New(),
+//		hybrid.WithObserver(otelspigot.HybridObserver())))
+//	otelspigot.ObserveCircuit(h) // the breaker's state, as a gauge
+//
+// # Instruments
+//
+//	spigot.decisions        counter    {decision}  spigot.limit, spigot.outcome (allowed, denied, never)
+//	spigot.tokens.requested counter    {token}     spigot.limit
+//	spigot.store.duration   histogram  s           spigot.operation (do, do_multi)
+//	spigot.store.errors     counter    {error}     error.type (unavailable, request, invalid, unsupported, canceled)
+//	spigot.hybrid.decisions counter    {decision}  spigot.path (remote, local, fail-open, fail-closed, guard)
+//	spigot.hybrid.circuit   gauge      1           0 closed, 1 half-open, 2 open
+//
+// HTTPObserver feeds spigot.decisions from httplimit's observer instead,
+// with the route (http.route) as an attribute: use it or Wrap, not both,
+// or every decision counts twice.
+//
+// Keys (client addresses, users) never become attribute values: their
+// number has no bound, and a metric backend pays for every distinct one.
+// Only limit names, outcomes, paths and routes do, whose number your
+// configuration bounds.
+//
+// With a no-op MeterProvider (the global one until you set one), the
+// wrapper neither reads the clock nor allocates.
+package otelspigot
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/nilcheck"
+)
+
+// ScopeName is the instrumentation scope of the meters and tracers.
+const ScopeName = "github.com/spigot-go/spigot/otelspigot"
+
+// DurationBuckets are the bounds, in seconds, of spigot.store.duration:
+// from 50 µs (a memory store, a pipelined Redis on loopback) to 1 s.
+var DurationBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+
+// The attribute keys.
+const (
+	LimitKey     = attribute.Key("spigot.limit")
+	OutcomeKey   = attribute.Key("spigot.outcome")
+	OperationKey = attribute.Key("spigot.operation")
+	PathKey      = attribute.Key("spigot.path")
+	ErrorTypeKey = attribute.Key("error.type")
+	RouteKey     = attribute.Key("http.route")
+)
+
+// An Option configures Wrap, HybridObserver, ObserveCircuit and
+// HTTPObserver.
+type Option func(*config)
+
+type config struct {
+	mp metric.MeterProvider
+	tp trace.TracerProvider
+}
+
+// WithMeterProvider records through mp instead of the global
+// MeterProvider (otel.GetMeterProvider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// WithTracerProvider turns on a span per operation (per DoMulti call),
+// through tp: spans are off by default. A span has the limit's name, the
+// action and the tokens, never the key.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+func newConfig(opts []Option) config {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	return c
+}
+
+// instruments are the synchronous instruments of decisions and of the
+// store, and the attribute sets of each limit, made once.
+type instruments struct {
+	decisions metric.Int64Counter
+	tokens    metric.Int64Counter
+	duration  metric.Float64Histogram
+	errors    metric.Int64Counter
+
+	mu     sync.RWMutex
+	limits map[string]*limitAttrs
+	ops    [2][]metric.RecordOption // do, do_multi
+	errs   map[string][]metric.AddOption
+}
+
+// limitAttrs are the measurement options of one limit (and route), built
+// once so that recording allocates nothing.
+type limitAttrs struct {
+	outcome [3][]metric.AddOption // allowed, denied, never
+	tokens  []metric.AddOption
+}
+
+// maxLimits bounds the limit names (and routes) whose options are kept;
+// past it they are built on every measurement.
+const maxLimits = 1000
+
+func newInstruments(mp metric.MeterProvider) (*instruments, error) {
+	m := mp.Meter(ScopeName)
+	in := &instruments{limits: make(map[string]*limitAttrs), errs: make(map[string][]metric.AddOption)}
+	var err, e error
+	in.decisions, e = m.Int64Counter("spigot.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("Decisions on operations that take tokens, by limit and outcome."))
+	err = errors.Join(err, e)
+	in.tokens, e = m.Int64Counter("spigot.tokens.requested", metric.WithUnit("{token}"),
+		metric.WithDescription("Tokens that operations asked to take, by limit."))
+	err = errors.Join(err, e)
+	in.duration, e = m.Float64Histogram("spigot.store.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long the store took to answer a call."),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+	err = errors.Join(err, e)
+	in.errors, e = m.Int64Counter("spigot.store.errors", metric.WithUnit("{error}"),
+		metric.WithDescription("Calls the store failed, by kind."))
+	err = errors.Join(err, e)
+	for i, name := range []string{"do", "do_multi"} {
+		in.ops[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(OperationKey.String(name)))}
+	}
+	return in, err
+}
+
+var outcomes = [3]string{"allowed", "denied", "never"}
+
+// attrs returns the options of limit (and route, when not "").
+func (in *instruments) attrs(limit, route string) *limitAttrs {
+	key := limit + "\x00" + route
+	in.mu.RLock()
+	a := in.limits[key]
+	in.mu.RUnlock()
+	if a != nil {
+		return a
+	}
+	base := []attribute.KeyValue{LimitKey.String(limit)}
+	if route != "" {
+		base = append(base, RouteKey.String(route))
+	}
+	a = &limitAttrs{tokens: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(base...))}}
+	for i, o := range outcomes {
+		a.outcome[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(base, OutcomeKey.String(o))...))}
+	}
+	in.mu.Lock()
+	if len(in.limits) < maxLimits {
+		in.limits[key] = a
+	}
+	in.mu.Unlock()
+	return a
+}
+
+// decided records the decision d on op.
+func (in *instruments) decided(ctx context.Context, op spigot.Op, d spigot.Decision, route string) {
+	if op.Action != spigot.Take && op.Action != spigot.TakeUpTo {
+		return // refunds, resets and peeks decide nothing
+	}
+	if !in.decisions.Enabled(ctx) && !in.tokens.Enabled(ctx) {
+		return
+	}
+	a := in.attrs(op.Limit.Name(), route)
+	o := 0
+	switch {
+	case d.RetryAfter == spigot.Never:
+		o = 2
+	case !d.Allowed():
+		o = 1
+	}
+	in.decisions.Add(ctx, 1, a.outcome[o]...)
+	in.tokens.Add(ctx, op.N, a.tokens...)
+}
+
+// failed records a store error of kind ErrorType(err).
+func (in *instruments) failed(ctx context.Context, err error) {
+	if !in.errors.Enabled(ctx) {
+		return
+	}
+	kind := ErrorType(err)
+	in.mu.RLock()
+	opts := in.errs[kind]
+	in.mu.RUnlock()
+	if opts == nil {
+		opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(ErrorTypeKey.String(kind)))}
+		in.mu.Lock()
+		in.errs[kind] = opts
+		in.mu.Unlock()
+	}
+	in.errors.Add(ctx, 1, opts...)
+}
+
+// ErrorType returns the kind of a store's error, as spigot.store.errors
+// counts it: "invalid" for bad input (spigot.ErrInvalidLimit,
+// spigot.ErrInvalidCost), "unsupported" (errors.ErrUnsupported),
+// "canceled" (the caller's context), "request" for an error about one
+// request (spigot.ErrRequestFailed), and "unavailable" for the others: the
+// store cannot serve requests now.
+func ErrorType(err error) string {
+	switch {
+	case errors.Is(err, spigot.ErrInvalidLimit), errors.Is(err, spigot.ErrInvalidCost):
+		return "invalid"
+	case errors.Is(err, errors.ErrUnsupported):
+		return "unsupported"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, spigot.ErrRequestFailed):
+		return "request"
+	}
+	return "unavailable"
+}
+
+// A Store is a spigot.Store that records the metrics of the package doc
+// for every operation of the store it wraps. It is safe for concurrent
+// use. Create one with Wrap.
+type Store struct {
+	next   spigot.Store
+	in     *instruments
+	tracer trace.Tracer // nil: no spans
+}
+
+var _ spigot.Store = (*Store)(nil)
+
+// Wrap returns s with metrics (and, with WithTracerProvider, spans). It
+// panics if s is nil. An instrument the MeterProvider refuses is left out
+// (the provider reports why to otel's error handler).
+func Wrap(s spigot.Store, opts ...Option) *Store {
+	if nilcheck.Nil(s) {
+		panic("spigot: otelspigot: Wrap: nil Store")
+	}
+	c := newConfig(opts)
+	in, err := newInstruments(c.mp)
+	if err != nil {
+		otel.Handle(err)
+	}
+	w := &Store{next: s, in: in}
+	if c.tp != nil {
+		w.tracer = c.tp.Tracer(ScopeName)
+	}
+	return w
+}
+
+// Unwrap returns the store that s wraps.
+func (s *Store) Unwrap() spigot.Store { return s.next }
+
+// Do implements spigot.Store: it applies op in the wrapped store and
+// records it.
+func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	var span trace.Span
+	if s.tracer != nil {
+		ctx, span = s.tracer.Start(ctx, "spigot.Do", trace.WithAttributes(
+			LimitKey.String(op.Limit.Name()), attribute.String("spigot.action", op.Action.String()), attribute.Int64("spigot.tokens", op.N)))
+		defer span.End()
+	}
+	timed := s.in.duration.Enabled(ctx)
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
+	d, err := s.next.Do(ctx, op)
+	if timed {
+		s.in.duration.Record(ctx, time.Since(start).Seconds(), s.in.ops[0]...)
+	}
+	if err != nil {
+		s.in.failed(ctx, err)
+		if span != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, ErrorType(err))
+		}
+		return d, err
+	}
+	s.in.decided(ctx, op, d, "")
+	if span != nil {
+		span.SetAttributes(OutcomeKey.String(outcome(d)))
+	}
+	return d, nil
+}
+
+// DoMulti implements spigot.Store: it applies ops in the wrapped store, as
+// one call, and records each decision. An error matching
+// errors.ErrUnsupported passes through unrecorded as a decision, so that
+// spigot.DoMulti's fallback (one Do per op, through this Store) records
+// each op once.
+func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	var span trace.Span
+	if s.tracer != nil {
+		ctx, span = s.tracer.Start(ctx, "spigot.DoMulti", trace.WithAttributes(attribute.Int("spigot.ops", len(ops)),
+			attribute.Bool("spigot.all_or_nothing", mode == spigot.AllOrNothing)))
+		defer span.End()
+	}
+	timed := s.in.duration.Enabled(ctx)
+	var start time.Time
+	if timed {
+		start = time.Now()
+	}
+	err := s.next.DoMulti(ctx, mode, ops, out)
+	if timed {
+		s.in.duration.Record(ctx, time.Since(start).Seconds(), s.in.ops[1]...)
+	}
+	if err != nil {
+		s.in.failed(ctx, err)
+		if span != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, ErrorType(err))
+		}
+		if mode == spigot.AllOrNothing || errors.Is(err, errors.ErrUnsupported) || len(out) != len(ops) {
+			return err
+		}
+		// A batch whose failed ops failed alone: the others were decided.
+	}
+	for i, op := range ops {
+		if err == nil || !out[i].Degraded() {
+			s.in.decided(ctx, op, out[i], "")
+		}
+	}
+	return err
+}
+
+func outcome(d spigot.Decision) string {
+	switch {
+	case d.RetryAfter == spigot.Never:
+		return outcomes[2]
+	case !d.Allowed():
+		return outcomes[1]
+	}
+	return outcomes[0]
+}
