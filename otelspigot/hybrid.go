@@ -42,7 +42,7 @@ func HybridObserver(opts ...Option) hybrid.Observer {
 func ObserveCircuit(h *hybrid.Store, opts ...Option) (metric.Registration, error) {
 	c := newConfig(opts)
 	m := c.mp.Meter(ScopeName)
-	gauge, err := m.Int64ObservableGauge("spigot.hybrid.circuit", metric.WithUnit("1"),
+	gauge, err := m.Int64ObservableGauge("spigot.hybrid.circuit", metric.WithUnit("{state}"),
 		metric.WithDescription("The breaker of store/hybrid: 0 closed, 1 half-open, 2 open."))
 	if err != nil {
 		return nil, err

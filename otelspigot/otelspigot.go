@@ -18,7 +18,11 @@
 //	spigot.store.duration   histogram  s           spigot.operation (do, do_multi)
 //	spigot.store.errors     counter    {error}     error.type (unavailable, request, invalid, unsupported, canceled)
 //	spigot.hybrid.decisions counter    {decision}  spigot.path (remote, local, fail-open, fail-closed, guard)
-//	spigot.hybrid.circuit   gauge      1           0 closed, 1 half-open, 2 open
+//	spigot.hybrid.circuit   gauge      {state}     0 closed, 1 half-open, 2 open
+//
+// A decision counts each limit's own outcome: when several limits decide
+// one request all or nothing and one denies it, the others count it
+// allowed, though it took nothing from them.
 //
 // HTTPObserver feeds spigot.decisions from httplimit's observer instead,
 // with the route (http.route) as an attribute: use it or Wrap, not both,
@@ -43,6 +47,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spigot-go/spigot"
@@ -108,10 +113,14 @@ type instruments struct {
 	errors    metric.Int64Counter
 
 	mu     sync.RWMutex
-	limits map[string]*limitAttrs
+	limits map[limitKey]*limitAttrs
 	ops    [2][]metric.RecordOption // do, do_multi
 	errs   map[string][]metric.AddOption
 }
+
+// limitKey is a limit's name and route: a struct rather than the two
+// joined, which would allocate the joined string on every decision.
+type limitKey struct{ limit, route string }
 
 // limitAttrs are the measurement options of one limit (and route), built
 // once so that recording allocates nothing.
@@ -126,7 +135,7 @@ const maxLimits = 1000
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(ScopeName)
-	in := &instruments{limits: make(map[string]*limitAttrs), errs: make(map[string][]metric.AddOption)}
+	in := &instruments{limits: make(map[limitKey]*limitAttrs), errs: make(map[string][]metric.AddOption)}
 	var err, e error
 	in.decisions, e = m.Int64Counter("spigot.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions on operations that take tokens, by limit and outcome."))
@@ -151,7 +160,7 @@ var outcomes = [3]string{"allowed", "denied", "never"}
 
 // attrs returns the options of limit (and route, when not "").
 func (in *instruments) attrs(limit, route string) *limitAttrs {
-	key := limit + "\x00" + route
+	key := limitKey{limit, route}
 	in.mu.RLock()
 	a := in.limits[key]
 	in.mu.RUnlock()
@@ -239,6 +248,7 @@ type Store struct {
 	next   spigot.Store
 	in     *instruments
 	tracer trace.Tracer // nil: no spans
+	off    bool         // no tracer, and every instrument is a no-op: pass through
 }
 
 var _ spigot.Store = (*Store)(nil)
@@ -259,7 +269,22 @@ func Wrap(s spigot.Store, opts ...Option) *Store {
 	if c.tp != nil {
 		w.tracer = c.tp.Tracer(ScopeName)
 	}
+	w.off = w.tracer == nil && in.noop()
 	return w
+}
+
+// noop reports whether every instrument is the no-op API's, which records
+// nothing whatever the context, so that the wrapper may pass calls
+// straight through without asking each instrument whether it is enabled
+// (three calls through interfaces a decision: a sixth of the memory
+// store's time). The global MeterProvider's instruments are not: they
+// start recording once a provider is set.
+func (in *instruments) noop() bool {
+	_, a := in.decisions.(noop.Int64Counter)
+	_, b := in.tokens.(noop.Int64Counter)
+	_, c := in.duration.(noop.Float64Histogram)
+	_, d := in.errors.(noop.Int64Counter)
+	return a && b && c && d
 }
 
 // Unwrap returns the store that s wraps.
@@ -268,6 +293,13 @@ func (s *Store) Unwrap() spigot.Store { return s.next }
 // Do implements spigot.Store: it applies op in the wrapped store and
 // records it.
 func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if s.off {
+		return s.next.Do(ctx, op)
+	}
+	return s.do(ctx, op)
+}
+
+func (s *Store) do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	var span trace.Span
 	if s.tracer != nil {
 		ctx, span = s.tracer.Start(ctx, "spigot.Do", trace.WithAttributes(
@@ -304,6 +336,13 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 // spigot.DoMulti's fallback (one Do per op, through this Store) records
 // each op once.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if s.off {
+		return s.next.DoMulti(ctx, mode, ops, out)
+	}
+	return s.doMulti(ctx, mode, ops, out)
+}
+
+func (s *Store) doMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
 	var span trace.Span
 	if s.tracer != nil {
 		ctx, span = s.tracer.Start(ctx, "spigot.DoMulti", trace.WithAttributes(attribute.Int("spigot.ops", len(ops)),

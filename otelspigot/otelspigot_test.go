@@ -1,0 +1,710 @@
+package otelspigot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/internal/testclient"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/otelspigot"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/memory"
+	spigotredis "github.com/spigot-go/spigot/store/redis"
+)
+
+// TestMain turns off go-redis's logging and says how many tests were
+// skipped for want of a server binary.
+func TestMain(m *testing.M) { testclient.Main(m) }
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// provider returns an SDK MeterProvider and the ManualReader behind it.
+func provider(t *testing.T) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) {
+	t.Helper()
+	r := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return mp, r
+}
+
+// metrics is one collection, by instrument name.
+type metrics map[string]metricdata.Metrics
+
+func collect(t *testing.T, r *sdkmetric.ManualReader) metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	m := metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != otelspigot.ScopeName {
+			t.Errorf("scope %q, want %q", sm.Scope.Name, otelspigot.ScopeName)
+		}
+		for _, x := range sm.Metrics {
+			m[x.Name] = x
+		}
+	}
+	return m
+}
+
+// attrs renders an attribute set as "k=v,k=v" (sorted by key).
+func attrs(s attribute.Set) string {
+	var b []string
+	for _, kv := range s.ToSlice() {
+		b = append(b, string(kv.Key)+"="+kv.Value.String())
+	}
+	return strings.Join(b, ",")
+}
+
+// sums returns the int64 sums (counters) or values (gauges) of name, by
+// attrs of their data points.
+func (m metrics) sums(t *testing.T, name string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	x, ok := m[name]
+	if !ok {
+		return out
+	}
+	switch d := x.Data.(type) {
+	case metricdata.Sum[int64]:
+		if !d.IsMonotonic {
+			t.Errorf("%s is not monotonic", name)
+		}
+		for _, p := range d.DataPoints {
+			out[attrs(p.Attributes)] += p.Value
+		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			out[attrs(p.Attributes)] = p.Value
+		}
+	default:
+		t.Fatalf("%s: data %T", name, x.Data)
+	}
+	return out
+}
+
+// counts returns the histogram counts of name, by attrs, and checks the
+// bounds of every data point.
+func (m metrics) counts(t *testing.T, name string) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	x, ok := m[name]
+	if !ok {
+		return out
+	}
+	d, ok := x.Data.(metricdata.Histogram[float64])
+	if !ok {
+		t.Fatalf("%s: data %T", name, x.Data)
+	}
+	for _, p := range d.DataPoints {
+		if !slices.Equal(p.Bounds, otelspigot.DurationBuckets) {
+			t.Errorf("%s{%s}: bounds %v, want DurationBuckets %v", name, attrs(p.Attributes), p.Bounds, otelspigot.DurationBuckets)
+		}
+		out[attrs(p.Attributes)] += p.Count
+	}
+	return out
+}
+
+// allAttrs returns every attribute value of every data point.
+func (m metrics) allAttrs() []attribute.KeyValue {
+	var kvs []attribute.KeyValue
+	for _, x := range m {
+		switch d := x.Data.(type) {
+		case metricdata.Sum[int64]:
+			for _, p := range d.DataPoints {
+				kvs = append(kvs, p.Attributes.ToSlice()...)
+			}
+		case metricdata.Gauge[int64]:
+			for _, p := range d.DataPoints {
+				kvs = append(kvs, p.Attributes.ToSlice()...)
+			}
+		case metricdata.Histogram[float64]:
+			for _, p := range d.DataPoints {
+				kvs = append(kvs, p.Attributes.ToSlice()...)
+			}
+		}
+	}
+	return kvs
+}
+
+func equalMap[V comparable](t *testing.T, what string, got, want map[string]V) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: got %v, want %v", what, got, want)
+		return
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("%s: got %v, want %v", what, got, want)
+			return
+		}
+	}
+}
+
+func outcomeOf(d spigot.Decision) string {
+	switch {
+	case d.RetryAfter == spigot.Never:
+		return "never"
+	case !d.Allowed():
+		return "denied"
+	}
+	return "allowed"
+}
+
+var (
+	login = spigot.MustBucket("login", 3, spigot.PerMinute(1))
+	api   = spigot.MustBucket("api", 5, spigot.PerMinute(1))
+)
+
+// TestScriptedCounts applies a scripted sequence at one instant and checks
+// every instrument's exact counts, attributes and units.
+func TestScriptedCounts(t *testing.T) {
+	ctx := context.Background()
+	mp, r := provider(t)
+	w := otelspigot.Wrap(memory.New(memory.WithClock(clocktest.New(t0))), otelspigot.WithMeterProvider(mp))
+	if w.Unwrap() == nil {
+		t.Fatal("Unwrap: nil")
+	}
+	const ip, user, ip2, user2 = "10.0.0.1", "user-42", "10.0.0.2", "user-43"
+	keys := []string{ip, user, ip2, user2}
+	take := func(l spigot.Limit, key string, a spigot.Action, n int64) spigot.Op {
+		return spigot.Op{Limit: l, Key: key, Action: a, N: n}
+	}
+	steps := []struct {
+		ops   []spigot.Op
+		multi bool
+		mode  spigot.Mode
+		want  []string
+	}{
+		{ops: []spigot.Op{take(login, ip, spigot.Take, 1)}, want: []string{"allowed"}},
+		{ops: []spigot.Op{take(login, ip, spigot.Take, 1)}, want: []string{"allowed"}},
+		{ops: []spigot.Op{take(login, ip, spigot.Take, 1)}, want: []string{"allowed"}},
+		{ops: []spigot.Op{take(login, ip, spigot.Take, 1)}, want: []string{"denied"}},
+		{ops: []spigot.Op{take(login, ip, spigot.Take, 10)}, want: []string{"never"}},
+		{ops: []spigot.Op{take(api, user, spigot.TakeUpTo, 5)}, want: []string{"allowed"}},
+		{ops: []spigot.Op{take(login, ip, spigot.Refund, 1)}, want: []string{"allowed"}},
+		{ops: []spigot.Op{take(api, user, spigot.Reset, 0)}, want: []string{"allowed"}},
+		{ops: []spigot.Op{take(login, ip, spigot.Peek, 1)}, want: []string{"allowed"}},
+		{multi: true, mode: spigot.AllOrNothing,
+			ops:  []spigot.Op{take(login, ip2, spigot.Take, 1), take(api, user2, spigot.Take, 1)},
+			want: []string{"allowed", "allowed"}},
+		{multi: true, mode: spigot.Independent,
+			ops:  []spigot.Op{take(login, ip, spigot.Take, 1), take(api, user, spigot.Take, 1), take(login, ip, spigot.Take, 1)},
+			want: []string{"allowed", "allowed", "denied"}},
+	}
+	for i, s := range steps {
+		out := make([]spigot.Decision, len(s.ops))
+		var err error
+		if s.multi {
+			err = w.DoMulti(ctx, s.mode, s.ops, out)
+		} else {
+			out[0], err = w.Do(ctx, s.ops[0])
+		}
+		if err != nil {
+			t.Fatalf("step %d: got error %v, want none", i, err)
+		}
+		for j, d := range out {
+			if got := outcomeOf(d); got != s.want[j] {
+				t.Errorf("step %d: op %d: got %s, want %s", i, j, got, s.want[j])
+			}
+		}
+	}
+
+	m := collect(t, r)
+	equalMap(t, "spigot.decisions", m.sums(t, "spigot.decisions"), map[string]int64{
+		"spigot.limit=login,spigot.outcome=allowed": 5,
+		"spigot.limit=login,spigot.outcome=denied":  2,
+		"spigot.limit=login,spigot.outcome=never":   1,
+		"spigot.limit=api,spigot.outcome=allowed":   3,
+	})
+	equalMap(t, "spigot.tokens.requested", m.sums(t, "spigot.tokens.requested"), map[string]int64{
+		"spigot.limit=login": 4 + 10 + 1 + 1 + 1,
+		"spigot.limit=api":   5 + 1 + 1,
+	})
+	equalMap(t, "spigot.store.duration", m.counts(t, "spigot.store.duration"), map[string]uint64{
+		"spigot.operation=do":       9,
+		"spigot.operation=do_multi": 2,
+	})
+	if _, ok := m["spigot.store.errors"]; ok {
+		t.Errorf("spigot.store.errors: got %v, want no data", m.sums(t, "spigot.store.errors"))
+	}
+	for name, unit := range map[string]string{
+		"spigot.decisions":        "{decision}",
+		"spigot.tokens.requested": "{token}",
+		"spigot.store.duration":   "s",
+	} {
+		if got := m[name].Unit; got != unit {
+			t.Errorf("%s: unit got %q, want %q", name, got, unit)
+		}
+		if m[name].Description == "" {
+			t.Errorf("%s: no description", name)
+		}
+	}
+	for _, kv := range m.allAttrs() {
+		if slices.Contains(keys, kv.Value.String()) {
+			t.Errorf("attribute %s=%q holds a key", kv.Key, kv.Value.String())
+		}
+	}
+}
+
+// ctxStore honours its context, as a network store does.
+type ctxStore struct{ spigot.Store }
+
+func (s ctxStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return spigot.Decision{}, fmt.Errorf("ctxstore: %w", err)
+	}
+	return s.Store.Do(ctx, op)
+}
+
+// failStore fails every call with err.
+type failStore struct{ err error }
+
+func (s failStore) Do(context.Context, spigot.Op) (spigot.Decision, error) {
+	return spigot.Decision{RetryAfter: spigot.Never, Remaining: -1}, s.err
+}
+
+func (s failStore) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return s.err
+}
+
+// oneStore applies one op per call: its DoMulti of several is unsupported.
+// It counts its calls of Do.
+type oneStore struct {
+	spigot.Store
+	dos *[]spigot.Action
+}
+
+func (s oneStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	*s.dos = append(*s.dos, op.Action)
+	return s.Store.Do(ctx, op)
+}
+
+func (s oneStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	return spigot.DoOne(ctx, s, mode, ops, out)
+}
+
+// TestErrorKinds checks spigot.store.errors for each kind of error, and
+// that an error is never counted as a decision.
+func TestErrorKinds(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	op := spigot.Op{Limit: login, Key: "10.0.0.1", N: 1}
+	steps := []struct {
+		kind  string
+		store spigot.Store
+		ctx   context.Context
+		op    spigot.Op
+		is    error
+	}{
+		{"invalid", memory.New(), context.Background(), spigot.Op{Limit: login, Key: "k", N: -1}, spigot.ErrInvalidCost},
+		{"invalid", memory.New(), context.Background(), spigot.Op{Key: "k", N: 1}, spigot.ErrInvalidLimit},
+		{"canceled", ctxStore{memory.New()}, cancelled, op, context.Canceled},
+		{"request", failStore{fmt.Errorf("WRONGTYPE: %w", spigot.ErrRequestFailed)}, context.Background(), op, spigot.ErrRequestFailed},
+		{"unavailable", failStore{errors.New("dial tcp: connection refused")}, context.Background(), op, nil},
+	}
+	for i, s := range steps {
+		mp, r := provider(t)
+		w := otelspigot.Wrap(s.store, otelspigot.WithMeterProvider(mp))
+		_, err := w.Do(s.ctx, s.op)
+		if err == nil || (s.is != nil && !errors.Is(err, s.is)) {
+			t.Errorf("step %d: got error %v, want one matching %v", i, err, s.is)
+		}
+		m := collect(t, r)
+		if got, want := m.sums(t, "spigot.store.errors"), map[string]int64{"error.type=" + s.kind: 1}; !mapsEqual(got, want) {
+			t.Errorf("step %d: got errors %v, want %v", i, got, want)
+		}
+		if got := m.sums(t, "spigot.decisions"); len(got) != 0 {
+			t.Errorf("step %d: got decisions %v, want none", i, got)
+		}
+		if got, want := m.counts(t, "spigot.store.duration"), map[string]uint64{"spigot.operation=do": 1}; !mapsEqual(got, want) {
+			t.Errorf("step %d: got durations %v, want %v", i, got, want)
+		}
+		if got := m["spigot.store.errors"].Unit; got != "{error}" {
+			t.Errorf("step %d: got unit %q, want {error}", i, got)
+		}
+	}
+}
+
+func mapsEqual[V comparable](a, b map[string]V) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if w, ok := a[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestUnsupportedFallback checks that a DoMulti the store cannot do counts
+// as an unsupported error, and that spigot.DoMulti's fallback (one Do per
+// op through the wrapper) counts each op exactly once.
+func TestUnsupportedFallback(t *testing.T) {
+	ctx := context.Background()
+	mp, r := provider(t)
+	var dos []spigot.Action
+	w := otelspigot.Wrap(oneStore{memory.New(memory.WithClock(clocktest.New(t0))), &dos}, otelspigot.WithMeterProvider(mp))
+	one := spigot.MustBucket("one", 1, spigot.PerMinute(1))
+
+	// A batch: one Do per op.
+	ops := []spigot.Op{{Limit: login, Key: "a", N: 1}, {Limit: api, Key: "b", N: 2}}
+	out := make([]spigot.Decision, len(ops))
+	if err := w.DoMulti(ctx, spigot.Independent, ops, out); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("step 0: got %v, want ErrUnsupported from the wrapper's DoMulti", err)
+	}
+	if err := spigot.DoMulti(ctx, w, spigot.Independent, ops, out); err != nil {
+		t.Fatalf("step 1: got %v, want no error", err)
+	}
+	// All or nothing, denied by the second op: a Take per op, then a
+	// Refund of the first, which is not a decision.
+	if _, err := w.Do(ctx, spigot.Op{Limit: one, Key: "c", N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ops = []spigot.Op{{Limit: login, Key: "a", N: 1}, {Limit: one, Key: "c", N: 1}}
+	if err := spigot.DoMulti(ctx, w, spigot.AllOrNothing, ops, out); err != nil {
+		t.Fatalf("step 2: got %v, want no error", err)
+	}
+	if got := []string{outcomeOf(out[0]), outcomeOf(out[1])}; got[1] != "denied" {
+		t.Errorf("step 2: got %v, want the second denied", got)
+	}
+
+	m := collect(t, r)
+	equalMap(t, "spigot.store.errors", m.sums(t, "spigot.store.errors"), map[string]int64{"error.type=unsupported": 3})
+	equalMap(t, "spigot.decisions", m.sums(t, "spigot.decisions"), map[string]int64{
+		"spigot.limit=login,spigot.outcome=allowed": 2, // step 1 and step 2's first Take
+		"spigot.limit=api,spigot.outcome=allowed":   1,
+		"spigot.limit=one,spigot.outcome=allowed":   1, // the setup Take
+		"spigot.limit=one,spigot.outcome=denied":    1,
+	})
+	equalMap(t, "spigot.tokens.requested", m.sums(t, "spigot.tokens.requested"), map[string]int64{
+		"spigot.limit=login": 2, "spigot.limit=api": 2, "spigot.limit=one": 2,
+	})
+	// Every call of the store's Do, and only those, is timed once:
+	// 2 Takes (step 1), 1 (setup), and in step 2 the fallback's Takes, its
+	// Refund of the first and whatever else it asks (Peeks).
+	takes := 0
+	for _, a := range dos {
+		if a == spigot.Take {
+			takes++
+		}
+	}
+	if takes != 5 {
+		t.Errorf("store: got %d Takes (%v), want 5", takes, dos)
+	}
+	equalMap(t, "spigot.store.duration", m.counts(t, "spigot.store.duration"), map[string]uint64{
+		"spigot.operation=do": uint64(len(dos)), "spigot.operation=do_multi": 3,
+	})
+}
+
+func TestErrorType(t *testing.T) {
+	for i, c := range []struct {
+		err  error
+		want string
+	}{
+		{spigot.ErrInvalidLimit, "invalid"},
+		{fmt.Errorf("bucket: %w", spigot.ErrInvalidLimit), "invalid"},
+		{fmt.Errorf("cost -1: %w", spigot.ErrInvalidCost), "invalid"},
+		{errors.ErrUnsupported, "unsupported"},
+		{fmt.Errorf("several ops: %w", errors.ErrUnsupported), "unsupported"},
+		{context.Canceled, "canceled"},
+		{fmt.Errorf("redis: %w", context.Canceled), "canceled"},
+		{spigot.ErrRequestFailed, "request"},
+		{fmt.Errorf("WRONGTYPE: %w", spigot.ErrRequestFailed), "request"},
+		{errors.Join(spigot.ErrRequestFailed, context.Canceled), "canceled"},
+		{errors.Join(spigot.ErrInvalidCost, spigot.ErrRequestFailed), "invalid"},
+		{context.DeadlineExceeded, "unavailable"},
+		{io.EOF, "unavailable"},
+		{hybrid.ErrUnavailable, "unavailable"},
+		{errors.New("dial tcp 127.0.0.1:6379: connection refused"), "unavailable"},
+	} {
+		if got := otelspigot.ErrorType(c.err); got != c.want {
+			t.Errorf("step %d: ErrorType(%v): got %q, want %q", i, c.err, got, c.want)
+		}
+	}
+}
+
+// TestHybrid runs store/hybrid on a real redis-server through a failure:
+// remote, then local with the breaker open, then remote again once a probe
+// after the cooldown succeeds.
+func TestHybrid(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis)
+	ctx := context.Background()
+	mp, r := provider(t)
+	clk := clocktest.New(t0)
+	h := hybrid.New(spigotredis.New(testclient.GoRedis(t, srv.Addr)), memory.New(memory.WithClock(clk)),
+		hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp))),
+		hybrid.WithBreaker(2, time.Second), hybrid.WithClock(clk))
+	reg, err := otelspigot.ObserveCircuit(h, otelspigot.WithMeterProvider(mp))
+	if err != nil {
+		t.Fatalf("ObserveCircuit: %v", err)
+	}
+	defer func() {
+		if err := reg.Unregister(); err != nil {
+			t.Errorf("Unregister: %v", err)
+		}
+	}()
+	limit := spigot.MustBucket("hyb", 1000, spigot.PerSecond(1))
+	op := spigot.Op{Limit: limit, Key: "10.0.0.9", N: 1}
+	do := func(step int) {
+		t.Helper()
+		d, err := h.Do(ctx, op)
+		if err != nil || !d.Allowed() {
+			t.Fatalf("step %d: got %+v, %v, want allowed", step, d, err)
+		}
+	}
+	check := func(step int, paths map[string]int64, circuit int64) {
+		t.Helper()
+		m := collect(t, r)
+		if got := m.sums(t, "spigot.hybrid.decisions"); !mapsEqual(got, paths) {
+			t.Errorf("step %d: got decisions %v, want %v", step, got, paths)
+		}
+		if got, want := m.sums(t, "spigot.hybrid.circuit"), map[string]int64{"": circuit}; !mapsEqual(got, want) {
+			t.Errorf("step %d: got circuit %v, want %v", step, got, want)
+		}
+		if got := m["spigot.hybrid.decisions"].Unit; got != "{decision}" {
+			t.Errorf("step %d: got unit %q, want {decision}", step, got)
+		}
+		if got := m["spigot.hybrid.circuit"].Unit; got != "{state}" {
+			t.Errorf("step %d: got unit %q, want {state}", step, got)
+		}
+	}
+
+	// Step 0: the remote decides.
+	for range 3 {
+		do(0)
+	}
+	check(0, map[string]int64{"spigot.path=remote": 3}, 0)
+
+	// Step 1: the remote is down: two failures open the breaker, then the
+	// local store decides without asking it.
+	srv.Kill()
+	for range 4 {
+		do(1)
+	}
+	if c := h.Circuit(); c != hybrid.CircuitOpen {
+		t.Fatalf("step 1: got circuit %v, want open", c)
+	}
+	check(1, map[string]int64{"spigot.path=remote": 3, "spigot.path=local": 4}, 2)
+
+	// Step 2: the remote is back; past the cooldown a probe closes the
+	// breaker. A probe may fail on a connection the kill left in the pool:
+	// then the breaker opens for another cooldown, so try again.
+	srv.Restart()
+	local := int64(4)
+	for i := 0; h.Circuit() != hybrid.CircuitClosed; i++ {
+		if i == 20 {
+			t.Fatalf("step 2: circuit %v after %d probes, want closed", h.Circuit(), i)
+		}
+		clk.Advance(time.Second + time.Millisecond)
+		d, err := h.Do(ctx, op)
+		if err != nil || !d.Allowed() {
+			t.Fatalf("step 2: got %+v, %v, want allowed", d, err)
+		}
+		if h.Circuit() != hybrid.CircuitClosed {
+			local++
+		}
+	}
+	check(2, map[string]int64{"spigot.path=remote": 4, "spigot.path=local": local}, 0)
+
+	// Step 3: the remote decides again.
+	do(3)
+	check(3, map[string]int64{"spigot.path=remote": 5, "spigot.path=local": local}, 0)
+}
+
+// TestHTTPObserver counts an httplimit middleware's decisions by route,
+// and a failing store's errors.
+func TestHTTPObserver(t *testing.T) {
+	mp, r := provider(t)
+	perAddr := spigot.MustBucket("per-address", 5, spigot.PerMinute(1))
+	perUser := spigot.MustBucket("per-user", 2, spigot.PerMinute(1))
+	obs := httplimit.WithObserver(otelspigot.HTTPObserver(otelspigot.WithMeterProvider(mp)))
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+
+	mux := http.NewServeMux()
+	mw := httplimit.New(memory.New(memory.WithClock(clocktest.New(t0))),
+		httplimit.By(perAddr, httplimit.ClientIP()), httplimit.By(perUser, httplimit.Header("X-User")), obs)
+	mux.Handle("GET /items/{id}", mw.Wrap(ok))
+	failing := httplimit.New(failStore{errors.New("connection refused")}, httplimit.By(perAddr, nil), obs)
+	mux.Handle("GET /fail", failing.Wrap(ok))
+
+	for i, s := range []struct {
+		path string
+		want int
+	}{
+		{"/items/1", http.StatusOK},
+		{"/items/2", http.StatusOK},
+		{"/items/3", http.StatusTooManyRequests},
+		{"/fail", http.StatusOK}, // a failing store serves by default
+	} {
+		req := httptest.NewRequest("GET", s.path, nil)
+		req.Header.Set("X-User", "alice")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code != s.want {
+			t.Errorf("step %d: GET %s: got %d, want %d", i, s.path, rec.Code, s.want)
+		}
+	}
+
+	m := collect(t, r)
+	const route = "http.route=GET /items/{id},"
+	equalMap(t, "spigot.decisions", m.sums(t, "spigot.decisions"), map[string]int64{
+		route + "spigot.limit=per-address,spigot.outcome=allowed": 3,
+		route + "spigot.limit=per-user,spigot.outcome=allowed":    2,
+		route + "spigot.limit=per-user,spigot.outcome=denied":     1,
+	})
+	equalMap(t, "spigot.tokens.requested", m.sums(t, "spigot.tokens.requested"), map[string]int64{
+		route + "spigot.limit=per-address": 3,
+		route + "spigot.limit=per-user":    3,
+	})
+	equalMap(t, "spigot.store.errors", m.sums(t, "spigot.store.errors"), map[string]int64{"error.type=unavailable": 1})
+	equalMap(t, "spigot.store.duration", m.counts(t, "spigot.store.duration"), map[string]uint64{
+		"spigot.operation=do_multi": 3, "spigot.operation=do": 1,
+	})
+	for _, kv := range m.allAttrs() {
+		if v := kv.Value.String(); v == "alice" || v == "192.0.2.1" {
+			t.Errorf("attribute %s=%q holds a key", kv.Key, v)
+		}
+	}
+}
+
+// TestSpans checks the span of each Do with WithTracerProvider, and that
+// there is none without it, even under a recording parent span.
+func TestSpans(t *testing.T) {
+	ctx := context.Background()
+	sr := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	mem := memory.New(memory.WithClock(clocktest.New(t0)))
+	one := spigot.MustBucket("one", 1, spigot.PerMinute(1))
+	traced := otelspigot.Wrap(mem, otelspigot.WithTracerProvider(tp), otelspigot.WithMeterProvider(noop.NewMeterProvider()))
+	failing := otelspigot.Wrap(failStore{errors.New("connection refused")}, otelspigot.WithTracerProvider(tp), otelspigot.WithMeterProvider(noop.NewMeterProvider()))
+
+	steps := []struct {
+		s       *otelspigot.Store
+		op      spigot.Op
+		outcome string // "" for an error
+		status  codes.Code
+	}{
+		{traced, spigot.Op{Limit: one, Key: "10.0.0.1", N: 1}, "allowed", codes.Unset},
+		{traced, spigot.Op{Limit: one, Key: "10.0.0.1", N: 1}, "denied", codes.Unset},
+		{traced, spigot.Op{Limit: one, Key: "10.0.0.1", Action: spigot.TakeUpTo, N: 2}, "denied", codes.Unset},
+		{traced, spigot.Op{Limit: one, Key: "10.0.0.1", N: 5}, "never", codes.Unset},
+		{failing, spigot.Op{Limit: one, Key: "10.0.0.1", N: 1}, "", codes.Error},
+	}
+	for i, s := range steps {
+		s.s.Do(ctx, s.op)
+		spans := sr.Ended()
+		if len(spans) != i+1 {
+			t.Fatalf("step %d: got %d spans, want %d", i, len(spans), i+1)
+		}
+		sp := spans[i]
+		if sp.Name() != "spigot.Do" {
+			t.Errorf("step %d: got span %q, want spigot.Do", i, sp.Name())
+		}
+		if sp.InstrumentationScope().Name != otelspigot.ScopeName {
+			t.Errorf("step %d: got scope %q, want %q", i, sp.InstrumentationScope().Name, otelspigot.ScopeName)
+		}
+		got := map[string]string{}
+		for _, kv := range sp.Attributes() {
+			got[string(kv.Key)] = kv.Value.String()
+		}
+		want := map[string]string{"spigot.limit": "one", "spigot.action": s.op.Action.String(), "spigot.tokens": fmt.Sprint(s.op.N)}
+		if s.outcome != "" {
+			want["spigot.outcome"] = s.outcome
+		}
+		if !mapsEqual(got, want) {
+			t.Errorf("step %d: got attributes %v, want %v", i, got, want)
+		}
+		if sp.Status().Code != s.status {
+			t.Errorf("step %d: got status %v, want %v", i, sp.Status().Code, s.status)
+		}
+		if s.status == codes.Error {
+			if sp.Status().Description != "unavailable" {
+				t.Errorf("step %d: got status description %q, want unavailable", i, sp.Status().Description)
+			}
+			if ev := sp.Events(); len(ev) != 1 || ev[0].Name != "exception" {
+				t.Errorf("step %d: got events %v, want one exception", i, ev)
+			}
+		}
+	}
+
+	// DoMulti has a span of its own.
+	out := make([]spigot.Decision, 2)
+	traced.DoMulti(ctx, spigot.AllOrNothing, []spigot.Op{{Limit: login, Key: "x", N: 1}, {Limit: api, Key: "y", N: 1}}, out)
+	if spans := sr.Ended(); len(spans) != len(steps)+1 || spans[len(steps)].Name() != "spigot.DoMulti" {
+		t.Errorf("DoMulti: got %d spans, want a spigot.DoMulti span", len(spans))
+	}
+
+	// Without WithTracerProvider: no span, even within a recording span.
+	n := len(sr.Ended())
+	pctx, parent := tp.Tracer("test").Start(ctx, "parent")
+	otelspigot.Wrap(mem, otelspigot.WithMeterProvider(noop.NewMeterProvider())).Do(pctx, spigot.Op{Limit: login, Key: "z", N: 1})
+	parent.End()
+	if spans := sr.Ended(); len(spans) != n+1 || spans[n].Name() != "parent" {
+		t.Errorf("untraced: got %d spans after %d, want only the parent", len(spans), n)
+	}
+}
+
+// TestNoopAllocs checks that the wrapper allocates nothing with a no-op
+// MeterProvider, on a key that already has state.
+func TestNoopAllocs(t *testing.T) {
+	ctx := context.Background()
+	w := otelspigot.Wrap(memory.New(memory.WithClock(clocktest.New(t0))), otelspigot.WithMeterProvider(noop.NewMeterProvider()))
+	op := spigot.Op{Limit: spigot.MustBucket("big", 1<<30, spigot.PerSecond(1)), Key: "10.0.0.1", N: 1}
+	if _, err := w.Do(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { w.Do(ctx, op) }); n != 0 {
+		t.Errorf("got %v allocations per Do, want 0", n)
+	}
+}
+
+// TestSDKAllocs checks that recording a decision in the SDK allocates
+// nothing once the limit's attributes are built.
+func TestSDKAllocs(t *testing.T) {
+	ctx := context.Background()
+	mp, _ := provider(t)
+	w := otelspigot.Wrap(memory.New(memory.WithClock(clocktest.New(t0))), otelspigot.WithMeterProvider(mp))
+	op := spigot.Op{Limit: spigot.MustBucket("big", 1<<30, spigot.PerSecond(1)), Key: "10.0.0.1", N: 1}
+	if _, err := w.Do(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() { w.Do(ctx, op) }); n != 0 {
+		t.Errorf("got %v allocations per Do, want 0", n)
+	}
+}
+
+func TestWrapNil(t *testing.T) {
+	for i, s := range []spigot.Store{nil, (*memory.Store)(nil)} {
+		func() {
+			defer func() {
+				if got, want := fmt.Sprint(recover()), "spigot: otelspigot: Wrap: nil Store"; got != want {
+					t.Errorf("step %d: got panic %q, want %q", i, got, want)
+				}
+			}()
+			otelspigot.Wrap(s)
+		}()
+	}
+}
