@@ -7,9 +7,10 @@
 // exactly what the store it wraps does, and passes every operation
 // through:
 //
-//	store := otelspigot.Wrap(hybrid.New(spigotredis.New(rdb), memory.New(),
-//		hybrid.WithObserver(otelspigot.HybridObserver())))
+//	h := hybrid.New(spigotredis.New(rdb), memory.New(),
+//		hybrid.WithObserver(otelspigot.HybridObserver()))
 //	otelspigot.ObserveCircuit(h) // the breaker's state, as a gauge
+//	limiter := spigot.New(otelspigot.Wrap(h), login)
 //
 // # Instruments
 //
@@ -33,8 +34,11 @@
 // Only limit names, outcomes, paths and routes do, whose number your
 // configuration bounds.
 //
-// With a no-op MeterProvider (the global one until you set one), the
-// wrapper neither reads the clock nor allocates.
+// With a no-op MeterProvider (go.opentelemetry.io/otel/metric/noop) the
+// wrapper passes every call straight through, with no allocation. The
+// global provider, until you set one, records nothing either, but is
+// asked on every call, since it starts recording once set: the wrapper
+// then reads no clock and allocates nothing.
 package otelspigot
 
 import (
