@@ -110,6 +110,7 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatalf("%d cells; want 32", len(r.Cells))
 	}
 	var names []string
+	var denied int64 // each cell's bucket comes from a first short run, so a cell that ran much slower than it may deny nothing: count them all
 	for _, c := range r.Cells {
 		if !slices.Contains(names, c.Store) {
 			names = append(names, c.Store)
@@ -120,12 +121,13 @@ func TestBenchEndToEnd(t *testing.T) {
 		if c.MaxAdmitted == 0 || c.Admitted > c.MaxAdmitted {
 			t.Errorf("%s c=%d keys=%d: admitted %d, bound %d; want a bound, kept", c.Store, c.Concurrency, c.Keys, c.Admitted, c.MaxAdmitted)
 		}
-		if c.Denied == 0 {
-			t.Errorf("%s c=%d keys=%d: nothing denied with -deny 0.5", c.Store, c.Concurrency, c.Keys)
-		}
+		denied += c.Denied
 		if c.Throughput <= 0 || c.Latency.P50 <= 0 || c.Latency.Max < c.Latency.P99 {
 			t.Errorf("%s c=%d keys=%d: throughput %v, latency %+v", c.Store, c.Concurrency, c.Keys, c.Throughput, c.Latency)
 		}
+	}
+	if denied == 0 {
+		t.Errorf("nothing denied in %d cells with -deny 0.5", len(r.Cells))
 	}
 	want := []string{"memory", "redis", "redis raw", "valkey", "valkey raw", "rueidis", "rueidis raw", "hybrid"}
 	if !slices.Equal(names, want) {
