@@ -362,18 +362,28 @@ func (m *Middleware) resolve(r *http.Request, s *scratch, action spigot.Action, 
 
 // resolve returns the limit and the key of rule i for r.
 func (ru *rule) resolve(r *http.Request, i int) (spigot.Limit, string, error) {
-	l := ru.limit
-	if ru.choose != nil {
-		var err error
-		if l, err = ru.choose(r); err != nil {
-			return l, "", fmt.Errorf("spigot: httplimit: choosing the limit of rule %d: %w", i, err)
-		}
-		if l == (spigot.Limit{}) {
-			return l, "", fmt.Errorf("spigot: httplimit: rule %d chose the zero Limit: %w", i, spigot.ErrInvalidLimit)
-		}
+	l, err := ru.limitFor(r, i)
+	if err != nil {
+		return l, "", err
 	}
 	k, err := ru.key(r)
 	return l, k, err
+}
+
+// limitFor returns the limit of rule i for r: its own, or the one its
+// func chooses.
+func (ru *rule) limitFor(r *http.Request, i int) (spigot.Limit, error) {
+	if ru.choose == nil {
+		return ru.limit, nil
+	}
+	l, err := ru.choose(r)
+	if err != nil {
+		return l, fmt.Errorf("spigot: httplimit: choosing the limit of rule %d: %w", i, err)
+	}
+	if l == (spigot.Limit{}) {
+		return l, fmt.Errorf("spigot: httplimit: rule %d chose the zero Limit: %w", i, spigot.ErrInvalidLimit)
+	}
+	return l, nil
 }
 
 // setHeaders sets in h the rate-limit headers of the decisions out on
@@ -489,12 +499,9 @@ func (m *Middleware) defaultDeny(w http.ResponseWriter, r *http.Request, res *Re
 func (m *Middleware) Reset(r *http.Request, l spigot.Limit) (spigot.Decision, error) {
 	for i := range m.rules {
 		ru := &m.rules[i]
-		chosen := ru.limit
-		if ru.choose != nil {
-			var err error
-			if chosen, err = ru.choose(r); err != nil {
-				return spigot.Decision{}, fmt.Errorf("spigot: httplimit: Reset: choosing the limit of rule %d: %w", i, err)
-			}
+		chosen, err := ru.limitFor(r, i)
+		if err != nil {
+			return spigot.Decision{}, err
 		}
 		if chosen != l {
 			continue

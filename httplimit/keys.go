@@ -119,7 +119,8 @@ func (c *clientIP) key(r *http.Request) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w: the peer's address %q is not an IP address", ErrNoKey, r.RemoteAddr)
 		}
-		return c.format(peer, hostPart(r.RemoteAddr)), nil
+		host, _ := splitHost(r.RemoteAddr)
+		return c.format(peer, host), nil
 	}
 	// The peer is a trusted proxy: walk its header back from the right,
 	// line by line, entry by entry.
@@ -182,17 +183,21 @@ func (c *clientIP) format(a netip.Addr, text string) string {
 	return string(b)
 }
 
-// hostPart returns the host of "host:port" or "[host]:port" as written,
-// or s itself when it has no port.
-func hostPart(s string) string {
-	if strings.HasPrefix(s, "[") {
-		if end := strings.IndexByte(s, ']'); end > 0 {
-			return s[1:end]
+// splitHost returns the host of "host:port" or "[host]:port", or s itself
+// when it has no port, and false for a bracketed host followed by
+// something other than a port.
+func splitHost(s string) (host string, ok bool) {
+	if strings.HasPrefix(s, "[") { // [IPv6] or [IPv6]:port
+		end := strings.IndexByte(s, ']')
+		if end < 0 || end+1 < len(s) && s[end+1] != ':' {
+			return s, false
 		}
-	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i {
-		return s[:i]
+		return s[1:end], true
 	}
-	return s
+	if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i { // IPv4:port
+		return s[:i], true
+	}
+	return s, true
 }
 
 // parseHost parses an address with or without a port ("192.0.2.1",
@@ -203,15 +208,9 @@ func parseHost(s string, quoted bool) (netip.Addr, error) {
 	if quoted && len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
 		s = s[1 : len(s)-1]
 	}
-	host := s
-	if strings.HasPrefix(s, "[") { // [IPv6] or [IPv6]:port
-		end := strings.IndexByte(s, ']')
-		if end < 0 || end+1 < len(s) && s[end+1] != ':' {
-			return netip.Addr{}, errNotIP
-		}
-		host = s[1:end]
-	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i { // IPv4:port
-		host = s[:i]
+	host, ok := splitHost(s)
+	if !ok {
+		return netip.Addr{}, errNotIP
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
@@ -228,25 +227,23 @@ var errNotIP = errors.New("not an IP address")
 // element's for= value (quotes included) and the elements before it. An
 // element without for= gives "".
 func lastForwardedFor(s string) (forValue, rest string) {
-	// Find the start of the last element: the last comma outside quotes.
-	start, inQuote := 0, false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\' && inQuote:
-			i++
-		case c == '"':
-			inQuote = !inQuote
-		case c == ',' && !inQuote:
-			start = i + 1
-		}
+	// The last element starts after the last comma outside quotes (where
+	// the quotes are closed, so the search can go on from there).
+	start := 0
+	for i := indexUnquoted(s, ','); i >= 0; i = indexUnquoted(s[start:], ',') {
+		start += i + 1
 	}
 	elem := s[start:]
 	if start > 0 {
 		rest = s[:start-1]
 	}
 	for elem != "" {
-		var pair string
-		pair, elem = cutPair(elem)
+		pair := elem
+		if i := indexUnquoted(elem, ';'); i >= 0 {
+			pair, elem = elem[:i], elem[i+1:]
+		} else {
+			elem = ""
+		}
 		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
 		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
 			return strings.TrimSpace(value), rest
@@ -255,8 +252,9 @@ func lastForwardedFor(s string) (forValue, rest string) {
 	return "", rest
 }
 
-// cutPair splits s at its first semicolon outside quotes.
-func cutPair(s string) (pair, rest string) {
+// indexUnquoted returns the index of the first sep in s outside quoted
+// strings (RFC 7230: between '"', with '\' escaping the next byte), or -1.
+func indexUnquoted(s string, sep byte) int {
 	inQuote := false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -264,11 +262,11 @@ func cutPair(s string) (pair, rest string) {
 			i++
 		case c == '"':
 			inQuote = !inQuote
-		case c == ';' && !inQuote:
-			return s[:i], s[i+1:]
+		case c == sep && !inQuote:
+			return i
 		}
 	}
-	return s, ""
+	return -1
 }
 
 // clip shortens s for an error message.
