@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -249,6 +250,10 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 		}
 		cells += n * len(f.concurrency) * len(f.keys)
 	}
+	withCeiling := ceilingTool != "" && len(addrs) == 1 // not on a cluster
+	if withCeiling {
+		cells += 2 * len(f.concurrency) // the ceilings, unpipelined and 16 deep
+	}
 	progress := bench.NewProgress(stderr, cells)
 	defer progress.Finish()
 	seq := 0
@@ -268,7 +273,7 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 					if raw {
 						name += " raw"
 					}
-					progress.Start(fmt.Sprintf("%s c=%d keys=%d", name, conc, nkeys))
+					progress.Start(bench.CellLabel(name, conc, nkeys))
 					cell, err := runCell(ctx, f, t, raw, conc, nkeys, seq, &serving)
 					progress.Done()
 					if report.Miniredis {
@@ -286,7 +291,7 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 			}
 		}
 	}
-	if ceilingTool != "" && len(addrs) == 1 {
+	if withCeiling {
 		report.Ceilings, err = ceilings(ctx, f, ceilingTool, addrs[0], progress)
 		if ctx.Err() != nil {
 			report.Interrupted = true
@@ -405,8 +410,8 @@ func benchTargets(names, addrs []string, cluster bool) ([]target, func(), error)
 			remote := client("go-redis").Store.(*spigotredis.Store)
 			targets = append(targets, target{name: "hybrid", store: hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Second))})
 		default:
-			lib := map[string]string{"redis": "go-redis", "valkey": "valkey-go", "rueidis": "rueidis"}[name]
-			c := client(lib)
+			i := slices.IndexFunc(benchStores, func(st struct{ name, client string }) bool { return st.name == name })
+			c := client(benchStores[i].client)
 			targets = append(targets, target{name: name, store: c.Store, raw: c.Raw})
 		}
 	}
@@ -430,23 +435,16 @@ func ceilings(ctx context.Context, f *benchFlags, tool, addr string, progress be
 			if err != nil {
 				return out, err
 			}
-			progress.Start(fmt.Sprintf("%s -c %d -P %d", baseName(tool), conc, p))
+			progress.Start(fmt.Sprintf("%s -c %d -P %d", filepath.Base(tool), conc, p))
 			rps, err := bench.RedisBenchmark(tool, args)
 			progress.Done()
 			if err != nil {
 				return out, err
 			}
-			out = append(out, bench.Ceiling{Tool: baseName(tool), Concurrency: conc, Pipeline: p, Throughput: rps})
+			out = append(out, bench.Ceiling{Tool: filepath.Base(tool), Concurrency: conc, Pipeline: p, Throughput: rps})
 		}
 	}
 	return out, nil
-}
-
-func baseName(p string) string {
-	if i := strings.LastIndexByte(p, '/'); i >= 0 {
-		return p[i+1:]
-	}
-	return p
 }
 
 // findBenchmarkTool returns the path of the benchmark tool of the server
