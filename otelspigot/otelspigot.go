@@ -196,14 +196,7 @@ func (in *instruments) decided(ctx context.Context, op spigot.Op, d spigot.Decis
 		return
 	}
 	a := in.attrs(op.Limit.Name(), route)
-	o := 0
-	switch {
-	case d.RetryAfter == spigot.Never:
-		o = 2
-	case !d.Allowed():
-		o = 1
-	}
-	in.decisions.Add(ctx, 1, a.outcome[o]...)
+	in.decisions.Add(ctx, 1, a.outcome[outcomeOf(d)]...)
 	in.tokens.Add(ctx, op.N, a.tokens...)
 }
 
@@ -310,14 +303,33 @@ func (s *Store) do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			LimitKey.String(op.Limit.Name()), attribute.String("spigot.action", op.Action.String()), attribute.Int64("spigot.tokens", op.N)))
 		defer span.End()
 	}
+	var d spigot.Decision
+	err := s.call(ctx, span, 0, func() (err error) {
+		d, err = s.next.Do(ctx, op)
+		return err
+	})
+	if err != nil {
+		return d, err
+	}
+	s.in.decided(ctx, op, d, "")
+	if span != nil {
+		span.SetAttributes(OutcomeKey.String(outcomes[outcomeOf(d)]))
+	}
+	return d, nil
+}
+
+// call runs f, a call of the wrapped store, and records how long it took
+// (spigot.store.duration, for operation 0 do or 1 do_multi) and its
+// error, on span too when there is one.
+func (s *Store) call(ctx context.Context, span trace.Span, operation int, f func() error) error {
 	timed := s.in.duration.Enabled(ctx)
 	var start time.Time
 	if timed {
 		start = time.Now()
 	}
-	d, err := s.next.Do(ctx, op)
+	err := f()
 	if timed {
-		s.in.duration.Record(ctx, time.Since(start).Seconds(), s.in.ops[0]...)
+		s.in.duration.Record(ctx, time.Since(start).Seconds(), s.in.ops[operation]...)
 	}
 	if err != nil {
 		s.in.failed(ctx, err)
@@ -325,13 +337,8 @@ func (s *Store) do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, ErrorType(err))
 		}
-		return d, err
 	}
-	s.in.decided(ctx, op, d, "")
-	if span != nil {
-		span.SetAttributes(OutcomeKey.String(outcome(d)))
-	}
-	return d, nil
+	return err
 }
 
 // DoMulti implements spigot.Store: it applies ops in the wrapped store, as
@@ -353,21 +360,8 @@ func (s *Store) doMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 			attribute.Bool("spigot.all_or_nothing", mode == spigot.AllOrNothing)))
 		defer span.End()
 	}
-	timed := s.in.duration.Enabled(ctx)
-	var start time.Time
-	if timed {
-		start = time.Now()
-	}
-	err := s.next.DoMulti(ctx, mode, ops, out)
-	if timed {
-		s.in.duration.Record(ctx, time.Since(start).Seconds(), s.in.ops[1]...)
-	}
+	err := s.call(ctx, span, 1, func() error { return s.next.DoMulti(ctx, mode, ops, out) })
 	if err != nil {
-		s.in.failed(ctx, err)
-		if span != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, ErrorType(err))
-		}
 		if mode == spigot.AllOrNothing || errors.Is(err, errors.ErrUnsupported) || len(out) != len(ops) {
 			return err
 		}
@@ -381,12 +375,13 @@ func (s *Store) doMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	return err
 }
 
-func outcome(d spigot.Decision) string {
+// outcomeOf returns the index in outcomes of d's outcome.
+func outcomeOf(d spigot.Decision) int {
 	switch {
 	case d.RetryAfter == spigot.Never:
-		return outcomes[2]
+		return 2
 	case !d.Allowed():
-		return outcomes[1]
+		return 1
 	}
-	return outcomes[0]
+	return 0
 }
