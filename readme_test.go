@@ -170,6 +170,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,17 +284,8 @@ func TestResetOnSuccess(t *testing.T) {
 	}
 	if _, h := post(t, client, srv.URL, "bob", "wrong"); h.Get("X-Ratelimit-Remaining") == "" {
 		t.Fatalf("no X-RateLimit-Remaining")
-	} else if rl := h.Get("Ratelimit"); !contains(rl, "\"login-user\";r=4;") {
+	} else if rl := h.Get("Ratelimit"); !strings.Contains(rl, "\"login-user\";r=4;") {
 		t.Errorf("after a success, RateLimit %s; want the account full again less this attempt: r=4", rl)
 	}
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
 }
 `
