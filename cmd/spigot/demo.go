@@ -229,11 +229,24 @@ func (d *demoServer) handler() http.Handler {
 	static, _ := fs.Sub(demoFiles, "demo")
 	mux.Handle("GET /", http.FileServerFS(static))
 	mux.Handle("POST /api/request", d.mw.Wrap(http.HandlerFunc(d.admitted)))
-	mux.HandleFunc("GET /api/state", d.state)
-	mux.HandleFunc("POST /api/config", d.config)
-	mux.HandleFunc("POST /api/reset", d.reset)
+	mux.HandleFunc("GET /api/state", keyed(d.state))
+	mux.HandleFunc("POST /api/config", keyed(d.config))
+	mux.HandleFunc("POST /api/reset", keyed(d.reset))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// keyed returns the handler that calls h with the request's page key, or
+// answers 400 without one.
+func keyed(h func(w http.ResponseWriter, r *http.Request, key string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, err := demoKey(r)
+		if err != nil {
+			jsonError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		h(w, r, key)
+	}
 }
 
 // A demoReply is the JSON answer to a request: what the limiter decided,
@@ -278,12 +291,7 @@ type demoState struct {
 	Degraded   bool    `json:"degraded"`  // the peek says nothing of the bucket
 }
 
-func (d *demoServer) state(w http.ResponseWriter, r *http.Request) {
-	key, err := demoKey(r)
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, err.Error())
-		return
-	}
+func (d *demoServer) state(w http.ResponseWriter, r *http.Request, key string) {
 	d.writeState(w, r.Context(), key)
 }
 
@@ -322,12 +330,7 @@ func (d *demoServer) writeState(w http.ResponseWriter, ctx context.Context, key 
 // config sets a page's bucket: capacity and rate, as form values. The
 // bucket keeps its name, so its tokens carry over (spigot's config-change
 // rule). Bad input changes nothing.
-func (d *demoServer) config(w http.ResponseWriter, r *http.Request) {
-	key, err := demoKey(r)
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, err.Error())
-		return
-	}
+func (d *demoServer) config(w http.ResponseWriter, r *http.Request, key string) {
 	l, err := demoLimit(r.FormValue("capacity"), r.FormValue("rate"))
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, err.Error())
@@ -369,12 +372,7 @@ func demoLimit(capacity, rate string) (spigot.Limit, error) {
 }
 
 // reset fills a page's bucket again.
-func (d *demoServer) reset(w http.ResponseWriter, r *http.Request) {
-	key, err := demoKey(r)
-	if err != nil {
-		jsonError(w, http.StatusBadRequest, err.Error())
-		return
-	}
+func (d *demoServer) reset(w http.ResponseWriter, r *http.Request, key string) {
 	if _, err := d.store.Do(r.Context(), spigot.Op{Limit: d.limit(key), Key: key, Action: spigot.Reset}); err != nil {
 		jsonError(w, http.StatusServiceUnavailable, "the store failed: "+err.Error())
 		return
