@@ -69,6 +69,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,7 +231,10 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 
 // WithDetach runs every remote call on a goroutine of its own, so that the
 // call returns at its deadline even when the remote ignores its context
-// (the abandoned goroutine ends when the remote returns). It costs a
+// (the abandoned goroutine ends when the remote returns). A detached
+// DoMulti works on copies of its ops and decisions, and copies the
+// decisions back only when the remote answers in time: once DoMulti has
+// returned, the caller may reuse both slices. It costs a
 // hand-off between goroutines on every call (measured: about a quarter
 // more latency on a loopback Redis), so use it only for such remotes.
 func WithDetach() Option { return func(s *Store) { s.detach = true } }
@@ -389,9 +393,19 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		return err
 	}
 	if call, probe := s.allow(); call {
-		_, err := remoteCall(s, ctx, ops[0], probe, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, s.remote.DoMulti(ctx, mode, ops, out)
+		rops, rout := ops, out
+		if s.detach {
+			// The call may outlive DoMulti, which must then leave the
+			// caller's slices alone: it gets slices of its own, and only
+			// an answer in time is copied back.
+			rops, rout = slices.Clone(ops), make([]spigot.Decision, len(out))
+		}
+		got, err := remoteCall(s, ctx, ops[0], probe, func(ctx context.Context) ([]spigot.Decision, error) {
+			return rout, s.remote.DoMulti(ctx, mode, rops, rout)
 		})
+		if s.detach {
+			copy(out, got) // nil when the call did not return in time
+		}
 		switch {
 		case err == nil:
 			for i, op := range ops {

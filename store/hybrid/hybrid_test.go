@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -955,6 +956,59 @@ func TestLateAnswer(t *testing.T) {
 	// never admitted twice.
 	if a, err := takeN(t.Context(), f.s, cap4, "k", 1); err != nil || a != allow(1, 2, 2*sec) {
 		t.Errorf("the next request: got %s, %v; want %s", show(a), err, show(allow(1, 2, 2*sec)))
+	}
+}
+
+// TestLateAnswerMulti: with WithDetach, a remote DoMulti that answers
+// after its deadline works on slices of its own: it neither reads the ops
+// nor writes the decisions the caller reuses once DoMulti has returned
+// (as httplimit does, from a pool), and it charges the ops it was given.
+func TestLateAnswerMulti(t *testing.T) {
+	checkGoroutines(t)
+	f := newFixture(t, hybrid.WithTimeout(20*ms), hybrid.WithBreaker(5, 10*sec))
+	f.remote.set(hang)
+	ops := []spigot.Op{{Limit: cap4, Key: "a", N: 1}, {Limit: cap4, Key: "b", N: 2}}
+	out := make([]spigot.Decision, len(ops))
+	if err := f.s.DoMulti(t.Context(), spigot.Independent, ops, out); err != nil {
+		t.Fatalf("DoMulti on a hung remote: %v", err)
+	}
+	if want := []spigot.Decision{allow(1, 3, sec), allow(2, 2, 2*sec)}; !slices.Equal(out, want) {
+		t.Fatalf("DoMulti on a hung remote: got %v, want the local store's %v", out, want)
+	}
+	f.remote.waitHung(t, 1)
+
+	// The caller reuses its slices for another request, before and while
+	// the late answer comes.
+	reused := []spigot.Op{{Limit: cap4, Key: "x", N: 3}, {Limit: cap4, Key: "y", N: 4}}
+	mine := spigot.Decision{N: 99, Remaining: 99}
+	reuse := func() {
+		copy(ops, reused)
+		for i := range out {
+			out[i] = mine
+		}
+	}
+	reuse()
+	f.remote.set(succeed)
+	f.remote.releaseAll()
+	reuse()
+	f.remote.waitDone(t, 1)
+	for i, d := range out {
+		if d != mine {
+			t.Errorf("decision %d after the late answer: got %s, want the caller's own %s", i, show(d), show(mine))
+		}
+	}
+	if !slices.Equal(ops, reused) {
+		t.Errorf("ops after the late answer: got %v, want the caller's own %v", ops, reused)
+	}
+	// The late answer charged the ops of the call that timed out.
+	for i, c := range []struct {
+		key  string
+		want int64
+	}{{"a", 3}, {"b", 2}, {"x", 4}, {"y", 4}} {
+		d, err := f.remote.mem.Do(t.Context(), spigot.Op{Limit: cap4, Key: c.key, Action: spigot.Peek})
+		if err != nil || d.Remaining != c.want {
+			t.Errorf("step %d: the remote's %q: got %s, %v; want Remaining %d", i+1, c.key, show(d), err, c.want)
+		}
 	}
 }
 
