@@ -69,6 +69,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -219,15 +220,26 @@ type Store struct {
 type Option func(*Store)
 
 // WithTimeout bounds every remote call to d (default DefaultTimeout,
-// 50 ms; d ≤ 0 means the default), or less when the caller's deadline
-// comes first. A remote that has not answered by then has failed.
+// 50 ms; 0 means the default), or less when the caller's deadline comes
+// first. A remote that has not answered by then has failed. It panics if
+// d is negative.
 //
 // The deadline reaches the remote through its context, which spigot's
 // Redis-protocol stores honour however the server fails (refused, reset,
 // or accepting and never answering); a go-redis client needs
 // ContextTimeoutEnabled for that, as store/redis says. For a remote that
 // may ignore its context, add WithDetach.
-func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+func WithTimeout(d time.Duration) Option {
+	if d < 0 {
+		panic(fmt.Sprintf("spigot: hybrid: WithTimeout: %v: want 0 (the default) or more", d))
+	}
+	return func(s *Store) {
+		s.timeout = d
+		if d == 0 {
+			s.timeout = DefaultTimeout
+		}
+	}
+}
 
 // WithDetach runs every remote call on a goroutine of its own, so that the
 // call returns at its deadline even when the remote ignores its context
@@ -240,8 +252,13 @@ func WithTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d
 func WithDetach() Option { return func(s *Store) { s.detach = true } }
 
 // WithPolicy sets what decides while the remote is unavailable (default
-// Local).
-func WithPolicy(p Policy) Option { return func(s *Store) { s.policy = p } }
+// Local). It panics if p is not Local, FailOpen or FailClosed.
+func WithPolicy(p Policy) Option {
+	if p < Local || p > FailClosed {
+		panic(fmt.Sprintf("spigot: hybrid: WithPolicy: %v: want Local, FailOpen or FailClosed", p))
+	}
+	return func(s *Store) { s.policy = p }
+}
 
 // WithLocalLimit sets the bucket the local store enforces, under the
 // Local policy, in place of a request's bucket: for example the limit
@@ -249,8 +266,11 @@ func WithPolicy(p Policy) Option { return func(s *Store) { s.policy = p } }
 // about what the remote would. The default is the same bucket, so N
 // replicas admit up to N times the limit while the remote is down. Give
 // the local bucket the same name as the remote one unless the local store
-// is shared with other limiters.
+// is shared with other limiters. It panics if f is nil.
 func WithLocalLimit(f func(spigot.Limit) spigot.Limit) Option {
+	if f == nil {
+		panic("spigot: hybrid: WithLocalLimit: nil func")
+	}
 	return func(s *Store) { s.localBucket = f }
 }
 
@@ -258,15 +278,28 @@ func WithLocalLimit(f func(spigot.Limit) spigot.Limit) Option {
 // remote, usually looser than the remote's (say, twice the limit per
 // replica), so that a flood from one key is denied locally without a round
 // trip. A guard denial never calls the remote. The guard keeps its state
-// in a memory store of its own, on the Store's clock.
+// in a memory store of its own, on the Store's clock. It panics if f is
+// nil.
 func WithGuard(f func(spigot.Limit) spigot.Limit) Option {
+	if f == nil {
+		panic("spigot: hybrid: WithGuard: nil func")
+	}
 	return func(s *Store) { s.guardBucket = f }
 }
 
 // WithBreaker sets the breaker: it opens after failures consecutive remote
 // failures (default 5) and lets one probe through after cooldown (default
-// 5 s).
+// 5 s). It panics if failures is below 1 or cooldown is not above 0: there
+// is always a breaker.
 func WithBreaker(failures int, cooldown time.Duration) Option {
+	switch {
+	case failures < 1:
+		panic(fmt.Sprintf("spigot: hybrid: WithBreaker: failures %d: want 1 or more", failures))
+	case failures > math.MaxInt32:
+		panic(fmt.Sprintf("spigot: hybrid: WithBreaker: failures %d: want %d at most", failures, math.MaxInt32))
+	case cooldown <= 0:
+		panic(fmt.Sprintf("spigot: hybrid: WithBreaker: cooldown %v: want more than 0", cooldown))
+	}
 	return func(s *Store) { s.failures, s.cooldown = failures, cooldown }
 }
 
@@ -276,12 +309,17 @@ func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 
 // WithClock sets the clock of the breaker's cooldown and of the guard
 // (default: the system clock). Deadlines and the latencies the observer
-// sees are real time.
-func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
+// sees are real time. It panics if c is nil.
+func WithClock(c clock.Clock) Option {
+	if nilcheck.Nil(c) {
+		panic("spigot: hybrid: WithClock: nil Clock")
+	}
+	return func(s *Store) { s.clock = c }
+}
 
 // New returns a store that asks remote and falls back on local. It
-// panics if remote or local is nil: local is needed whenever the remote
-// fails, which is too late to find out.
+// panics if remote, local or an option is nil: local is needed whenever
+// the remote fails, which is too late to find out.
 func New(remote, local spigot.Store, opts ...Option) *Store {
 	switch {
 	case nilcheck.Nil(remote):
@@ -297,14 +335,11 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 		failures: DefaultFailures,
 		cooldown: DefaultCooldown,
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic(fmt.Sprintf("spigot: hybrid: New: option %d is nil", i))
+		}
 		o(s)
-	}
-	if s.failures < 1 {
-		s.failures = 1
-	}
-	if s.timeout <= 0 {
-		s.timeout = DefaultTimeout
 	}
 	if s.guardBucket != nil {
 		s.guard = memory.New(memory.WithClock(s.clock))

@@ -1036,11 +1036,11 @@ func TestObserverOptional(t *testing.T) {
 	}
 }
 
-// TestBreakerFailures: WithBreaker's count, and a count below 1 meaning 1.
+// TestBreakerFailures: WithBreaker's count.
 func TestBreakerFailures(t *testing.T) {
 	for _, c := range []struct {
 		failures, opensAfter int
-	}{{-1, 1}, {0, 1}, {1, 1}, {3, 3}, {hybrid.DefaultFailures, hybrid.DefaultFailures}} {
+	}{{1, 1}, {3, 3}, {hybrid.DefaultFailures, hybrid.DefaultFailures}} {
 		f := newFixture(t, hybrid.WithBreaker(c.failures, sec))
 		f.remote.set(fail)
 		for i := 1; i <= c.opensAfter; i++ {
@@ -1056,6 +1056,49 @@ func TestBreakerFailures(t *testing.T) {
 	}
 }
 
+// TestOptionPanics: an option that cannot mean what it says panics when
+// it is made, with a message naming it; so does New given a nil option.
+func TestOptionPanics(t *testing.T) {
+	clk := clocktest.New(t0)
+	id := func(b spigot.Limit) spigot.Limit { return b }
+	var nilClock *clocktest.Clock
+	for i, c := range []struct {
+		make func() hybrid.Option
+		want string
+	}{
+		{func() hybrid.Option { return hybrid.WithTimeout(-1) }, "spigot: hybrid: WithTimeout: -1ns: want 0 (the default) or more"},
+		{func() hybrid.Option { return hybrid.WithTimeout(-time.Second) }, "spigot: hybrid: WithTimeout: -1s: want 0 (the default) or more"},
+		{func() hybrid.Option { return hybrid.WithPolicy(hybrid.Policy(42)) }, "spigot: hybrid: WithPolicy: Policy(42): want Local, FailOpen or FailClosed"},
+		{func() hybrid.Option { return hybrid.WithPolicy(hybrid.Policy(-1)) }, "spigot: hybrid: WithPolicy: Policy(-1): want Local, FailOpen or FailClosed"},
+		{func() hybrid.Option { return hybrid.WithLocalLimit(nil) }, "spigot: hybrid: WithLocalLimit: nil func"},
+		{func() hybrid.Option { return hybrid.WithGuard(nil) }, "spigot: hybrid: WithGuard: nil func"},
+		{func() hybrid.Option { return hybrid.WithBreaker(0, 0) }, "spigot: hybrid: WithBreaker: failures 0: want 1 or more"},
+		{func() hybrid.Option { return hybrid.WithBreaker(-1, sec) }, "spigot: hybrid: WithBreaker: failures -1: want 1 or more"},
+		{func() hybrid.Option { return hybrid.WithBreaker(1<<31, sec) }, "spigot: hybrid: WithBreaker: failures 2147483648: want 2147483647 at most"},
+		{func() hybrid.Option { return hybrid.WithBreaker(1, 0) }, "spigot: hybrid: WithBreaker: cooldown 0s: want more than 0"},
+		{func() hybrid.Option { return hybrid.WithBreaker(1, -sec) }, "spigot: hybrid: WithBreaker: cooldown -1s: want more than 0"},
+		{func() hybrid.Option { return hybrid.WithClock(nil) }, "spigot: hybrid: WithClock: nil Clock"},
+		{func() hybrid.Option { return hybrid.WithClock(nilClock) }, "spigot: hybrid: WithClock: nil Clock"},
+		{func() hybrid.Option {
+			hybrid.New(memory.New(), memory.New(), hybrid.WithClock(clk), nil)
+			return nil
+		}, "spigot: hybrid: New: option 1 is nil"},
+	} {
+		got := func() (msg any) {
+			defer func() { msg = recover() }()
+			c.make()
+			return nil
+		}()
+		if got != c.want {
+			t.Errorf("step %d: got panic %v, want %q", i+1, got, c.want)
+		}
+	}
+	// The limits of what each accepts.
+	hybrid.New(memory.New(), memory.New(), hybrid.WithTimeout(0), hybrid.WithTimeout(1), hybrid.WithPolicy(hybrid.Local),
+		hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithLocalLimit(id), hybrid.WithGuard(id),
+		hybrid.WithBreaker(1, 1), hybrid.WithBreaker(1<<31-1, time.Duration(1<<63-1)), hybrid.WithClock(clk), hybrid.WithObserver(hybrid.Observer{}))
+}
+
 // TestDefaults: a store without options has a 50 ms timeout, the Local
 // policy, and a breaker of 5 failures and 5 s.
 func TestDefaults(t *testing.T) {
@@ -1067,8 +1110,8 @@ func TestDefaults(t *testing.T) {
 	remote := newFakeRemote(t, clk)
 	rec := &recorder{}
 	// The fake remote's hang ignores its context: WithDetach (which
-	// changes no default).
-	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithDetach(), hybrid.WithClock(clk), hybrid.WithObserver(rec.observer()))
+	// changes no default), and WithTimeout(0), which is the default.
+	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithDetach(), hybrid.WithTimeout(0), hybrid.WithClock(clk), hybrid.WithObserver(rec.observer()))
 	remote.set(hang)
 	start := time.Now()
 	if a, err := takeN(t.Context(), s, cap4, "k", 1); err != nil || a != allow(1, 3, sec) {
