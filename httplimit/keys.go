@@ -35,9 +35,10 @@ type clientIP struct {
 }
 
 // TrustForwarded makes ClientIP read the client's address from the
-// Forwarded header (RFC 7239) that proxies in the given networks write,
-// as the for= parameter of the element that the nearest proxy not in them
-// added; see ClientIP. It panics on an invalid prefix.
+// Forwarded header (RFC 7239) that proxies in the given networks write:
+// the for= parameter that the first of them to receive the request wrote,
+// naming the address it received it from; see ClientIP. It panics on an
+// invalid prefix.
 func TrustForwarded(proxies ...netip.Prefix) IPOption {
 	return trust("Forwarded", proxies)
 }
@@ -89,20 +90,37 @@ func IPv6Prefix(bits int) IPOption {
 //
 // Behind proxies, the peer is the proxy. Name the networks of your
 // proxies with TrustXForwardedFor or TrustForwarded: when the peer is in
-// one of them, ClientIP walks that header from the right, the last entry
-// being the address the peer saw, and skips every entry in a trusted
-// network, up to MaxHops; the first address it meets outside them is the
-// client. Entries to its left were written by the client, or by proxies
-// you do not trust, and are never read, so a client cannot choose its own
-// key by sending the header. Without a trusted network the headers are
-// ignored. Several lines of the header count as one list, in order.
+// one of them, ClientIP reads that header back from its right end, where
+// proxies append, the last entry being the address the peer saw, and
+// skips every entry in a trusted network, up to MaxHops; the first address
+// it meets outside them is the client. When every entry is in a trusted
+// network, the leftmost is the client. Several lines of the header count
+// as one list, in order. What lies to the left of the client's entry was
+// written by the client, or by proxies you do not trust, and is never
+// read, whatever it holds (an unterminated quoted string included), so a
+// client cannot choose its own key by sending the header. Without a
+// trusted network the headers are ignored.
+//
+// An X-Forwarded-For entry is the text between two commas, without the
+// spaces and tabs around it: an IPv4 or IPv6 address, optionally with a
+// port ("192.0.2.1", "192.0.2.1:80", "2001:db8::1", "[2001:db8::1]:80").
+// A Forwarded element is read as RFC 7239 writes it: parameters
+// name=value separated by semicolons, with no space within the element,
+// each name a token and each value a token or a quoted string; elements
+// are separated by commas with optional spaces and tabs, and empty ones
+// are skipped. Its for= parameter, exactly one, is an IPv4 address, or
+// in a quoted string an IPv4 address or an IPv6 address in brackets,
+// either optionally followed by a port (for=192.0.2.1,
+// for="192.0.2.1:80", for="[2001:db8::1]:4711").
 //
 // The key function fails, with an error that matches ErrNoKey, when the
-// address is not an IP address (a Unix socket's peer, when no proxy is
-// trusted), when the entry it stops at is not an IP address ("unknown",
-// an obfuscated identifier, garbage), and past MaxHops trusted hops. When
-// proxies are trusted, a peer without an IP address (a proxy on a Unix
-// socket) counts as a trusted proxy.
+// peer's address is not an IP address (a Unix socket's peer, when no
+// proxy is trusted); when an entry it reads is malformed (a Forwarded
+// element that is not well-formed, such as one with an unterminated
+// quoted string, one without for= or with two); when the entry it stops
+// at is not an IP address ("unknown", an obfuscated identifier, garbage);
+// and past MaxHops trusted hops. When proxies are trusted, a peer without
+// an IP address (a proxy on a Unix socket) counts as a trusted proxy.
 //
 // ClientIP panics on an invalid option (see each option).
 func ClientIP(opts ...IPOption) KeyFunc {
@@ -114,7 +132,7 @@ func ClientIP(opts ...IPOption) KeyFunc {
 }
 
 func (c *clientIP) key(r *http.Request) (string, error) {
-	peer, err := parseHost(r.RemoteAddr, true)
+	peer, err := parseHost(r.RemoteAddr)
 	if c.header == "" || (err == nil && !c.isTrusted(peer)) {
 		if err != nil {
 			return "", fmt.Errorf("%w: the peer's address %q is not an IP address", ErrNoKey, r.RemoteAddr)
@@ -122,26 +140,40 @@ func (c *clientIP) key(r *http.Request) (string, error) {
 		host, _ := splitHost(r.RemoteAddr)
 		return c.format(peer, host), nil
 	}
-	// The peer is a trusted proxy: walk its header back from the right,
-	// line by line, entry by entry.
+	// The peer is a trusted proxy: read its header back from the right
+	// end, where the proxies append, line by line, entry by entry, and
+	// stop at the first address outside the trusted networks. What lies
+	// to the left of it was written by the client and is never read.
 	values := r.Header.Values(c.header)
 	hops := 0
 	for i := len(values) - 1; i >= 0; i-- {
-		for rest := values[i]; strings.TrimSpace(rest) != ""; {
-			var entry string
+		for line := values[i]; ; {
+			var (
+				entry string
+				a     netip.Addr
+				err   error
+			)
 			if c.header == "Forwarded" {
-				entry, rest = lastForwardedFor(rest)
-			} else if j := strings.LastIndexByte(rest, ','); j >= 0 {
-				entry, rest = rest[j+1:], rest[:j]
+				var value string
+				line, entry, value, err = lastForwarded(line)
+				if entry == "" && err == nil {
+					break
+				}
+				if err == nil {
+					a, err = forwardedNode(value)
+				}
 			} else {
-				entry, rest = rest, ""
+				var ok bool
+				if line, entry, ok = lastXForwardedFor(line); !ok {
+					break
+				}
+				a, err = parseHost(entry)
 			}
 			if hops++; hops > MaxHops {
 				return "", fmt.Errorf("%w: the request came through more than %d trusted proxies", ErrNoKey, MaxHops)
 			}
-			a, err := parseHost(strings.TrimSpace(entry), c.header == "Forwarded")
 			if err != nil {
-				return "", fmt.Errorf("%w: the %s entry %q, which a trusted proxy wrote, is not an IP address", ErrNoKey, c.header, clip(entry))
+				return "", fmt.Errorf("%w: the %s header's entry %q %v", ErrNoKey, c.header, clip(entry), err)
 			}
 			if !c.isTrusted(a) {
 				return c.format(a, ""), nil
@@ -184,95 +216,281 @@ func (c *clientIP) format(a netip.Addr, text string) string {
 }
 
 // splitHost returns the host of "host:port" or "[host]:port", or s itself
-// when it has no port, and false for a bracketed host followed by
-// something other than a port.
+// when it has no port, and false when what follows the host is not a port
+// of 1 to 5 digits.
 func splitHost(s string) (host string, ok bool) {
 	if strings.HasPrefix(s, "[") { // [IPv6] or [IPv6]:port
 		end := strings.IndexByte(s, ']')
-		if end < 0 || end+1 < len(s) && s[end+1] != ':' {
+		if end < 0 || end+1 < len(s) && (s[end+1] != ':' || !isPort(s[end+2:])) {
 			return s, false
 		}
 		return s[1:end], true
 	}
 	if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i { // IPv4:port
-		return s[:i], true
+		return s[:i], isPort(s[i+1:])
 	}
 	return s, true
 }
 
-// parseHost parses an address with or without a port ("192.0.2.1",
-// "192.0.2.1:80", "2001:db8::1", "[2001:db8::1]:80", and with quotes when
-// quoted, as Forwarded writes IPv6), and returns it unmapped, without its
-// zone.
-func parseHost(s string, quoted bool) (netip.Addr, error) {
-	if quoted && len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		s = s[1 : len(s)-1]
+// isPort reports whether s is a port: 1 to 5 digits.
+func isPort(s string) bool {
+	if len(s) < 1 || len(s) > 5 {
+		return false
 	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseHost parses an IP address with or without a port ("192.0.2.1",
+// "192.0.2.1:80", "2001:db8::1", "[2001:db8::1]:80"), and returns it
+// unmapped, without its zone.
+func parseHost(s string) (netip.Addr, error) {
 	host, ok := splitHost(s)
 	if !ok {
 		return netip.Addr{}, errNotIP
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
-		return netip.Addr{}, err
+		return netip.Addr{}, errNotIP
 	}
 	return a.Unmap().WithZone(""), nil
 }
 
-var errNotIP = errors.New("not an IP address")
+var (
+	errNotIP     = errors.New("is not an IP address")
+	errMalformed = errors.New("is malformed")
+	errNoFor     = errors.New("has no for= parameter")
+	errTwoFor    = errors.New("has two for= parameters")
+)
 
-// lastForwardedFor splits the Forwarded list s (RFC 7239: elements
-// separated by commas, each of pairs separated by semicolons, values
-// tokens or quoted strings) before its last element, and returns that
-// element's for= value (quotes included) and the elements before it. An
-// element without for= gives "".
-func lastForwardedFor(s string) (forValue, rest string) {
-	// The last element starts after the last comma outside quotes (where
-	// the quotes are closed, so the search can go on from there).
-	start := 0
-	for i := indexUnquoted(s, ','); i >= 0; i = indexUnquoted(s[start:], ',') {
-		start += i + 1
+// lastXForwardedFor splits the X-Forwarded-For line s before its last
+// entry, the text after its last comma without the spaces and tabs around
+// it, and returns that entry and the line before it (without the comma).
+// It returns ok false when s holds nothing but spaces and tabs.
+func lastXForwardedFor(s string) (rest, entry string, ok bool) {
+	end := trimOWS(s, len(s))
+	if end == 0 {
+		return "", "", false
 	}
-	elem := s[start:]
+	start := strings.LastIndexByte(s[:end], ',') + 1
 	if start > 0 {
 		rest = s[:start-1]
 	}
-	for elem != "" {
-		pair := elem
-		if i := indexUnquoted(elem, ';'); i >= 0 {
-			pair, elem = elem[:i], elem[i+1:]
-		} else {
-			elem = ""
-		}
-		name, value, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if ok && strings.EqualFold(strings.TrimSpace(name), "for") {
-			return strings.TrimSpace(value), rest
-		}
+	for start < end && isOWS(s[start]) {
+		start++
 	}
-	return "", rest
+	return rest, s[start:end], true
 }
 
-// indexUnquoted returns the index of the first sep in s outside quoted
-// strings (RFC 7230: between '"', with '\' escaping the next byte), or -1.
-func indexUnquoted(s string, sep byte) int {
-	inQuote := false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '\\' && inQuote:
-			i++
-		case c == '"':
-			inQuote = !inQuote
-		case c == sep && !inQuote:
-			return i
+// lastForwarded reads the Forwarded line s (RFC 7239) back from its right
+// end, past empty elements, and splits it before its last element: it
+// returns that element, its for= value (a token, or a quoted string with
+// its quotes), and the line before it (without the comma). The element is
+// "" when s holds no more elements.
+//
+// The element must be well-formed on its own: forwarded-pairs token "="
+// value, value a token or a quoted string, separated by ';' (with no space
+// within the element), and before it only spaces and tabs, then a comma or
+// the start of the line. Otherwise err is errMalformed (and the element is
+// s up to its end): what precedes an element never changes how it is
+// read, so an element a proxy appends to a line is read as it wrote it,
+// whatever the client wrote before it. An element with two for=
+// parameters is errTwoFor, one without is errNoFor.
+func lastForwarded(s string) (rest, elem, forValue string, err error) {
+	end := len(s)
+	for {
+		if end = trimOWS(s, end); end == 0 {
+			return "", "", "", nil
+		}
+		if s[end-1] != ',' {
+			break
+		}
+		end-- // an empty element
+	}
+	// Read the pairs back, each ending at i.
+	i := end
+	for {
+		if i > 0 && s[i-1] != ';' && s[i-1] != ',' && !isOWS(s[i-1]) {
+			v := valueStart(s, i)
+			if v <= 0 || s[v-1] != '=' {
+				return "", s[:end], "", errMalformed
+			}
+			n := tokenStart(s, v-1)
+			if n == v-1 {
+				return "", s[:end], "", errMalformed
+			}
+			if strings.EqualFold(s[n:v-1], "for") {
+				if forValue != "" {
+					return "", s[n:end], "", errTwoFor
+				}
+				forValue = s[v:i]
+			}
+			i = n
+		}
+		if i == 0 || s[i-1] != ';' {
+			break
+		}
+		i--
+	}
+	elem = s[i:end]
+	if j := trimOWS(s, i); j > 0 {
+		if s[j-1] != ',' {
+			return "", s[:end], "", errMalformed
+		}
+		rest = s[:j-1]
+	}
+	if forValue == "" {
+		return rest, elem, "", errNoFor
+	}
+	return rest, elem, forValue, nil
+}
+
+// valueStart returns the start of the value (RFC 7239: a token or a
+// quoted string) that ends at s[i-1], or -1 when none does.
+func valueStart(s string, i int) int {
+	if s[i-1] != '"' {
+		if j := tokenStart(s, i); j < i {
+			return j
+		}
+		return -1
+	}
+	// A quoted string: its opening quote is the first quote to the left
+	// that no backslash escapes. Within a quoted string every backslash
+	// escapes the byte after it, so a quote is escaped when an odd number
+	// of backslashes precede it.
+	if escaped(s, i-1) {
+		return -1
+	}
+	for j := i - 2; j >= 0; j-- {
+		if s[j] == '"' && !escaped(s, j) {
+			if !isQuotedString(s[j:i]) {
+				return -1
+			}
+			return j
 		}
 	}
 	return -1
 }
 
-// clip shortens s for an error message.
+// escaped reports whether an odd number of backslashes precede s[i].
+func escaped(s string, i int) bool {
+	n := 0
+	for i > 0 && s[i-1] == '\\' {
+		i--
+		n++
+	}
+	return n%2 == 1
+}
+
+// isQuotedString reports whether q, which starts and ends with '"', is a
+// quoted string (RFC 9110: qdtext and quoted-pairs between quotes).
+func isQuotedString(q string) bool {
+	for i := 1; i < len(q)-1; i++ {
+		switch c := q[i]; {
+		case c == '\\':
+			if i++; i == len(q)-1 || !isQuotable(q[i]) {
+				return false
+			}
+		case c == '"' || !isQuotable(c):
+			return false
+		}
+	}
+	return true
+}
+
+// isQuotable reports whether c may stand in a quoted string, after a
+// backslash or (but for '"' and '\') on its own: HTAB, SP, VCHAR or
+// obs-text.
+func isQuotable(c byte) bool {
+	return c == '\t' || c >= ' ' && c != 0x7f
+}
+
+// tokenStart returns the start of the run of token characters that ends
+// at s[i-1] (i itself when there is none).
+func tokenStart(s string, i int) int {
+	for i > 0 && isTchar(s[i-1]) {
+		i--
+	}
+	return i
+}
+
+// isTchar reports whether c may stand in a token (RFC 9110).
+func isTchar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// isOWS reports whether c is a space or a tab.
+func isOWS(c byte) bool { return c == ' ' || c == '\t' }
+
+// trimOWS returns the end of s[:end] without its trailing spaces and tabs.
+func trimOWS(s string, end int) int {
+	for end > 0 && isOWS(s[end-1]) {
+		end--
+	}
+	return end
+}
+
+// forwardedNode returns the address of a Forwarded for= value (RFC 7239
+// section 6): an IPv4 address as a token, or in a quoted string an IPv4
+// address or an IPv6 address in brackets, either optionally followed by
+// ':' and a port (1 to 5 digits, or an obfuscated port, "_" then letters,
+// digits, '.', '_' or '-'). It returns the address unmapped; "unknown", an
+// obfuscated identifier, a zone, a quoted-pair or anything else is
+// errNotIP.
+func forwardedNode(v string) (netip.Addr, error) {
+	if v[0] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	bracketed := strings.HasPrefix(v, "[")
+	host, port := v, ""
+	if bracketed {
+		end := strings.IndexByte(v, ']')
+		if end < 0 {
+			return netip.Addr{}, errNotIP
+		}
+		host, port = v[1:end], v[end+1:]
+	} else if i := strings.IndexByte(v, ':'); i >= 0 {
+		host, port = v[:i], v[i:]
+	}
+	if port != "" && (port[0] != ':' || !isPort(port[1:]) && !isObfPort(port[1:])) {
+		return netip.Addr{}, errNotIP
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil || a.Is4() == bracketed || a.Zone() != "" {
+		return netip.Addr{}, errNotIP
+	}
+	return a.Unmap(), nil
+}
+
+// isObfPort reports whether s is an obfuscated port (RFC 7239): "_" then
+// one or more letters, digits, '.', '_' or '-'.
+func isObfPort(s string) bool {
+	if len(s) < 2 || s[0] != '_' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// clip shortens s for an error message to its last 64 bytes, those
+// nearest the proxies.
 func clip(s string) string {
 	if len(s) > 64 {
-		return s[:64] + "…"
+		return "…" + s[len(s)-64:]
 	}
 	return s
 }

@@ -48,6 +48,17 @@
 // per-request errors by wrapping spigot.ErrRequestFailed; its other errors
 // count as the remote being unavailable.
 //
+// A timeout counts against the breaker only when the call was too small
+// for its own size to explain the wait: a Do, or a DoMulti of up to 100
+// ops (what a Redis-protocol store sends in one script run; a key is at
+// most spigot.MaxKeyLen bytes). A DoMulti of more ops that times out is
+// decided by the policy but leaves the breaker as it was (a probe so
+// answered lets the next request probe again), so that a client that
+// sends large requests cannot open the breaker for everyone. Any other
+// failure of a large call, such as a refused or reset connection, counts
+// as for any call. Only small calls then open the breaker on a remote
+// that accepts connections and never answers.
+//
 // # Failures are not retried
 //
 // A remote call that timed out may still have taken its tokens in Redis, so
@@ -70,6 +81,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -78,6 +90,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -394,7 +407,7 @@ func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 	if !call {
 		return s.fallback(ctx, op)
 	}
-	d, err := remoteCall(s, ctx, op, probe, func(ctx context.Context) (spigot.Decision, error) {
+	d, err := remoteCall(s, ctx, op, 1, probe, func(ctx context.Context) (spigot.Decision, error) {
 		return s.remote.Do(ctx, op)
 	})
 	switch {
@@ -435,7 +448,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 			// an answer in time is copied back.
 			rops, rout = slices.Clone(ops), make([]spigot.Decision, len(out))
 		}
-		got, err := remoteCall(s, ctx, ops[0], probe, func(ctx context.Context) ([]spigot.Decision, error) {
+		got, err := remoteCall(s, ctx, ops[0], len(ops), probe, func(ctx context.Context) ([]spigot.Decision, error) {
 			return rout, s.remote.DoMulti(ctx, mode, rops, rout)
 		})
 		if s.detach {
@@ -506,7 +519,7 @@ func (s *Store) reset(ctx context.Context, op spigot.Op) (spigot.Decision, error
 	if !call {
 		return spigot.Decision{}, fmt.Errorf("%w: the circuit is open", ErrUnavailable)
 	}
-	d, err := remoteCall(s, ctx, op, probe, func(ctx context.Context) (spigot.Decision, error) {
+	d, err := remoteCall(s, ctx, op, 1, probe, func(ctx context.Context) (spigot.Decision, error) {
 		return s.remote.Do(ctx, op)
 	})
 	switch {
@@ -526,10 +539,15 @@ func (s *Store) guardOp(op spigot.Op) spigot.Op {
 	return op
 }
 
-// remoteCall runs f on the remote under the deadline and records the
-// outcome with the breaker: probe says whether this call is the half-open
-// breaker's probe.
-func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, probe bool, f func(context.Context) (T, error)) (T, error) {
+// largeCall is the most ops a remote call may have for its timeout to
+// count against the breaker: what a Redis-protocol store sends in one
+// script run.
+const largeCall = wire.BatchSize
+
+// remoteCall runs f, a call of n ops, on the remote under the deadline and
+// records the outcome with the breaker: probe says whether this call is
+// the half-open breaker's probe.
+func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe bool, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -551,13 +569,29 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, probe bool, 
 		if s.obs.RemoteError != nil {
 			s.obs.RemoteError(op, err, time.Since(start))
 		}
-		if answered(err) {
+		switch {
+		case answered(err):
 			s.succeeded(probe) // the remote answered: it is up
-		} else {
+		case n > largeCall && timedOut(err):
+			// Its own size may have made it slow: nothing learnt.
+			if probe {
+				s.transition(CircuitHalfOpen, CircuitOpen, 0)
+			}
+		default:
 			s.failedOnce(probe)
 		}
 	}
 	return v, err
+}
+
+// timedOut reports whether err says that a call ran out of time: a
+// context's deadline, or a connection's.
+func timedOut(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 type result[T any] struct {

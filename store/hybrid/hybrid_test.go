@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 	"github.com/spigot-go/spigot/store/redis"
@@ -1246,5 +1250,118 @@ func TestDeadlineThroughContext(t *testing.T) {
 	}
 	if _, err := resetKey(t.Context(), s, b, "k"); !errors.Is(err, hybrid.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Reset on a stuck remote: %v; want ErrUnavailable wrapping context.DeadlineExceeded", err)
+	}
+}
+
+// A sizedMode is how sizedRemote answers DoMulti.
+type sizedMode int
+
+const (
+	sizedStuck     sizedMode = iota // block until the context is done
+	sizedIOTimeout                  // a connection's deadline passed, at once
+	sizedRefused                    // a refused connection, at once
+	sizedAnswer                     // answer as a memory store
+)
+
+func (m sizedMode) String() string {
+	return [...]string{"stuck", "i/o timeout", "refused", "answer"}[m]
+}
+
+// sizedRemote is a remote whose DoMulti answers by its mode, as a server
+// that a large request keeps busy, or one that is down; it counts its
+// calls.
+type sizedRemote struct {
+	multi
+	mode  atomic.Int32 // a sizedMode
+	calls atomic.Int64
+}
+
+func (r *sizedRemote) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	r.calls.Add(1)
+	switch sizedMode(r.mode.Load()) {
+	case sizedIOTimeout:
+		return &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	case sizedRefused:
+		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	case sizedAnswer:
+		return r.multi.DoMulti(ctx, mode, ops, out)
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestLargeCallTimeout: a DoMulti of more than 100 ops that times out (its
+// deadline, or a connection's) is decided by the policy but does not count
+// against the breaker, and as the probe lets the next request probe again;
+// one of up to 100 ops counts, and so does a refused connection whatever
+// the size.
+func TestLargeCallTimeout(t *testing.T) {
+	if wire.BatchSize != 100 {
+		t.Fatalf("wire.BatchSize is %d: the package doc says 100", wire.BatchSize)
+	}
+	clk := clocktest.New(t0)
+	rec := &recorder{}
+	remote := &sizedRemote{multi: multi{memory.New(memory.WithClock(clk))}}
+	// The stuck remote waits out the deadline in real time: a short one,
+	// which a loaded machine can only lengthen.
+	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(20*ms),
+		hybrid.WithBreaker(2, 10*sec), hybrid.WithObserver(rec.observer()))
+	big := spigot.MustBucket("big", 1000, spigot.PerSecond(1))
+	for i, st := range []struct {
+		at    time.Duration
+		mode  sizedMode
+		ops   int
+		path  hybrid.Path
+		calls int64
+		state hybrid.Circuit
+		trans string
+	}{
+		{0, sizedStuck, 101, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedStuck, 1000, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedIOTimeout, 101, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedIOTimeout, 101, hybrid.PathLocal, 1, closed, ""},
+		// Small calls count.
+		{0, sizedStuck, 100, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedIOTimeout, 2, hybrid.PathLocal, 1, open, toOpen},
+		{5 * sec, sizedAnswer, 2, hybrid.PathLocal, 0, open, ""},
+		// A large probe that times out teaches nothing: the next request
+		// probes at once.
+		{10 * sec, sizedStuck, 101, hybrid.PathLocal, 1, open, probeKO},
+		{10 * sec, sizedIOTimeout, 101, hybrid.PathLocal, 1, open, probeKO},
+		{10 * sec, sizedAnswer, 101, hybrid.PathRemote, 1, closed, probeOK},
+		// A refused connection counts, whatever the size.
+		{10 * sec, sizedRefused, 101, hybrid.PathLocal, 1, closed, ""},
+		{10 * sec, sizedRefused, 500, hybrid.PathLocal, 1, open, toOpen},
+		{20 * sec, sizedRefused, 101, hybrid.PathLocal, 1, open, probeKO},
+		{30 * sec, sizedIOTimeout, 100, hybrid.PathLocal, 1, open, probeKO},
+		{40 * sec, sizedAnswer, 100, hybrid.PathRemote, 1, closed, probeOK},
+	} {
+		clk.Set(t0.Add(st.at))
+		remote.mode.Store(int32(st.mode))
+		calls := remote.calls.Load()
+		ops := make([]spigot.Op, st.ops)
+		for j := range ops {
+			ops[j] = spigot.Op{Limit: big, Key: fmt.Sprint("k", j), N: 1}
+		}
+		what := fmt.Sprintf("step %d (t0+%v, remote %v, %d ops)", i+1, st.at, st.mode, st.ops)
+		if err := s.DoMulti(t.Context(), spigot.Independent, ops, make([]spigot.Decision, len(ops))); err != nil {
+			t.Fatalf("%s: got error %v, want none", what, err)
+		}
+		ds, _, trans := rec.take()
+		if len(ds) != st.ops {
+			t.Errorf("%s: got %d decisions, want %d", what, len(ds), st.ops)
+		}
+		for _, d := range ds {
+			if d.path != st.path || !d.d.Allowed() {
+				t.Errorf("%s: got %v, want allowed by %v", what, d, st.path)
+				break
+			}
+		}
+		if got := remote.calls.Load() - calls; got != st.calls {
+			t.Errorf("%s: got %d remote calls, want %d", what, got, st.calls)
+		}
+		if got := s.Circuit(); got != st.state || trans != st.trans {
+			t.Errorf("%s: got state %v, transitions %q; want %v, %q", what, got, trans, st.state, st.trans)
+		}
 	}
 }
