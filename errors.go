@@ -11,6 +11,9 @@ var (
 	// Limit handed to a store.
 	ErrInvalidLimit = errors.New("spigot: invalid limit")
 
+	// ErrInvalidKey reports a key longer than MaxKeyLen.
+	ErrInvalidKey = errors.New("spigot: invalid key")
+
 	// ErrInvalidCost reports a negative cost: an Op's N below 0.
 	ErrInvalidCost = errors.New("spigot: invalid cost")
 

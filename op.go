@@ -37,10 +37,19 @@ func (a Action) String() string {
 	return fmt.Sprintf("Action(%d)", uint8(a))
 }
 
+// MaxKeyLen is the longest key, in bytes, that an Op may name. Keys
+// often come from clients (a user name, a header); the bound keeps what
+// one request costs a store small, whatever the client sends. Longer keys
+// are rejected with ErrInvalidKey by every store; to limit by a longer
+// value, key by a hash of it.
+const MaxKeyLen = 1024
+
 // An Op is one operation on the limit of one key: the unit a Store
 // applies. The zero Op is invalid (its Limit is the zero Limit).
 type Op struct {
-	Limit  Limit
+	Limit Limit
+	// Key names whose limit the op applies to: an address, a user, a
+	// tenant. Any bytes, at most MaxKeyLen of them.
 	Key    string
 	Action Action
 	// N is the number of tokens: to take (Take, TakeUpTo), to give back
@@ -50,13 +59,14 @@ type Op struct {
 }
 
 // Check returns the error of an invalid op: one that wraps
-// ErrInvalidLimit for the zero Limit, ErrInvalidCost for a negative N, and
-// errors.ErrUnsupported for an Action this version of spigot does not
-// define. It returns nil otherwise. Apply returns the same error; a store
+// ErrInvalidLimit for the zero Limit, ErrInvalidKey for a key longer than
+// MaxKeyLen, ErrInvalidCost for a negative N, and errors.ErrUnsupported
+// for an Action this version of spigot does not define. It returns nil
+// otherwise. Apply returns the same error; a store
 // that does not call Apply (the Redis stores run the model in Lua)
 // returns it before doing anything else.
 func (op Op) Check() error {
-	if op.Limit.c != nil && op.N >= 0 && op.Action <= Peek {
+	if op.Limit.c != nil && op.N >= 0 && op.Action <= Peek && len(op.Key) <= MaxKeyLen {
 		return nil
 	}
 	return op.invalid()
@@ -67,6 +77,8 @@ func (op Op) invalid() error {
 	switch {
 	case op.Limit.c == nil:
 		return fmt.Errorf("%w: the zero Limit; create one with NewBucket", ErrInvalidLimit)
+	case len(op.Key) > MaxKeyLen:
+		return fmt.Errorf("%w: the key is %d bytes long, more than MaxKeyLen (%d)", ErrInvalidKey, len(op.Key), MaxKeyLen)
 	case op.N < 0:
 		return fmt.Errorf("%w %d: a token count must be 0 or more", ErrInvalidCost, op.N)
 	}
@@ -204,7 +216,7 @@ type State struct {
 // and leaves *s as it was.
 func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 	b, action, n := op.Limit.c, op.Action, op.N
-	if b == nil || n < 0 || action > Peek { // Check's test; a helper for both costs Check its inlining
+	if b == nil || n < 0 || action > Peek || len(op.Key) > MaxKeyLen { // Check's test; a helper for both costs Check its inlining
 		return Decision{}, op.invalid()
 	}
 	// The token bucket, the one kind of limit, at t µs since the epoch.

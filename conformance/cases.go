@@ -609,6 +609,12 @@ func testInvalidInput(t testing.TB, e env) {
 		{"Take of math.MinInt64", func() (spigot.Decision, error) {
 			return take(ctx, e.s, b, "k", math.MinInt64)
 		}, spigot.ErrInvalidCost},
+		{"Take with a key one byte over MaxKeyLen", func() (spigot.Decision, error) {
+			return take(ctx, e.s, b, "k"+strings.Repeat("x", spigot.MaxKeyLen), 1)
+		}, spigot.ErrInvalidKey},
+		{"Reset with a 1 MB key", func() (spigot.Decision, error) {
+			return e.s.Do(ctx, spigot.Op{Limit: b, Key: strings.Repeat("k", 1<<20), Action: spigot.Reset})
+		}, spigot.ErrInvalidKey},
 	} {
 		a, err := c.call()
 		switch {
@@ -799,7 +805,7 @@ var oddKeys = []string{
 	"*", "?", "[a]", "%s%d", "%", `\`, `"`, "'", "`", "/", "..", "a.b", "a/b",
 	"\x00", "a\x00b", "\x7f", "\xff\xfe", // invalid UTF-8
 	"日本語", "🙂", "é", "e\u0301", // é composed and decomposed: other bytes, other keys
-	strings.Repeat("long", 2500), strings.Repeat("long", 2500) + "!",
+	strings.Repeat("long", spigot.MaxKeyLen/4), strings.Repeat("long", spigot.MaxKeyLen/4-1) + "lone", // the longest keys
 }
 
 // testOddKeys: keys with any bytes work and stay distinct.

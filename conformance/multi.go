@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,6 +166,7 @@ func testMultiEmpty(t testing.TB, e env) {
 		}{
 			{spigot.Op{Key: "k", N: 1}, spigot.ErrInvalidLimit},
 			{spigot.Op{Limit: b, Key: "j", N: -1}, spigot.ErrInvalidCost},
+			{spigot.Op{Limit: b, Key: strings.Repeat("j", spigot.MaxKeyLen+1), N: 1}, spigot.ErrInvalidKey},
 		} {
 			set := []spigot.Op{ops[0], ops[1], c.bad}
 			if err := spigot.DoMulti(ctx, e.s, mode, set, make([]spigot.Decision, len(set))); !errors.Is(err, c.want) {

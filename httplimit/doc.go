@@ -52,9 +52,11 @@
 // # Failures
 //
 // A request that has no key (a KeyFunc failed) is charged nothing and
-// gets 400 (WithKeyErrorHandler). When the store fails, the request is
-// served by default and the error goes to the observer
-// (WithErrorHandler, WithObserver); put a Redis store behind store/hybrid
-// to choose per limit between failing open, failing closed and limiting
-// in each process while Redis is down.
+// gets 400 (WithKeyErrorHandler), as does a key longer than
+// spigot.MaxKeyLen. FormValue reads at most MaxFormBytes of a body. When
+// the store fails, the request is not served: it gets 503 with
+// Retry-After, and the error goes to the observer (WithErrorHandler,
+// WithObserver; FailOpen serves it instead). Put a Redis store behind
+// store/hybrid to choose per limit between failing open, failing closed
+// and limiting in each process while Redis is down.
 package httplimit

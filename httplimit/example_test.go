@@ -198,8 +198,11 @@ func ExampleWithObserver() {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", httplimit.New(memory.New(), httplimit.By(api, nil), observe).Wrap(hello))
+	// A store error fails safe (503), unless the route chose FailOpen.
 	mux.Handle("GET /down", httplimit.New(downStore{}, httplimit.By(api, nil), observe).Wrap(hello))
-	for _, path := range []string{"/items/1", "/items/2", "/down"} {
+	mux.Handle("GET /open", httplimit.New(downStore{}, httplimit.By(api, nil), observe,
+		httplimit.WithErrorHandler(httplimit.FailOpen)).Wrap(hello))
+	for _, path := range []string{"/items/1", "/items/2", "/down", "/open"} {
 		send(mux, httptest.NewRequest("GET", path, nil))
 	}
 	// Output:
@@ -208,6 +211,8 @@ func ExampleWithObserver() {
 	// GET /items/{id}: api allowed=false
 	// 429
 	// GET /down: store error: redis: connection refused
+	// 503
+	// GET /open: store error: redis: connection refused
 	// 200
 }
 

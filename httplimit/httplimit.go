@@ -71,14 +71,22 @@ func ByFunc(choose func(r *http.Request) (spigot.Limit, error), key KeyFunc) Opt
 // WithCost makes each request cost what f returns, instead of 1: the rows
 // it asks for, say. A cost of 0 (health checks) passes the request
 // through without touching the store, and sends no headers. An error, or
-// a negative cost, is a key error (see WithKeyErrorHandler).
+// a negative cost, is a key error (see WithKeyErrorHandler). It panics if
+// f is nil.
 func WithCost(f func(r *http.Request) (int64, error)) Option {
+	if f == nil {
+		panic("spigot: httplimit: WithCost: nil func")
+	}
 	return func(m *Middleware) { m.cost = f }
 }
 
 // WithHeaders chooses the sets of headers sent on every limited response
 // (see Headers); 0 sends none but Retry-After. The default is IETF|Legacy.
+// It panics on a set that Headers does not define.
 func WithHeaders(h Headers) Option {
+	if h&^(IETF|Legacy) != 0 {
+		panic(fmt.Sprintf("spigot: httplimit: WithHeaders(%d): want IETF, Legacy, both or 0", h))
+	}
 	return func(m *Middleware) { m.headers = h }
 }
 
@@ -92,15 +100,22 @@ func WithEpochReset() Option {
 
 // WithClock makes the middleware read the time from c, for
 // WithEpochReset, instead of the system clock. It does not change the
-// store's clock.
+// store's clock. It panics if c is nil.
 func WithClock(c clock.Clock) Option {
+	if nilcheck.Nil(c) {
+		panic("spigot: httplimit: WithClock: nil Clock")
+	}
 	return func(m *Middleware) { m.clock = c }
 }
 
 // WithNeverStatus sets the status of a request that no wait can admit,
 // because its cost is above a limit's capacity: 429 Too Many Requests by
-// default (and no Retry-After), or, say, 413 Content Too Large.
+// default (and no Retry-After), or, say, 413 Content Too Large. It panics
+// unless code is a client or server error status, 400 to 599.
 func WithNeverStatus(code int) Option {
+	if code < 400 || code > 599 {
+		panic(fmt.Sprintf("spigot: httplimit: WithNeverStatus(%d): want an error status, 400 to 599", code))
+	}
 	return func(m *Middleware) { m.never = code }
 }
 
@@ -113,39 +128,61 @@ func WithNeverStatus(code int) Option {
 //
 //	{"error":"too many requests","limit":"login","retry_after":3}
 //	too many requests (login): retry in 3s
+//
+// It panics if f is nil.
 func WithDenyHandler(f func(w http.ResponseWriter, r *http.Request, res *Result)) Option {
+	if f == nil {
+		panic("spigot: httplimit: WithDenyHandler: nil func")
+	}
 	return func(m *Middleware) { m.deny = f }
 }
 
 // WithKeyErrorHandler replaces the response to a request that has no key,
 // or no cost: a KeyFunc, a ByFunc's choice or WithCost's func failed. The
 // request is charged nothing and not served. The default answers 400 Bad
-// Request with the error's text.
+// Request with the error's text. It panics if f is nil.
 func WithKeyErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
+	if f == nil {
+		panic("spigot: httplimit: WithKeyErrorHandler: nil func")
+	}
 	return func(m *Middleware) { m.keyErr = f }
 }
 
 // WithErrorHandler decides what a request gets when the store fails (a
-// lost connection, a timeout; never a denial, which is a decision): f
-// returns true to serve the request anyway, with no rate-limit headers, or
-// writes a response and returns false. The default serves it: a limiter
-// that is down should not take the service with it. The observer (see
-// WithObserver) sees every store error first.
+// lost connection, a timeout, a key that holds another Redis type; never
+// a denial, which is a decision): f returns true to serve the request
+// anyway, with no rate-limit headers, or writes a response and returns
+// false. The observer (see WithObserver) sees every store error first.
 //
-// To choose what happens while Redis is down per limit (fail open, fail
-// closed, or keep limiting in each process), put the Redis store behind
+// The default fails safe: it serves nothing and answers 503 Service
+// Unavailable with Retry-After: 1, and a short body ("rate limiter
+// unavailable", in JSON when the request's Accept names a JSON type) that
+// never shows the error. FailOpen serves the request instead, unlimited:
+// use it only for limits whose job is fairness, never for login attempts
+// or quota-billed work. To keep limiting while Redis is down (in each
+// process), or to choose per limit, put the Redis store behind
 // store/hybrid: then the store answers by its policy, within its timeout,
-// instead of failing.
+// and fails only for errors about one request. It panics if f is nil.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error) (serve bool)) Option {
+	if f == nil {
+		panic("spigot: httplimit: WithErrorHandler: nil func")
+	}
 	return func(m *Middleware) { m.storeErr = f }
 }
+
+// FailOpen is an error handler (see WithErrorHandler) that serves a
+// request when the store fails, as if no limit applied.
+func FailOpen(http.ResponseWriter, *http.Request, error) (serve bool) { return true }
 
 // WithObserver calls f once per request that the store decided or failed
 // (not for cost 0 or a key error), before the response: for metrics and
 // logs. f must be quick and must not keep res, which the middleware
 // reuses once f returns. With no observer the middleware does not read
-// the clock.
+// the clock. It panics if f is nil.
 func WithObserver(f func(r *http.Request, res *Result)) Option {
+	if f == nil {
+		panic("spigot: httplimit: WithObserver: nil func")
+	}
 	return func(m *Middleware) { m.observe = f }
 }
 
@@ -213,7 +250,7 @@ func New(s spigot.Store, opts ...Option) *Middleware {
 		}
 	}
 	if m.storeErr == nil {
-		m.storeErr = func(http.ResponseWriter, *http.Request, error) bool { return true }
+		m.storeErr = failSafe
 	}
 	n := len(m.rules)
 	m.pool.New = func() any {
@@ -367,6 +404,9 @@ func (ru *rule) resolve(r *http.Request, i int) (spigot.Limit, string, error) {
 		return l, "", err
 	}
 	k, err := ru.key(r)
+	if err == nil && len(k) > spigot.MaxKeyLen {
+		return l, "", fmt.Errorf("spigot: httplimit: the key of rule %d is %d bytes long, more than %d: %w", i, len(k), spigot.MaxKeyLen, spigot.ErrInvalidKey)
+	}
 	return l, k, err
 }
 
@@ -454,6 +494,25 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 		from = ends[i]
 		h[keys[i]] = vals[i : i+1 : i+1]
 	}
+}
+
+// failSafe is the error handler of WithErrorHandler's doc.
+func failSafe(w http.ResponseWriter, r *http.Request, _ error) (serve bool) {
+	const msg = "rate limiter unavailable"
+	h := w.Header()
+	h.Set("Retry-After", "1")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	if strings.Contains(r.Header.Get("Accept"), "json") {
+		h.Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "{\"error\":%q,\"retry_after\":1}\n", msg)
+		return false
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, "%s: retry in 1s\n", msg)
+	return false
 }
 
 // defaultDeny is the deny handler of WithDenyHandler's doc.

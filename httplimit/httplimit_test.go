@@ -343,14 +343,15 @@ func (brokenStore) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.D
 	return errDown
 }
 
-// TestStoreError: by default a request is served when the store fails,
-// and the observer sees the error; an error handler can refuse instead.
+// TestStoreError: with FailOpen a request is served when the store fails,
+// and the observer sees the error; an error handler of one's own can
+// refuse instead (the default is TestStoreErrorFailsSafe's).
 func TestStoreError(t *testing.T) {
 	api := spigot.MustBucket("api", 5, spigot.PerSecond(1))
 	var observed []error
 	obs := httplimit.WithObserver(func(r *http.Request, res *httplimit.Result) { observed = append(observed, res.Err) })
 	next := &served{}
-	open := httplimit.New(brokenStore{}, httplimit.By(api, nil), obs).Wrap(next)
+	open := httplimit.New(brokenStore{}, httplimit.By(api, nil), obs, httplimit.WithErrorHandler(httplimit.FailOpen)).Wrap(next)
 	closed := httplimit.New(brokenStore{}, httplimit.By(api, nil), httplimit.By(api, httplimit.Const("all")), obs,
 		httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
 			http.Error(w, "limiter unavailable", http.StatusServiceUnavailable)

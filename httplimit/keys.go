@@ -588,17 +588,46 @@ func Join(fns ...KeyFunc) KeyFunc {
 	}
 }
 
+// MaxFormBytes is the most of a request's body that FormValue reads.
+const MaxFormBytes = 64 << 10
+
 // FormValue returns the KeyFunc of the request's form value name, as
 // Request.FormValue reads it (the query, then a URL-encoded or multipart
 // body): the user name of a login form. It parses the form, which stays
-// parsed for the handler; ParseForm reads at most 10 MB of a URL-encoded
-// body, so wrap the handler in http.MaxBytesHandler for less. A request
-// without the value, or with an empty one, has no key (ErrNoKey).
+// parsed for the handler, and reads at most MaxFormBytes of the body: a
+// larger form has no key (ErrNoKey), and the handler is not called. Use it
+// on routes whose bodies are small forms, not uploads. A request without
+// the value, or with an empty one, has no key (ErrNoKey).
 func FormValue(name string) KeyFunc {
 	return func(r *http.Request) (string, error) {
+		if err := parseForm(r); err != nil {
+			return "", fmt.Errorf("%w: the request's form: %w", ErrNoKey, err)
+		}
 		if v := r.FormValue(name); v != "" {
 			return v, nil
 		}
 		return "", fmt.Errorf("%w: the request has no form value %q", ErrNoKey, name)
 	}
+}
+
+// parseForm parses r's form once, reading at most MaxFormBytes of a form
+// body, and fails only for a larger one; bodies of other types are left
+// unread.
+func parseForm(r *http.Request) error {
+	if r.Form != nil {
+		return nil
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		switch ct, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";"); strings.ToLower(strings.TrimSpace(ct)) {
+		case "application/x-www-form-urlencoded", "multipart/form-data":
+			r.Body = http.MaxBytesReader(nil, r.Body, MaxFormBytes)
+		}
+	}
+	// Other errors leave out what could not be parsed, as
+	// Request.FormValue does.
+	var tooLarge *http.MaxBytesError
+	if err := r.ParseMultipartForm(MaxFormBytes); errors.As(err, &tooLarge) {
+		return fmt.Errorf("the body is larger than %d bytes", MaxFormBytes)
+	}
+	return nil
 }

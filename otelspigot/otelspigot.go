@@ -226,7 +226,7 @@ func (in *instruments) failed(ctx context.Context, err error) {
 // store cannot serve requests now.
 func ErrorType(err error) string {
 	switch {
-	case errors.Is(err, spigot.ErrInvalidLimit), errors.Is(err, spigot.ErrInvalidCost):
+	case errors.Is(err, spigot.ErrInvalidLimit), errors.Is(err, spigot.ErrInvalidKey), errors.Is(err, spigot.ErrInvalidCost):
 		return "invalid"
 	case errors.Is(err, errors.ErrUnsupported):
 		return "unsupported"

@@ -1,0 +1,11 @@
+package httplimit_test
+
+import (
+	"testing"
+
+	"github.com/spigot-go/spigot/internal/testclient"
+)
+
+// TestMain turns off go-redis's logging and says how many tests were
+// skipped for want of a server binary.
+func TestMain(m *testing.M) { testclient.Main(m) }
