@@ -72,6 +72,7 @@ func TestClientIPForwardedPrefix(t *testing.T) {
 		{"an obfuscated port", fwd, "Forwarded", []string{`for="198.51.100.1:_p-1.x"`}, "198.51.100.1"},
 		{"FOR in capitals", fwd, "Forwarded", []string{"proto=https;FOR=198.51.100.1"}, "198.51.100.1"},
 		{"quoted parameters beside for", fwd, "Forwarded", []string{`for=198.51.100.1;host="a\"b, for=6.6.6.6";by="\\"`}, "198.51.100.1"},
+		{"escaped backslashes and quotes", fwd, "Forwarded", []string{`for=198.51.100.1;host="\\\", for=10.0.0.9\\"`}, "198.51.100.1"},
 		{"empty elements", fwd, "Forwarded", []string{", for=198.51.100.1,\t,"}, "198.51.100.1"},
 		{"tabs and spaces around commas", fwd, "Forwarded", []string{"for=6.6.6.6 \t,\t for=198.51.100.1"}, "198.51.100.1"},
 		{"an unquoted IPv6 address", fwd, "Forwarded", []string{"for=[2001:db8::1]"}, ""},
@@ -186,6 +187,7 @@ func FuzzClientIP(f *testing.F) {
 		{"10.0.0.1:1234", "for=198.51.100.1, for=10.0.0.2\nfor=10.0.0.3;proto=https", 1},
 		{"10.0.0.1:1234", `for="[2001:db8:1:2::1]:4711";by=_x, for=unknown`, 3},
 		{"[2001:db8::1]:80", "for=10.0.0.2;host=\"a\\\"b\", ,for=\"[2001:db8::2]\"", 1},
+		{"10.0.0.1:1234", `for=198.51.100.1;host="\\\", for=10.0.0.9\\", for=10.0.0.2`, 1},
 		{"10.0.0.1:1234", "198.51.100.1, 10.0.0.2", 0},
 		{"@", "[2001:db8:1:2::1]:80", 2},
 		{"192.0.2.1:1234", "", 0},
@@ -223,9 +225,9 @@ func FuzzClientIP(f *testing.F) {
 		if name != "Forwarded" {
 			return
 		}
-		ap, err := netip.ParseAddrPort(peer)
+		ap, perr := netip.ParseAddrPort(peer)
 		a := ap.Addr().Unmap()
-		if err != nil || !two[0].Contains(a) && !two[1].Contains(a) {
+		if perr != nil || !two[0].Contains(a) && !two[1].Contains(a) {
 			return
 		}
 		if want, ok := readForwarded(lines, a, two, prefix); ok && got != want {
