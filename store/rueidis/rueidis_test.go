@@ -4,10 +4,15 @@ package rueidis_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -21,6 +26,7 @@ import (
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
+	"github.com/spigot-go/spigot/internal/bench"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
@@ -247,6 +253,177 @@ func TestServerDown(t *testing.T) {
 	}
 }
 
+// A call on a server that answers nothing returns when its caller cancels
+// it, or when its deadline passes, whatever the client is doing then:
+// waiting for a reply, or connecting again after a connection that timed
+// out, which it does many times here. Nothing is sent twice, nothing is
+// written into a caller's decisions after its call returned, and the store
+// serves again once the server answers.
+func TestPausedServer(t *testing.T) {
+	testserver.SkipShort(t, "pauses a server for seconds")
+	srv := testserver.Start(t, testserver.Redis)
+	var dials atomic.Int32
+	c := newClient(t, rueidis.ClientOption{
+		InitAddress: []string{srv.Addr},
+		// The client pings every KeepAlive and drops a connection that
+		// answers nothing for ConnWriteTimeout; then the next call
+		// connects again, and the new connection's handshake meets the
+		// same silence, for as long as ConnWriteTimeout or the call's
+		// deadline allows. Short, so that the calls below meet many.
+		Dialer:           net.Dialer{KeepAlive: 100 * time.Millisecond},
+		ConnWriteTimeout: time.Second,
+		DialCtxFn: func(ctx context.Context, addr string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+			dials.Add(1)
+			return d.DialContext(ctx, "tcp", addr)
+		},
+	})
+	s := spigotrueidis.New(c)
+	b := spigot.MustBucket("paused", 1_000_000, spigot.PerSecond(1))
+	take := spigot.Op{Limit: b, Key: "k", N: 1}
+	pair := []spigot.Op{take, {Limit: b, Key: "k2", N: 1}}
+	if _, err := s.Do(t.Context(), take); err != nil { // loads the script
+		t.Fatal(err)
+	}
+	evalsha, eval := ran(t, srv, "evalsha"), ran(t, srv, "eval")
+	sent := 0 // the most EVALSHA the calls below may send: one each
+
+	// Seven calls in eight are cancelled at 20 ms, long before their
+	// deadline; the eighth runs until its deadline. Each must return
+	// within bound of the first of the two: well before the client's
+	// ConnWriteTimeout or the one second its handshake can take to give
+	// up, and with room for a loaded machine.
+	const (
+		cancelAt = 20 * time.Millisecond
+		long     = 2 * time.Second        // the deadline of a cancelled call
+		deadline = 300 * time.Millisecond // that of a call not cancelled
+		bound    = 500 * time.Millisecond
+		calls    = 150 // at least,
+		redials  = 10  // and until the client connected again this often
+	)
+	type multi struct {
+		out, got []spigot.Decision // what out held when DoMulti returned
+	}
+	var multis []multi
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	before, failed := dials.Load(), 0
+	for i := 0; i < calls || dials.Load()-before < redials; i++ {
+		if i == 20*calls {
+			t.Fatalf("%d calls and the client connected again %d times; want %d", i, dials.Load()-before, redials)
+		}
+		if failed == 10 {
+			t.Fatalf("stopped at call %d after %d failures", i, failed)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		end, want := time.Now().Add(deadline), context.DeadlineExceeded
+		if i%8 != 7 {
+			ctx, cancel = context.WithTimeout(t.Context(), long)
+			end, want = time.Now().Add(cancelAt), context.Canceled
+			time.AfterFunc(cancelAt, cancel)
+		}
+		var err error
+		switch i % 3 {
+		case 0:
+			var d spigot.Decision
+			d, err = s.Do(ctx, take)
+			if d != (spigot.Decision{}) {
+				failed++
+				t.Errorf("call %d: Do = %+v, %v; want the zero Decision", i, d, err)
+			}
+		case 1, 2:
+			mode := spigot.Mode(i%3 - 1)
+			out := make([]spigot.Decision, len(pair))
+			err = s.DoMulti(ctx, mode, pair, out)
+			multis = append(multis, multi{out, slices.Clone(out)})
+		}
+		sent++
+		late := time.Since(end)
+		cancel()
+		switch {
+		case err == nil:
+			t.Fatalf("call %d on a paused server: no error", i)
+		case late > bound:
+			failed++
+			t.Errorf("call %d returned %v after its %s; want at most %v: %v", i, late.Round(time.Millisecond), want, bound, err)
+		case late >= 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded):
+			// The client may fail a call at once with the timeout of a
+			// connection that another call was opening: an error that
+			// races with the context's.
+			failed++
+			t.Errorf("call %d: error %v; want one matching %v, or a timeout", i, err, want)
+		case !strings.HasPrefix(err.Error(), "spigot: "):
+			failed++
+			t.Errorf("call %d: error %q; want one starting \"spigot: \"", i, err)
+		}
+	}
+
+	srv.Resume()
+	resumed = true
+	// The client may first meet a connection from before the pause, or
+	// the end of one that timed out, and fail a call or a few; then each
+	// kind of call succeeds.
+	for _, call := range []struct {
+		name string
+		do   func(ctx context.Context) error
+	}{
+		{"Do", func(ctx context.Context) error {
+			d, err := s.Do(ctx, take)
+			if err == nil && (!d.Allowed() || d.N != 1) {
+				t.Fatalf("Take after the pause = %+v; want allowed, N 1", d)
+			}
+			return err
+		}},
+		{"DoMulti(Independent)", func(ctx context.Context) error {
+			return s.DoMulti(ctx, spigot.Independent, pair, make([]spigot.Decision, len(pair)))
+		}},
+		{"DoMulti(AllOrNothing)", func(ctx context.Context) error {
+			return s.DoMulti(ctx, spigot.AllOrNothing, pair, make([]spigot.Decision, len(pair)))
+		}},
+	} {
+		for i := 0; ; i++ {
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			err := call.do(ctx)
+			cancel()
+			sent++
+			if err == nil {
+				break
+			}
+			if i == 100 {
+				t.Fatalf("%s %d after the pause: %v", call.name, i, err)
+			}
+		}
+	}
+	for i, m := range multis {
+		if !slices.Equal(m.out, m.got) {
+			t.Errorf("DoMulti %d: out became %+v after the call returned %+v", i, m.out, m.got)
+		}
+	}
+	if n := ran(t, srv, "evalsha") - evalsha; n > sent {
+		t.Errorf("the server ran EVALSHA %d times for %d calls: a request was sent again", n, sent)
+	}
+	if n := ran(t, srv, "eval") - eval; n != 0 {
+		t.Errorf("the server ran EVAL %d times; want none (the script stayed loaded)", n)
+	}
+}
+
+// ran returns how many times the server ran cmd, from INFO commandstats.
+func ran(t *testing.T, srv *testserver.Server, cmd string) int {
+	t.Helper()
+	info, err := srv.Info("commandstats")
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	// calls=3,usec=…; a command never run has no line.
+	n, _, _ := strings.Cut(strings.TrimPrefix(info["cmdstat_"+cmd], "calls="), ",")
+	calls, _ := strconv.Atoi(n)
+	return calls
+}
+
 // fake is a server that answers EVALSHA and EVAL as a test says and counts
 // them.
 type fake struct {
@@ -382,55 +559,71 @@ func TestUnreadableState(t *testing.T) {
 
 // BenchmarkDo compares the store with the same EVALSHA sent through
 // the client directly (the same script, key and arguments, decoded with
-// ToAny): the difference is what spigot's layer costs. Run it with
+// ToAny): the difference is what spigot's layer costs. ctx is the calls'
+// context: one that never ends (context.Background), one that a caller
+// can cancel, as a request's is, or one with a deadline besides. Besides
+// ns/op it reports cpu-ns/op, the CPU time of the whole test process per
+// call, which the load of other processes changes less. Run it with
 // SPIGOT_REQUIRE_SERVERS=1 go test -run - -bench . -benchmem.
 func BenchmarkDo(b *testing.B) {
 	srv := testserver.Start(b, testserver.Redis)
 	c := serverClient(b, srv)
-	ctx := context.Background()
+	cancelable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deadline, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
 	bucket := spigot.MustBucket("bench", 1_000_000, spigot.PerSecond(100_000))
 	s := spigotrueidis.New(c)
 	op := spigot.Op{Limit: bucket, Key: "k", N: 1}
 	key := store.Key(store.DefaultPrefix, bucket, "k")
 	argv := wire.NewArgs(nil).Op(op)
-	if _, err := s.Do(ctx, op); err != nil { // loads the script
+	if _, err := s.Do(cancelable, op); err != nil { // loads the script
 		b.Fatal(err)
 	}
 	for _, impl := range []struct {
 		name string
-		call func() error
+		call func(ctx context.Context) error
 	}{
-		{"raw-evalsha", func() error {
+		{"raw-evalsha", func(ctx context.Context) error {
 			_, err := c.Do(ctx, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(1).Key(key).Arg(argv[:]...).Build()).ToAny()
 			return err
 		}},
-		{"store", func() error {
+		{"store", func(ctx context.Context) error {
 			_, err := s.Do(ctx, op)
 			return err
 		}},
 	} {
-		for _, per := range []int{0, max(1, 64/runtime.GOMAXPROCS(0))} { // goroutines per P; 0: the benchmark's own
-			g := max(1, per*runtime.GOMAXPROCS(0))
-			b.Run(fmt.Sprintf("impl=%s/goroutines=%d", impl.name, g), func(b *testing.B) {
-				b.ReportAllocs()
-				if per == 0 {
-					for b.Loop() {
-						if err := impl.call(); err != nil {
-							b.Fatal(err)
+		for _, ctx := range []struct {
+			name string
+			ctx  context.Context
+		}{{"background", context.Background()}, {"cancelable", cancelable}, {"deadline", deadline}} {
+			for _, per := range []int{0, max(1, 64/runtime.GOMAXPROCS(0))} { // goroutines per P; 0: the benchmark's own
+				g := max(1, per*runtime.GOMAXPROCS(0))
+				b.Run(fmt.Sprintf("impl=%s/ctx=%s/goroutines=%d", impl.name, ctx.name, g), func(b *testing.B) {
+					b.ReportAllocs()
+					start := bench.CPUTime()
+					defer func() {
+						b.ReportMetric(float64(bench.CPUTime()-start)/float64(b.N), "cpu-ns/op")
+					}()
+					if per == 0 {
+						for b.Loop() {
+							if err := impl.call(ctx.ctx); err != nil {
+								b.Fatal(err)
+							}
 						}
+						return
 					}
-					return
-				}
-				b.SetParallelism(per)
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						if err := impl.call(); err != nil {
-							b.Error(err)
-							return
+					b.SetParallelism(per)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := impl.call(ctx.ctx); err != nil {
+								b.Error(err)
+								return
+							}
 						}
-					}
+					})
 				})
-			})
+			}
 		}
 	}
 }

@@ -28,6 +28,18 @@
 // outlived ClientOption.ConnLifetime; leave ConnLifetime at zero, its
 // default, for strict accounting, since a command caught in flight on a
 // connection that expires and then fails can be sent twice.
+//
+// A call returns as soon as its context is done, with the context's
+// error, whatever the client is doing then: waiting for a reply, or
+// opening a connection to a server that does not answer, where the
+// client itself may wait for the context's deadline, and a second
+// longer, before it gives up. A request already sent then goes on
+// without the caller, until its reply, the context's deadline or the
+// client's own timeouts, and its reply is dropped; as after any
+// ambiguous failure, the server may have charged it. The client sees the
+// context's values and deadline but not its cancellation, so that a
+// cancelled call never fails a connection the client is opening for
+// other calls. A call whose context is already done sends nothing.
 package valkey
 
 import (
@@ -36,6 +48,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/valkey-io/valkey-go"
 
@@ -156,17 +169,17 @@ func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision)
 	for i, op := range ops {
 		keys[i] = store.Key(s.prefix, op.Limit, op.Key)
 	}
-	argv := s.args.Ops(ops)
-	c := s.client
-	r := c.Do(ctx, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build())
-	if e, ok := valkey.IsValkeyErr(r.Error()); ok && e.IsNoScript() {
-		r = c.Do(ctx, c.B().Eval().Script(wire.Script()).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build())
+	x := s.exchange()
+	x.keys[0], x.argv[0] = keys, s.args.Ops(ops)
+	if err := x.await(ctx); err != nil {
+		return wire.Err("valkey", err, false)
 	}
-	if err := r.Error(); err != nil && !valkey.IsValkeyNil(err) {
+	defer x.release()
+	if err := x.r.Error(); err != nil && !valkey.IsValkeyNil(err) {
 		_, reply := valkey.IsValkeyErr(err)
 		return wire.Err("valkey", err, reply)
 	}
-	return decode(r, out)
+	return decode(x.r, out)
 }
 
 // batch applies each op as Do would: on one server in batch calls of the
@@ -175,58 +188,46 @@ func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision)
 // client (on a cluster, one per node, in parallel), and the calls that
 // found no script in a second one, with EVAL.
 func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
-	c := s.client
 	size := wire.BatchSize
-	if c.Mode() == valkey.ClientModeCluster {
+	if s.client.Mode() == valkey.ClientModeCluster {
 		size = 1
 	}
 	n := (len(ops) + size - 1) / size
-	keys := make([][]string, n)
-	argv := make([][]string, n)
-	cmds := make(valkey.Commands, n)
-	for k := range cmds {
+	x := s.exchange()
+	x.batch, x.keys, x.argv = true, make([][]string, n), make([][]string, n)
+	for k := range n {
 		part := ops[k*size : min((k+1)*size, len(ops))]
-		keys[k] = make([]string, len(part))
+		x.keys[k] = make([]string, len(part))
 		for i, op := range part {
-			keys[k][i] = store.Key(s.prefix, op.Limit, op.Key)
+			x.keys[k][i] = store.Key(s.prefix, op.Limit, op.Key)
 		}
-		argv[k] = s.args.Batch(part)
-		cmds[k] = c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(int64(len(part))).Key(keys[k]...).Arg(argv[k]...).Build()
+		x.argv[k] = s.args.Batch(part)
 	}
-	rs := c.DoMulti(ctx, cmds...)
-	var again []int
-	for k, r := range rs {
-		if e, ok := valkey.IsValkeyErr(r.Error()); ok && e.IsNoScript() {
-			again = append(again, k)
-		}
-	}
-	if len(again) > 0 {
-		cmds = cmds[:0]
-		for _, k := range again {
-			cmds = append(cmds, c.B().Eval().Script(wire.Script()).Numkeys(int64(len(keys[k]))).Key(keys[k]...).Arg(argv[k]...).Build())
-		}
-		for j, r := range c.DoMulti(ctx, cmds...) {
-			rs[again[j]] = r
-		}
-	}
+	failed := x.await(ctx)
 	errs := make([]error, len(ops))
-	for k, r := range rs {
+	for k := range n {
 		lo, hi := k*size, min((k+1)*size, len(ops))
-		err := r.Error()
+		err := failed
+		if err == nil {
+			err = x.rs[k].Error()
+		}
 		switch {
 		case err != nil && !valkey.IsValkeyNil(err):
 			_, reply := valkey.IsValkeyErr(err)
 			err = wire.Err("valkey", err, reply)
 		case hi-lo == 1:
-			err = decode(r, out[lo:hi])
+			err = decode(x.rs[k], out[lo:hi])
 		default:
-			err = decodeBatch(r, out[lo:hi], errs[lo:hi])
+			err = decodeBatch(x.rs[k], out[lo:hi], errs[lo:hi])
 		}
 		if err != nil {
 			for i := lo; i < hi; i++ {
 				out[i], errs[i] = wire.Failed, err
 			}
 		}
+	}
+	if failed == nil {
+		x.release()
 	}
 	return wire.BatchErr(slices.DeleteFunc(errs, func(err error) bool { return err == nil }), len(ops))
 }
@@ -254,20 +255,138 @@ func decode(r valkey.ValkeyResult, out []spigot.Decision) error {
 	return wire.DecodeAll(reply, out)
 }
 
-// run sends the script with EVALSHA, and with EVAL only after an explicit
-// NOSCRIPT reply. It returns the reply once the server answered it; a nil
-// reply is left for the decoder to reject.
+// run sends the script for op, as exchange.send does. It returns the
+// reply once the server answered it; a nil reply is left for the decoder
+// to reject.
 func (s *Store) run(ctx context.Context, op spigot.Op) (valkey.ValkeyResult, error) {
-	k := store.Key(s.prefix, op.Limit, op.Key)
-	argv := s.args.Op(op)
-	c := s.client
-	r := c.Do(ctx, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(1).Key(k).Arg(argv[:]...).Build())
-	if e, ok := valkey.IsValkeyErr(r.Error()); ok && e.IsNoScript() {
-		r = c.Do(ctx, c.B().Eval().Script(wire.Script()).Numkeys(1).Key(k).Arg(argv[:]...).Build())
+	x := s.exchange()
+	x.key[0], x.op = store.Key(s.prefix, op.Limit, op.Key), s.args.Op(op)
+	x.keys[0], x.argv[0] = x.key[:], x.op[:]
+	err := x.await(ctx)
+	if err != nil {
+		return valkey.ValkeyResult{}, wire.Err("valkey", err, false)
 	}
+	r := x.r
+	x.release()
 	if err := r.Error(); err != nil && !valkey.IsValkeyNil(err) {
 		_, reply := valkey.IsValkeyErr(err)
 		return r, wire.Err("valkey", err, reply)
 	}
 	return r, nil
+}
+
+// An exchange is what one call of the store sends the server and the
+// replies it gets: a run of the script over keys[0] with argv[0], or, in
+// a batch, a run over each keys[k] with argv[k] in one DoMulti of the
+// client. It is the store's, never the caller's, so that a reply that
+// comes after the call returned changes nothing the caller sees.
+type exchange struct {
+	s          *Store
+	batch      bool
+	keys, argv [][]string
+	r          valkey.ValkeyResult   // the reply to a run
+	rs         []valkey.ValkeyResult // those of a batch
+	done       chan error            // receives once the replies are in, or the caller's error if nothing was sent
+
+	// Room for the key and arguments of Do, and for keys and argv of one
+	// run, which keys and argv point into.
+	key        [1]string
+	op         wire.Argv
+	key1, arg1 [1][]string
+}
+
+var exchanges = sync.Pool{New: func() any { return &exchange{done: make(chan error, 1)} }}
+
+// exchange returns an exchange for one run of the script.
+func (s *Store) exchange() *exchange {
+	x := exchanges.Get().(*exchange)
+	x.s, x.keys, x.argv = s, x.key1[:], x.arg1[:]
+	return x
+}
+
+// release gives back an exchange that await returned without error.
+func (x *exchange) release() {
+	x.r, x.rs = valkey.ValkeyResult{}, nil
+	x.key, x.op, x.key1, x.arg1 = [1]string{}, wire.Argv{}, [1][]string{}, [1][]string{}
+	x.s, x.batch, x.keys, x.argv = nil, false, nil, nil
+	exchanges.Put(x)
+}
+
+// await sends x and returns once the replies are in, or with ctx's error
+// as soon as ctx is done, whichever comes first (see the package doc).
+// When ctx can end, x is sent on a goroutine of its own, which keeps x if
+// await returns first: the caller must then leave x alone.
+func (x *exchange) await(ctx context.Context) error {
+	done := ctx.Done()
+	if done == nil {
+		x.send(ctx, ctx)
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	go x.detached(ctx)
+	select {
+	case err := <-x.done:
+		return err
+	case <-done:
+		select {
+		case err := <-x.done: // replies that came in time
+			return err
+		default:
+			return ctx.Err()
+		}
+	}
+}
+
+// detached sends x with the caller's values and deadline, not its
+// cancellation, unless the caller no longer waits, and says when the
+// replies are in.
+func (x *exchange) detached(caller context.Context) {
+	if err := caller.Err(); err != nil {
+		x.done <- err
+		return
+	}
+	ctx := context.WithoutCancel(caller)
+	if d, ok := caller.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d)
+		defer cancel()
+	}
+	x.send(ctx, caller)
+	x.done <- nil
+}
+
+// send sends the script with EVALSHA, and with EVAL only after an explicit
+// NOSCRIPT reply and while the caller still waits.
+func (x *exchange) send(ctx, caller context.Context) {
+	c := x.s.client
+	if !x.batch {
+		keys, argv := x.keys[0], x.argv[0]
+		x.r = c.Do(ctx, c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build())
+		if e, ok := valkey.IsValkeyErr(x.r.Error()); ok && e.IsNoScript() && caller.Err() == nil {
+			x.r = c.Do(ctx, c.B().Eval().Script(wire.Script()).Numkeys(int64(len(keys))).Key(keys...).Arg(argv...).Build())
+		}
+		return
+	}
+	cmds := make(valkey.Commands, len(x.keys))
+	for k := range cmds {
+		cmds[k] = c.B().Evalsha().Sha1(wire.SHA1()).Numkeys(int64(len(x.keys[k]))).Key(x.keys[k]...).Arg(x.argv[k]...).Build()
+	}
+	x.rs = c.DoMulti(ctx, cmds...)
+	var again []int
+	for k, r := range x.rs {
+		if e, ok := valkey.IsValkeyErr(r.Error()); ok && e.IsNoScript() {
+			again = append(again, k)
+		}
+	}
+	if len(again) > 0 && caller.Err() == nil {
+		cmds = cmds[:0]
+		for _, k := range again {
+			cmds = append(cmds, c.B().Eval().Script(wire.Script()).Numkeys(int64(len(x.keys[k]))).Key(x.keys[k]...).Arg(x.argv[k]...).Build())
+		}
+		for j, r := range c.DoMulti(ctx, cmds...) {
+			x.rs[again[j]] = r
+		}
+	}
 }
