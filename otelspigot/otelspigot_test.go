@@ -447,7 +447,9 @@ func TestErrorType(t *testing.T) {
 
 // TestHybrid runs store/hybrid on a real redis-server through a failure:
 // remote, then local with the breaker open, then remote again once a probe
-// after the cooldown succeeds.
+// after the cooldown succeeds. The remote's timeout is generous: the
+// remote must decide every call while it is up, however loaded the
+// machine, and fails at once while it is down.
 func TestHybrid(t *testing.T) {
 	srv := testserver.Start(t, testserver.Redis)
 	ctx := context.Background()
@@ -455,7 +457,7 @@ func TestHybrid(t *testing.T) {
 	clk := clocktest.New(t0)
 	h := hybrid.New(spigotredis.New(testclient.GoRedis(t, srv.Addr)), memory.New(memory.WithClock(clk)),
 		hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp))),
-		hybrid.WithBreaker(2, time.Second), hybrid.WithClock(clk))
+		hybrid.WithBreaker(2, time.Second), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute))
 	reg, err := otelspigot.ObserveCircuit(h, otelspigot.WithMeterProvider(mp))
 	if err != nil {
 		t.Fatalf("ObserveCircuit: %v", err)
@@ -556,7 +558,7 @@ func TestHTTPObserver(t *testing.T) {
 		{"/items/1", http.StatusOK},
 		{"/items/2", http.StatusOK},
 		{"/items/3", http.StatusTooManyRequests},
-		{"/fail", http.StatusOK}, // a failing store serves by default
+		{"/fail", http.StatusServiceUnavailable}, // a failing store fails safe by default
 	} {
 		req := httptest.NewRequest("GET", s.path, nil)
 		req.Header.Set("X-User", "alice")

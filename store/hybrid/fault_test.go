@@ -6,8 +6,12 @@ package hybrid_test
 // connections. Time is real here: the deadlines and the cooldown are what
 // is tested: every call returns within the timeout and a margin, but for
 // a share of calls small enough that a loaded machine stalling the test
-// for a moment never fails it. Each phase logs the worst latency it saw,
-// and each test the share of calls over the bound; run
+// for a moment never fails it. What each phase waits for is a state (the
+// breaker opened, the remote decides again), with a wall-clock limit
+// only to fail a hang; workers pace the calls an open breaker decides at
+// once, so that a phase's calls outlast the cooldown however fast the
+// machine is. Each phase logs the worst latency it saw, and each test the
+// share of calls over the bound; run
 //
 //	SPIGOT_REQUIRE_SERVERS=1 go test -race -run 'Fault' -v ./store/hybrid/ | grep -E 'worst|longest'
 //
@@ -52,7 +56,13 @@ const (
 
 	workers     = 16   // concurrent callers
 	maxRequests = 2000 // per worker and phase
-	phaseLimit  = 5 * sec
+	// pace is what a worker waits after a call decided without the
+	// remote (the breaker open): maxRequests such calls take at least
+	// 2 s, twenty cooldowns, so that a probe always comes.
+	pace = ms
+	// phaseLimit bounds a phase's wait for its condition, which holds in
+	// well under a second: it only fails a hang.
+	phaseLimit = time.Minute
 
 	remoteCap = 1_000_000_000 // every worker's bucket: never runs dry
 	localCap  = 100_000       // WithLocalLimit's: tells a local decision from a remote one
@@ -181,11 +191,12 @@ func (r *rig) policyPath() hybrid.Path {
 	return [...]hybrid.Path{hybrid.Local: hybrid.PathLocal, hybrid.FailOpen: hybrid.PathFailOpen, hybrid.FailClosed: hybrid.PathFailClosed}[r.policy]
 }
 
-// call makes one request of worker i, adds it to st, and returns its path.
-// A call breaks a rule when it fails, is decided by neither the remote nor
+// call makes one request of worker i, adds it to st, and returns its path
+// and whether it waited on the remote (the remote decided, or failed). A
+// call breaks a rule when it fails, is decided by neither the remote nor
 // the policy, or its decision does not fit its path. How long it took is
 // checked over many calls, by checkLatency.
-func (r *rig) call(i int, st *stats) hybrid.Path {
+func (r *rig) call(i int, st *stats) (p hybrid.Path, waited bool) {
 	if st.paths == nil {
 		st.paths = map[hybrid.Path]int{}
 	}
@@ -194,11 +205,12 @@ func (r *rig) call(i int, st *stats) hybrid.Path {
 	start := time.Now()
 	a, err := takeN(r.t.Context(), r.s, r.buckets[i], "k", 1)
 	d := time.Since(start)
-	p := hybrid.Path(r.last[i].Load())
+	p = hybrid.Path(r.last[i].Load())
+	waited = p == hybrid.PathRemote || r.tried[i].Load()
 	st.n++
 	st.worst = max(st.worst, d)
 	st.paths[p]++
-	if p == hybrid.PathRemote || r.tried[i].Load() {
+	if waited {
 		st.remote = append(st.remote, d)
 	} else {
 		st.local = append(st.local, d)
@@ -232,14 +244,15 @@ func (r *rig) call(i int, st *stats) hybrid.Path {
 		}
 		st.bad++
 	}
-	return p
+	return p, waited
 }
 
-// phase runs the workers, each making up to maxRequests requests; once
-// every worker has made one, it injects the fault (if any), then stops the
-// workers when until reports true (given the number of requests so far) or
-// after phaseLimit. It fails the test if a call broke a rule or until
-// never held, and logs the worst latency.
+// phase runs the workers, each making up to maxRequests requests (paced
+// while the breaker is open); once every worker has made one, it injects
+// the fault (if any), then stops the workers when until reports true
+// (given the number of requests so far), when they have all made their
+// requests, or after phaseLimit. It fails the test if a call broke a rule
+// or until never held, and logs the worst latency.
 func (r *rig) phase(name string, fault func(), until func(requests int64) bool) stats {
 	r.t.Helper()
 	var stop atomic.Bool
@@ -252,23 +265,35 @@ func (r *rig) phase(name string, fault func(), until func(requests int64) bool) 
 				if stop.Load() {
 					return
 				}
-				r.call(i, &results[i])
+				_, waited := r.call(i, &results[i])
 				done.Add(1)
+				if !waited {
+					time.Sleep(pace)
+				}
 			}
 		})
 	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	// wait polls cond until it holds, every worker has finished, or the
+	// phase's limit; it reports whether cond held.
 	deadline := time.Now().Add(phaseLimit)
-	for done.Load() < workers && time.Now().Before(deadline) {
-		time.Sleep(ms)
+	wait := func(cond func() bool) bool {
+		for !cond() && time.Now().Before(deadline) {
+			select {
+			case <-finished:
+				return cond()
+			case <-time.After(ms):
+			}
+		}
+		return cond()
 	}
+	wait(func() bool { return done.Load() >= workers })
 	start := time.Now()
 	if fault != nil {
 		fault()
 	}
-	for !until(done.Load()) && time.Now().Before(deadline) {
-		time.Sleep(ms)
-	}
-	met := until(done.Load())
+	met := wait(func() bool { return until(done.Load()) })
 	stop.Store(true)
 	wg.Wait()
 	var total stats
@@ -282,7 +307,7 @@ func (r *rig) phase(name string, fault func(), until func(requests int64) bool) 
 		r.t.Errorf("%s: %d of %d calls broke a rule; the first: %s", name, total.bad, total.n, total.first)
 	}
 	if !met {
-		r.t.Errorf("%s: its condition did not hold within %v (%d requests, breaker %v)", name, phaseLimit, total.n, r.s.Circuit())
+		r.t.Errorf("%s: its condition did not hold (%d requests in %v, breaker %v)", name, total.n, time.Since(start).Round(ms), r.s.Circuit())
 	}
 	return total
 }
@@ -329,7 +354,7 @@ func (r *rig) recover(name string) {
 	wasClosed := r.s.Circuit() == hybrid.CircuitClosed
 	defer func() { r.all.add(st) }()
 	for time.Since(start) < phaseLimit {
-		if r.call(0, &st) == hybrid.PathRemote && r.s.Circuit() == hybrid.CircuitClosed {
+		if p, _ := r.call(0, &st); p == hybrid.PathRemote && r.s.Circuit() == hybrid.CircuitClosed {
 			r.t.Logf("%s: the remote decides again after %v (%d requests, worst latency %v)", name, time.Since(start).Round(ms), st.n, st.worst)
 			if st.bad > 0 {
 				r.t.Errorf("%s: %d of %d calls broke a rule; the first: %s", name, st.bad, st.n, st.first)
