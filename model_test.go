@@ -27,8 +27,12 @@ type refModel struct {
 	refill   *big.Rat // tokens per microsecond: Rate.Tokens / period in µs
 	tokens   *big.Rat // nil: no state yet (a full bucket)
 	stamp    int64    // µs of the last update; never moves back
-	fullAt   int64    // µs from which the state no longer matters: full again, and now ≥ stamp
+	fullAt   int64    // µs from which the state no longer matters: full again, and now ≥ stamp; 0: unknown
 	denom    *big.Int // the refill's denominator when the state was stored
+	// raw is a State the model was started from and has not read yet (see
+	// read): any State at all, as a store may hand Apply a corrupt one or
+	// one of another kind.
+	raw *spigot.State
 }
 
 func newRefModel(capacity int64, r spigot.Rate) *refModel {
@@ -47,7 +51,7 @@ func (m *refModel) reconfigure(capacity int64, r spigot.Rate) {
 }
 
 // carry reads the stored tokens under the current config: they carry over,
-// clamped to the capacity; when the scale (the denominator of the refill
+// clamped to [0, capacity]; when the scale (the denominator of the refill
 // in lowest terms) changed since they were stored, only whole tokens carry
 // over.
 func (m *refModel) carry() {
@@ -55,6 +59,39 @@ func (m *refModel) carry() {
 		m.tokens = new(big.Rat).SetInt(refFloor(m.tokens))
 	}
 	m.tokens = refMin(m.tokens, refInt(m.capacity))
+	if m.tokens.Sign() < 0 {
+		m.tokens = new(big.Rat)
+	}
+}
+
+// read reads m.raw at now, as Apply's doc says a State reads: a state whose
+// FullAt has come is no state; a token bucket's (Kind 0 or TokenBucket)
+// with a Scale above 0 is its Tokens/Scale tokens at its Stamp (which carry
+// then clamps), and with none it is no state; a state of another kind is
+// the bucket that is full again exactly at its FullAt, and no sooner: it
+// holds what refilling at the rate to be full then leaves, or, when that
+// would take longer than refilling from empty, nothing until the refill
+// time before FullAt (its stamp is then ahead of now); without a FullAt it
+// is no state.
+func (m *refModel) read(now int64) {
+	s := *m.raw
+	m.raw, m.tokens = nil, nil
+	switch {
+	case s.FullAt != 0 && now >= s.FullAt:
+	case s.Kind == spigot.TokenBucket || s.Kind == 0:
+		if s.Scale > 0 {
+			m.tokens, m.stamp, m.fullAt, m.denom = big.NewRat(s.Tokens, s.Scale), s.Stamp, s.FullAt, big.NewInt(s.Scale)
+		}
+	case s.FullAt > now:
+		capacity := refInt(m.capacity)
+		fill := new(big.Rat).Quo(capacity, m.refill) // µs to refill from empty
+		m.fullAt, m.denom = s.FullAt, m.refill.Denom()
+		if until := refInt(s.FullAt - now); until.Cmp(fill) <= 0 {
+			m.tokens, m.stamp = new(big.Rat).Sub(capacity, new(big.Rat).Mul(until, m.refill)), now
+		} else {
+			m.tokens, m.stamp = new(big.Rat), s.FullAt-refCeil(fill).Int64()
+		}
+	}
 }
 
 // take applies a Take of cost tokens at now (µs).
@@ -71,7 +108,10 @@ func (m *refModel) apply(now int64, action spigot.Action, n int64) (spigot.Decis
 		defer func() { *m = saved }()
 	}
 	capacity := refInt(m.capacity)
-	if m.tokens != nil && now >= m.fullAt { // full again: as if never seen
+	if m.raw != nil {
+		m.read(now)
+	}
+	if m.tokens != nil && m.fullAt != 0 && now >= m.fullAt { // full again: as if never seen
 		m.tokens = nil
 	}
 	if m.tokens == nil {
@@ -82,7 +122,8 @@ func (m *refModel) apply(now int64, action spigot.Action, n int64) (spigot.Decis
 	m.denom = m.refill.Denom()
 	var lag int64 // > 0 when the clock is behind the stamp
 	if now > m.stamp {
-		gain := new(big.Rat).Mul(refInt(now-m.stamp), m.refill)
+		elapsed := new(big.Rat).Sub(refInt(now), refInt(m.stamp)) // a raw stamp may be far in the past
+		gain := new(big.Rat).Mul(elapsed, m.refill)
 		m.tokens = refMin(new(big.Rat).Add(m.tokens, gain), capacity)
 		m.stamp = now
 	} else {
@@ -220,6 +261,17 @@ func newRefRun(b spigot.Limit) (*refRun, error) {
 		return nil, err
 	}
 	return &refRun{b: b, m: newRefModel(b.Capacity(), b.Rate()), now: refStart, lastNow: refStart}, nil
+}
+
+// newRefRunFrom is newRefRun with the key's state s to start from: any
+// State, as a store may hand Apply.
+func newRefRunFrom(b spigot.Limit, s spigot.State) (*refRun, error) {
+	r, err := newRefRun(b)
+	if err != nil {
+		return nil, err
+	}
+	r.s, r.m.raw = s, &s
+	return r, nil
 }
 
 // refCheckBucket checks that b's scaled units are what Limit's doc says: the
@@ -490,13 +542,23 @@ func refNext(rng *rand.Rand, r *refRun, withActions bool) refOp {
 // bucket's capacity and rate change now and then under the same name; with
 // actions, its steps are operations of every action, not only Take.
 func refSequence(seed uint64, reconfig, actions bool) error {
+	return refSequenceFrom(seed, reconfig, actions, false)
+}
+
+// refSequenceFrom is refSequence; with fromState, the key starts from a
+// random State (refState) rather than from none.
+func refSequenceFrom(seed uint64, reconfig, actions, fromState bool) error {
 	rng := rand.New(rand.NewPCG(seed, 0x5b160))
 	var b spigot.Limit
 	for ok := false; !ok; {
 		r := refRate(rng)
 		b, ok = refBucket("model", refCapacity(rng, r), r)
 	}
-	run, err := newRefRun(b)
+	var s0 spigot.State
+	if fromState {
+		s0 = refState(rng, b, refStart)
+	}
+	run, err := newRefRunFrom(b, s0)
 	if err != nil {
 		return err
 	}
@@ -562,6 +624,195 @@ func TestApplyModel(t *testing.T) {
 	for seed := range uint64(2000) {
 		if err := refSequence(seed, seed%2 == 1, true); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+// refState returns a random State for a key of b at now: a token bucket's
+// (of b's scale or another, with or without a kind), corrupt ones (tokens
+// out of range, stamps far off, scales of 0 or less) and states of another
+// kind, whose FullAt is before now, soon, or beyond b's refill from empty.
+func refState(rng *rand.Rand, b spigot.Limit, now int64) spigot.State {
+	pick := func(v ...int64) int64 { return v[rng.IntN(len(v))] }
+	fill := b.Capacity() * b.Scale() / b.Refill() // µs to refill from empty, less a fraction
+	// off returns an offset from now, of any size, either way.
+	off := func() int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return rng.Int64N(2*fill+3) - fill - 1
+		case 1:
+			return pick(0, 1, -1, fill, fill+1, -fill, 2*fill+7, 1<<40, -(1 << 40), 1<<53, -(1 << 53))
+		case 2:
+			return (rng.Int64N(1<<50) - 1<<49) >> rng.IntN(50)
+		}
+		return pick(math.MaxInt64-now, math.MinInt64, math.MinInt64+1) // the extremes, as absolute instants
+	}
+	at := func() int64 {
+		o := off()
+		if o > math.MaxInt64-now || o < math.MinInt64+now+1 {
+			return pick(math.MaxInt64, math.MinInt64)
+		}
+		return now + o
+	}
+	s := spigot.State{Kind: spigot.Kind(pick(0, 1, 1, 1, 7, 255)), Stamp: at(), FullAt: at()}
+	switch rng.IntN(6) {
+	case 0:
+		s.FullAt = 0
+	case 1:
+		s.FullAt = max(s.FullAt, s.Stamp)
+	}
+	s.Scale = pick(b.Scale(), b.Scale(), b.Scale(), 1, 3, b.Scale()*2, b.Scale()+1, 0, -1, math.MinInt64, math.MaxInt64, 1<<53, rng.Int64N(1<<20)+1)
+	sc := max(s.Scale, 1)
+	top := b.Capacity() * sc // the bucket's capacity in the state's units
+	if b.Capacity() != 0 && top/b.Capacity() != sc {
+		top = math.MaxInt64 / 2
+	}
+	s.Tokens = pick(0, 1, -1, top, top+1, top/2, -top, math.MinInt64, math.MaxInt64, -(1 << 62), 1<<53, -(1 << 53), rng.Int64N(top/2+1)*2-top/2)
+	return s
+}
+
+// TestApplyModelStates checks Apply against refModel on random sequences
+// that start from random States: corrupt ones and other kinds'.
+func TestApplyModelStates(t *testing.T) {
+	for seed := range uint64(3000) {
+		if err := refSequenceFrom(1<<33+seed, seed%3 == 1, true, true); err != nil {
+			t.Fatalf("seed %d: %v", 1<<33+seed, err)
+		}
+	}
+}
+
+// TestApplyCorruptStates: a token bucket's state no bucket could hold
+// (tokens far out of range under another scale, a stamp from the far past
+// or future) reads as the doc of Apply says, at fixed instants; so does
+// refModel.
+func TestApplyCorruptStates(t *testing.T) {
+	b := spigot.MustBucket("b", 10, spigot.PerSecond(1)) // scale 1000000, refill 1
+	T := t0.UnixMicro()
+	take1 := spigot.Op{Limit: b, Key: "k", N: 1}
+	tests := []struct {
+		name  string
+		state spigot.State
+		want  spigot.Decision // of a Take of 1 at t0
+	}{
+		// Negative whole tokens under another scale: none, not a full bucket.
+		{"-2^62 tokens of scale 3", spigot.State{Kind: spigot.TokenBucket, Tokens: -(1 << 62), Stamp: T, Scale: 3, FullAt: T + 10e6},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+		{"-2^62 tokens of scale 3, without a kind", spigot.State{Tokens: -(1 << 62), Stamp: T, Scale: 3},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+		{"MinInt64 tokens of scale 7", spigot.State{Kind: spigot.TokenBucket, Tokens: math.MinInt64, Stamp: T, Scale: 7, FullAt: T + 10e6},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+		{"-2^53 tokens of scale 2", spigot.State{Kind: spigot.TokenBucket, Tokens: -(1 << 53), Stamp: T, Scale: 2, FullAt: T + 10e6},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+		{"MaxInt64 tokens of scale 3", spigot.State{Kind: spigot.TokenBucket, Tokens: math.MaxInt64, Stamp: T, Scale: 3, FullAt: T + 10e6},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+		// A stamp so far in the past that the time since overflows an int64:
+		// full, as after any long wait.
+		{"stamp MinInt64", spigot.State{Kind: spigot.TokenBucket, Stamp: math.MinInt64, Scale: 1e6, FullAt: T + 10e6},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+		{"stamp MinInt64+1, negative tokens", spigot.State{Kind: spigot.TokenBucket, Tokens: -5, Stamp: math.MinInt64 + 1, Scale: 1e6, FullAt: T + 10e6},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+		// A stamp at the end of time: empty, and waiting for it is Never.
+		{"stamp MaxInt64", spigot.State{Kind: spigot.TokenBucket, Stamp: math.MaxInt64, Scale: 1e6, FullAt: math.MaxInt64},
+			spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}},
+	}
+	for i, tt := range tests {
+		st, got := apply(take1, tt.state, t0)
+		if got != tt.want {
+			t.Errorf("step %d: %s: Take 1 at t0 on %+v: got %+v, want %+v", i, tt.name, tt.state, got, tt.want)
+		}
+		if st != tt.state && st.Kind != spigot.TokenBucket && st != (spigot.State{}) {
+			t.Errorf("step %d: %s: the new state %+v is not a token bucket's", i, tt.name, st)
+		}
+		m := newRefModel(b.Capacity(), b.Rate())
+		m.raw = &tt.state
+		if d, _ := m.apply(T, spigot.Take, 1); d != tt.want {
+			t.Errorf("step %d: %s: refModel: got %+v, want %+v", i, tt.name, d, tt.want)
+		}
+	}
+}
+
+// TestApplyOtherKindFullAt: a state of another kind whose FullAt is
+// further off than the bucket takes to refill from empty holds the bucket
+// empty until that refill time before FullAt (its stamp ahead of now), so
+// the bucket is full at FullAt, not sooner; the state each step leaves is
+// forgotten no sooner than FullAt. Steps at fixed instants, on one key,
+// against Apply and refModel alike.
+func TestApplyOtherKindFullAt(t *testing.T) {
+	const day = 24 * time.Hour
+	b := spigot.MustBucket("b", 10, spigot.PerSecond(1))   // 10 s from empty
+	odd := spigot.MustBucket("b", 10, spigot.PerSecond(3)) // 3.33… s from empty: scale 1000000, refill 3
+	none := spigot.MustBucket("b", 0, spigot.PerSecond(1))
+	T := t0.UnixMicro()
+	op := func(l spigot.Limit, a spigot.Action, n int64) spigot.Op {
+		return spigot.Op{Limit: l, Key: "k", Action: a, N: n}
+	}
+	type step struct {
+		at   time.Duration // since t0
+		op   spigot.Op
+		want spigot.Decision
+	}
+	for _, c := range []struct {
+		name  string
+		state spigot.State
+		steps []step
+	}{
+		{"full again in a day", spigot.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
+			// Empty until FullAt-10s.
+			{0, op(b, spigot.Peek, 1), spigot.Decision{RetryAfter: day - 9*s, ResetAfter: day}},
+			{0, op(b, spigot.Take, 0), spigot.Decision{ResetAfter: day}},
+			{0, op(b, spigot.TakeUpTo, 5), spigot.Decision{RetryAfter: day - 9*s, ResetAfter: day}},
+			{day - 11*s, op(b, spigot.Take, 1), spigot.Decision{RetryAfter: 2 * s, ResetAfter: 11 * s}},
+			{day - 9*s, op(b, spigot.Take, 1), spigot.Decision{N: 1, ResetAfter: 10 * s}},
+			{day - 1*s, op(b, spigot.Peek, 10), spigot.Decision{Remaining: 8, RetryAfter: 2 * s, ResetAfter: 2 * s}},
+			{day + 1*s, op(b, spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 10 * s}},
+		}},
+		{"full again in a day, read by a Reset", spigot.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
+			{0, op(b, spigot.Reset, 0), spigot.Decision{N: 10, Remaining: 10}},
+			{0, op(b, spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 10 * s}},
+		}},
+		{"full again in a day, a Refund", spigot.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
+			// 3 tokens given back, held from now; the stamp stays ahead.
+			{0, op(b, spigot.Refund, 3), spigot.Decision{N: 3, Remaining: 3, ResetAfter: day - 3*s}},
+			{0, op(b, spigot.Take, 3), spigot.Decision{N: 3, ResetAfter: day}},
+		}},
+		{"full again in 5 s, at 3/s", spigot.State{Kind: 7, FullAt: T + 5e6}, []step{
+			// 10 tokens take 3333334 µs: empty until t0+1666666µs.
+			{0, op(odd, spigot.Peek, 1), spigot.Decision{RetryAfter: 2 * s, ResetAfter: 5 * s}},
+			{0, op(odd, spigot.Take, 0), spigot.Decision{ResetAfter: 5 * s}},
+			{1666666 * time.Microsecond, op(odd, spigot.Peek, 0), spigot.Decision{ResetAfter: 3334 * ms}},
+			{1999999 * time.Microsecond, op(odd, spigot.Take, 1), spigot.Decision{RetryAfter: 1 * ms, ResetAfter: 3001 * ms}},
+			{2 * s, op(odd, spigot.Take, 1), spigot.Decision{N: 1, ResetAfter: 3334 * ms}},
+		}},
+		{"full again in 2 s: refilled along the way", spigot.State{Kind: 7, FullAt: T + 2e6}, []step{
+			{0, op(b, spigot.Take, 1), spigot.Decision{N: 1, Remaining: 7, ResetAfter: 3 * s}},
+		}},
+		{"capacity 0: kept until FullAt", spigot.State{Kind: 7, FullAt: T + 5e6}, []step{
+			{0, op(none, spigot.Take, 0), spigot.Decision{}},
+			{0, op(none, spigot.Take, 1), spigot.Decision{RetryAfter: spigot.Never}},
+		}},
+	} {
+		st := c.state
+		m := newRefModel(c.steps[0].op.Limit.Capacity(), c.steps[0].op.Limit.Rate())
+		m.raw = &c.state
+		for i, step := range c.steps {
+			now := t0.Add(step.at)
+			before := st
+			var got spigot.Decision
+			st, got = apply(step.op, st, now)
+			if got != step.want {
+				t.Errorf("%s: step %d: at t0+%v, %v: got %+v, want %+v", c.name, i, step.at, step.op, got, step.want)
+			}
+			if m.capacity != step.op.Limit.Capacity() {
+				t.Fatalf("%s: the steps change the bucket", c.name)
+			}
+			if d, _ := m.apply(now.UnixMicro(), step.op.Action, step.op.N); d != step.want {
+				t.Errorf("%s: step %d: at t0+%v, %v: refModel: got %+v, want %+v", c.name, i, step.at, step.op, d, step.want)
+			}
+			// Until a Refund or a Reset adds tokens, the state is kept until
+			// the old FullAt at least.
+			if before.Kind == 7 && step.op.Action != spigot.Refund && step.op.Action != spigot.Reset && st.FullAt < before.FullAt {
+				t.Errorf("%s: step %d: %v left %+v: forgotten before the old FullAt %d", c.name, i, step.op, st, before.FullAt)
+			}
 		}
 	}
 }
@@ -654,11 +905,49 @@ func FuzzApply(f *testing.F) {
 	})
 }
 
+// FuzzApplyState is FuzzApply from any State: its kind, tokens and scale,
+// and its stamp and FullAt as µs from the sequence's start (saturated; a
+// FullAt of 0 is none).
+func FuzzApplyState(f *testing.F) {
+	day := int64(86_400_000_000)
+	f.Add(int64(1), int64(1_000_000), int64(10), uint8(7), int64(0), int64(0), day, int64(0), []byte{
+		7, 0, 0, 0, 1, 0, 0, 0, 0, 1, 4, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 1, 5, 0, 0, 0, 3,
+	})
+	f.Add(int64(3), int64(1_000_000), int64(10), uint8(255), int64(5), int64(-3), int64(5_000_000), int64(9), []byte{
+		7, 0, 0, 0, 1, 0, 2, 0x40, 0, 1, 4, 0, 0, 0, 0, 0, 5, 0, 0, 0,
+	})
+	f.Add(int64(1), int64(1_000_000), int64(10), uint8(1), int64(-1<<62), int64(0), int64(10_000_000), int64(3), []byte{0, 0, 0, 0, 1})
+	f.Add(int64(1), int64(1_000_000), int64(10), uint8(0), int64(0), int64(math.MinInt64), int64(0), int64(1_000_000), []byte{0, 0, 0, 0, 1})
+	f.Add(int64(1), int64(2), int64(1<<52), uint8(1), int64(1<<53), int64(math.MaxInt64), int64(math.MaxInt64), int64(2), []byte{4, 0, 0, 0, 9, 5, 0, 0, 0, 1})
+	f.Fuzz(func(t *testing.T, tokens, periodUs, capacity int64, kind uint8, sTokens, sStamp, sFullAt, sScale int64, ops []byte) {
+		at := func(off int64) int64 {
+			switch {
+			case off > math.MaxInt64-refStart:
+				return math.MaxInt64
+			case off < math.MinInt64+refStart:
+				return math.MinInt64
+			}
+			return refStart + off
+		}
+		s := spigot.State{Kind: spigot.Kind(kind), Tokens: sTokens, Stamp: at(sStamp), Scale: sScale}
+		if sFullAt != 0 {
+			s.FullAt = at(sFullAt)
+		}
+		refFuzzFrom(t, tokens, periodUs, capacity, ops, true, s)
+	})
+}
+
 // refFuzzActions maps the action byte of FuzzApply's steps.
 var refFuzzActions = [8]spigot.Action{spigot.Take, spigot.Take, spigot.Take, spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek}
 
 // refFuzz runs the steps encoded in ops (see FuzzTake and FuzzApply).
 func refFuzz(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions bool) {
+	t.Helper()
+	refFuzzFrom(t, tokens, periodUs, capacity, ops, actions, spigot.State{})
+}
+
+// refFuzzFrom is refFuzz from the key's state s0.
+func refFuzzFrom(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions bool, s0 spigot.State) {
 	t.Helper()
 	if periodUs < 1 || periodUs > math.MaxInt64/int64(time.Microsecond) {
 		return // not a Duration
@@ -667,7 +956,7 @@ func refFuzz(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions
 	if err != nil {
 		return
 	}
-	run, err := newRefRun(b)
+	run, err := newRefRunFrom(b, s0)
 	if err != nil {
 		t.Fatal(err)
 	}

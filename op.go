@@ -203,11 +203,16 @@ type State struct {
 // Otherwise, when s was stored under another rate (s.Scale differs from
 // the limit's Scale), its whole tokens carry over, clamped to the
 // capacity; the fraction of a token is dropped. A state the bucket cannot
-// hold (more tokens than its capacity, negative tokens) is clamped; one
-// with a Scale of 0 or less is absent. A state of another kind, before
-// its FullAt, becomes the bucket that is full again at that same instant:
-// it refills no sooner than the old state would have (one without a
-// FullAt is absent).
+// hold (more tokens than its capacity, negative tokens, under its own
+// scale or another) is clamped; one with a Scale of 0 or less is absent.
+// A state of another kind, before its FullAt, becomes the bucket that is
+// full again at that same instant, and not sooner: it holds what refilling
+// at the limit's rate to be full exactly then leaves it now, and when that
+// is further off than the limit's refill from empty, it holds nothing and
+// its stamp is ahead of now (as after a clock that stepped back), so that
+// it starts to refill that refill time before FullAt. Unless a Refund
+// gives tokens back, the state Apply leaves then is forgotten no sooner
+// than that FullAt. A state of another kind without a FullAt is absent.
 //
 // A Take then a Refund of the Take's N, at the same instant, leave the
 // state as a Take of 0 there would: as if neither happened.
@@ -228,16 +233,17 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 		if s.Scale > 0 {
 			tokens, stamp = b.carry(s), s.Stamp
 		}
-	case s.FullAt > t: // another kind: full again at its FullAt
-		tokens = b.emptyFor(s.FullAt - t)
+	case s.FullAt > t: // another kind: full again at its FullAt, not sooner
+		tokens, stamp = b.fullAt(s.FullAt, t)
 	}
 	if t > stamp {
 		// Refill for the elapsed time without overflow: past deficit/refill
-		// microseconds the bucket is full whatever the time.
-		if e, deficit := t-stamp, b.max-tokens; e > deficit/b.refill {
+		// microseconds the bucket is full whatever the time. (The elapsed
+		// time is exact as a uint64, even from a stamp far in the past.)
+		if e, deficit := uint64(t-stamp), b.max-tokens; e > uint64(deficit/b.refill) {
 			tokens = b.max
 		} else {
-			tokens += e * b.refill
+			tokens += int64(e) * b.refill
 		}
 		stamp = t
 	}
@@ -301,17 +307,21 @@ func (b *limit) carry(s *State) int64 {
 		if whole >= b.capacity {
 			return b.max
 		}
-		tokens = whole * b.scale
+		tokens = max(whole, 0) * b.scale // below b.max: no overflow
 	}
 	return min(max(tokens, 0), b.max)
 }
 
-// emptyFor returns the tokens of a bucket that is full again in us µs.
-func (b *limit) emptyFor(us int64) int64 {
-	if us > b.max/b.refill { // us × refill > max
-		return 0
+// fullAt returns the tokens and the stamp, at t, of the bucket that is
+// full again at the instant full > t and not sooner: it holds what
+// refilling at b's rate to be full exactly then leaves it, stamped t; when
+// that would take longer than refilling from empty, it holds nothing, and
+// its stamp is the refill time before full, ahead of t.
+func (b *limit) fullAt(full, t int64) (tokens, stamp int64) {
+	if us := full - t; us <= b.max/b.refill { // us × refill ≤ max
+		return b.max - us*b.refill, t
 	}
-	return b.max - us*b.refill
+	return 0, full - ceilDiv(b.max, b.refill)
 }
 
 // ceilDiv returns ⌈a/b⌉ for a ≥ 0, b > 0.

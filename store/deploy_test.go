@@ -153,7 +153,10 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 			clk.Advance(o.step)
 			now := clk.Now()
 			key := store.Key(p, o.op.Limit, o.op.Key)
-			old := (o.op.Action == spigot.Take || o.op.Action == spigot.Reset) && g.rng.IntN(5) < 2
+			// The script before operations has Take and Reset, and computes in
+			// doubles past 2^53 (a FullAt 285 years ahead, for a bucket of 2^53
+			// units): it runs on the limits far from that.
+			old := (o.op.Action == spigot.Take || o.op.Action == spigot.Reset) && g.rng.IntN(5) < 2 && o.op.Limit.Capacity() < 1<<40
 			before, hadState := m[key]
 			state := "none"
 			if hadState {
@@ -251,6 +254,12 @@ func testLegacyStates(t *testing.T, ps protoStore, srv *testserver.Server) {
 		{fmt.Sprintf("%d %d %d", -4_000_000, T, 2_000_000), spigot.State{Tokens: -4_000_000, Stamp: T, Scale: 2_000_000}},                     // negative: clamped
 		{fmt.Sprintf("%d %d %d", 1_000_000, T, 0), spigot.State{Tokens: 1_000_000, Stamp: T, Scale: 0}},                                       // no scale: absent
 		{fmt.Sprintf("%d %d %d", 1_000_000, T-40_000_000_000, 2_000_000), spigot.State{Tokens: 1_000_000, Stamp: T - 40_000_000_000, Scale: 2_000_000}},
+		// Far out of range, under another scale: none, not a full bucket.
+		{fmt.Sprintf("%d %d %d", -(1 << 53), T, 3), spigot.State{Tokens: -(1 << 53), Stamp: T, Scale: 3}},
+		{fmt.Sprintf("tb/2 %d %d %d %d", T+10_000_000, T, -(1 << 53), 7), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: -(1 << 53), Stamp: T, Scale: 7}},
+		{fmt.Sprintf("tb/2 %d %d %d %d", T+10_000_000, T, 1<<53, 3), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: 1 << 53, Stamp: T, Scale: 3}},
+		// A stamp far behind, a FullAt after 2^53 µs.
+		{fmt.Sprintf("tb/2 %d %d %d %d", int64(1)<<54, -(1 << 53), 0, 2_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Stamp: -(1 << 53), Scale: 2_000_000}},
 		// The script before operations: "<tokens> <stamp> <scale> <fullat>".
 		{fmt.Sprintf("%d %d %d %d", 4_000_000, T-2_000_000, 2_000_000, T+14_000_000), spigot.State{Tokens: 4_000_000, Stamp: T - 2_000_000, Scale: 2_000_000, FullAt: T + 14_000_000}},
 		{fmt.Sprintf("%d %d %d %d", 4_000_000, T-2_000_000, 2_000_000, T), spigot.State{Tokens: 4_000_000, Stamp: T - 2_000_000, Scale: 2_000_000, FullAt: T}}, // full again, exactly
@@ -263,7 +272,9 @@ func testLegacyStates(t *testing.T, ps protoStore, srv *testserver.Server) {
 		{fmt.Sprintf("xx/1 %d 1 2 3", T-5), spigot.State{Kind: 7, FullAt: T - 5}},                   // full again
 		{fmt.Sprintf("xx/1 %d anything", T+max+1), spigot.State{Kind: 7, FullAt: T + max + 1}},      // further than an empty bucket refills
 		{fmt.Sprintf("xx/1 %d", T+3_600_000_000), spigot.State{Kind: 7, FullAt: T + 3_600_000_000}}, // an hour
-		{"xx/1 0 1 2 3", spigot.State{Kind: 7}},                                                     // without a FullAt: absent
+		{fmt.Sprintf("xx/1 %d", T+max+2_000_001), spigot.State{Kind: 7, FullAt: T + max + 2_000_001}},
+		{fmt.Sprintf("xx/1 %d", int64(1)<<53), spigot.State{Kind: 7, FullAt: 1 << 53}},
+		{"xx/1 0 1 2 3", spigot.State{Kind: 7}}, // without a FullAt: absent
 		{fmt.Sprintf("tb/9 %d %d %d %d", T+7_000_000, T, 0, 2_000_000), spigot.State{Kind: 7, FullAt: T + 7_000_000}},
 		{fmt.Sprintf("tb/9 %d x y z", T+12_345_678), spigot.State{Kind: 7, FullAt: T + 12_345_678}},
 		{fmt.Sprintf("tb/10 %d", T+999), spigot.State{Kind: 7, FullAt: T + 999}},
@@ -338,6 +349,17 @@ func testUnreadableState(t *testing.T, ps protoStore, srv *testserver.Server) {
 		"xx/1",
 		"/1 5",
 		"{\"tokens\": 5}",
+		"1 2 3 -", // the format before versions, with a '-' for its FullAt
+		"1 2 3 ",
+		"1 2 3-5",
+		"1 2 -",
+		"tb/2 1 2 3 -",
+		"tb/2 1 9007199254740993 3 4",     // past 2^53
+		"tb/2 1 2 -9007199254740993 4",    // past -2^53
+		"tb/2 1000000000000000000 2 3 4",  // a FullAt of 19 digits
+		"1 2 " + strings.Repeat("9", 400), // past what a double holds
+		"xx/1 9007199254740993",           // another kind's FullAt past 2^53
+		"xx/1 5abc",
 	} {
 		for _, a := range allActions {
 			op := spigot.Op{Limit: legacyLimit, Key: fmt.Sprintf("bad%d", i), Action: a, N: 1}

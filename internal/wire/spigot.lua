@@ -32,13 +32,20 @@
 -- "tb/2 <fullat> <stamp> <tokens> <scale>". The format before versions,
 -- "<tokens> <stamp> <scale> [<fullat>]", is read as a token bucket; a state
 -- of another kind or of a later version is read by its FullAt alone, as
--- the bucket that is full again then; anything else is an error, never a
--- full bucket.
+-- the bucket that is full again then, and not sooner; anything else is an
+-- error, never a full bucket. Each field is a decimal integer; a token
+-- bucket's FullAt has at most 18 digits, and every other field is at most
+-- 2^53 in magnitude, or the value is unreadable (wire.ParseState is the
+-- Go statement of this reading).
 --
--- Lua numbers are doubles: every integer here stays below 2^53 (NewBucket
--- guarantees it), where doubles are exact; divisions go through math.fmod,
--- which is exact, and numbers leave the script through string.format('%d')
--- or an integer reply, never tostring.
+-- Lua numbers are doubles: every integer here stays within 2^53 (NewBucket
+-- guarantees it of a limit, and the reading above of a state), where
+-- doubles are exact; divisions go through math.fmod, which is exact, and
+-- numbers leave the script through string.format('%d') or an integer
+-- reply, never tostring. The one quantity that may pass 2^53, a FullAt
+-- after the year 2255, is only compared with now, and written digit by
+-- digit. The caller sends any N above 2^53 as 2^54, which every action
+-- decides as it does N.
 
 local nkeys = #KEYS
 if nkeys < 1 or #ARGV ~= 1 + 5 * nkeys then
@@ -71,12 +78,45 @@ local function ceildiv(a, b)
 end
 
 -- ceilms returns lag+us µs rounded up to the ms, or -1 (Never) past what a
--- Go Duration holds.
+-- Go Duration holds; lag and us are 0 to 2^53, so lag+us is summed in ms.
 local function ceilms(lag, us)
-	if lag > 9223372036854 * 1000 - us then
+	if lag == 0 then
+		return ceildiv(us, 1000)
+	end
+	local a, b = quo(lag, 1000), quo(us, 1000)
+	local ms = a + b + ceildiv(lag - a * 1000 + us - b * 1000, 1000)
+	if ms > 9223372036854 then
 		return -1
 	end
-	return ceildiv(lag + us, 1000)
+	return ms
+end
+
+local EXACT = 9007199254740992 -- 2^53: doubles hold every integer up to it
+
+-- exact returns x, the tonumber of the digits d (%-?%d+), when d is at most
+-- 2^53 in magnitude, and nil otherwise. (Past 2^53 tonumber rounds: 2^53+1
+-- reads as 2^53, so the digits decide there.)
+local function exact(d, x)
+	if x < EXACT and x > -EXACT then
+		return x
+	end
+	if (x == EXACT or x == -EXACT) and string.match(d, '^%-?0*(%d+)$') == '9007199254740992' then
+		return x
+	end
+	return nil
+end
+
+-- sum returns now + ms*1000 + us as a decimal string, exactly, when it is
+-- past 2^53, where doubles skip integers (now >= -2^53, 0 <= us < 1000).
+local function sum(now, ms, us)
+	local q = quo(now, 1000)
+	local hi, lo = q + ms, now - q * 1000 + us
+	if lo >= 1000 then
+		hi, lo = hi + 1, lo - 1000
+	elseif lo < 0 then
+		hi, lo = hi - 1, lo + 1000
+	end
+	return string.format('%d%03d', hi, lo)
 end
 
 -- pending holds, all or nothing, what each key will hold if the call is
@@ -123,21 +163,32 @@ for i = 1, nkeys do
 		v = redis.call('GET', key)
 	end
 	if v then
-		local full, s, t, sc = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-		local other = false
-		if not full then -- before versions: "tokens stamp scale [fullat]"
-			t, s, sc, full = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) ?(%-?%d*)$')
-			if full == '' then
-				full = 0 -- stored before FullAt: unknown
+		local fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+		if not fd then -- before versions: "tokens stamp scale [fullat]"
+			td, sd, cd, fd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+			if not td then
+				td, sd, cd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
+				fd = td and '0' -- stored before FullAt: unknown
 			end
 		end
-		if not full then -- another kind, or a later version
-			local kind, version
-			kind, version, full = string.match(v, '^(%l+)/(%d+) (%-?%d+)')
-			if kind == 'tb' and tonumber(version) <= 2 then
-				full = nil -- a format this script writes, broken
+		local full, s, t, sc, other
+		if fd then -- a token bucket's
+			full, s, t, sc = tonumber(fd), tonumber(sd), tonumber(td), tonumber(cd)
+			if not (s < EXACT and s > -EXACT and t < EXACT and t > -EXACT and sc < EXACT and sc > -EXACT) then
+				s, t, sc = exact(sd, s), exact(td, t), exact(cd, sc) -- at 2^53 or past it
+				if not (s and t and sc) then
+					full = nil
+				end
 			end
-			other = true
+			if #fd > 18 and not (#fd == 19 and string.byte(fd, 1) == 45) then -- more than 18 digits
+				full = nil
+			end
+		else -- another kind, or a later version: "kind/version fullat[ fields]"
+			local kind, version, rest
+			kind, version, fd, rest = string.match(v, '^(%l+)/(%d+) (%-?%d+)(.*)$')
+			if fd and (rest == '' or string.byte(rest, 1) == 32) and not (kind == 'tb' and tonumber(version) <= 2) then
+				full, other = exact(fd, tonumber(fd)), true -- (tb/2 and before: a format this script reads, broken)
+			end
 		end
 		if not full then
 			if batch then
@@ -146,11 +197,9 @@ for i = 1, nkeys do
 			end
 			return redis.error_reply('ERR spigot: unreadable state at ' .. key)
 		end
-		full = tonumber(full)
 		if full ~= 0 and now >= full then
 			-- full again: as if never seen
 		elseif not other then
-			t, s, sc = tonumber(t), tonumber(s), tonumber(sc)
 			if sc > 0 then
 				if sc ~= scale then -- stored under another rate: whole tokens carry
 					local whole = quo(t, sc)
@@ -167,9 +216,9 @@ for i = 1, nkeys do
 				end
 				tokens, stamp = t, s
 			end
-		elseif full > now then -- another kind: full again at its FullAt
-			if full - now > quo(max, refill) then
-				tokens = 0
+		elseif full > now then -- another kind: full again at its FullAt, not sooner
+			if full - now > quo(max, refill) then -- empty until the refill time before it
+				tokens, stamp = 0, full - ceildiv(max, refill)
 			else
 				tokens = max - (full - now) * refill
 			end
@@ -239,15 +288,20 @@ for i = 1, nkeys do
 		-- then). Until then the key holds sv for ms; from then, nothing.
 		local sv, ms = false, reset
 		if action ~= 'tb.reset' then
+			local us = 0 -- µs past ms
 			if ms < 0 then -- Never: keep it as long as a Duration holds
-				ms = 9223372036854
+				ms, us = 9223372036854, 775
 			end
-			local fullat = now + ms * 1000
+			local fullat, digits = now + ms * 1000 + us, nil -- rounded past 2^53
 			if fullat < stamp then
 				fullat = stamp
 				ms = ceildiv(stamp - now, 1000)
+			elseif fullat >= EXACT then
+				digits = sum(now, ms, us)
 			end
-			if fullat > now then
+			if digits then
+				sv = string.format('tb/2 %s %d %d %d', digits, stamp, tokens, scale)
+			elseif fullat > now then
 				sv = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
 			end
 		end

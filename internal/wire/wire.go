@@ -95,10 +95,24 @@ const maxCached = 256
 // from the server's TIME when c is nil.
 func NewArgs(c clock.Clock) *Args { return &Args{clock: c} }
 
-// Op returns ARGV for op, which must have passed op.Check.
+// Op returns ARGV for op, which must have passed op.Check. An N above
+// spigot.MaxExact, which a Lua number would round, goes as 2^54: above
+// every capacity, every action decides it as it decides N.
 func (a *Args) Op(op spigot.Op) Argv {
 	p := a.params(op.Limit)
-	return Argv{a.now(), actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(op.N, 10)}
+	return Argv{a.now(), actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(exactN(op.N), 10)}
+}
+
+// exactN returns n, or 2^54 for an n above spigot.MaxExact: a number that
+// doubles hold exactly and that is above every capacity (at most
+// MaxExact), so that the script decides it as it would n (a Take or Peek
+// of more than the capacity is Never, a TakeUpTo takes what the bucket
+// holds, a Refund fills it).
+func exactN(n int64) int64 {
+	if n > spigot.MaxExact {
+		return 2 * spigot.MaxExact
+	}
+	return n
 }
 
 // OpAny is Op for clients that take arguments as ...any, such as
@@ -106,7 +120,7 @@ func (a *Args) Op(op spigot.Op) Argv {
 // cache, and N is passed as an int64 for the client to format.
 func (a *Args) OpAny(op spigot.Op) [6]any {
 	p := a.params(op.Limit)
-	return [6]any{a.now(), actionsAny[op.Action], p.v[0], p.v[1], p.v[2], op.N}
+	return [6]any{a.now(), actionsAny[op.Action], p.v[0], p.v[1], p.v[2], exactN(op.N)}
 }
 
 // Ops returns ARGV for several ops in one call of the script, which
@@ -126,7 +140,7 @@ func (a *Args) ops(ops []spigot.Op, mode string) []string {
 	}
 	for _, op := range ops {
 		p := a.params(op.Limit)
-		argv = append(argv, actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(op.N, 10))
+		argv = append(argv, actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(exactN(op.N), 10))
 	}
 	return argv
 }
@@ -152,7 +166,7 @@ func (a *Args) opsAny(ops []spigot.Op, mode string) []any {
 	}
 	for _, op := range ops {
 		p := a.params(op.Limit)
-		argv = append(argv, actionsAny[op.Action], p.v[0], p.v[1], p.v[2], op.N)
+		argv = append(argv, actionsAny[op.Action], p.v[0], p.v[1], p.v[2], exactN(op.N))
 	}
 	return argv
 }
