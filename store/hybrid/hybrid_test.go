@@ -645,11 +645,11 @@ func TestReset(t *testing.T) {
 	}
 }
 
-// TestInvalidInput: a zero Limit, a negative cost or an unknown Action is
-// returned as the error any store returns (Do) or as an error matching the
-// same sentinel (DoMulti), whatever the policy and the breaker, without
-// calling the remote or the policy, and without counting against the
-// breaker.
+// TestInvalidInput: a zero Limit, a key longer than spigot.MaxKeyLen, a
+// negative cost or an unknown Action is returned as the error any store
+// returns (Do) or as an error matching the same sentinel (DoMulti),
+// whatever the policy and the breaker, without calling the remote or the
+// policy, and without counting against the breaker.
 func TestInvalidInput(t *testing.T) {
 	ref := memory.New()
 	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
@@ -676,8 +676,12 @@ func TestInvalidInput(t *testing.T) {
 					{spigot.Op{Limit: cap4, Action: spigot.Refund, N: -1}, spigot.ErrInvalidCost},
 					{spigot.Op{Limit: cap4, Action: 200, N: 1}, errors.ErrUnsupported},
 					{spigot.Op{Limit: cap4, Action: spigot.Peek + 1}, errors.ErrUnsupported},
+					{spigot.Op{Limit: cap4, Key: strings.Repeat("k", spigot.MaxKeyLen+1), N: 1}, spigot.ErrInvalidKey},
+					{spigot.Op{Limit: cap4, Key: strings.Repeat("k", spigot.MaxKeyLen+1), Action: spigot.Reset}, spigot.ErrInvalidKey},
 				} {
-					c.op.Key = "k"
+					if c.op.Key == "" {
+						c.op.Key = "k"
+					}
 					what := fmt.Sprintf("breaker %v: Do(%v)", state, c.op)
 					d, err := f.s.Do(t.Context(), c.op)
 					_, want := ref.Do(t.Context(), c.op)
