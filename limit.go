@@ -134,7 +134,8 @@ func (k Kind) String() string {
 // It rejects, with an error that wraps ErrInvalidLimit, an empty name, a
 // name with a ':' (stores name a key's state prefix+name+":"+key, so the
 // name must end at the first ':' for two buckets never to share a key), a
-// negative capacity, a rate that refills less than one token, a period that
+// name with a '{' that no '}' closes after it (a key could close that tag
+// and choose its own cluster slot), a negative capacity, a rate that refills less than one token, a period that
 // is under a microsecond or not a whole number of microseconds, and a bucket
 // whose exact arithmetic would not fit (a capacity in scaled units above
 // MaxExact). A capacity of 0 is valid: such a bucket admits only cost 0.
@@ -147,6 +148,8 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 		return Limit{}, fmt.Errorf("%w: the name is empty", ErrInvalidLimit)
 	case strings.Contains(name, ":"):
 		return bad("the name must not contain ':', which separates it from the key in a store")
+	case unclosedTag(name):
+		return bad("the name's first '{' must be closed by a '}' after it: a hash tag that a key could close would let the key choose its cluster slot")
 	case capacity < 0:
 		return bad("capacity %d is negative", capacity)
 	case rate.Tokens < 1:
@@ -177,6 +180,12 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	}
 	b.max = capacity * b.scale
 	return Limit{intern(b)}, nil
+}
+
+// unclosedTag reports whether name has a '{' and no '}' after its first.
+func unclosedTag(name string) bool {
+	i := strings.IndexByte(name, '{')
+	return i >= 0 && strings.IndexByte(name[i+1:], '}') < 0
 }
 
 // MustBucket is like NewBucket but panics on invalid input. It is meant for

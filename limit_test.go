@@ -20,6 +20,8 @@ func TestNewBucketRejects(t *testing.T) {
 	}{
 		{"empty name", "", 1, spigot.PerSecond(1), "the name is empty"},
 		{"colon in name", "api:v2", 1, spigot.PerSecond(1), "must not contain ':'"},
+		{"unclosed tag", "login{", 1, spigot.PerSecond(1), "must be closed by a '}'"},
+		{"tag closed before", "lo}gin{x", 1, spigot.PerSecond(1), "must be closed by a '}'"},
 		{"negative capacity", "b", -1, spigot.PerSecond(1), "capacity -1 is negative"},
 		{"zero rate", "b", 1, spigot.Rate{}, "a rate must refill at least one token"},
 		{"negative tokens", "b", 1, spigot.Per(-1, time.Second), "a rate must refill at least one token"},
@@ -44,6 +46,15 @@ func TestNewBucketRejects(t *testing.T) {
 				t.Errorf("NewBucket returned %v with its error, want the zero Limit", b)
 			}
 		})
+	}
+}
+
+// TestNewBucketTags: names with a complete hash tag, or none, are valid.
+func TestNewBucketTags(t *testing.T) {
+	for _, name := range []string{"login", "{login}", "a{b}c", "{}", "x}", "{a}{", "a{b}c{"} {
+		if _, err := spigot.NewBucket(name, 1, spigot.PerSecond(1)); err != nil {
+			t.Errorf("NewBucket(%q): %v; want it accepted", name, err)
+		}
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/spigot-go/spigot"

@@ -62,7 +62,7 @@ func testClusterConformance(t *testing.T, cl *testserver.Cluster) {
 		if _, ok := c.(*goredis.ClusterClient); !ok {
 			t.Fatalf("NewUniversalClient with %d addresses made a %T; want a *ClusterClient", len(addrs), c)
 		}
-		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix)...)
+		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags)...)
 	}}
 	for _, ps := range slices.Concat(protoStores, []protoStore{universal}) {
 		t.Run(ps.name, func(t *testing.T) {
@@ -146,8 +146,10 @@ func testClusterLimits(t *testing.T, cl *testserver.Cluster) {
 	}
 }
 
-// testClusterHashTag: only the part of a key in braces decides its slot,
-// so keys with the same hash tag share a primary, whatever their bucket.
+// testClusterHashTag: by default a key never chooses its slot: keys that
+// a client wrote with one hash tag spread over every primary. With
+// WithKeyHashTags, only the part of a key in braces decides its slot, so
+// keys with the same tag share a primary, whatever their bucket.
 func testClusterHashTag(t *testing.T, cl *testserver.Cluster) {
 	login := spigot.MustBucket("login", 5, spigot.PerMinute(1))
 	export := spigot.MustBucket("export", 100, spigot.PerHour(100))
@@ -159,24 +161,50 @@ func testClusterHashTag(t *testing.T, cl *testserver.Cluster) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	primaries, err := cl.Primaries()
+	if err != nil || len(primaries) != 3 {
+		t.Fatalf("Primaries() = %d nodes, %v; want 3", len(primaries), err)
+	}
 	for _, ps := range protoStores {
-		pfx := t.Name() + "-" + ps.name + ":"
-		s := ps.new(t, cl.Addrs(), storeOpts{prefix: pfx})
-		for _, c := range []struct {
-			b   spigot.Limit
-			key string
-		}{{login, "{tenant-7}:alice"}, {login, "{tenant-7}:bob"}, {export, "{tenant-7}"}} {
-			if a := take(t, s, c.b, c.key, 1); !a.Allowed() || a.N != 1 || a.Remaining != c.b.Capacity()-1 {
-				t.Errorf("%s: Take(%v, %q, 1) = %s; want the first of a full bucket", ps.name, c.b, c.key, show(a))
+		t.Run(ps.name+"/client-keys", func(t *testing.T) {
+			pfx := prefix(t)
+			s := ps.new(t, cl.Addrs(), storeOpts{prefix: pfx})
+			held := make(map[*testserver.Server]int)
+			for i := range 60 {
+				key := "{tenant-7}:" + strconv.Itoa(i)
+				if a := take(t, s, login, key, 1); !a.Allowed() || a.Remaining != login.Capacity()-1 {
+					t.Fatalf("Take(%v, %q, 1) = %s; want the first of a full bucket", login, key, show(a))
+				}
+				full := store.Key(pfx, login, key)
+				o := keyOwner(t, cl, full)
+				if !exists(t, o.Addr, full) {
+					t.Fatalf("%s is not on %s, the primary of its slot", full, o.Addr)
+				}
+				held[o]++
 			}
-			full := store.Key(pfx, c.b, c.key)
-			if s, err := cl.KeySlot(full); err != nil || s != slot {
-				t.Errorf("KEYSLOT %s = %d, %v; want %d, the slot of its tag", full, s, err, slot)
+			if len(held) != len(primaries) {
+				t.Errorf("60 keys with the client's tag {tenant-7} landed on %d primaries; want all %d: the tag must not choose the slot", len(held), len(primaries))
 			}
-			if !exists(t, owner.Addr, full) {
-				t.Errorf("%s: %s is not on %s, the primary of tenant-7", ps.name, full, owner.Addr)
+		})
+		t.Run(ps.name+"/WithKeyHashTags", func(t *testing.T) {
+			pfx := prefix(t)
+			s := ps.new(t, cl.Addrs(), storeOpts{prefix: pfx, tags: true})
+			for _, c := range []struct {
+				b   spigot.Limit
+				key string
+			}{{login, "{tenant-7}:alice"}, {login, "{tenant-7}:bob"}, {export, "{tenant-7}"}} {
+				if a := take(t, s, c.b, c.key, 1); !a.Allowed() || a.N != 1 || a.Remaining != c.b.Capacity()-1 {
+					t.Errorf("Take(%v, %q, 1) = %s; want the first of a full bucket", c.b, c.key, show(a))
+				}
+				full := store.TaggedKey(pfx, c.b, c.key)
+				if s, err := cl.KeySlot(full); err != nil || s != slot {
+					t.Errorf("KEYSLOT %s = %d, %v; want %d, the slot of its tag", full, s, err, slot)
+				}
+				if !exists(t, owner.Addr, full) {
+					t.Errorf("%s is not on %s, the primary of tenant-7", full, owner.Addr)
+				}
 			}
-		}
+		})
 	}
 }
 

@@ -52,16 +52,20 @@ type protoStore struct {
 type storeOpts struct {
 	clock  clock.Clock // WithClock when not nil; the server's TIME otherwise
 	prefix string      // WithPrefix when not ""
+	tags   bool        // WithKeyHashTags
 }
 
 // options turns opts into a store package's own options.
-func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix func(string) O) []O {
+func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix func(string) O, withTags func() O) []O {
 	var o []O
 	if opts.clock != nil {
 		o = append(o, withClock(opts.clock))
 	}
 	if opts.prefix != "" {
 		o = append(o, withPrefix(opts.prefix))
+	}
+	if opts.tags {
+		o = append(o, withTags())
 	}
 	return o
 }
@@ -72,13 +76,13 @@ var protoStores = []protoStore{
 	{"go-redis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
 		// MaxRetries keeps its default: the store's commands are never
 		// resent whatever it says, which TestNoReplay checks.
-		return redis.New(testclient.GoRedis(t, addrs...), options(opts, redis.WithClock, redis.WithPrefix)...)
+		return redis.New(testclient.GoRedis(t, addrs...), options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags)...)
 	}},
 	{"valkey-go", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		return valkey.New(testclient.Valkey(t, addrs...), options(opts, valkey.WithClock, valkey.WithPrefix)...)
+		return valkey.New(testclient.Valkey(t, addrs...), options(opts, valkey.WithClock, valkey.WithPrefix, valkey.WithKeyHashTags)...)
 	}},
 	{"rueidis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		return rueidis.New(testclient.Rueidis(t, addrs...), options(opts, rueidis.WithClock, rueidis.WithPrefix)...)
+		return rueidis.New(testclient.Rueidis(t, addrs...), options(opts, rueidis.WithClock, rueidis.WithPrefix, rueidis.WithKeyHashTags)...)
 	}},
 }
 

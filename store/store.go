@@ -30,20 +30,38 @@ import (
 const DefaultPrefix = "spigot:"
 
 // Key returns the name of the state of key under limit l: prefix +
-// l.Name() + ":" + key. A valid prefix (CheckPrefix) ends in its only ':'
-// and limit names have no ':', so the name splits back into its three
-// parts in one way only: no two stores, limits or keys share a name.
+// l.Name() + ":" + key, except that a key holding a '{' is stored as
+// "{}" + key. A valid prefix (CheckPrefix) ends in its only ':' and limit
+// names have no ':', so the name splits back into its three parts in one
+// way only: no two stores, limits or keys share a name.
 //
-// On a cluster, a {hash tag} in the limit's name or in the key decides
-// the slot. By default a limit's keys spread over the cluster, and the
-// limits of one key land wherever their names hash. A key written with a
-// tag, such as "{user42}", puts every limit of that key in one slot, so
-// that several limits of one key can be applied in one script, at the
-// cost of sending all of that key's traffic to one primary. Stores do not
-// add such a tag themselves: it would move every existing key, refilling
-// every limit during a rolling deploy, and it would stop a hot key's
-// limits from spreading over the cluster.
+// On a Redis Cluster (and a go-redis Ring) the slot of a name is decided
+// by its first '{': the text between it and the next '}' when there is
+// some (a hash tag), or else the whole name. With Key, a key never decides
+// its slot: keys often come from clients, and a client that could write a
+// tag ("{x}") could send all of its keys, or everyone's it can name, to
+// one primary. The "{}" in front of a key with a '{' is an empty tag,
+// which makes the cluster hash the whole name; keys without a '{' are
+// stored as they are. A limit's name may hold a tag (such as "{login}",
+// see spigot.NewBucket), which then decides the slot of every key of the
+// limit. Stores add no tag of their own: it would move every existing
+// key, refilling every limit during a rolling deploy, and it would stop a
+// hot key's limits from spreading over the cluster.
 func Key(prefix string, l spigot.Limit, key string) string {
+	if strings.IndexByte(key, '{') >= 0 {
+		return prefix + l.Name() + ":{}" + key
+	}
+	return prefix + l.Name() + ":" + key
+}
+
+// TaggedKey is Key for keys that are trusted to choose their slot: prefix
+// + l.Name() + ":" + key, so that a {hash tag} in the key decides the
+// slot when the limit's name has none. A key such as "{user42}" then puts
+// every limit of that key in one slot, so that several limits of one key
+// are applied in one script, at the cost of sending all of that key's
+// traffic to one primary. The Redis-protocol stores use it with their
+// WithKeyHashTags option; never use it for keys a client can write.
+func TaggedKey(prefix string, l spigot.Limit, key string) string {
 	return prefix + l.Name() + ":" + key
 }
 

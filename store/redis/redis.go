@@ -66,6 +66,7 @@ var _ spigot.Store = (*Store)(nil)
 type Store struct {
 	client goredis.UniversalClient
 	prefix string
+	tags   bool
 	clock  clock.Clock
 	args   *wire.Args
 }
@@ -79,6 +80,15 @@ type Option func(*Store)
 // as "myapp:", so that two stores with different prefixes never share a
 // key; New panics on any other (see store.CheckPrefix).
 func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithKeyHashTags lets a {hash tag} in a key choose its cluster slot (see
+// store.TaggedKey): a key such as "{user42}" then puts every limit of that
+// user in one slot, so that they are applied in one script. Use it only
+// when no key comes from a client: otherwise a client could send its keys,
+// or everyone's it can name, to one primary. By default a key never
+// chooses its slot (see store.Key); turning it on or off moves the keys
+// that hold a '{', which start again full.
+func WithKeyHashTags() Option { return func(s *Store) { s.tags = true } }
 
 // WithClock makes the store pass the time from c to the script instead of
 // reading the server's TIME: for tests with clocktest, and for servers that
@@ -105,6 +115,14 @@ func New(client goredis.UniversalClient, opts ...Option) *Store {
 	}
 	s.args = wire.NewArgs(s.clock)
 	return s
+}
+
+// key returns the name of op's state.
+func (s *Store) key(op spigot.Op) string {
+	if s.tags {
+		return store.TaggedKey(s.prefix, op.Limit, op.Key)
+	}
+	return store.Key(s.prefix, op.Limit, op.Key)
 }
 
 // Do implements spigot.Store: every action, on a token bucket, in one
@@ -143,11 +161,11 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	switch s.client.(type) {
 	case *goredis.ClusterClient:
 		return spigot.DoInParts(ctx, s.doPart, ops, out, func(i int) uint64 {
-			return uint64(wire.Slot(store.Key(s.prefix, ops[i].Limit, ops[i].Key)))
+			return uint64(wire.Slot(s.key(ops[i])))
 		})
 	case *goredis.Ring:
 		return spigot.DoInParts(ctx, s.doPart, ops, out, func(i int) uint64 {
-			return wire.TagHash(store.Key(s.prefix, ops[i].Limit, ops[i].Key))
+			return wire.TagHash(s.key(ops[i]))
 		})
 	}
 	return s.all(ctx, ops, out)
@@ -176,7 +194,7 @@ func (s *Store) line(ops []spigot.Op, argv []any) []any {
 	line := make([]any, 3, 3+len(ops)+len(argv))
 	line[0], line[1], line[2] = "evalsha", sha1Arg, len(ops)
 	for _, op := range ops {
-		line = append(line, store.Key(s.prefix, op.Limit, op.Key))
+		line = append(line, s.key(op))
 	}
 	return append(line, argv...)
 }
@@ -263,7 +281,7 @@ type call struct {
 // explicit NOSCRIPT reply, through Process, marked never to be resent.
 func (s *Store) run(ctx context.Context, op spigot.Op) (any, error) {
 	c := &call{}
-	c.line[0], c.line[1], c.line[2], c.line[3] = "evalsha", sha1Arg, 1, store.Key(s.prefix, op.Limit, op.Key)
+	c.line[0], c.line[1], c.line[2], c.line[3] = "evalsha", sha1Arg, 1, s.key(op)
 	argv := s.args.OpAny(op)
 	copy(c.line[4:], argv[:])
 	return s.process(ctx, c.line[:])

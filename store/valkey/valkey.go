@@ -67,6 +67,7 @@ var _ spigot.Store = (*Store)(nil)
 type Store struct {
 	client valkey.Client
 	prefix string
+	tags   bool
 	clock  clock.Clock
 	args   *wire.Args
 }
@@ -80,6 +81,15 @@ type Option func(*Store)
 // as "myapp:", so that two stores with different prefixes never share a
 // key; New panics on any other (see store.CheckPrefix).
 func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithKeyHashTags lets a {hash tag} in a key choose its cluster slot (see
+// store.TaggedKey): a key such as "{user42}" then puts every limit of that
+// user in one slot, so that they are applied in one script. Use it only
+// when no key comes from a client: otherwise a client could send its keys,
+// or everyone's it can name, to one primary. By default a key never
+// chooses its slot (see store.Key); turning it on or off moves the keys
+// that hold a '{', which start again full.
+func WithKeyHashTags() Option { return func(s *Store) { s.tags = true } }
 
 // WithClock makes the store pass the time from c to the script instead of
 // reading the server's TIME: for tests with clocktest, and for servers that
@@ -106,6 +116,14 @@ func New(client valkey.Client, opts ...Option) *Store {
 	}
 	s.args = wire.NewArgs(s.clock)
 	return s
+}
+
+// key returns the name of op's state.
+func (s *Store) key(op spigot.Op) string {
+	if s.tags {
+		return store.TaggedKey(s.prefix, op.Limit, op.Key)
+	}
+	return store.Key(s.prefix, op.Limit, op.Key)
 }
 
 // Do implements spigot.Store: every action, on a token bucket, in one
@@ -149,7 +167,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		return s.batch(ctx, ops, out)
 	case s.client.Mode() == valkey.ClientModeCluster:
 		return spigot.DoInParts(ctx, s.doPart, ops, out, func(i int) uint64 {
-			return uint64(wire.Slot(store.Key(s.prefix, ops[i].Limit, ops[i].Key)))
+			return uint64(wire.Slot(s.key(ops[i])))
 		})
 	}
 	return s.all(ctx, ops, out)
@@ -167,7 +185,7 @@ func (s *Store) doPart(ctx context.Context, mode spigot.Mode, ops []spigot.Op, o
 func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
 	keys := make([]string, len(ops))
 	for i, op := range ops {
-		keys[i] = store.Key(s.prefix, op.Limit, op.Key)
+		keys[i] = s.key(op)
 	}
 	x := s.exchange()
 	x.keys[0], x.argv[0] = keys, s.args.Ops(ops)
@@ -199,7 +217,7 @@ func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decisio
 		part := ops[k*size : min((k+1)*size, len(ops))]
 		x.keys[k] = make([]string, len(part))
 		for i, op := range part {
-			x.keys[k][i] = store.Key(s.prefix, op.Limit, op.Key)
+			x.keys[k][i] = s.key(op)
 		}
 		x.argv[k] = s.args.Batch(part)
 	}
@@ -260,7 +278,7 @@ func decode(r valkey.ValkeyResult, out []spigot.Decision) error {
 // to reject.
 func (s *Store) run(ctx context.Context, op spigot.Op) (valkey.ValkeyResult, error) {
 	x := s.exchange()
-	x.key[0], x.op = store.Key(s.prefix, op.Limit, op.Key), s.args.Op(op)
+	x.key[0], x.op = s.key(op), s.args.Op(op)
 	x.keys[0], x.argv[0] = x.key[:], x.op[:]
 	err := x.await(ctx)
 	if err != nil {
