@@ -108,6 +108,9 @@ var serverCases = []serverCase{
 	{"legacy-states", testLegacyStates},
 	{"unreadable-state", testUnreadableState},
 	{"stored-format", testStoredFormat},
+	{"batch-unreadable-value", testBatchUnreadableValue},
+	{"costs-beyond-exact", testCostsBeyondExact},
+	{"stored-values", testStoredValues},
 }
 
 // TestServers runs every serverCase for every store on one server of each
@@ -333,6 +336,9 @@ var diffRates = []struct {
 	{2, spigot.Per(1, 20*time.Millisecond)},
 	{0, spigot.PerSecond(3)},
 	{7, spigot.PerHour(1)},
+	// At MaxExact: capacity+1 is no double (scale 1), or is (scale 2).
+	{1 << 53, spigot.Per(1, time.Microsecond)},
+	{1 << 52, spigot.Per(1, 2*time.Microsecond)},
 }
 
 // diffGen generates a sequence: limit "d" changes its config now and then
@@ -346,6 +352,7 @@ type diffGen struct {
 	prev    diffOp
 	prevD   spigot.Decision
 	hasPrev bool
+	elapsed time.Duration // the sum of the steps so far
 	seed    uint64
 	history []string // the steps so far, for failure messages
 }
@@ -384,6 +391,26 @@ func (g *diffGen) limit(name string) spigot.Limit {
 
 // next returns the next operation, given the result of the previous one.
 func (g *diffGen) next() diffOp {
+	return g.bound(g.draw())
+}
+
+// diffHorizon is how far from t0 a sequence's clock may go: to 2^53 µs
+// since the epoch (the year 2255), past which Lua's numbers, doubles, no
+// longer hold every microsecond.
+var diffHorizon = time.UnixMicro(spigot.MaxExact - 1).Sub(t0)
+
+// bound keeps the clock within diffHorizon of t0: it counts every step it
+// returns as taken (a caller may take fewer), and a step past the horizon
+// is none.
+func (g *diffGen) bound(o diffOp) diffOp {
+	if o.step > diffHorizon-g.elapsed {
+		o.step, o.retry = 0, false
+	}
+	g.elapsed += o.step
+	return o
+}
+
+func (g *diffGen) draw() diffOp {
 	r := g.rng
 	p, pd := g.prev, g.prevD
 	if g.hasPrev && !pd.Allowed() && pd.RetryAfter != spigot.Never && r.IntN(4) == 0 {
@@ -420,8 +447,8 @@ func (g *diffGen) next() diffOp {
 		o.op.N = c
 	case 2:
 		o.op.N = c + 1
-	case 3:
-		o.op.N = []int64{1 << 40, math.MaxInt64}[r.IntN(2)]
+	case 3: // past what doubles hold, and around it
+		o.op.N = []int64{1 << 40, 1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<53 + 2, 1 << 54, math.MaxInt64}[r.IntN(7)]
 	case 4, 5, 6:
 		o.op.N = 1
 	default:

@@ -1,0 +1,364 @@
+package store_test
+
+// What the script makes of any value a key may hold, and of any N: each
+// value either reads as the State wire.ParseState gives, on which the
+// script decides as Op.Apply does, or fails its own key alone, in a call
+// of one key as in a batch, and never raises an error in the script; and
+// an N that doubles cannot hold is decided exactly.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/testclient"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
+	"github.com/spigot-go/spigot/store"
+	"github.com/spigot-go/spigot/store/redis"
+)
+
+// testBatchUnreadableValue: a batch of 8 ops whose fifth key holds "1 2 3
+// -" (the format before versions, with a '-' for its FullAt) fails that
+// op alone: the other seven are decided and applied as Op.Apply says, and
+// the bad key keeps its value. A call of one key on it, and an
+// all-or-nothing call that names it, fail and change nothing.
+func testBatchUnreadableValue(t *testing.T, ps protoStore, srv *testserver.Server) {
+	ctx := context.Background()
+	clk := clocktest.New(t0)
+	p := prefix(t)
+	s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
+	raw := testclient.GoRedis(t, srv.Addr)
+	g := spigot.MustBucket("g", 10, spigot.PerSecond(1))
+	const badValue = "1 2 3 -"
+	bad := store.Key(p, g, "bad")
+	mustDo(t, srv, "SET", bad, badValue)
+	m := model{}
+	// Some keys start part drained, so that every action has something to do.
+	for _, k := range []string{"k1", "k3", "k6"} {
+		m.apply(store.Key(p, g, k), takeOp(g, k, 4), clk.Now())
+		take(t, s, g, k, 4)
+	}
+	clk.Advance(1500 * time.Millisecond)
+	op := func(key string, a spigot.Action, n int64) spigot.Op {
+		return spigot.Op{Limit: g, Key: key, Action: a, N: n}
+	}
+	ops := []spigot.Op{
+		op("k0", spigot.Take, 3), op("k1", spigot.TakeUpTo, 20), op("k2", spigot.Take, 11), op("k3", spigot.Refund, 2),
+		op("bad", spigot.Take, 1),
+		op("k5", spigot.Peek, 4), op("k6", spigot.Reset, 0), op("k7", spigot.Take, 10),
+	}
+	out := make([]spigot.Decision, len(ops))
+	err := s.DoMulti(ctx, spigot.Independent, ops, out)
+	if !errors.Is(err, spigot.ErrRequestFailed) || !strings.Contains(err.Error(), "1 of 8 ops failed") || !strings.Contains(err.Error(), "unreadable state") {
+		t.Errorf("DoMulti(Independent) with %q fifth: error %v; want one matching ErrRequestFailed: 1 of 8 ops failed, an unreadable state", badValue, err)
+	}
+	for i, o := range ops {
+		key := store.Key(p, g, o.Key)
+		want := wire.Failed
+		if o.Key != "bad" {
+			want = m.apply(key, o, clk.Now())
+		}
+		if d := diffDecisions(out[i], want); d != "" {
+			t.Errorf("step %d: %v: %s", i, o, d)
+		}
+		if o.Key != "bad" {
+			if problem := m.checkStored(t, raw, key, clk.Now()); problem != "" {
+				t.Errorf("step %d: %v: %s", i, o, problem)
+			}
+		}
+	}
+	checkUntouched(t, raw, srv.Addr, bad, badValue)
+
+	d, err := s.Do(ctx, op("bad", spigot.Take, 1))
+	if !errors.Is(err, spigot.ErrRequestFailed) || !strings.Contains(err.Error(), "spigot: unreadable state at "+bad) || d != (spigot.Decision{}) {
+		t.Errorf("Do(Take 1) on %q = %s, %v; want the zero Decision and an unreadable state matching ErrRequestFailed", badValue, show(d), err)
+	}
+	all := []spigot.Op{op("k0", spigot.Take, 1), op("bad", spigot.Refund, 1), op("k7", spigot.Refund, 5)}
+	if err := s.DoMulti(ctx, spigot.AllOrNothing, all, make([]spigot.Decision, len(all))); !errors.Is(err, spigot.ErrRequestFailed) {
+		t.Errorf("DoMulti(AllOrNothing) naming %q: error %v; want one matching ErrRequestFailed", badValue, err)
+	}
+	for _, k := range []string{"k0", "k7"} {
+		if problem := m.checkStored(t, raw, store.Key(p, g, k), clk.Now()); problem != "" {
+			t.Errorf("after the all-or-nothing call: %s", problem)
+		}
+	}
+	checkUntouched(t, raw, srv.Addr, bad, badValue)
+}
+
+// checkUntouched checks that key holds value, with no TTL.
+func checkUntouched(t *testing.T, raw goredis.UniversalClient, addr, key, value string) {
+	t.Helper()
+	if got, ok := getValue(t, raw, key); !ok || got != value || pttl(t, addr, key) != -1 {
+		t.Errorf("GET %s = %q (%v); want %q untouched, with no TTL", key, got, ok, value)
+	}
+}
+
+// testCostsBeyondExact: N around 2^53 and up to MaxInt64, for every
+// action, on buckets of capacity 2^53 (scale 1: capacity+1 is no double),
+// 2^52 (scale 2), 5 and 0, full and part drained: the decisions and the
+// stored states are Op.Apply's, field by field.
+func testCostsBeyondExact(t *testing.T, ps protoStore, srv *testserver.Server) {
+	clk := clocktest.New(t0)
+	p := prefix(t)
+	s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
+	raw := testclient.GoRedis(t, srv.Addr)
+	m := model{}
+	limits := []spigot.Limit{
+		spigot.MustBucket("edge", 1<<53, spigot.Per(1, time.Microsecond)),
+		spigot.MustBucket("half", 1<<52, spigot.Per(1, 2*time.Microsecond)),
+		spigot.MustBucket("small", 5, spigot.PerSecond(1)),
+		spigot.MustBucket("zero", 0, spigot.PerSecond(1)),
+	}
+	step := 0
+	for _, l := range limits {
+		c := l.Capacity()
+		ns := []int64{0, 1, c - 1, c, c + 1, c + 2, 1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<53 + 2, 1<<54 - 1, 1 << 54, 1<<54 + 1, math.MaxInt64 - 1, math.MaxInt64}
+		for _, drained := range []bool{false, true} {
+			for _, a := range allActions {
+				for _, n := range ns {
+					if n < 0 {
+						continue
+					}
+					step++
+					key := fmt.Sprintf("k%d", step)
+					k := store.Key(p, l, key)
+					now := clk.Now()
+					if drained {
+						prep := takeOp(l, key, c/2+1)
+						if c == 0 {
+							prep = takeOp(l, key, 0)
+						}
+						m.apply(k, prep, now)
+						do(t, s, prep)
+					}
+					now = now.Add(time.Microsecond) // a little refill, at fixed instants
+					clk.Set(now)
+					o := spigot.Op{Limit: l, Key: key, Action: a, N: n}
+					want := m.apply(k, o, now)
+					got := do(t, s, o)
+					if d := diffDecisions(got, want); d != "" {
+						t.Errorf("step %d: %v (drained %v): %s", step, o, drained, d)
+					}
+					if problem := m.checkStored(t, raw, k, now); problem != "" {
+						t.Errorf("step %d: %v (drained %v): %s", step, o, drained, problem)
+					}
+				}
+			}
+		}
+	}
+}
+
+// storedLimits are the limits the stored values are read under: scales of
+// 1, 3 and 2000000 units a token, refills of 1 to 1000 units a µs,
+// capacities of 0 to 2^53 units.
+var storedLimits = []spigot.Limit{
+	spigot.MustBucket("v", 10, spigot.Per(1, 2*time.Second)),
+	spigot.MustBucket("v", 10, spigot.PerSecond(3)),
+	spigot.MustBucket("v", 1000, spigot.Per(1000, time.Microsecond)),
+	spigot.MustBucket("v", 1<<53, spigot.Per(1, time.Microsecond)),
+	spigot.MustBucket("v", 1<<53/3, spigot.Per(1, 3*time.Microsecond)),
+	spigot.MustBucket("v", 0, spigot.PerSecond(1)),
+	spigot.MustBucket("v", 3, spigot.Per(1, 3*time.Microsecond)),
+}
+
+// storedValue returns a random value for a key: states of every format
+// the script reads, with fields near now and near every bound, states
+// of other kinds, and those with a byte or a field changed, cut short or
+// lengthened, or random bytes.
+func storedValue(rng *rand.Rand, now int64) string {
+	pick := func(v ...string) string { return v[rng.IntN(len(v))] }
+	num := func() string {
+		switch rng.IntN(8) {
+		case 0:
+			return pick("0", "-0", "1", "-1", "00", "007", "-", "")
+		case 1:
+			return pick("9007199254740991", "9007199254740992", "9007199254740993", "-9007199254740992", "-9007199254740993",
+				"09007199254740992", "18014398509481984", "9223372036854775807", "-9223372036854775808", "9223372036854775808",
+				"999999999999999999", "1000000000000000000", "-999999999999999999", "4611686018427387904", strings.Repeat("9", 400))
+		case 2, 3:
+			return strconv.FormatInt(now+rng.Int64N(40_000_000_000)-20_000_000_000, 10)
+		case 4:
+			return strconv.FormatInt(now+rng.Int64N(1<<52)-1<<51, 10)
+		case 5:
+			return strconv.FormatInt(rng.Int64N(40_000_000)-1_000_000, 10)
+		case 6:
+			return strconv.FormatInt(rng.Int64()>>rng.IntN(63)*int64(1-2*rng.IntN(2)), 10)
+		}
+		return pick("1", "2", "3", "1000", "1000000", "2000000", "3000000")
+	}
+	var v string
+	switch rng.IntN(10) {
+	case 0, 1, 2:
+		v = fmt.Sprintf("tb/2 %s %s %s %s", num(), num(), num(), num())
+	case 3:
+		v = fmt.Sprintf("%s %s %s %s", num(), num(), num(), num())
+	case 4:
+		v = fmt.Sprintf("%s %s %s", num(), num(), num())
+	case 5:
+		v = fmt.Sprintf("%s/%s %s%s", pick("xx", "tb", "limit", "Tb", "", "x1"), pick("1", "2", "3", "02", "9", "10", ""), num(), pick("", " ", " 1 2 3", "x", " anything"))
+	case 6:
+		b := make([]byte, rng.IntN(40))
+		for i := range b {
+			b[i] = pick(" ", "-", "/", "t", "b", "2", "0", "9", "\x00", "x")[0]
+		}
+		v = string(b)
+	default:
+		v = fmt.Sprintf("tb/2 %d %d %d %d", now+rng.Int64N(20_000_000), now-rng.Int64N(20_000_000), rng.Int64N(20_000_000), []int64{1, 3, 1000000, 2000000}[rng.IntN(4)])
+	}
+	if rng.IntN(4) == 0 && len(v) > 0 { // a byte changed, dropped or added
+		i := rng.IntN(len(v))
+		c := pick(" ", "-", "0", "9", "a", "/", "\n", "+", ".", "e")
+		switch rng.IntN(3) {
+		case 0:
+			v = v[:i] + c + v[i+1:]
+		case 1:
+			v = v[:i] + v[i+1:]
+		default:
+			v = v[:i] + c + v[i:]
+		}
+	}
+	return v
+}
+
+func pick[T any](rng *rand.Rand, v ...T) T { return v[rng.IntN(len(v))] }
+
+// storedOp returns a random op on key under a random limit of storedLimits.
+func storedOp(rng *rand.Rand, key string) spigot.Op {
+	l := pick(rng, storedLimits...)
+	c := l.Capacity()
+	n := pick(rng, 0, 1, 2, c, c+1, rng.Int64N(c+1), 1<<53+1, math.MaxInt64)
+	return spigot.Op{Limit: l, Key: key, Action: pick(rng, allActions...), N: n}
+}
+
+// checkStoredValue sets key to value, applies op on it with s at now,
+// alone or in a batch between two ops on other keys, and checks the
+// result against wire.ParseState and Op.Apply: the decision, and the
+// value left.
+func checkStoredValue(t testing.TB, s spigot.Store, raw goredis.UniversalClient, p, value string, op spigot.Op, now time.Time, batch bool) {
+	t.Helper()
+	ctx := context.Background()
+	key := store.Key(p, op.Limit, op.Key)
+	if err := raw.Set(ctx, key, value, 0).Err(); err != nil {
+		t.Fatalf("SET %s %q: %v", key, value, err)
+	}
+	state, perr := wire.ParseState(value)
+	var (
+		got spigot.Decision
+		err error
+	)
+	if batch {
+		a := spigot.Op{Limit: op.Limit, Key: op.Key + "-a", N: 1}
+		b := spigot.Op{Limit: op.Limit, Key: op.Key + "-b", Action: spigot.TakeUpTo, N: 2}
+		raw.Del(ctx, store.Key(p, a.Limit, a.Key), store.Key(p, b.Limit, b.Key))
+		ops := []spigot.Op{a, op, b}
+		out := make([]spigot.Decision, 3)
+		err = s.DoMulti(ctx, spigot.Independent, ops, out)
+		got = out[1]
+		for _, i := range []int{0, 2} {
+			_, want := apply(ops[i], spigot.State{}, now)
+			if d := diffDecisions(out[i], want); d != "" {
+				t.Fatalf("a batch with %v on %q: the op %v beside it: %s (error %v)", op, value, ops[i], d, err)
+			}
+		}
+		if err != nil && !strings.Contains(err.Error(), "1 of 3 ops failed") {
+			t.Fatalf("a batch with %v on %q: error %v; want one op of 3 failed, or none", op, value, err)
+		}
+	} else {
+		got, err = s.Do(ctx, op)
+	}
+	if perr != nil {
+		want := spigot.Decision{}
+		if batch {
+			want = wire.Failed
+		}
+		if !errors.Is(err, spigot.ErrRequestFailed) || !strings.Contains(err.Error(), "unreadable state") || got != want {
+			t.Fatalf("%v on %q (unreadable: %v) = %s, %v; want %s and an unreadable state matching ErrRequestFailed (batch %v)",
+				op, value, perr, show(got), err, show(want), batch)
+		}
+		if v, ok := getValue(t, raw, key); !ok || v != value {
+			t.Fatalf("%v on the unreadable %q left %q (%v); want it untouched", op, value, v, ok)
+		}
+		return
+	}
+	next, want := apply(op, state, now)
+	if err != nil {
+		t.Fatalf("%v on %q (%+v) failed: %v; want %s (batch %v)", op, value, state, err, show(want), batch)
+	}
+	if d := diffDecisions(got, want); d != "" {
+		t.Fatalf("%v at %d on %q (%+v): %s (batch %v)", op, now.UnixMicro(), value, state, d, batch)
+	}
+	v, ok := getValue(t, raw, key)
+	switch {
+	case op.Action == spigot.Peek:
+		if !ok || v != value {
+			t.Fatalf("Peek on %q left %q (%v); want it untouched", value, v, ok)
+		}
+	case next == (spigot.State{}):
+		if ok {
+			t.Fatalf("%v on %q (%+v) left %q; want no key", op, value, state, v)
+		}
+	case !ok || v != wire.FormatState(next):
+		t.Fatalf("%v at %d on %q (%+v) left %q (%v); want %q (batch %v)", op, now.UnixMicro(), value, state, v, ok, wire.FormatState(next), batch)
+	}
+}
+
+// testStoredValues: a random corpus of values (storedValue), each under a
+// random op at a fixed instant, alone and in batches: checkStoredValue.
+func testStoredValues(t *testing.T, ps protoStore, srv *testserver.Server) {
+	clk := clocktest.New(t0)
+	p := prefix(t)
+	s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
+	raw := testclient.GoRedis(t, srv.Addr)
+	rng := rand.New(rand.NewPCG(21, 5))
+	unreadable := 0
+	for i := range 1500 {
+		v := storedValue(rng, t0.UnixMicro())
+		if _, err := wire.ParseState(v); err != nil {
+			unreadable++
+		}
+		checkStoredValue(t, s, raw, p, v, storedOp(rng, fmt.Sprint(i%50)), clk.Now(), i%3 == 0)
+	}
+	if unreadable < 300 || unreadable > 1200 {
+		t.Errorf("%d of 1500 values were unreadable; the corpus means to have both kinds in numbers", unreadable)
+	}
+}
+
+// FuzzStoredValue is checkStoredValue on a real redis-server (or valkey-
+// server) through go-redis, for any value, op and instant: the value
+// either reads as wire.ParseState says, and the script then decides as
+// Op.Apply does, or it fails its own key alone; never an error of the
+// whole script.
+func FuzzStoredValue(f *testing.F) {
+	srv := testserver.Start(f, testserver.Kinds[0])
+	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
+	f.Cleanup(func() { c.Close() })
+	clk := clocktest.New(t0)
+	s := redis.New(c, redis.WithClock(clk), redis.WithPrefix("fuzz:"))
+	T := t0.UnixMicro()
+	for _, v := range []string{
+		"1 2 3 -", "tb/2 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " 0 2000000", "xx/1 " + fmt.Sprint(T+86_400_000_000),
+		"tb/2 18014398509481984 9007199254740992 9007199254740992 1", "5 6 7", "tb/9 1 x", "garbage",
+	} {
+		f.Add(v, uint8(0), int64(1), int64(0), uint8(0), false)
+	}
+	f.Add("tb/2 1 9007199254740992 -9007199254740993 1", uint8(3), int64(1<<53+1), int64(-5), uint8(3), true)
+	f.Fuzz(func(t *testing.T, value string, action uint8, n, at int64, limit uint8, batch bool) {
+		if n < 0 || at < -1<<50 || at > 1<<50 {
+			return
+		}
+		clk.Set(time.UnixMicro(T + at))
+		op := spigot.Op{Limit: storedLimits[int(limit)%len(storedLimits)], Key: "k", Action: allActions[int(action)%len(allActions)], N: n}
+		checkStoredValue(t, s, c, "fuzz:", value, op, clk.Now(), batch)
+	})
+}
