@@ -40,6 +40,7 @@ var cases = slices.Concat([]testCase{
 	{"denied-takes-nothing", testDeniedTakesNothing},
 	{"cost-0", testCostZero},
 	{"cost-over-capacity", testCostOverCapacity},
+	{"costs-past-2^53", testCostsPastExact},
 	{"capacity-0", testCapacityZero},
 	{"exact-fields-7-per-10s", testExactFields7per10s},
 	{"exact-fields-10-per-13s", testExactFields10per13s},
@@ -180,6 +181,28 @@ func testCostOverCapacity(t testing.TB, e env) {
 		{0, 6, deny(0, spigot.Never, 5*s)},
 		{2 * s, 6, deny(2, spigot.Never, 3*s)},
 		{5 * s, 5, allow(0, 5*s)},
+	})
+}
+
+// testCostsPastExact: N past 2^53, which a double cannot hold, on a
+// bucket of capacity 2^53 (one unit a token, one a µs): a Take or Peek of
+// more than the capacity is Never, a TakeUpTo takes what the bucket holds,
+// a Refund fills it.
+func testCostsPastExact(t testing.TB, e env) {
+	const c = int64(spigot.MaxExact)
+	b := e.bucket(t, "edge", c, spigot.Per(1, time.Microsecond))
+	full := 9007199254741 * ms // 2^53 µs, rounded up
+	playOps(t, e, b, "k", []opStep{
+		{0, spigot.Take, c + 1, deny(c, spigot.Never, 0)},
+		{0, spigot.Peek, c + 1, deny(c, spigot.Never, 0)},
+		{0, spigot.Peek, math.MaxInt64, deny(c, spigot.Never, 0)},
+		{0, spigot.Take, c, took(c, 0, full)},
+		{0, spigot.Refund, math.MaxInt64, took(c, c, 0)},
+		{0, spigot.TakeUpTo, math.MaxInt64, took(c, 0, full)},
+		{1 * ms, spigot.Peek, c + 1, deny(1000, spigot.Never, full-1*ms)}, // 1000 tokens back
+		{1 * ms, spigot.TakeUpTo, c + 2, took(1000, 0, full)},
+		{1 * ms, spigot.Refund, c + 1, took(c, c, 0)},
+		{1 * ms, spigot.Take, c + 1, deny(c, spigot.Never, 0)},
 	})
 }
 
