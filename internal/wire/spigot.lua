@@ -84,7 +84,7 @@ local function ceilms(lag, us)
 		return ceildiv(us, 1000)
 	end
 	local a, b = quo(lag, 1000), quo(us, 1000)
-	local ms = a + b + ceildiv(lag - a * 1000 + us - b * 1000, 1000)
+	local ms = a + b + ceildiv((lag - a * 1000) + (us - b * 1000), 1000)
 	if ms > 9223372036854 then
 		return -1
 	end
