@@ -13,9 +13,12 @@
 // rolling deploy can mix versions on one server: the script reads every
 // earlier format, and reads a state of another kind, or of a later
 // version, by its FullAt alone, never as a full limit. (A script from
-// before the format had a tag reads a tagged state as a full limit.) A value it cannot
-// read at all is an error for that key (spigot.ErrRequestFailed), as a
-// key of another Redis type is.
+// before the format had a tag reads a tagged state as a full limit.) Each
+// field is a decimal integer within 2^53 (spigot.MaxExact), where the
+// script's numbers are exact; a token bucket's FullAt, only compared with
+// the time, may have up to 18 digits. A value it cannot read, whatever it
+// holds, is an error for that key alone (spigot.ErrRequestFailed), as a
+// key of another Redis type is: the other keys of a batch are applied.
 package store
 
 import (
