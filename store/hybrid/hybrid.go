@@ -66,6 +66,38 @@
 // charged twice (once remotely, once locally), never admitted twice by the
 // remote.
 //
+// # What the local store starts from
+//
+// Under the Local policy the Store remembers, for the keys it used most
+// recently (WithMemory's number, DefaultMemory by default), what the
+// remote last said was left in each key's bucket, and when. The first
+// time the local store decides a key after that, its local bucket holds
+// no more than the remote's did then, refilled since, scaled to the local
+// bucket (remaining × local capacity / capacity, rounded down). A key the
+// Store does not remember (never seen, forgotten, or reset) starts as the
+// local store has it: full, for a key it never saw.
+//
+// The Store also counts what the local store took for each key it
+// remembers, and charges it to the remote on the key's next remote call (a
+// Do, or a DoMulti in Independent mode), in the same call: a TakeUpTo of
+// that debt in front of the request's op. The remote's bucket then does
+// not refill for the outage as well, and the request is decided after the
+// charge. The charge takes what the bucket holds, up to the debt; a call
+// that fails keeps the debt for the next.
+//
+// So a blink adds little. While the remote is unavailable for a time T,
+// the local stores of P replicas admit for one key at most S + R·T, where
+// S is the sum of what each replica last heard the remote say the key
+// held, refilled until the outage and scaled (at most the sum of the local
+// capacities), and R the sum of the local rates; on recovery the remote is
+// charged with all of it. Over any window that contains the outage, the
+// key is then admitted at most what its bucket would admit (capacity +
+// rate × window), plus what each replica's last word was out of date by:
+// what the other replicas took between it and the outage, scaled. With
+// one replica, or steady traffic through every replica, that is nothing.
+// A key that a replica does not remember starts full on it, as without
+// memory: at worst P local capacities + R·T.
+//
 // # The breaker
 //
 // After WithBreaker's run of consecutive remote failures the breaker opens:
@@ -82,7 +114,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -222,6 +253,8 @@ type Store struct {
 	cooldown      time.Duration
 	detach        bool
 	obs           Observer
+	memoryKeys    int
+	mem           *keyMemory // nil unless the Local policy remembers keys
 
 	state     atomic.Int32 // a Circuit; changed only under mu
 	failed    atomic.Int32 // consecutive remote failures while closed
@@ -316,6 +349,21 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(s *Store) { s.failures, s.cooldown = failures, cooldown }
 }
 
+// WithMemory sets how many keys the Store remembers, for the Local
+// policy (default DefaultMemory, 10 000; 0 remembers none): for each, what
+// the remote last said was left in its bucket, and what the local store
+// took for it since. With n keys it remembers at most n of them (n
+// rounded up to an even number), the most recently used: the others'
+// local buckets start full, and nothing is charged to the remote for
+// them. Each costs about 100 bytes and its key. See the package doc. It
+// panics if n is negative.
+func WithMemory(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("spigot: hybrid: WithMemory: %d keys: want 0 or more", n))
+	}
+	return func(s *Store) { s.memoryKeys = n }
+}
+
 // WithObserver sets the observer of decisions, remote errors and breaker
 // transitions.
 func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
@@ -341,12 +389,13 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 		panic("spigot: hybrid: New: nil local store (the fallback while the remote is unavailable)")
 	}
 	s := &Store{
-		remote:   remote,
-		local:    local,
-		clock:    clock.System(),
-		timeout:  DefaultTimeout,
-		failures: DefaultFailures,
-		cooldown: DefaultCooldown,
+		remote:     remote,
+		local:      local,
+		clock:      clock.System(),
+		timeout:    DefaultTimeout,
+		failures:   DefaultFailures,
+		cooldown:   DefaultCooldown,
+		memoryKeys: DefaultMemory,
 	}
 	for i, o := range opts {
 		if o == nil {
@@ -356,6 +405,9 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 	}
 	if s.guardBucket != nil {
 		s.guard = memory.New(memory.WithClock(s.clock))
+	}
+	if s.policy == Local && s.memoryKeys > 0 {
+		s.mem = newKeyMemory(s.memoryKeys)
 	}
 	return s
 }
@@ -407,9 +459,23 @@ func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 	if !call {
 		return s.fallback(ctx, op)
 	}
+	var debt int64 // what the local store took for the key, to charge first
+	if s.mem != nil {
+		debt = s.takeDebt(op)
+	}
 	d, err := remoteCall(s, ctx, op, 1, probe, func(ctx context.Context) (spigot.Decision, error) {
+		if debt > 0 {
+			return s.withDebt(ctx, op, debt)
+		}
 		return s.remote.Do(ctx, op)
 	})
+	if s.mem != nil {
+		if err == nil {
+			s.heard(op, d, s.clock.Now())
+		} else if debt > 0 {
+			s.payDebt(op, debt)
+		}
+	}
 	switch {
 	case err == nil:
 		s.decided(op, PathRemote, d)
@@ -441,18 +507,41 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		return err
 	}
 	if call, probe := s.allow(); call {
+		var debts []spigot.Op // TakeUpTo ops that charge the remote what the local store took
+		if s.mem != nil && mode == spigot.Independent {
+			for _, op := range ops {
+				if op.Action == spigot.Reset {
+					continue
+				}
+				if debt := s.takeDebt(op); debt > 0 {
+					debts = append(debts, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.TakeUpTo, N: debt})
+				}
+			}
+		}
 		rops, rout := ops, out
-		if s.detach {
+		if s.detach || len(debts) > 0 {
 			// The call may outlive DoMulti, which must then leave the
 			// caller's slices alone: it gets slices of its own, and only
 			// an answer in time is copied back.
-			rops, rout = slices.Clone(ops), make([]spigot.Decision, len(out))
+			rops, rout = append(debts, ops...), make([]spigot.Decision, len(debts)+len(out))
 		}
 		got, err := remoteCall(s, ctx, ops[0], len(ops), probe, func(ctx context.Context) ([]spigot.Decision, error) {
 			return rout, s.remote.DoMulti(ctx, mode, rops, rout)
 		})
-		if s.detach {
-			copy(out, got) // nil when the call did not return in time
+		if len(rops) > len(ops) || s.detach {
+			copy(out, got[min(len(debts), len(got)):]) // got is nil when the call did not return in time
+		}
+		if s.mem != nil {
+			if err == nil {
+				now := s.clock.Now()
+				for i, op := range ops {
+					s.heard(op, out[i], now)
+				}
+			} else {
+				for _, d := range debts {
+					s.payDebt(d, d.N)
+				}
+			}
 		}
 		switch {
 		case err == nil:
@@ -475,11 +564,17 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		local := make([]spigot.Op, len(ops))
 		for i, op := range ops {
 			local[i] = s.localOp(op)
+			if s.mem != nil {
+				s.seed(ctx, op, local[i])
+			}
 		}
 		if err := s.local.DoMulti(ctx, mode, local, out); err != nil {
 			return err
 		}
 		for i, op := range ops {
+			if s.mem != nil {
+				s.owe(op, out[i])
+			}
 			s.decided(op, PathLocal, out[i])
 		}
 		return nil
@@ -507,6 +602,9 @@ func answered(err error) bool {
 
 // reset resets the guard and the local store, then the remote.
 func (s *Store) reset(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if s.mem != nil {
+		s.forgetKey(op)
+	}
 	if s.guard != nil {
 		if _, err := s.guard.Do(ctx, s.guardOp(op)); err != nil {
 			return spigot.Decision{}, err
@@ -627,9 +725,16 @@ func (s *Store) localOp(op spigot.Op) spigot.Op {
 // fallback decides by the policy.
 func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if s.policy == Local {
-		d, err := s.local.Do(ctx, s.localOp(op))
+		lop := s.localOp(op)
+		if s.mem != nil {
+			s.seed(ctx, op, lop)
+		}
+		d, err := s.local.Do(ctx, lop)
 		if err != nil {
 			return spigot.Decision{}, err
+		}
+		if s.mem != nil {
+			s.owe(op, d)
 		}
 		s.decided(op, PathLocal, d)
 		return d, nil

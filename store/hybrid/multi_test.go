@@ -15,8 +15,9 @@ import (
 
 // TestGroupOnRedis: a Group's all-or-nothing request goes to a real
 // redis-server in one call and is decided there; with the server killed,
-// the local store decides it, still all or nothing; once the server is back
-// and the breaker's cooldown is over, the server decides again.
+// the local store decides it, still all or nothing, from what the server
+// last said of each key; once the server is back and the breaker's
+// cooldown is over, the server decides again.
 func TestGroupOnRedis(t *testing.T) {
 	srv := testserver.Start(t, testserver.Redis)
 	c := serverClient(t, srv.Addr, func(o *goredis.Options) { o.DialerRetries = 1 })
@@ -32,8 +33,8 @@ func TestGroupOnRedis(t *testing.T) {
 
 	// play makes 4 requests for alice from one address: 3 allowed, the 4th
 	// denied by the user's limit and charged to neither; each op decided
-	// on path.
-	play := func(phase string, path hybrid.Path) {
+	// on path; then a Peek finds ipLeft tokens for the address.
+	play := func(phase string, path hybrid.Path, ipLeft int64) {
 		t.Helper()
 		for i := range 4 {
 			d, err := g.Allow(ctx, "10.0.0.1", "alice")
@@ -45,12 +46,12 @@ func TestGroupOnRedis(t *testing.T) {
 				t.Errorf("%s, request %d: observed %v; want two decisions on %v", phase, i+1, ds, path)
 			}
 		}
-		if d, err := g.Peek(ctx, 0, "10.0.0.1", "alice"); err != nil || d.Each[0].Remaining != 7 || d.Each[1].Remaining != 0 {
-			t.Errorf("%s: then %+v, %v; want 7 and 0 left: the denial charged nothing", phase, d.Each, err)
+		if d, err := g.Peek(ctx, 0, "10.0.0.1", "alice"); err != nil || d.Each[0].Remaining != ipLeft || d.Each[1].Remaining != 0 {
+			t.Errorf("%s: then %+v, %v; want %d and 0 left: the denial charged nothing", phase, d.Each, err, ipLeft)
 		}
 		rec.take()
 	}
-	play("remote", hybrid.PathRemote)
+	play("remote", hybrid.PathRemote, 7)
 	if d, err := remote.Do(ctx, spigot.Op{Limit: ip, Key: "10.0.0.1", Action: spigot.Peek}); err != nil || d.Remaining != 7 {
 		t.Errorf("the server's own state: %+v, %v; want 7 left", d, err)
 	}
@@ -63,9 +64,19 @@ func TestGroupOnRedis(t *testing.T) {
 		t.Fatalf("breaker %v after a failed call; want open", got)
 	}
 	rec.take()
-	play("local", hybrid.PathLocal)
+	// The local store starts from what the server last said of alice: her
+	// bucket is empty, and refills as the server's would.
+	if d, err := g.Allow(ctx, "10.0.0.1", "alice"); err != nil || d.Allowed() || d.By != 1 || d.RetryAfter != sec {
+		t.Errorf("local, at once: %+v, %v; want denied by the user's limit for 1s", d, err)
+	}
+	rec.take()
+	clk.Advance(3 * sec)
+	play("local", hybrid.PathLocal, 7)
 
 	srv.Restart()
 	clk.Advance(10 * sec) // the cooldown: the next call probes the server
-	play("remote again", hybrid.PathRemote)
+	// The restarted server forgot every key; the Peek, the first call in
+	// Independent mode, charges it with what the local store admitted for
+	// the address (3), and for alice (3, of the none left).
+	play("remote again", hybrid.PathRemote, 4)
 }
