@@ -637,3 +637,69 @@ func (p *proxy) close() {
 	p.setDrop(true)
 	p.wg.Wait()
 }
+
+// TestFaultBlink measures what a blink adds: steady traffic on one key of
+// a bucket of 20 tokens at 20 a second, through a hybrid store on a real
+// redis-server that is paused (SIGSTOP) long enough for the local store
+// to admit a few requests, then resumed. Over the whole window, from the
+// first request to the last, the key is admitted at most what its bucket
+// admits, capacity + rate × window, and a token of rounding (the package
+// doc's bound with one replica), however long each phase took. Without
+// memory (WithMemory(0), logged, not checked) the local store starts
+// full, and the remote has refilled for the outage when it is back.
+func TestFaultBlink(t *testing.T) {
+	testserver.SkipShort(t, "pauses a server")
+	for _, keys := range []int{hybrid.DefaultMemory, 0} {
+		t.Run(fmt.Sprintf("memory=%d", keys), func(t *testing.T) {
+			checkGoroutines(t)
+			srv := testserver.Start(t, testserver.Redis)
+			const capacity, rate = 20, 20 // tokens, per second
+			b := spigot.MustBucket(fmt.Sprint("blink-", time.Now().UnixNano()), capacity, spigot.PerSecond(rate))
+			var paths [hybrid.PathGuard + 1]atomic.Int64
+			s := hybrid.New(redis.New(serverClient(t, srv.Addr)), memory.New(),
+				hybrid.WithTimeout(faultTimeout), hybrid.WithBreaker(faultFailures, faultCooldown), hybrid.WithMemory(keys),
+				hybrid.WithObserver(hybrid.Observer{Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) { paths[p].Add(1) }}))
+
+			var admitted, remoteDenied, localAdmitted int64
+			start := time.Now()
+			// run makes requests, 2 ms apart (100 times the bucket's rate),
+			// until done holds; it fails the test if that takes a minute.
+			run := func(phase string, done func() bool) {
+				t.Helper()
+				for limit := time.Now().Add(time.Minute); !done(); time.Sleep(2 * ms) {
+					if time.Now().After(limit) {
+						t.Fatalf("%s: not done within a minute (paths %v, breaker %v)", phase, &paths, s.Circuit())
+					}
+					remote, local := paths[hybrid.PathRemote].Load(), paths[hybrid.PathLocal].Load()
+					d, err := takeN(t.Context(), s, b, "k", 1)
+					if err != nil {
+						t.Fatalf("%s: %v", phase, err)
+					}
+					admitted += d.N
+					switch {
+					case paths[hybrid.PathRemote].Load() > remote && !d.Allowed():
+						remoteDenied++
+					case paths[hybrid.PathLocal].Load() > local && d.Allowed():
+						localAdmitted++
+					}
+				}
+			}
+			// The remote decides until the bucket is empty.
+			run("healthy", func() bool { return remoteDenied > 0 })
+			srv.Pause()
+			run("paused", func() bool { return localAdmitted >= 5 })
+			srv.Resume()
+			after := paths[hybrid.PathRemote].Load()
+			run("resumed", func() bool {
+				return s.Circuit() == hybrid.CircuitClosed && paths[hybrid.PathRemote].Load() >= after+2*capacity
+			})
+			window := time.Since(start)
+			bound := capacity + int64(window.Seconds()*rate) + 1
+			t.Logf("%d admitted in %v (bound %d: capacity %d + rate %d/s × window + 1); by the remote %d, locally %d",
+				admitted, window.Round(ms), bound, capacity, rate, paths[hybrid.PathRemote].Load(), paths[hybrid.PathLocal].Load())
+			if keys > 0 && admitted > bound {
+				t.Errorf("%d admitted in %v, want at most %d", admitted, window.Round(ms), bound)
+			}
+		})
+	}
+}
