@@ -117,7 +117,8 @@ func exactN(n int64) int64 {
 
 // OpAny is Op for clients that take arguments as ...any, such as
 // go-redis: the limit's parameters and the action come boxed from the
-// cache, and N is passed as an int64 for the client to format.
+// cache, and N (as Op sends it) is passed as an int64 for the client to
+// format.
 func (a *Args) OpAny(op spigot.Op) [6]any {
 	p := a.params(op.Limit)
 	return [6]any{a.now(), actionsAny[op.Action], p.v[0], p.v[1], p.v[2], exactN(op.N)}
