@@ -189,7 +189,7 @@ func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision)
 	for i, op := range ops {
 		keys[i] = s.key(op)
 	}
-	x := s.exchange()
+	x := s.newExchange()
 	x.keys[0], x.argv[0] = keys, s.args.Ops(ops)
 	if err := x.await(ctx); err != nil {
 		return wire.Err("rueidis", err, false)
@@ -213,7 +213,7 @@ func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decisio
 		size = 1
 	}
 	n := (len(ops) + size - 1) / size
-	x := s.exchange()
+	x := s.newExchange()
 	x.batch, x.keys, x.argv = true, make([][]string, n), make([][]string, n)
 	for k := range n {
 		part := ops[k*size : min((k+1)*size, len(ops))]
@@ -279,7 +279,7 @@ func decode(r rueidis.RedisResult, out []spigot.Decision) error {
 // reply once the server answered it; a nil reply is left for the decoder
 // to reject.
 func (s *Store) run(ctx context.Context, op spigot.Op) (rueidis.RedisResult, error) {
-	x := s.exchange()
+	x := s.newExchange()
 	x.key[0], x.op = s.key(op), s.args.Op(op)
 	x.keys[0], x.argv[0] = x.key[:], x.op[:]
 	err := x.await(ctx)
@@ -317,8 +317,8 @@ type exchange struct {
 
 var exchanges = sync.Pool{New: func() any { return &exchange{done: make(chan error, 1)} }}
 
-// exchange returns an exchange for one run of the script.
-func (s *Store) exchange() *exchange {
+// newExchange returns an exchange for one run of the script, from a pool.
+func (s *Store) newExchange() *exchange {
 	x := exchanges.Get().(*exchange)
 	x.s, x.keys, x.argv = s, x.key1[:], x.arg1[:]
 	return x
