@@ -310,7 +310,8 @@ func WithPolicy(p Policy) Option {
 // Local policy, in place of a request's bucket: for example the limit
 // divided by the number of replicas, so that the replicas together admit
 // about what the remote would. The default is the same bucket, so N
-// replicas admit up to N times the limit while the remote is down. Give
+// replicas admit up to N times the limit while the remote is down (less
+// for the keys they remember: see WithMemory). Give
 // the local bucket the same name as the remote one unless the local store
 // is shared with other limiters. It panics if f is nil.
 func WithLocalLimit(f func(spigot.Limit) spigot.Limit) Option {
@@ -564,17 +565,17 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		local := make([]spigot.Op, len(ops))
 		for i, op := range ops {
 			local[i] = s.localOp(op)
-			if s.mem != nil {
-				s.seed(ctx, op, local[i])
-			}
 		}
-		if err := s.local.DoMulti(ctx, mode, local, out); err != nil {
+		var err error
+		if s.mem != nil {
+			err = s.localDoMulti(ctx, mode, ops, local, out)
+		} else {
+			err = s.local.DoMulti(ctx, mode, local, out)
+		}
+		if err != nil {
 			return err
 		}
 		for i, op := range ops {
-			if s.mem != nil {
-				s.owe(op, out[i])
-			}
 			s.decided(op, PathLocal, out[i])
 		}
 		return nil
@@ -725,16 +726,15 @@ func (s *Store) localOp(op spigot.Op) spigot.Op {
 // fallback decides by the policy.
 func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if s.policy == Local {
-		lop := s.localOp(op)
+		var d spigot.Decision
+		var err error
 		if s.mem != nil {
-			s.seed(ctx, op, lop)
+			d, err = s.localDo(ctx, op, s.localOp(op))
+		} else {
+			d, err = s.local.Do(ctx, s.localOp(op))
 		}
-		d, err := s.local.Do(ctx, lop)
 		if err != nil {
 			return spigot.Decision{}, err
-		}
-		if s.mem != nil {
-			s.owe(op, d)
 		}
 		s.decided(op, PathLocal, d)
 		return d, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spigot-go/spigot"
@@ -17,13 +18,16 @@ const DefaultMemory = 10_000
 // A recallKey names a key of a limit, as the remote stores it.
 type recallKey struct{ limit, key string }
 
-// A recall is what a Store remembers of a key.
+// A recall is what a Store remembers of a key. The first three fields are
+// guarded by the keyMemory's mutex; the others are atomic, so that a local
+// decision on a key the Store remembers locks the memory once.
 type recall struct {
 	limit     spigot.Limit // the remote's, when it last decided the key; the zero Limit if it never did
 	at        time.Time    // when it last decided the key
 	remaining int64        // what it said was left then
-	seeded    bool         // the local store has been seeded since the remote last decided the key
-	debt      int64        // tokens the local store took for the key since then
+
+	seeded atomic.Bool  // the local store was seeded since the remote last decided the key
+	debt   atomic.Int64 // tokens the local store took for the key since then
 }
 
 // keyMemory remembers up to about n keys, in two generations: keys go into
@@ -33,32 +37,47 @@ type recall struct {
 type keyMemory struct {
 	mu        sync.Mutex
 	half      int
-	cur, prev map[recallKey]recall
+	cur, prev map[recallKey]*recall
 }
 
 func newKeyMemory(n int) *keyMemory {
 	half := max(1, (n+1)/2)
-	return &keyMemory{half: half, cur: make(map[recallKey]recall), prev: make(map[recallKey]recall)}
+	return &keyMemory{half: half, cur: make(map[recallKey]*recall), prev: make(map[recallKey]*recall)}
 }
 
-// get returns what is remembered of k. The caller holds m.mu.
-func (m *keyMemory) get(k recallKey) (recall, bool) {
-	if r, ok := m.cur[k]; ok {
-		return r, true
+// get returns what is remembered of k, or nil, and makes it the most
+// recently used. The caller holds m.mu.
+func (m *keyMemory) get(k recallKey) *recall {
+	if r := m.cur[k]; r != nil {
+		return r
 	}
-	r, ok := m.prev[k]
-	return r, ok
+	r := m.prev[k]
+	if r != nil {
+		delete(m.prev, k)
+		m.add(k, r)
+	}
+	return r
 }
 
-// put remembers r for k. The caller holds m.mu.
-func (m *keyMemory) put(k recallKey, r recall) {
-	if _, ok := m.cur[k]; !ok {
-		delete(m.prev, k)
-		if len(m.cur) >= m.half {
-			m.prev, m.cur = m.cur, make(map[recallKey]recall, m.half)
-		}
+// add remembers r for k, which the current generation does not hold. The
+// caller holds m.mu.
+func (m *keyMemory) add(k recallKey, r *recall) {
+	if len(m.cur) >= m.half {
+		m.prev, m.cur = m.cur, make(map[recallKey]*recall, m.half)
 	}
 	m.cur[k] = r
+}
+
+// entry returns what is remembered of k, remembering it first if need be.
+func (m *keyMemory) entry(k recallKey) *recall {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.get(k)
+	if r == nil {
+		r = new(recall)
+		m.add(k, r)
+	}
+	return r
 }
 
 // forget drops k. The caller holds m.mu.
@@ -75,23 +94,28 @@ func (s *Store) heard(op spigot.Op, d spigot.Decision, now time.Time) {
 	k := keyOf(op)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.get(k)
+	r := m.get(k)
 	switch {
 	case op.Action == spigot.Reset:
 		m.forget(k)
 		return
-	case d.ResetAfter == 0 || d.Degraded(): // full: nothing to remember
-		if ok && r.debt > 0 {
-			r.limit = spigot.Limit{}
-			r.seeded = false
-			m.put(k, r)
-		} else if ok {
-			m.forget(k)
+	case d.ResetAfter == 0 || d.Degraded(): // full: nothing to remember but a debt
+		if r == nil {
+			return
 		}
-		return
+		if r.debt.Load() == 0 {
+			m.forget(k)
+			return
+		}
+		r.limit = spigot.Limit{}
+	default:
+		if r == nil {
+			r = new(recall)
+			m.add(k, r)
+		}
+		r.limit, r.at, r.remaining = op.Limit, now, d.Remaining
 	}
-	r.limit, r.at, r.remaining, r.seeded = op.Limit, now, d.Remaining, false
-	m.put(k, r)
+	r.seeded.Store(false)
 }
 
 // forgetKey drops what is remembered of op's key.
@@ -101,35 +125,66 @@ func (s *Store) forgetKey(op spigot.Op) {
 	s.mem.mu.Unlock()
 }
 
-// seed prepares the local store for op (whose local form is lop), the
-// first time the local store decides its key since the remote last did:
-// it takes from the local bucket what it holds beyond what the remote's
-// bucket held when the remote last decided the key, refilled since and
-// scaled to the local bucket's capacity. A key the Store does not
-// remember is left as it is.
-func (s *Store) seed(ctx context.Context, op, lop spigot.Op) {
-	m := s.mem
-	k := keyOf(op)
-	m.mu.Lock()
-	r, ok := m.get(k)
-	if ok && r.seeded {
-		m.mu.Unlock()
+// localDo applies lop, the local form of op, on the local store. The
+// first time the local store decides the key since the remote last did,
+// it first takes from the local bucket what it holds beyond what the
+// remote's bucket held when the remote last decided the key, refilled
+// since and scaled to the local bucket's capacity (a key the Store does
+// not remember is left as it is). What the local store takes is owed to
+// the remote.
+func (s *Store) localDo(ctx context.Context, op, lop spigot.Op) (spigot.Decision, error) {
+	r := s.mem.entry(keyOf(op))
+	if !r.seeded.Load() && r.seeded.CompareAndSwap(false, true) {
+		s.mem.mu.Lock()
+		limit, at, remaining := r.limit, r.at, r.remaining
+		s.mem.mu.Unlock()
+		s.seed(ctx, lop, limit, at, remaining)
+	}
+	d, err := s.local.Do(ctx, lop)
+	if err == nil {
+		owe(r, op.Action, d.N)
+	}
+	return d, err
+}
+
+// localDoMulti is localDo for several ops.
+func (s *Store) localDoMulti(ctx context.Context, mode spigot.Mode, ops, lops []spigot.Op, out []spigot.Decision) error {
+	rs := make([]*recall, len(ops))
+	for i, op := range ops {
+		r := s.mem.entry(keyOf(op))
+		if !r.seeded.Load() && r.seeded.CompareAndSwap(false, true) {
+			s.mem.mu.Lock()
+			limit, at, remaining := r.limit, r.at, r.remaining
+			s.mem.mu.Unlock()
+			s.seed(ctx, lops[i], limit, at, remaining)
+		}
+		rs[i] = r
+	}
+	if err := s.local.DoMulti(ctx, mode, lops, out); err != nil {
+		return err
+	}
+	for i, op := range ops {
+		owe(rs[i], op.Action, out[i].N)
+	}
+	return nil
+}
+
+// seed takes from the local bucket of lop what it holds beyond what the
+// remote's bucket (limit) held at, remaining then, refilled since and
+// scaled to the local bucket's capacity. A zero limit (the remote never
+// said) leaves the local bucket as it is.
+func (s *Store) seed(ctx context.Context, lop spigot.Op, limit spigot.Limit, at time.Time, remaining int64) {
+	if limit == (spigot.Limit{}) {
 		return
 	}
-	r.seeded = true
-	m.put(k, r)
-	m.mu.Unlock()
-	if !ok || r.limit == (spigot.Limit{}) {
-		return
-	}
-	remoteCap, localCap := r.limit.Capacity(), lop.Limit.Capacity()
+	remoteCap, localCap := limit.Capacity(), lop.Limit.Capacity()
 	if remoteCap <= 0 || localCap <= 0 {
 		return
 	}
 	// The remote's bucket as it said it was, refilled since.
 	var st spigot.State
-	p := spigot.Op{Limit: r.limit, Action: spigot.Take, N: max(0, remoteCap-min(r.remaining, remoteCap))}
-	p.Apply(&st, r.at)
+	p := spigot.Op{Limit: limit, Action: spigot.Take, N: max(0, remoteCap-min(remaining, remoteCap))}
+	p.Apply(&st, at)
 	p.Action, p.N = spigot.Peek, 0
 	d, err := p.Apply(&st, s.clock.Now())
 	if err != nil {
@@ -140,7 +195,7 @@ func (s *Store) seed(ctx context.Context, op, lop spigot.Op) {
 	if scaled >= uint64(localCap) {
 		return
 	}
-	// Take what the local bucket holds beyond that (a valid op on the local
+	// Take what the local bucket holds beyond that (valid ops on the local
 	// store: no error to report).
 	ctx = context.WithoutCancel(ctx)
 	lop.Action, lop.N = spigot.Peek, 0
@@ -150,31 +205,21 @@ func (s *Store) seed(ctx context.Context, op, lop spigot.Op) {
 	}
 }
 
-// owe remembers that the local store decided d on op: what it took is owed
-// to the remote.
-func (s *Store) owe(op spigot.Op, d spigot.Decision) {
-	var delta int64
-	switch op.Action {
-	case spigot.Take, spigot.TakeUpTo:
-		delta = d.N
-	case spigot.Refund:
-		delta = -d.N
+// owe adds to r's debt what an op of the action moved on the local store:
+// tokens taken, less tokens given back.
+func owe(r *recall, action spigot.Action, n int64) {
+	switch {
+	case n == 0:
+	case action == spigot.Take || action == spigot.TakeUpTo:
+		r.debt.Add(n)
+	case action == spigot.Refund:
+		for {
+			old := r.debt.Load()
+			if r.debt.CompareAndSwap(old, max(0, old-n)) {
+				return
+			}
+		}
 	}
-	if delta == 0 {
-		return
-	}
-	m := s.mem
-	k := keyOf(op)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, _ := m.get(k)
-	r.seeded = true
-	r.debt = max(0, r.debt+delta)
-	if r.debt == 0 && r.limit == (spigot.Limit{}) {
-		m.forget(k)
-		return
-	}
-	m.put(k, r)
 }
 
 // takeDebt returns what the local store took for op's key since the
@@ -182,29 +227,22 @@ func (s *Store) owe(op spigot.Op, d spigot.Decision) {
 // and gives it back with payDebt if that fails.
 func (s *Store) takeDebt(op spigot.Op) int64 {
 	m := s.mem
-	k := keyOf(op)
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.get(k)
-	if !ok || r.debt == 0 {
+	r := m.cur[keyOf(op)]
+	if r == nil {
+		r = m.prev[keyOf(op)]
+	}
+	m.mu.Unlock()
+	if r == nil || r.debt.Load() == 0 {
 		return 0
 	}
-	debt := r.debt
-	r.debt = 0
-	m.put(k, r)
-	return debt
+	return r.debt.Swap(0)
 }
 
 // payDebt adds debt back to op's key, after a remote call that was to
 // charge it failed.
 func (s *Store) payDebt(op spigot.Op, debt int64) {
-	m := s.mem
-	k := keyOf(op)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, _ := m.get(k)
-	r.debt += debt
-	m.put(k, r)
+	s.mem.entry(keyOf(op)).debt.Add(debt)
 }
 
 // withDebt applies op on the remote after a TakeUpTo of debt on its key,
