@@ -10,8 +10,9 @@
 //
 // # Decisions
 //
-// Every request first checks its input (a bad bucket or cost is returned as
-// an error, as from any store) and, with WithGuard, a local guard bucket: a
+// Every request first checks its input (a bad bucket, key or cost is
+// returned as an error, as from any store, and never counts against the
+// breaker) and, with WithGuard, a local guard bucket: a
 // guard denial is final and never reaches the remote. Then, while the
 // breaker is closed, the remote decides, under a deadline of
 // min(the caller's deadline, WithTimeout). When the remote fails (an
@@ -92,9 +93,10 @@
 // capacities), and R the sum of the local rates; on recovery the remote is
 // charged with all of it. Over any window that contains the outage, the
 // key is then admitted at most what its bucket would admit (capacity +
-// rate × window), plus what each replica's last word was out of date by:
-// what the other replicas took between it and the outage, scaled. With
-// one replica, or steady traffic through every replica, that is nothing.
+// rate × window), plus, for each replica, what the others took between
+// its last remote decision on the key and the outage, scaled. With one
+// replica, or steady traffic through every replica, that is at most a
+// token of rounding.
 // A key that a replica does not remember starts full on it, as without
 // memory: at worst P local capacities + R·T.
 //
