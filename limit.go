@@ -135,10 +135,11 @@ func (k Kind) String() string {
 // name with a ':' (stores name a key's state prefix+name+":"+key, so the
 // name must end at the first ':' for two buckets never to share a key), a
 // name with a '{' that no '}' closes after it (a key could close that tag
-// and choose its own cluster slot), a negative capacity, a rate that refills less than one token, a period that
-// is under a microsecond or not a whole number of microseconds, and a bucket
-// whose exact arithmetic would not fit (a capacity in scaled units above
-// MaxExact). A capacity of 0 is valid: such a bucket admits only cost 0.
+// and choose its own cluster slot), a negative capacity, a rate that
+// refills less than one token, a period that is under a microsecond or not
+// a whole number of microseconds, and a bucket whose exact arithmetic
+// would not fit (a capacity in scaled units above MaxExact). A capacity of
+// 0 is valid: such a bucket admits only cost 0.
 func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	bad := func(format string, args ...any) (Limit, error) {
 		return Limit{}, fmt.Errorf("%w %q: %s", ErrInvalidLimit, name, fmt.Sprintf(format, args...))
