@@ -503,7 +503,7 @@ func failSafe(w http.ResponseWriter, r *http.Request, _ error) (serve bool) {
 	h.Set("Retry-After", "1")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	if strings.Contains(r.Header.Get("Accept"), "json") {
+	if wantsJSON(r) {
 		h.Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintf(w, "{\"error\":%q,\"retry_after\":1}\n", msg)
@@ -515,6 +515,10 @@ func failSafe(w http.ResponseWriter, r *http.Request, _ error) (serve bool) {
 	return false
 }
 
+// wantsJSON reports whether r's Accept names a JSON type: the default
+// answers then have a JSON body.
+func wantsJSON(r *http.Request) bool { return strings.Contains(r.Header.Get("Accept"), "json") }
+
 // defaultDeny is the deny handler of WithDenyHandler's doc.
 func (m *Middleware) defaultDeny(w http.ResponseWriter, r *http.Request, res *Result) {
 	d := res.Decisions
@@ -525,7 +529,7 @@ func (m *Middleware) defaultDeny(w http.ResponseWriter, r *http.Request, res *Re
 	name := res.Limits[d.By].Name()
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
-	if accepts := r.Header.Get("Accept"); strings.Contains(accepts, "json") {
+	if wantsJSON(r) {
 		h.Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		body := struct {
