@@ -116,8 +116,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spigot-go/spigot"
@@ -165,31 +163,6 @@ func (p Policy) String() string {
 		return "fail-closed"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
-}
-
-// A Circuit is the state of the breaker.
-type Circuit int32
-
-const (
-	// CircuitClosed: requests go to the remote store.
-	CircuitClosed Circuit = iota
-	// CircuitOpen: requests go to the policy, without a network wait.
-	CircuitOpen
-	// CircuitHalfOpen: one request probes the remote; the others go to the
-	// policy.
-	CircuitHalfOpen
-)
-
-func (c Circuit) String() string {
-	switch c {
-	case CircuitClosed:
-		return "closed"
-	case CircuitOpen:
-		return "open"
-	case CircuitHalfOpen:
-		return "half-open"
-	}
-	return fmt.Sprintf("Circuit(%d)", int(c))
 }
 
 // A Path is the way a request was decided.
@@ -251,17 +224,11 @@ type Store struct {
 	localBucket   func(spigot.Limit) spigot.Limit
 	guardBucket   func(spigot.Limit) spigot.Limit
 	guard         *memory.Store
-	failures      int
-	cooldown      time.Duration
 	detach        bool
 	obs           Observer
 	memoryKeys    int
 	mem           *keyMemory // nil unless the Local policy remembers keys
-
-	state     atomic.Int32 // a Circuit; changed only under mu
-	failed    atomic.Int32 // consecutive remote failures while closed
-	openUntil atomic.Int64 // UnixNano on s.clock when an open breaker lets a probe through
-	mu        sync.Mutex   // serializes transitions (and their reports)
+	breaker       breaker
 }
 
 // An Option configures a Store.
@@ -349,7 +316,7 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 	case cooldown <= 0:
 		panic(fmt.Sprintf("spigot: hybrid: WithBreaker: cooldown %v: want more than 0", cooldown))
 	}
-	return func(s *Store) { s.failures, s.cooldown = failures, cooldown }
+	return func(s *Store) { s.breaker.failures, s.breaker.cooldown = int32(failures), cooldown }
 }
 
 // WithMemory sets how many keys the Store remembers, for the Local
@@ -396,16 +363,16 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 		local:      local,
 		clock:      clock.System(),
 		timeout:    DefaultTimeout,
-		failures:   DefaultFailures,
-		cooldown:   DefaultCooldown,
 		memoryKeys: DefaultMemory,
 	}
+	s.breaker.failures, s.breaker.cooldown = DefaultFailures, DefaultCooldown
 	for i, o := range opts {
 		if o == nil {
 			panic(fmt.Sprintf("spigot: hybrid: New: option %d is nil", i))
 		}
 		o(s)
 	}
+	s.breaker.clock, s.breaker.observe = s.clock, s.obs.Transition
 	if s.guardBucket != nil {
 		s.guard = memory.New(memory.WithClock(s.clock))
 	}
@@ -414,9 +381,6 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 	}
 	return s
 }
-
-// Circuit reports the breaker's state.
-func (s *Store) Circuit() Circuit { return Circuit(s.state.Load()) }
 
 // Do implements spigot.Store. A Take or TakeUpTo first asks the guard,
 // then the remote, and falls back by the policy; a Refund or Peek goes
@@ -458,7 +422,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 
 // decide asks the remote, and the policy when the remote fails.
 func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	call, probe := s.allow()
+	call, probe := s.breaker.allow()
 	if !call {
 		return s.fallback(ctx, op)
 	}
@@ -509,7 +473,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if call, probe := s.allow(); call {
+	if call, probe := s.breaker.allow(); call {
 		var debts []spigot.Op // TakeUpTo ops that charge the remote what the local store took
 		if s.mem != nil && mode == spigot.Independent {
 			for _, op := range ops {
@@ -616,7 +580,7 @@ func (s *Store) reset(ctx context.Context, op spigot.Op) (spigot.Decision, error
 	if _, err := s.local.Do(ctx, s.localOp(op)); err != nil {
 		return spigot.Decision{}, err
 	}
-	call, probe := s.allow()
+	call, probe := s.breaker.allow()
 	if !call {
 		return spigot.Decision{}, fmt.Errorf("%w: the circuit is open", ErrUnavailable)
 	}
@@ -661,10 +625,10 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe
 	}
 	switch {
 	case err == nil:
-		s.succeeded(probe)
+		s.breaker.succeeded(probe)
 	case ctx.Err() != nil: // the caller gave up: nothing learnt
 		if probe {
-			s.transition(CircuitHalfOpen, CircuitOpen, 0)
+			s.breaker.transition(CircuitHalfOpen, CircuitOpen, 0)
 		}
 	default:
 		if s.obs.RemoteError != nil {
@@ -672,14 +636,14 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe
 		}
 		switch {
 		case answered(err):
-			s.succeeded(probe) // the remote answered: it is up
+			s.breaker.succeeded(probe) // the remote answered: it is up
 		case n > largeCall && timedOut(err):
 			// Its own size may have made it slow: nothing learnt.
 			if probe {
-				s.transition(CircuitHalfOpen, CircuitOpen, 0)
+				s.breaker.transition(CircuitHalfOpen, CircuitOpen, 0)
 			}
 		default:
-			s.failedOnce(probe)
+			s.breaker.failed(probe)
 		}
 	}
 	return v, err
@@ -762,7 +726,7 @@ func (s *Store) policyDecision(op spigot.Op) (spigot.Decision, Path) {
 		// the model's answer, whatever the state
 		d.RetryAfter = spigot.Never
 	case s.policy == FailClosed:
-		d.RetryAfter = s.untilProbe()
+		d.RetryAfter = s.breaker.untilProbe()
 	case op.Action == spigot.Take:
 		d.N = op.N
 	case op.Action == spigot.TakeUpTo:
@@ -775,76 +739,4 @@ func (s *Store) decided(op spigot.Op, p Path, d spigot.Decision) {
 	if s.obs.Decision != nil && op.Action != spigot.Reset {
 		s.obs.Decision(op, p, d)
 	}
-}
-
-// untilProbe is the RetryAfter of a FailClosed denial: the time until the
-// breaker lets a probe through, rounded up to the millisecond, or the
-// cooldown when the breaker is not open (the remote just failed).
-func (s *Store) untilProbe() time.Duration {
-	d := s.cooldown
-	if s.Circuit() == CircuitOpen {
-		d = time.Duration(s.openUntil.Load() - s.clock.Now().UnixNano())
-	}
-	d = (d + time.Millisecond - 1).Truncate(time.Millisecond)
-	return max(d, time.Millisecond)
-}
-
-// allow reports whether a request may call the remote, and whether that
-// call is the breaker's probe: every request may while the breaker is
-// closed; while it is open, only the first request after the cooldown,
-// which turns it half-open and probes; while it is half-open, none.
-func (s *Store) allow() (call, probe bool) {
-	switch Circuit(s.state.Load()) {
-	case CircuitClosed:
-		return true, false
-	case CircuitHalfOpen:
-		return false, false
-	}
-	if s.clock.Now().UnixNano() < s.openUntil.Load() {
-		return false, false
-	}
-	return s.transition(CircuitOpen, CircuitHalfOpen, 0), true
-}
-
-// succeeded records a remote success: a probe's closes the breaker; any
-// other only clears the run of failures (it may have started before the
-// breaker opened, so it says nothing of the remote now).
-func (s *Store) succeeded(probe bool) {
-	if probe {
-		s.transition(CircuitHalfOpen, CircuitClosed, 0)
-	}
-	s.failed.Store(0)
-}
-
-// failedOnce records a remote failure: a probe's reopens the breaker for
-// another cooldown; otherwise the run of failures grows, and opens the
-// breaker when it reaches s.failures.
-func (s *Store) failedOnce(probe bool) {
-	if probe {
-		s.transition(CircuitHalfOpen, CircuitOpen, s.cooldown)
-		return
-	}
-	if s.failed.Add(1) >= int32(s.failures) {
-		s.transition(CircuitClosed, CircuitOpen, s.cooldown)
-	}
-}
-
-// transition moves the breaker from one state to another, if it is still
-// in from, and reports it; when it opens, the next probe is allowed after
-// cooldown. It reports whether it moved.
-func (s *Store) transition(from, to Circuit, cooldown time.Duration) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if Circuit(s.state.Load()) != from {
-		return false
-	}
-	if to == CircuitOpen {
-		s.failed.Store(0)
-		s.openUntil.Store(s.clock.Now().Add(cooldown).UnixNano())
-	}
-	s.state.Store(int32(to))
-	if s.obs.Transition != nil {
-		s.obs.Transition(from, to)
-	}
-	return true
 }

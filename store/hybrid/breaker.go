@@ -1,0 +1,136 @@
+package hybrid
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spigot-go/spigot/clock"
+)
+
+// A Circuit is the state of the breaker.
+type Circuit int32
+
+const (
+	// CircuitClosed: requests go to the remote store.
+	CircuitClosed Circuit = iota
+	// CircuitOpen: requests go to the policy, without a network wait.
+	CircuitOpen
+	// CircuitHalfOpen: one request probes the remote; the others go to the
+	// policy.
+	CircuitHalfOpen
+)
+
+func (c Circuit) String() string {
+	switch c {
+	case CircuitClosed:
+		return "closed"
+	case CircuitOpen:
+		return "open"
+	case CircuitHalfOpen:
+		return "half-open"
+	}
+	return fmt.Sprintf("Circuit(%d)", int(c))
+}
+
+// Circuit reports the breaker's state.
+func (s *Store) Circuit() Circuit { return s.breaker.circuit() }
+
+// A breaker is a Store's circuit breaker. Closed, it lets every request
+// call the remote, and opens after failures consecutive remote failures.
+// Open, it lets none through until cooldown has passed on clock; then the
+// first request turns it half-open and is its probe, while the others
+// still go to the policy. The probe's success closes it; its failure opens
+// it for another cooldown; a probe that learns nothing (its caller gave
+// up, or a large call timed out) opens it again at once, so that the next
+// request probes. observe, when not nil, is told every transition, in
+// order.
+//
+// It is safe for concurrent use. Its zero value is not usable: New sets
+// failures, cooldown and clock.
+type breaker struct {
+	failures int32
+	cooldown time.Duration
+	clock    clock.Clock
+	observe  func(from, to Circuit)
+
+	state     atomic.Int32 // a Circuit; changed only under mu
+	run       atomic.Int32 // consecutive remote failures while closed
+	openUntil atomic.Int64 // UnixNano on clock when an open breaker lets a probe through
+	mu        sync.Mutex   // serializes transitions (and their reports)
+}
+
+func (b *breaker) circuit() Circuit { return Circuit(b.state.Load()) }
+
+// allow reports whether a request may call the remote, and whether that
+// call is the breaker's probe: every request may while the breaker is
+// closed; while it is open, only the first request after the cooldown,
+// which turns it half-open and probes; while it is half-open, none.
+func (b *breaker) allow() (call, probe bool) {
+	switch b.circuit() {
+	case CircuitClosed:
+		return true, false
+	case CircuitHalfOpen:
+		return false, false
+	}
+	if b.clock.Now().UnixNano() < b.openUntil.Load() {
+		return false, false
+	}
+	return b.transition(CircuitOpen, CircuitHalfOpen, 0), true
+}
+
+// succeeded records a remote success: a probe's closes the breaker; any
+// other only clears the run of failures (it may have started before the
+// breaker opened, so it says nothing of the remote now).
+func (b *breaker) succeeded(probe bool) {
+	if probe {
+		b.transition(CircuitHalfOpen, CircuitClosed, 0)
+	}
+	b.run.Store(0)
+}
+
+// failed records a remote failure: a probe's reopens the breaker for
+// another cooldown; otherwise the run of failures grows, and opens the
+// breaker when it reaches b.failures.
+func (b *breaker) failed(probe bool) {
+	if probe {
+		b.transition(CircuitHalfOpen, CircuitOpen, b.cooldown)
+		return
+	}
+	if b.run.Add(1) >= b.failures {
+		b.transition(CircuitClosed, CircuitOpen, b.cooldown)
+	}
+}
+
+// transition moves the breaker from one state to another, if it is still
+// in from, and reports it; when it opens, the next probe is allowed after
+// cooldown. It reports whether it moved.
+func (b *breaker) transition(from, to Circuit, cooldown time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.circuit() != from {
+		return false
+	}
+	if to == CircuitOpen {
+		b.run.Store(0)
+		b.openUntil.Store(b.clock.Now().Add(cooldown).UnixNano())
+	}
+	b.state.Store(int32(to))
+	if b.observe != nil {
+		b.observe(from, to)
+	}
+	return true
+}
+
+// untilProbe is the RetryAfter of a FailClosed denial: the time until the
+// breaker lets a probe through, rounded up to the millisecond, or the
+// cooldown when the breaker is not open (the remote just failed).
+func (b *breaker) untilProbe() time.Duration {
+	d := b.cooldown
+	if b.circuit() == CircuitOpen {
+		d = time.Duration(b.openUntil.Load() - b.clock.Now().UnixNano())
+	}
+	d = (d + time.Millisecond - 1).Truncate(time.Millisecond)
+	return max(d, time.Millisecond)
+}
