@@ -14,9 +14,11 @@ import (
 )
 
 // HybridObserver returns a store/hybrid observer that counts every
-// decision by its path (spigot.hybrid.decisions, by spigot.path). Give it
-// to hybrid.WithObserver; combine it with an observer of your own by
-// calling both from one.
+// decision by its path (spigot.hybrid.decisions, by spigot.path), in the
+// context of the request that it decided, so that a MeterProvider that
+// keeps exemplars links each count to the request's span. Give it to
+// hybrid.WithObserver; combine it with an observer of your own by calling
+// both from one.
 func HybridObserver(opts ...Option) hybrid.Observer {
 	c := newConfig(opts)
 	counter, err := c.mp.Meter(ScopeName).Int64Counter("spigot.hybrid.decisions", metric.WithUnit("{decision}"),
@@ -28,9 +30,9 @@ func HybridObserver(opts ...Option) hybrid.Observer {
 	for p := range byPath {
 		byPath[p] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(PathKey.String(hybrid.Path(p).String())))}
 	}
-	return hybrid.Observer{Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) {
+	return hybrid.Observer{Decision: func(ctx context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) {
 		if int(p) < len(byPath) {
-			counter.Add(context.Background(), 1, byPath[p]...)
+			counter.Add(ctx, 1, byPath[p]...)
 		}
 	}}
 }

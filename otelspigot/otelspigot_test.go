@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
@@ -533,6 +534,52 @@ func TestHybrid(t *testing.T) {
 	// Step 3: the remote decides again.
 	do(3)
 	check(3, map[string]int64{"spigot.path=remote": 5, "spigot.path=local": local}, 0)
+}
+
+// TestHybridObserverContext: HybridObserver records each decision in the
+// context of the request that caused it, so that the SDK links the
+// measurement to the request's span (an exemplar with its trace ID), on
+// the remote path and on the local path.
+func TestHybridObserverContext(t *testing.T) {
+	mp, r := provider(t)
+	clk := clocktest.New(t0)
+	h := hybrid.New(failStore{errors.New("connection refused")}, memory.New(memory.WithClock(clk)),
+		hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp))),
+		hybrid.WithBreaker(1, time.Second), hybrid.WithClock(clk))
+	healthy := hybrid.New(memory.New(memory.WithClock(clk)), memory.New(memory.WithClock(clk)),
+		hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp))), hybrid.WithClock(clk))
+	op := spigot.Op{Limit: spigot.MustBucket("ctx", 10, spigot.PerSecond(1)), Key: "10.0.0.9", N: 1}
+	for i, c := range []struct {
+		s    *hybrid.Store
+		path string
+	}{
+		{healthy, "spigot.path=remote"},
+		{h, "spigot.path=local"},
+	} {
+		trace := [16]byte{byte(i + 1), 0xca, 0xfe}
+		ctx := oteltrace.ContextWithSpanContext(context.Background(), oteltrace.NewSpanContext(oteltrace.SpanContextConfig{
+			TraceID: trace, SpanID: [8]byte{1}, TraceFlags: oteltrace.FlagsSampled,
+		}))
+		if _, err := c.s.Do(ctx, op); err != nil {
+			t.Fatalf("step %d: Do: %v", i, err)
+		}
+		sum, ok := collect(t, r)["spigot.hybrid.decisions"].Data.(metricdata.Sum[int64])
+		if !ok {
+			t.Fatalf("step %d: no spigot.hybrid.decisions sum", i)
+		}
+		var got [][]byte
+		for _, p := range sum.DataPoints {
+			if attrs(p.Attributes) != c.path {
+				continue
+			}
+			for _, e := range p.Exemplars {
+				got = append(got, e.TraceID)
+			}
+		}
+		if !slices.ContainsFunc(got, func(id []byte) bool { return string(id) == string(trace[:]) }) {
+			t.Errorf("step %d: %s: exemplars of trace IDs %x, want one of %x (the request's)", i, c.path, got, trace)
+		}
+	}
 }
 
 // TestHTTPObserver counts an httplimit middleware's decisions by route,

@@ -622,8 +622,8 @@ func testClusterKillPrimary(t *testing.T, cl *testserver.Cluster) {
 			hybrid.WithTimeout(timeout),
 			hybrid.WithBreaker(3, 200*time.Millisecond),
 			hybrid.WithObserver(hybrid.Observer{
-				Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) { o.paths[p].Add(1) },
-				Transition: func(from, to hybrid.Circuit) {
+				Decision: func(_ context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) { o.paths[p].Add(1) },
+				Transition: func(_ context.Context, from, to hybrid.Circuit) {
 					o.transitions.Store(o.transitions.Load().(string) + " " + to.String())
 				},
 			}),

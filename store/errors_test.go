@@ -428,7 +428,7 @@ type pathCounter struct {
 }
 
 func (p *pathCounter) observer() hybrid.Observer {
-	return hybrid.Observer{Decision: func(_ spigot.Op, path hybrid.Path, _ spigot.Decision) {
+	return hybrid.Observer{Decision: func(_ context.Context, _ spigot.Op, path hybrid.Path, _ spigot.Decision) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.n == nil {

@@ -113,9 +113,9 @@ func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(),
 	h := hybrid.New(spigotredis.New(rdb), memory.New(), append([]hybrid.Option{
 		hybrid.WithTimeout(100 * time.Millisecond),
 		hybrid.WithBreaker(3, 2*time.Second),
-		hybrid.WithObserver(hybrid.Observer{Decision: func(op spigot.Op, p hybrid.Path, dec spigot.Decision) {
+		hybrid.WithObserver(hybrid.Observer{Decision: func(ctx context.Context, op spigot.Op, p hybrid.Path, dec spigot.Decision) {
 			d.path.Store(int32(p))
-			paths.Decision(op, p, dec)
+			paths.Decision(ctx, op, p, dec)
 		}}),
 	}, opts...)...)
 	if _, err := otelspigot.ObserveCircuit(h, otelspigot.WithMeterProvider(d.meters)); err != nil {

@@ -30,7 +30,7 @@ func BenchmarkHybrid(b *testing.B) {
 		remote := redis.New(serverClient(b, srv.Addr))
 		var decisions [hybrid.PathGuard + 1]atomic.Int64
 		counted := hybrid.Observer{
-			Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) { decisions[p].Add(1) },
+			Decision: func(_ context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) { decisions[p].Add(1) },
 		}
 		stores := []struct {
 			name string

@@ -1,6 +1,7 @@
 package hybrid
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,7 @@ func (s *Store) Circuit() Circuit { return s.breaker.circuit() }
 // it for another cooldown; a probe that learns nothing (its caller gave
 // up, or a large call timed out) opens it again at once, so that the next
 // request probes. observe, when not nil, is told every transition, in
-// order.
+// order, with the context of the call that moved it.
 //
 // It is safe for concurrent use. Its zero value is not usable: New sets
 // failures, cooldown and clock.
@@ -53,7 +54,7 @@ type breaker struct {
 	failures int32
 	cooldown time.Duration
 	clock    clock.Clock
-	observe  func(from, to Circuit)
+	observe  func(ctx context.Context, from, to Circuit)
 
 	state     atomic.Int32 // a Circuit; changed only under mu
 	run       atomic.Int32 // consecutive remote failures while closed
@@ -67,7 +68,7 @@ func (b *breaker) circuit() Circuit { return Circuit(b.state.Load()) }
 // call is the breaker's probe: every request may while the breaker is
 // closed; while it is open, only the first request after the cooldown,
 // which turns it half-open and probes; while it is half-open, none.
-func (b *breaker) allow() (call, probe bool) {
+func (b *breaker) allow(ctx context.Context) (call, probe bool) {
 	switch b.circuit() {
 	case CircuitClosed:
 		return true, false
@@ -77,15 +78,15 @@ func (b *breaker) allow() (call, probe bool) {
 	if b.clock.Now().UnixNano() < b.openUntil.Load() {
 		return false, false
 	}
-	return b.transition(CircuitOpen, CircuitHalfOpen, 0), true
+	return b.transition(ctx, CircuitOpen, CircuitHalfOpen, 0), true
 }
 
 // succeeded records a remote success: a probe's closes the breaker; any
 // other only clears the run of failures (it may have started before the
 // breaker opened, so it says nothing of the remote now).
-func (b *breaker) succeeded(probe bool) {
+func (b *breaker) succeeded(ctx context.Context, probe bool) {
 	if probe {
-		b.transition(CircuitHalfOpen, CircuitClosed, 0)
+		b.transition(ctx, CircuitHalfOpen, CircuitClosed, 0)
 	}
 	b.run.Store(0)
 }
@@ -93,20 +94,20 @@ func (b *breaker) succeeded(probe bool) {
 // failed records a remote failure: a probe's reopens the breaker for
 // another cooldown; otherwise the run of failures grows, and opens the
 // breaker when it reaches b.failures.
-func (b *breaker) failed(probe bool) {
+func (b *breaker) failed(ctx context.Context, probe bool) {
 	if probe {
-		b.transition(CircuitHalfOpen, CircuitOpen, b.cooldown)
+		b.transition(ctx, CircuitHalfOpen, CircuitOpen, b.cooldown)
 		return
 	}
 	if b.run.Add(1) >= b.failures {
-		b.transition(CircuitClosed, CircuitOpen, b.cooldown)
+		b.transition(ctx, CircuitClosed, CircuitOpen, b.cooldown)
 	}
 }
 
 // transition moves the breaker from one state to another, if it is still
 // in from, and reports it; when it opens, the next probe is allowed after
 // cooldown. It reports whether it moved.
-func (b *breaker) transition(from, to Circuit, cooldown time.Duration) bool {
+func (b *breaker) transition(ctx context.Context, from, to Circuit, cooldown time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.circuit() != from {
@@ -118,7 +119,7 @@ func (b *breaker) transition(from, to Circuit, cooldown time.Duration) bool {
 	}
 	b.state.Store(int32(to))
 	if b.observe != nil {
-		b.observe(from, to)
+		b.observe(ctx, from, to)
 	}
 	return true
 }

@@ -76,13 +76,13 @@ func ExampleObserver() {
 	var decisions [hybrid.PathGuard + 1]atomic.Int64 // by Path
 	var remoteErrors atomic.Int64
 	observer := hybrid.Observer{
-		Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) {
+		Decision: func(_ context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) {
 			decisions[p].Add(1)
 		},
-		RemoteError: func(spigot.Op, error, time.Duration) {
+		RemoteError: func(context.Context, spigot.Op, error, time.Duration) {
 			remoteErrors.Add(1)
 		},
-		Transition: func(from, to hybrid.Circuit) {
+		Transition: func(_ context.Context, from, to hybrid.Circuit) {
 			fmt.Printf("breaker: %v -> %v\n", from, to)
 		},
 	}

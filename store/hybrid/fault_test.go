@@ -18,6 +18,7 @@ package hybrid_test
 // to read them. They are skipped under go test -short.
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"slices"
@@ -129,13 +130,13 @@ func newRig(t *testing.T, remote spigot.Store, policy hybrid.Policy) *rig {
 			return spigot.MustBucket(b.Name(), localCap, spigot.PerSecond(localCap))
 		}),
 		hybrid.WithObserver(hybrid.Observer{
-			Decision: func(op spigot.Op, p hybrid.Path, _ spigot.Decision) {
+			Decision: func(_ context.Context, op spigot.Op, p hybrid.Path, _ spigot.Decision) {
 				r.last[r.index[op.Limit.Name()]].Store(int32(p))
 			},
-			RemoteError: func(op spigot.Op, _ error, _ time.Duration) {
+			RemoteError: func(_ context.Context, op spigot.Op, _ error, _ time.Duration) {
 				r.tried[r.index[op.Limit.Name()]].Store(true)
 			},
-			Transition: func(from, to hybrid.Circuit) {
+			Transition: func(_ context.Context, from, to hybrid.Circuit) {
 				if to == hybrid.CircuitOpen {
 					r.opens.Add(1)
 				}
@@ -658,7 +659,7 @@ func TestFaultBlink(t *testing.T) {
 			var paths [hybrid.PathGuard + 1]atomic.Int64
 			s := hybrid.New(redis.New(serverClient(t, srv.Addr)), memory.New(),
 				hybrid.WithTimeout(faultTimeout), hybrid.WithBreaker(faultFailures, faultCooldown), hybrid.WithMemory(keys),
-				hybrid.WithObserver(hybrid.Observer{Decision: func(_ spigot.Op, p hybrid.Path, _ spigot.Decision) { paths[p].Add(1) }}))
+				hybrid.WithObserver(hybrid.Observer{Decision: func(_ context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) { paths[p].Add(1) }}))
 
 			var admitted, remoteDenied, localAdmitted int64
 			start := time.Now()

@@ -198,20 +198,25 @@ func (p Path) String() string {
 }
 
 // Observer receives what a Store does, for metrics and logs. Each field is
-// optional. The functions are called synchronously on the request's
-// goroutine, so they must be fast and safe for concurrent use: increment a
-// counter, observe a histogram.
+// optional. The functions are called synchronously on the goroutine of the
+// Do or DoMulti call that caused them, with that call's context (for its
+// values, such as a trace's span: it may be done by then), so they must be
+// fast and safe for concurrent use: increment a counter, observe a
+// histogram.
 type Observer struct {
 	// Decision is called once for every operation that got a Decision,
 	// but a Reset.
-	Decision func(op spigot.Op, path Path, d spigot.Decision)
+	Decision func(ctx context.Context, op spigot.Op, path Path, d spigot.Decision)
 	// RemoteError is called for every failed remote call (including a
 	// failed probe, and an error that matches spigot.ErrRequestFailed,
 	// which does not count against the breaker), with the time it took.
-	RemoteError func(op spigot.Op, err error, latency time.Duration)
+	RemoteError func(ctx context.Context, op spigot.Op, err error, latency time.Duration)
 	// Transition is called when the breaker changes state, in order, under
-	// the breaker's lock: it must not call the Store.
-	Transition func(from, to Circuit)
+	// the breaker's lock: it must not call the Store. Every transition is
+	// caused by a call: ctx is the context of the call whose remote
+	// outcome moved the breaker, or of the request that the half-open
+	// breaker lets through as its probe.
+	Transition func(ctx context.Context, from, to Circuit)
 }
 
 // Store is a remote store with a local fallback. It is safe for concurrent
@@ -404,7 +409,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			return spigot.Decision{}, err
 		}
 		if !g.Allowed() {
-			s.decided(op, PathGuard, g)
+			s.decided(ctx, op, PathGuard, g)
 			return g, nil
 		}
 		if op.Action == spigot.TakeUpTo {
@@ -422,7 +427,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 
 // decide asks the remote, and the policy when the remote fails.
 func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	call, probe := s.breaker.allow()
+	call, probe := s.breaker.allow(ctx)
 	if !call {
 		return s.fallback(ctx, op)
 	}
@@ -445,7 +450,7 @@ func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 	}
 	switch {
 	case err == nil:
-		s.decided(op, PathRemote, d)
+		s.decided(ctx, op, PathRemote, d)
 		return d, nil
 	case ctx.Err() != nil: // the caller gave up: not the remote's failure
 		return spigot.Decision{}, ctx.Err()
@@ -473,7 +478,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if call, probe := s.breaker.allow(); call {
+	if call, probe := s.breaker.allow(ctx); call {
 		var debts []spigot.Op // TakeUpTo ops that charge the remote what the local store took
 		if s.mem != nil && mode == spigot.Independent {
 			for _, op := range ops {
@@ -513,7 +518,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		switch {
 		case err == nil:
 			for i, op := range ops {
-				s.decided(op, PathRemote, out[i])
+				s.decided(ctx, op, PathRemote, out[i])
 			}
 			return nil
 		case ctx.Err() != nil:
@@ -542,7 +547,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 			return err
 		}
 		for i, op := range ops {
-			s.decided(op, PathLocal, out[i])
+			s.decided(ctx, op, PathLocal, out[i])
 		}
 		return nil
 	}
@@ -556,7 +561,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		if denied && mode == spigot.AllOrNothing {
 			out[i].N = 0 // none is charged
 		}
-		s.decided(op, paths[i], out[i])
+		s.decided(ctx, op, paths[i], out[i])
 	}
 	return nil
 }
@@ -580,7 +585,7 @@ func (s *Store) reset(ctx context.Context, op spigot.Op) (spigot.Decision, error
 	if _, err := s.local.Do(ctx, s.localOp(op)); err != nil {
 		return spigot.Decision{}, err
 	}
-	call, probe := s.breaker.allow()
+	call, probe := s.breaker.allow(ctx)
 	if !call {
 		return spigot.Decision{}, fmt.Errorf("%w: the circuit is open", ErrUnavailable)
 	}
@@ -625,25 +630,25 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe
 	}
 	switch {
 	case err == nil:
-		s.breaker.succeeded(probe)
+		s.breaker.succeeded(ctx, probe)
 	case ctx.Err() != nil: // the caller gave up: nothing learnt
 		if probe {
-			s.breaker.transition(CircuitHalfOpen, CircuitOpen, 0)
+			s.breaker.transition(ctx, CircuitHalfOpen, CircuitOpen, 0)
 		}
 	default:
 		if s.obs.RemoteError != nil {
-			s.obs.RemoteError(op, err, time.Since(start))
+			s.obs.RemoteError(ctx, op, err, time.Since(start))
 		}
 		switch {
 		case answered(err):
-			s.breaker.succeeded(probe) // the remote answered: it is up
+			s.breaker.succeeded(ctx, probe) // the remote answered: it is up
 		case n > largeCall && timedOut(err):
 			// Its own size may have made it slow: nothing learnt.
 			if probe {
-				s.breaker.transition(CircuitHalfOpen, CircuitOpen, 0)
+				s.breaker.transition(ctx, CircuitHalfOpen, CircuitOpen, 0)
 			}
 		default:
-			s.breaker.failed(probe)
+			s.breaker.failed(ctx, probe)
 		}
 	}
 	return v, err
@@ -702,11 +707,11 @@ func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, er
 		if err != nil {
 			return spigot.Decision{}, err
 		}
-		s.decided(op, PathLocal, d)
+		s.decided(ctx, op, PathLocal, d)
 		return d, nil
 	}
 	d, p := s.policyDecision(op)
-	s.decided(op, p, d)
+	s.decided(ctx, op, p, d)
 	return d, nil
 }
 
@@ -735,8 +740,8 @@ func (s *Store) policyDecision(op spigot.Op) (spigot.Decision, Path) {
 	return d, path
 }
 
-func (s *Store) decided(op spigot.Op, p Path, d spigot.Decision) {
+func (s *Store) decided(ctx context.Context, op spigot.Op, p Path, d spigot.Decision) {
 	if s.obs.Decision != nil && op.Action != spigot.Reset {
-		s.obs.Decision(op, p, d)
+		s.obs.Decision(ctx, op, p, d)
 	}
 }

@@ -264,17 +264,17 @@ type recorder struct {
 
 func (r *recorder) observer() hybrid.Observer {
 	return hybrid.Observer{
-		Decision: func(op spigot.Op, p hybrid.Path, d spigot.Decision) {
+		Decision: func(_ context.Context, op spigot.Op, p hybrid.Path, d spigot.Decision) {
 			r.mu.Lock()
 			r.decisions = append(r.decisions, decision{op, p, d})
 			r.mu.Unlock()
 		},
-		RemoteError: func(op spigot.Op, err error, latency time.Duration) {
+		RemoteError: func(_ context.Context, op spigot.Op, err error, latency time.Duration) {
 			r.mu.Lock()
 			r.errs = append(r.errs, remoteError{op, err, latency})
 			r.mu.Unlock()
 		},
-		Transition: func(from, to hybrid.Circuit) {
+		Transition: func(_ context.Context, from, to hybrid.Circuit) {
 			r.mu.Lock()
 			r.transitions = append(r.transitions, from.String()+">"+to.String())
 			r.mu.Unlock()
@@ -1031,7 +1031,7 @@ func TestLateAnswerMulti(t *testing.T) {
 // the Observer.
 func TestObserverOptional(t *testing.T) {
 	var decisions atomic.Int64
-	for _, o := range []hybrid.Observer{{}, {Decision: func(spigot.Op, hybrid.Path, spigot.Decision) { decisions.Add(1) }}} {
+	for _, o := range []hybrid.Observer{{}, {Decision: func(context.Context, spigot.Op, hybrid.Path, spigot.Decision) { decisions.Add(1) }}} {
 		clk := clocktest.New(t0)
 		remote := newFakeRemote(t, clk)
 		s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute),
@@ -1048,6 +1048,66 @@ func TestObserverOptional(t *testing.T) {
 	}
 	if got := decisions.Load(); got != 3 {
 		t.Errorf("got %d decisions, want 3", got)
+	}
+}
+
+// TestObserverContext: every hook of the Observer gets the context of the
+// Do or DoMulti call that caused it, transitions included: the failure
+// that opens the breaker, and the probe that half-opens and closes it.
+func TestObserverContext(t *testing.T) {
+	type stepKey struct{}
+	var mu sync.Mutex
+	var seen []string // "hook@step"
+	record := func(ctx context.Context, hook string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, fmt.Sprintf("%s@%v", hook, ctx.Value(stepKey{})))
+	}
+	o := hybrid.Observer{
+		Decision: func(ctx context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) {
+			record(ctx, "decision:"+p.String())
+		},
+		RemoteError: func(ctx context.Context, _ spigot.Op, _ error, _ time.Duration) { record(ctx, "error") },
+		Transition: func(ctx context.Context, from, to hybrid.Circuit) {
+			record(ctx, from.String()+">"+to.String())
+		},
+	}
+	clk := clocktest.New(t0)
+	remote := newFakeRemote(t, clk)
+	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute),
+		hybrid.WithBreaker(1, sec), hybrid.WithObserver(o))
+	ops := []spigot.Op{{Limit: cap4, Key: "a", N: 1}, {Limit: cap4, Key: "b", N: 1}}
+	for i, c := range []struct {
+		mode    mode
+		advance time.Duration
+		multi   bool
+		want    []string
+	}{
+		{succeed, 0, false, []string{"decision:remote@0"}},
+		{fail, 0, false, []string{"error@1", "closed>open@1", "decision:local@1"}},
+		{succeed, sec, false, []string{"open>half-open@2", "half-open>closed@2", "decision:remote@2"}},
+		{fail, 0, true, []string{"error@3", "closed>open@3", "decision:local@3", "decision:local@3"}},
+		{succeed, sec, true, []string{"open>half-open@4", "half-open>closed@4", "decision:remote@4", "decision:remote@4"}},
+	} {
+		remote.set(c.mode)
+		clk.Advance(c.advance)
+		ctx := context.WithValue(t.Context(), stepKey{}, i)
+		var err error
+		if c.multi {
+			err = s.DoMulti(ctx, spigot.Independent, ops, make([]spigot.Decision, len(ops)))
+		} else {
+			_, err = s.Do(ctx, ops[0])
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		mu.Lock()
+		got := seen
+		seen = nil
+		mu.Unlock()
+		if !slices.Equal(got, c.want) {
+			t.Errorf("step %d: got %q, want %q", i, got, c.want)
+		}
 	}
 }
 
@@ -1180,12 +1240,12 @@ func TestStrings(t *testing.T) {
 // healthy remote, the remote decides everything.
 func healthy(t *testing.T) hybrid.Observer {
 	return hybrid.Observer{
-		Decision: func(op spigot.Op, p hybrid.Path, _ spigot.Decision) {
+		Decision: func(_ context.Context, op spigot.Op, p hybrid.Path, _ spigot.Decision) {
 			if p != hybrid.PathRemote {
 				t.Errorf("%v: a decision by %v with a healthy remote", op, p)
 			}
 		},
-		RemoteError: func(op spigot.Op, err error, latency time.Duration) {
+		RemoteError: func(_ context.Context, op spigot.Op, err error, latency time.Duration) {
 			if !errors.Is(err, errors.ErrUnsupported) {
 				t.Errorf("%v: remote error after %v with a healthy remote: %v", op, latency, err)
 			}
