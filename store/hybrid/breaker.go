@@ -2,7 +2,6 @@ package hybrid
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,17 +22,10 @@ const (
 	CircuitHalfOpen
 )
 
-func (c Circuit) String() string {
-	switch c {
-	case CircuitClosed:
-		return "closed"
-	case CircuitOpen:
-		return "open"
-	case CircuitHalfOpen:
-		return "half-open"
-	}
-	return fmt.Sprintf("Circuit(%d)", int(c))
-}
+var circuitNames = [...]string{CircuitClosed: "closed", CircuitOpen: "open", CircuitHalfOpen: "half-open"}
+
+// String returns the circuit's name, as in "half-open".
+func (c Circuit) String() string { return name(c, "Circuit", circuitNames[:]) }
 
 // Circuit reports the breaker's state.
 func (s *Store) Circuit() Circuit { return s.breaker.circuit() }

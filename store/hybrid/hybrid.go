@@ -153,17 +153,10 @@ const (
 	FailClosed
 )
 
-func (p Policy) String() string {
-	switch p {
-	case Local:
-		return "local"
-	case FailOpen:
-		return "fail-open"
-	case FailClosed:
-		return "fail-closed"
-	}
-	return fmt.Sprintf("Policy(%d)", int(p))
-}
+var policyNames = [...]string{Local: "local", FailOpen: "fail-open", FailClosed: "fail-closed"}
+
+// String returns the policy's name, as in "fail-open".
+func (p Policy) String() string { return name(p, "Policy", policyNames[:]) }
 
 // A Path is the way a request was decided.
 type Path int
@@ -181,20 +174,19 @@ const (
 	PathGuard
 )
 
-func (p Path) String() string {
-	switch p {
-	case PathRemote:
-		return "remote"
-	case PathLocal:
-		return "local"
-	case PathFailOpen:
-		return "fail-open"
-	case PathFailClosed:
-		return "fail-closed"
-	case PathGuard:
-		return "guard"
+var pathNames = [...]string{
+	PathRemote: "remote", PathLocal: "local", PathFailOpen: "fail-open", PathFailClosed: "fail-closed", PathGuard: "guard",
+}
+
+// String returns the path's name, as in "fail-open".
+func (p Path) String() string { return name(p, "Path", pathNames[:]) }
+
+// name returns names[v], or typ(v) for a value that has no name.
+func name[T ~int | ~int32](v T, typ string, names []string) string {
+	if v >= 0 && int64(v) < int64(len(names)) {
+		return names[v]
 	}
-	return fmt.Sprintf("Path(%d)", int(p))
+	return fmt.Sprintf("%s(%d)", typ, v)
 }
 
 // Observer receives what a Store does, for metrics and logs. Each field is

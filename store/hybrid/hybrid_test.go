@@ -1051,6 +1051,37 @@ func TestObserverOptional(t *testing.T) {
 	}
 }
 
+// TestNames: what String returns for each Policy, Circuit and Path, and
+// for a value that has no name.
+func TestNames(t *testing.T) {
+	for i, c := range []struct {
+		v    fmt.Stringer
+		want string
+	}{
+		{hybrid.Local, "local"},
+		{hybrid.FailOpen, "fail-open"},
+		{hybrid.FailClosed, "fail-closed"},
+		{hybrid.Policy(3), "Policy(3)"},
+		{hybrid.Policy(-1), "Policy(-1)"},
+		{hybrid.CircuitClosed, "closed"},
+		{hybrid.CircuitOpen, "open"},
+		{hybrid.CircuitHalfOpen, "half-open"},
+		{hybrid.Circuit(3), "Circuit(3)"},
+		{hybrid.Circuit(-1), "Circuit(-1)"},
+		{hybrid.PathRemote, "remote"},
+		{hybrid.PathLocal, "local"},
+		{hybrid.PathFailOpen, "fail-open"},
+		{hybrid.PathFailClosed, "fail-closed"},
+		{hybrid.PathGuard, "guard"},
+		{hybrid.Path(5), "Path(5)"},
+		{hybrid.Path(-1), "Path(-1)"},
+	} {
+		if got := c.v.String(); got != c.want {
+			t.Errorf("step %d: got %q, want %q", i, got, c.want)
+		}
+	}
+}
+
 // TestObserverContext: every hook of the Observer gets the context of the
 // Do or DoMulti call that caused it, transitions included: the failure
 // that opens the breaker, and the probe that half-opens and closes it.
