@@ -58,12 +58,12 @@ type limit struct {
 // zero is the config of the zero Limit.
 var zero limit
 
-// config returns b's config; the zero Limit's is the zero limit.
-func (b Limit) config() *limit {
-	if b.c == nil {
+// config returns l's config; the zero Limit's is the zero limit.
+func (l Limit) config() *limit {
+	if l.c == nil {
 		return &zero
 	}
-	return b.c
+	return l.c
 }
 
 // interned holds every config a live Limit has, so that NewBucket returns
@@ -200,34 +200,34 @@ func MustBucket(name string, capacity int64, rate Rate) Limit {
 }
 
 // Name returns the limit's name.
-func (b Limit) Name() string { return b.config().name }
+func (l Limit) Name() string { return l.config().name }
 
 // Kind returns the limit's algorithm.
-func (b Limit) Kind() Kind { return b.config().kind }
+func (l Limit) Kind() Kind { return l.config().kind }
 
 // Capacity returns the most tokens the bucket holds.
-func (b Limit) Capacity() int64 { return b.config().capacity }
+func (l Limit) Capacity() int64 { return l.config().capacity }
 
 // Rate returns how fast the bucket refills.
-func (b Limit) Rate() Rate { return b.config().rate }
+func (l Limit) Rate() Rate { return l.config().rate }
 
 // Scale returns how many scaled units make one token (see Limit). Stores
 // that run the model outside Go, such as the Redis Lua script, pass it
 // along with Refill and the capacity. It is 0 for the zero Limit.
-func (b Limit) Scale() int64 { return b.config().scale }
+func (l Limit) Scale() int64 { return l.config().scale }
 
 // Refill returns how many scaled units the bucket gains per microsecond.
-func (b Limit) Refill() int64 { return b.config().refill }
+func (l Limit) Refill() int64 { return l.config().refill }
 
 // String describes the bucket, as in login(cap 20, 1/3s).
-func (b Limit) String() string {
-	c := b.config()
+func (l Limit) String() string {
+	c := l.config()
 	return fmt.Sprintf("%s(cap %d, %v)", c.name, c.capacity, c.rate)
 }
 
 // Split returns the bucket each of n replicas enforces so that together
-// they admit about what b admits: the same name, the capacity divided by
-// n (rounded down, but at least 1 unless b's is 0) and the rate divided
+// they admit about what l admits: the same name, the capacity divided by
+// n (rounded down, but at least 1 unless l's is 0) and the rate divided
 // by n exactly (20/3s split 4 ways is 5/3s; 1/s split 4 ways is 1/4s).
 // It is meant for store/hybrid's local fallback while Redis is down:
 //
@@ -236,24 +236,24 @@ func (b Limit) String() string {
 // With fewer tokens than replicas each keeps 1, so together they may
 // admit up to n at once. A request that costs more than the split
 // capacity is never admitted by the split bucket (RetryAfter Never): for
-// weighted costs, split fewer ways. Split returns b itself when n < 2,
+// weighted costs, split fewer ways. Split returns l itself when n < 2,
 // for the zero Limit, and when the divided rate would not be exact (the
 // checks of NewBucket).
 func (l Limit) Split(n int) Limit {
-	b := l.config()
-	if n < 2 || b.scale == 0 {
+	c := l.config()
+	if n < 2 || c.scale == 0 {
 		return l
 	}
-	capacity := b.capacity
+	capacity := c.capacity
 	if capacity > 0 {
 		capacity = max(capacity/int64(n), 1)
 	}
-	g := gcd(b.rate.Tokens, int64(n))
-	tokens, times := b.rate.Tokens/g, int64(n)/g
-	if b.rate.Period > math.MaxInt64/time.Duration(times) {
+	g := gcd(c.rate.Tokens, int64(n))
+	tokens, times := c.rate.Tokens/g, int64(n)/g
+	if c.rate.Period > math.MaxInt64/time.Duration(times) {
 		return l
 	}
-	split, err := NewBucket(b.name, capacity, Per(tokens, b.rate.Period*time.Duration(times)))
+	split, err := NewBucket(c.name, capacity, Per(tokens, c.rate.Period*time.Duration(times)))
 	if err != nil {
 		return l
 	}
