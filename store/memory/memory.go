@@ -371,10 +371,23 @@ func (sh *shard) sweep(t int64) {
 	sh.sweepAt = max(2*sh.n, firstSweep)
 }
 
-// Len reports how many keys hold state: those whose bucket is not yet full
-// again. It first forgets, and frees the memory of, every key whose bucket
-// is full again, so after a flood of distinct keys, Len reaches 0 once the
-// clock passes their refill time. It takes each shard's lock in turn and
+// live returns how many entries hold a bucket that is not full at t.
+func (sh *shard) live(t int64) int {
+	n := 0
+	for _, head := range sh.m {
+		for e := head; e != nil; e = e.next {
+			if e.state.FullAt > t {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Len reports how many keys hold state at the store's clock: those whose
+// bucket is not yet full again. It changes nothing (a key whose bucket is
+// full again is no longer counted, though its memory is given back only
+// as the store grows, or by Sweep). It takes each shard's lock in turn and
 // costs time proportional to the number of keys held.
 func (s *Store) Len() int {
 	t := s.clock.Now().UnixMicro()
@@ -382,19 +395,27 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.sweep(t)
-		n += sh.n
+		n += sh.live(t)
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-// Sweep forgets every key whose bucket is full again and frees its memory,
-// as Len does. State is forgotten as it expires whatever happens (an
-// expired key is a full bucket), but its memory is reclaimed only as the
-// store grows; a process that may sit idle after a flood of distinct keys
-// can call Sweep from a time.Ticker to give that memory back.
-func (s *Store) Sweep() { s.Len() }
+// Sweep forgets every key whose bucket is full again and frees its memory.
+// State is forgotten as it expires whatever happens (an expired key is a
+// full bucket), but its memory is reclaimed only as the store grows; a
+// process that may sit idle after a flood of distinct keys can call Sweep
+// from a time.Ticker to give that memory back. It takes each shard's lock
+// in turn and costs time proportional to the number of keys held.
+func (s *Store) Sweep() {
+	t := s.clock.Now().UnixMicro()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		sh.sweep(t)
+		sh.mu.Unlock()
+	}
+}
 
 // Evictions reports how many keys WithMaxKeys has evicted before their
 // bucket was full again: each is a key whose limit the store may have

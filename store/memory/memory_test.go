@@ -169,6 +169,19 @@ func TestMillionKeys(t *testing.T) {
 			t.Errorf("step %d: at t0+%v, Len() = %d, want %d", i, st.at, got, st.want)
 		}
 	}
+	// Len only counts: the entries and their maps are still there.
+	if got := count(s); got != n {
+		t.Errorf("after Len, %d entries held; want %d (Len forgets nothing)", got, n)
+	}
+	for i, id := range mapIDs(s) {
+		if id != ids[i] {
+			t.Errorf("shard %d has a new map after Len; want the one it was created with", i)
+		}
+	}
+	s.Sweep()
+	if got := count(s); got != 0 {
+		t.Errorf("after Sweep, %d entries held; want 0", got)
+	}
 	for i, id := range mapIDs(s) {
 		if id == ids[i] {
 			t.Errorf("shard %d still has the map it was created with; want a new one once it emptied", i)
@@ -179,9 +192,9 @@ func TestMillionKeys(t *testing.T) {
 	}
 }
 
-// TestMemoryGivenBackAfterTake checks that a shard's map is rebuilt when
-// its keys left through a Take (a request that found the bucket full again)
-// rather than through a sweep.
+// TestMemoryGivenBackAfterTake checks that Sweep rebuilds a shard's map
+// when its keys left through a Take (a request that found the bucket full
+// again) rather than through the sweep itself.
 func TestMemoryGivenBackAfterTake(t *testing.T) {
 	const n = 20_000
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
@@ -202,9 +215,10 @@ func TestMemoryGivenBackAfterTake(t *testing.T) {
 	if got := s.Len(); got != 0 {
 		t.Fatalf("Len() = %d, want 0", got)
 	}
+	s.Sweep()
 	for i, id := range mapIDs(s) {
 		if id == ids[i] {
-			t.Errorf("shard %d kept its grown map; want a new one", i)
+			t.Errorf("shard %d kept its grown map after Sweep; want a new one", i)
 		}
 	}
 }
@@ -249,6 +263,7 @@ func TestExpiryBoundary(t *testing.T) {
 		if got := s.Len(); got != len(st.held) {
 			t.Errorf("step %d: at t0+%v, Len() = %d, want %d", i, st.at, got, len(st.held))
 		}
+		s.Sweep()
 		for _, k := range []string{"one", "three", "ten", "none"} {
 			want := false
 			for _, h := range st.held {
