@@ -61,9 +61,14 @@ import (
 // ScopeName is the instrumentation scope of the meters and tracers.
 const ScopeName = "github.com/spigot-go/spigot/otelspigot"
 
-// DurationBuckets are the bounds, in seconds, of spigot.store.duration:
-// from 50 µs (a memory store, a pipelined Redis on loopback) to 1 s.
-var DurationBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+// DurationBuckets returns the bounds, in seconds, of the histogram
+// spigot.store.duration: from 50 µs (a memory store, a pipelined Redis on
+// loopback) to 1 s. Each call returns a new slice, which the caller may
+// change (to start a View of its own, say) without changing the
+// instrument's.
+func DurationBuckets() []float64 {
+	return []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+}
 
 // The attribute keys.
 const (
@@ -149,7 +154,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	err = errors.Join(err, e)
 	in.duration, e = m.Float64Histogram("spigot.store.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long the store took to answer a call."),
-		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+		metric.WithExplicitBucketBoundaries(DurationBuckets()...))
 	err = errors.Join(err, e)
 	in.errors, e = m.Int64Counter("spigot.store.errors", metric.WithUnit("{error}"),
 		metric.WithDescription("Calls the store failed, by kind."))

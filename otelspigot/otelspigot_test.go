@@ -118,8 +118,8 @@ func (m metrics) counts(t *testing.T, name string) map[string]uint64 {
 		t.Fatalf("%s: data %T", name, x.Data)
 	}
 	for _, p := range d.DataPoints {
-		if !slices.Equal(p.Bounds, otelspigot.DurationBuckets) {
-			t.Errorf("%s{%s}: bounds %v, want DurationBuckets %v", name, attrs(p.Attributes), p.Bounds, otelspigot.DurationBuckets)
+		if !slices.Equal(p.Bounds, otelspigot.DurationBuckets()) {
+			t.Errorf("%s{%s}: bounds %v, want DurationBuckets() %v", name, attrs(p.Attributes), p.Bounds, otelspigot.DurationBuckets())
 		}
 		out[attrs(p.Attributes)] += p.Count
 	}
@@ -265,6 +265,31 @@ func TestScriptedCounts(t *testing.T) {
 		if slices.Contains(keys, kv.Value.String()) {
 			t.Errorf("attribute %s=%q holds a key", kv.Key, kv.Value.String())
 		}
+	}
+}
+
+// TestDurationBuckets: a caller that changes the slice DurationBuckets
+// returned changes neither the next call's nor the histogram's bounds.
+func TestDurationBuckets(t *testing.T) {
+	want := []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+	b := otelspigot.DurationBuckets()
+	for i := range b {
+		b[i] = -1
+	}
+	if got := otelspigot.DurationBuckets(); !slices.Equal(got, want) {
+		t.Errorf("after a change to a returned slice: got %v, want %v", got, want)
+	}
+	mp, r := provider(t)
+	s := otelspigot.Wrap(memory.New(), otelspigot.WithMeterProvider(mp))
+	if _, err := s.Do(context.Background(), spigot.Op{Limit: spigot.MustBucket("b", 1, spigot.PerSecond(1)), Key: "k", N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h, ok := collect(t, r)["spigot.store.duration"].Data.(metricdata.Histogram[float64])
+	if !ok || len(h.DataPoints) != 1 {
+		t.Fatalf("spigot.store.duration: %+v, want one histogram data point", h)
+	}
+	if got := h.DataPoints[0].Bounds; !slices.Equal(got, want) {
+		t.Errorf("histogram bounds %v, want %v", got, want)
 	}
 }
 
