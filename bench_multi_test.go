@@ -15,7 +15,7 @@ import (
 	"github.com/spigot-go/spigot/store/memory"
 )
 
-// The benchmarks of DoMulti (issue 11): a request limited three ways at
+// The benchmarks of DoMulti: a request limited three ways at
 // once, all or nothing, against one take and three; and a batch against
 // as many single calls. On a shared machine run the whole set a few times,
 // each run interleaving the variants of one configuration (-count=6 would
@@ -239,7 +239,7 @@ func (cf multiConfig) run(b *testing.B, m *meter, ops []multiOp) {
 //   - op=one, op=all3 and op=seq3 (see requestOps), from one goroutine on
 //     one request's keys (latency: ns/op), and from 64 on them or walking
 //     manyKeys requests, whose per-endpoint keys stay few and hot
-//     (throughput: req/s). The targets of issue 11: all3 within 1.3× of
+//     (throughput: req/s). The targets: all3 within 1.3× of
 //     one's latency on a server (4× in memory, with no allocation), and
 //     within 1.5× of its throughput at 64 goroutines.
 //   - op=seq100 and op=batch100 (see batchOps), on the Redis-protocol

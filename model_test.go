@@ -410,7 +410,8 @@ func (r *refRun) fail(format string, args ...any) error {
 		r.step, r.b, fmt.Sprintf(format, args...), r.s, time.UnixMicro(refStart).UTC(), past.String())
 }
 
-// refRates are rates the issue names, plus a few more; refRate adds random ones.
+// refRates are common rates, rates whose period does not divide evenly
+// and extreme ones; refRate adds random ones.
 var refRates = []spigot.Rate{
 	spigot.PerSecond(3),
 	spigot.Per(7, 10*time.Second),

@@ -93,11 +93,6 @@ func (op Op) String() string {
 // Decision is what a store answers to one operation. A denial is a
 // Decision whose RetryAfter is above 0, never an error. The zero Decision
 // is an allowed operation that moved nothing.
-//
-// It has four fields, no more, so that the compiler keeps it in registers
-// on the way from the model to the caller (a struct of five fields is
-// copied through memory at every call, which cost the memory store a
-// seventh of its time); Allowed and Degraded are methods on them.
 type Decision struct {
 	// N is the number of tokens the operation moved: taken by Take (N, or
 	// 0 when denied) and TakeUpTo (from 0 to N), and given back by Refund

@@ -1,6 +1,7 @@
 package spigot_test
 
-// The seed scenarios, on the memory store with a fake clock.
+// Scenarios of login, export and API limits, on the memory store with a
+// fake clock.
 
 import (
 	"context"

@@ -20,6 +20,12 @@ import (
 // bare store), a no-op MeterProvider, and the SDK's with a ManualReader.
 // The memory store runs on a fake clock, so that every Take of 1 on a
 // bucket that never runs dry is allowed and the key keeps its state.
+//
+// provider=noop costs next to nothing over provider=none because Wrap
+// passes calls straight through to the store when every instrument is the
+// no-op API's: asking each instrument whether it is enabled instead took
+// three calls through interfaces a decision, about a sixth of the memory
+// store's time.
 func BenchmarkWrap(b *testing.B) {
 	big := spigot.MustBucket("bench", 1<<30, spigot.PerSecond(1))
 	for _, p := range []struct {

@@ -39,8 +39,8 @@
 // is returned to the caller as it is, and counts as an answer for the
 // breaker: a key holding the wrong type never trips the breaker for every
 // other key. Every other remote error means the remote is unavailable:
-// the policy decides and the error counts against the breaker. For the
-// Redis-protocol stores (see store.Err) that is a refused, reset or lost
+// the policy decides and the error counts against the breaker. For
+// spigot's Redis-protocol stores that is a refused, reset or lost
 // connection, a timeout (WithTimeout's deadline), a closed client, and the
 // error replies of a server that cannot serve any request now: LOADING,
 // BUSY, CLUSTERDOWN, TRYAGAIN, MOVED and ASK (a redirection not followed),
@@ -258,9 +258,8 @@ func WithTimeout(d time.Duration) Option {
 // (the abandoned goroutine ends when the remote returns). A detached
 // DoMulti works on copies of its ops and decisions, and copies the
 // decisions back only when the remote answers in time: once DoMulti has
-// returned, the caller may reuse both slices. It costs a
-// hand-off between goroutines on every call (measured: about a quarter
-// more latency on a loopback Redis), so use it only for such remotes.
+// returned, the caller may reuse both slices. It costs a hand-off between
+// goroutines on every call, so use it only for such remotes.
 func WithDetach() Option { return func(s *Store) { s.detach = true } }
 
 // WithPolicy sets what decides while the remote is unavailable (default

@@ -1,7 +1,7 @@
 package hybrid_test
 
-// Regression tests for bugs found in review of the breaker and the
-// policies (they use hybrid_test.go's helpers).
+// Tests of the half-open breaker's probe and of the policies while the
+// breaker is open (they use hybrid_test.go's helpers).
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/spigot-go/spigot/store/hybrid"
 )
 
-// Bug 1: a request that started while the breaker was closed and whose
-// caller gives up while a probe is in flight ended the half-open state
-// (the breaker handled any abandoned call as if it were the probe's): the
-// next request became a second concurrent probe. Now only the probe's own
-// call (remoteCall with probe true) ends the half-open state.
+// TestOneProbeDespiteStaleAbandon: a request that started while the
+// breaker was closed, and whose caller gives up while a probe is in
+// flight, leaves the breaker half-open: only the probe's own call ends
+// that state, so the next request goes to the policy and is never a
+// second concurrent probe.
 func TestOneProbeDespiteStaleAbandon(t *testing.T) {
 	checkGoroutines(t)
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
@@ -57,11 +57,10 @@ func TestOneProbeDespiteStaleAbandon(t *testing.T) {
 	<-probe
 }
 
-// Bug 2: with the breaker open, FailOpen and FailClosed decide a request
-// whose context is already done, instead of returning the caller's error
-// (Local does return it, because the memory store checks the context). The
-// package doc says the caller's cancellation returns the caller's error,
-// and conformance's cancelled-context case requires it of every store.
+// TestCancelledWhileOpen: with the breaker open, a request whose context
+// is already done gets the caller's error under every policy, not a
+// decision, as the package doc says and conformance's cancelled-context
+// case requires of every store.
 func TestCancelledWhileOpen(t *testing.T) {
 	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
@@ -77,9 +76,9 @@ func TestCancelledWhileOpen(t *testing.T) {
 	}
 }
 
-// Bug 3 (a contract question): FailOpen admits a cost over the capacity,
-// which the model never admits (RetryAfter Never), although that needs no
-// remote to know; FailClosed already answers Never.
+// TestFailOpenCostOverCapacity: FailOpen denies a cost over the capacity
+// with RetryAfter Never, as the model does whatever the state (no remote
+// is needed to know it).
 func TestFailOpenCostOverCapacity(t *testing.T) {
 	f := newFixture(t, hybrid.WithPolicy(hybrid.FailOpen), hybrid.WithBreaker(1, 10*sec))
 	f.remote.set(fail)
