@@ -41,8 +41,10 @@ func BenchmarkHybrid(b *testing.B) {
 			// not make the remote look unavailable.
 			{"remote=hybrid", hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Minute))},
 			{"remote=hybrid+observer", hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Minute), hybrid.WithObserver(counted))},
-			// WithDetach's hand-off between goroutines: about a quarter
-			// more latency than remote=hybrid on a loopback Redis.
+			// WithDetach's hand-off between goroutines, against
+			// remote=hybrid: about a quarter more latency on a loopback
+			// Redis when it was written; 1.9 times (62 µs to 120 µs a
+			// call, 3 more allocations) on 2 cores at a load of 8.
 			{"remote=hybrid+detach", hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Minute), hybrid.WithDetach())},
 		}
 		for _, run := range []struct {
