@@ -27,7 +27,6 @@ package spigot
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,14 +37,16 @@ import (
 
 // A Store keeps the state of every key of every limit and applies
 // operations to it atomically. Implementations must be safe for concurrent
-// use and keep the model of Op.Apply; package conformance checks that they
-// do.
+// use and keep the model of Op.Apply, every action of it (Refund too,
+// which DoMulti needs to undo); package conformance checks that they do.
 //
 // A store that cannot do what it is asked (an Action or a Kind it does not
-// know, or several operations at once) returns an error that matches
+// know, or operations in one call of DoMulti) returns an error that matches
 // errors.ErrUnsupported and changes nothing, so a store that wraps another
 // (store/hybrid) has the same two methods, passes every operation through,
-// and loses nothing.
+// and loses nothing. The smallest store is a Do that runs Op.Apply on a
+// State it keeps, and a DoMulti that returns errors.ErrUnsupported: the
+// function DoMulti then applies several ops with Do.
 type Store interface {
 	// Do applies op and returns its decision. A denial is a Decision
 	// (RetryAfter above 0), not an error. It returns the error of
@@ -57,7 +58,7 @@ type Store interface {
 
 	// DoMulti applies ops and sets out[i] to the decision on ops[i]; out
 	// must be as long as ops. An invalid op fails the call, and nothing
-	// is applied.
+	// is applied (see CheckMulti).
 	//
 	// With AllOrNothing, the ops are applied in order, each on the state
 	// the ones before it left (two ops on one key are charged together),
@@ -67,13 +68,15 @@ type Store interface {
 	// says what was.
 	//
 	// With Independent, each op is decided as by Do: a batch. An op that
-	// fails alone (ErrRequestFailed) gets a denied, Degraded decision
-	// (RetryAfter Never, Remaining -1), the others keep theirs, and the
-	// error joins the failed ops' errors.
+	// fails alone (ErrRequestFailed) gets the Failed decision, the others
+	// keep theirs, and the error joins the failed ops' errors.
 	//
-	// A store that cannot apply several ops in one call returns, for more
-	// than one, an error matching errors.ErrUnsupported, and applies
-	// nothing; the function DoMulti then applies them another way.
+	// A store that cannot apply these ops in one call returns an error
+	// matching errors.ErrUnsupported and applies nothing: a *PartsError
+	// when it applies ops all or nothing only within parts of them (a
+	// Redis Cluster within one hash slot), or any other such error when
+	// it applies one op per call, whatever their number. The function
+	// DoMulti then applies them another way.
 	DoMulti(ctx context.Context, mode Mode, ops []Op, out []Decision) error
 }
 
@@ -89,28 +92,6 @@ const (
 	// when one denies it.
 	AllOrNothing
 )
-
-// DoOne is DoMulti for a store that applies one op per call: it checks
-// mode and the length of out, applies a single op with s.Do, and returns
-// an error matching errors.ErrUnsupported for more than one op, having
-// applied none.
-func DoOne(ctx context.Context, s interface {
-	Do(context.Context, Op) (Decision, error)
-}, mode Mode, ops []Op, out []Decision) error {
-	switch {
-	case mode > AllOrNothing:
-		return fmt.Errorf("spigot: DoMulti: mode %d: %w", mode, errors.ErrUnsupported)
-	case len(out) != len(ops):
-		return fmt.Errorf("spigot: DoMulti: %d ops and %d decisions; want one decision per op", len(ops), len(out))
-	case len(ops) > 1:
-		return fmt.Errorf("spigot: DoMulti: %d ops in one call: %w", len(ops), errors.ErrUnsupported)
-	case len(ops) == 0:
-		return nil
-	}
-	d, err := s.Do(ctx, ops[0])
-	out[0] = d
-	return err
-}
 
 // A Limiter applies one Limit to many keys in one Store. It is safe for
 // concurrent use. Create one with New; the zero Limiter is not usable.
@@ -154,15 +135,18 @@ func New(s Store, limit Limit, opts ...Option) *Limiter {
 // Limit returns the limit the limiter applies.
 func (l *Limiter) Limit() Limit { return l.limit }
 
-// failed is what the Limiter's methods return with an error: a denied and
-// Degraded Decision, so that a caller that ignores the error denies.
-var failed = Decision{Remaining: -1, RetryAfter: Never}
+// Failed returns the Decision that stands for one the store could not
+// make: denied (RetryAfter Never) and Degraded (Remaining -1), so that a
+// caller that ignores the error denies. The Limiter's and Group's methods
+// return it with an error, and a store gives it to each op of a batch that
+// failed alone.
+func Failed() Decision { return Decision{Remaining: -1, RetryAfter: Never} }
 
 // do applies op in the limiter's store.
 func (l *Limiter) do(ctx context.Context, op Op) (Decision, error) {
 	d, err := l.store.Do(ctx, op)
 	if err != nil {
-		return failed, err
+		return Failed(), err
 	}
 	return d, nil
 }
@@ -225,14 +209,14 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
 	if err := op.Check(); err != nil {
-		return failed, err
+		return Failed(), err
 	}
 	if capacity := l.limit.Capacity(); n > capacity {
-		return failed, fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, capacity)
+		return Failed(), fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, capacity)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return failed, err
+			return Failed(), err
 		}
 		d, err := l.do(ctx, op)
 		if err != nil || d.Allowed() {
@@ -246,7 +230,7 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 				key, n, d.RetryAfter, context.DeadlineExceeded)
 		}
 		if err := l.sleep(ctx, d.RetryAfter); err != nil {
-			return failed, err
+			return Failed(), err
 		}
 	}
 }

@@ -117,9 +117,9 @@ func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys 
 	out := make([]Decision, len(ops))
 	if err := DoMulti(ctx, g.store, mode, ops, out); err != nil {
 		for i := range out {
-			out[i] = failed
+			out[i] = Failed()
 		}
-		return Decisions{Decision: failed, By: -1, Each: out}, err
+		return Decisions{Decision: Failed(), By: -1, Each: out}, err
 	}
 	d, by := Combine(out)
 	return Decisions{Decision: d, By: by, Each: out}, nil
@@ -128,119 +128,126 @@ func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys 
 func (g *Group) failed() Decisions {
 	each := make([]Decision, len(g.limits))
 	for i := range each {
-		each[i] = failed
+		each[i] = Failed()
 	}
-	return Decisions{Decision: failed, By: -1, Each: each}
+	return Decisions{Decision: Failed(), By: -1, Each: each}
 }
 
-// DoMulti applies ops in s as s.DoMulti(ctx, mode, ops, out) does, and
-// when s cannot apply several ops in one call (an error matching
-// errors.ErrUnsupported), applies them otherwise:
-//
-//   - Independent: one s.Do per op, in order.
-//   - AllOrNothing: as DoInParts does with each op a part of its own: one
-//     s.Do per op in a fixed order and, when a Take or TakeUpTo is denied,
-//     a Refund of what the ones before it took, then a Peek of the ones
-//     after it (so their RetryAfter does not count ops on the same key
-//     before them). That needs Refund: a store that cannot refund gets an
-//     error that says so, having taken nothing.
-//
-// It is the way to apply a batch, or several limits to one request, in
-// any Store.
-func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) error {
-	err := s.DoMulti(ctx, mode, ops, out)
-	if len(ops) < 2 || len(out) != len(ops) || !errors.Is(err, errors.ErrUnsupported) {
-		return err
+// CheckMulti returns the error of a call of Store.DoMulti that must apply
+// nothing: an unknown mode (matching errors.ErrUnsupported), out not as
+// long as ops, or an invalid op (the error of its Check).
+func CheckMulti(mode Mode, ops []Op, out []Decision) error {
+	switch {
+	case mode > AllOrNothing:
+		return fmt.Errorf("spigot: DoMulti: mode %d: %w", mode, errors.ErrUnsupported)
+	case len(out) != len(ops):
+		return fmt.Errorf("spigot: DoMulti: %d ops and %d decisions; want one decision per op", len(ops), len(out))
 	}
 	for _, op := range ops {
 		if err := op.Check(); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+// A PartsError is what Store.DoMulti returns, having applied nothing, for
+// ops that it applies all or nothing only within parts of them, such as a
+// Redis Cluster within one hash slot, when they fall in several parts. It
+// matches errors.ErrUnsupported.
+type PartsError struct {
+	// Parts[i] names the part of the call's ops[i]: the store applies ops
+	// of one part all or nothing in one call.
+	Parts []uint64
+}
+
+func (e *PartsError) Error() string {
+	return fmt.Sprintf("spigot: DoMulti: %d ops in several parts (hash slots) cannot be applied all or nothing in one call", len(e.Parts))
+}
+
+// Unwrap returns errors.ErrUnsupported.
+func (e *PartsError) Unwrap() error { return errors.ErrUnsupported }
+
+// DoMulti applies ops in s as s.DoMulti(ctx, mode, ops, out) does, and
+// when s cannot apply them in one call (an error matching
+// errors.ErrUnsupported), applies them otherwise:
+//
+//   - AllOrNothing, given a *PartsError: the parts one by one, each in
+//     one call of s.DoMulti, in increasing order of part (within a part,
+//     ops keep their order). When a part is denied, it gives back, in one
+//     batch, what the parts before it took, and decides each part after
+//     it as a set that cannot be allowed (one more op, a Take of more than
+//     the capacity), so that every denied op carries its RetryAfter and
+//     every N is 0.
+//   - AllOrNothing, given any other error: the same with each op a part
+//     of its own, applied by s.Do, in the order of their limit's name and
+//     key (so that two requests for the same keys take them in the same
+//     order); the ops after a denial are decided by a Peek, after the
+//     give-back (so that an op never sees what one before it took).
+//   - Independent: one s.Do per op, in order.
+//
+// So it never admits more than each limit allows, but a concurrent request
+// may find the tokens of the parts before a denial missing until they are
+// given back, one round trip later. If that fails, they stay taken (the
+// error says so): the limits err towards denying. A Refund or Reset among
+// ops of several parts cannot be undone: it is an error matching
+// errors.ErrUnsupported, and nothing is applied.
+//
+// It is the way to apply a batch, or several limits to one request, in
+// any Store.
+func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) error {
+	err := s.DoMulti(ctx, mode, ops, out)
+	if err == nil || !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	if err := CheckMulti(mode, ops, out); err != nil {
+		return err
+	}
+	var parts *PartsError
+	if mode == AllOrNothing && errors.As(err, &parts) && len(parts.Parts) == len(ops) {
+		return inParts(ctx, s.DoMulti, ops, out, parts.Parts, true)
+	}
 	one := func(ctx context.Context, _ Mode, ops []Op, out []Decision) error {
 		var errs []error
 		for i, op := range ops {
 			d, err := s.Do(ctx, op)
 			if err != nil {
-				d = failed
+				d = Failed()
 				errs = append(errs, err)
 			}
 			out[i] = d
 		}
 		return errors.Join(errs...)
 	}
-	switch mode {
-	case Independent:
+	if mode == Independent {
 		return one(ctx, mode, ops, out)
-	case AllOrNothing:
-		// Each op is a part; the parts go in the order of their limit's
-		// name and key, so that two requests for the same keys take them
-		// in the same order.
-		order := make([]int, len(ops))
-		taking := 0
-		for i, op := range ops {
-			order[i] = i
-			if op.Action == Take || op.Action == TakeUpTo {
-				taking++
-			}
-		}
-		slices.SortStableFunc(order, func(i, j int) int {
-			return cmp.Or(cmp.Compare(ops[i].Limit.Name(), ops[j].Limit.Name()), cmp.Compare(ops[i].Key, ops[j].Key))
-		})
-		rank := make([]uint64, len(ops))
-		for r, i := range order {
-			rank[i] = uint64(r)
-		}
-		if taking > 1 { // a denial would need a refund: can the store?
-			i := slices.IndexFunc(ops, func(op Op) bool { return op.Action == Take || op.Action == TakeUpTo })
-			probe := Op{Limit: ops[i].Limit, Key: ops[i].Key, Action: Refund}
-			if _, err := s.Do(ctx, probe); errors.Is(err, errors.ErrUnsupported) {
-				return fmt.Errorf("spigot: DoMulti: the store applies neither several ops in one call nor a Refund, so it cannot take %d limits all or nothing: %w", taking, err)
-			}
-		}
-		return inParts(ctx, one, ops, out, func(i int) uint64 { return rank[i] }, false)
 	}
-	return err
+	order := make([]int, len(ops))
+	for i := range ops {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		return cmp.Or(cmp.Compare(ops[i].Limit.Name(), ops[j].Limit.Name()), cmp.Compare(ops[i].Key, ops[j].Key))
+	})
+	rank := make([]uint64, len(ops))
+	for r, i := range order {
+		rank[i] = uint64(r)
+	}
+	return inParts(ctx, one, ops, out, rank, false)
 }
 
-// DoInParts applies ops all or nothing in a store that is atomic only
-// within parts of them, such as a Redis Cluster within one hash slot.
-// part(i) names the part of ops[i]; do applies the ops of one part all or
-// nothing (mode AllOrNothing) exactly as Store.DoMulti does, and a batch
-// (mode Independent).
-//
-// It applies the parts one by one, in increasing order of part (within a
-// part, ops keep their order). When a part is denied, it gives back, in
-// one batch, what the parts before it took, and decides each part after
-// it as a set that cannot be allowed (one more op, a Take of more than the
-// capacity), so that every op's decision is what it would have been and
-// every denied op carries its RetryAfter; every N is then 0. So it never
-// admits more than each limit allows, but a concurrent request may find
-// the tokens of the parts before the denial missing until they are given
-// back, one round trip later. If that fails, they stay taken (the error
-// says so): the limits err towards denying.
-//
-// A Refund or Reset among ops cannot be undone: with more than one part,
-// it is an error that matches errors.ErrUnsupported, and nothing is
-// applied.
-func DoInParts(ctx context.Context, do func(ctx context.Context, mode Mode, ops []Op, out []Decision) error, ops []Op, out []Decision, part func(i int) uint64) error {
-	return inParts(ctx, do, ops, out, part, true)
-}
-
-// inParts is DoInParts; without dry, do applies only single ops all or
-// nothing, and the ops after a denial are decided by a Peek (TakeUpTo as
-// a Peek of one token).
-func inParts(ctx context.Context, do func(context.Context, Mode, []Op, []Decision) error, ops []Op, out []Decision, part func(i int) uint64, dry bool) error {
-	if len(out) != len(ops) {
-		return fmt.Errorf("spigot: DoMulti: %d ops and %d decisions; want one decision per op", len(ops), len(out))
-	}
+// inParts applies ops all or nothing, part by part, parts[i] being the
+// part of ops[i], as DoMulti says. do applies the ops of one part all or
+// nothing (mode AllOrNothing), and a batch (mode Independent); without
+// dry, do applies only single ops all or nothing, and the ops after a
+// denial are decided by a Peek (TakeUpTo as a Peek of one token).
+func inParts(ctx context.Context, do func(context.Context, Mode, []Op, []Decision) error, ops []Op, out []Decision, parts []uint64, dry bool) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	parts := make([]uint64, len(ops))
 	order := make([]int, len(ops))
 	for i := range ops {
-		parts[i], order[i] = part(i), i
+		order[i] = i
 	}
 	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(parts[i], parts[j]) })
 	if parts[order[0]] == parts[order[len(order)-1]] { // one part

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,23 +107,19 @@ func TestGroupBadInput(t *testing.T) {
 }
 
 // oneAtATime is a store that applies one op per call, as a user's store
-// may.
+// may: its DoMulti applies nothing.
 type oneAtATime struct {
 	spigot.Store
-	noRefund bool // and cannot refund
-	calls    atomic.Int64
+	calls atomic.Int64
 }
 
 func (s *oneAtATime) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	s.calls.Add(1)
-	if s.noRefund && op.Action == spigot.Refund {
-		return spigot.Decision{}, fmt.Errorf("oneAtATime: %w", errors.ErrUnsupported)
-	}
 	return s.Store.Do(ctx, op)
 }
 
-func (s *oneAtATime) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, s, mode, ops, out)
+func (s *oneAtATime) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return fmt.Errorf("oneAtATime: %w", errors.ErrUnsupported)
 }
 
 // TestDoMultiFallback: DoMulti in a store that applies one op per call
@@ -179,44 +176,67 @@ func TestDoMultiFallback(t *testing.T) {
 	}
 }
 
-// TestDoMultiNoRefund: a store that can neither apply several ops in one
-// call nor refund gets an error for an all-or-nothing set that takes from
-// several limits, and nothing is taken; a batch is one call per op.
-func TestDoMultiNoRefund(t *testing.T) {
-	s := &oneAtATime{Store: memory.New(), noRefund: true}
+// TestDoMultiOneAtATime: in a store that applies one op per call, a batch
+// is one call per op, and an all-or-nothing set of one op or of none is
+// that op or nothing, with no more calls than ops.
+func TestDoMultiOneAtATime(t *testing.T) {
+	s := &oneAtATime{Store: memory.New()}
 	a, b := spigot.MustBucket("a", 5, spigot.PerSecond(1)), spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	ctx := context.Background()
 	ops := []spigot.Op{{Limit: a, Key: "k", N: 1}, {Limit: b, Key: "k", N: 1}}
 	out := make([]spigot.Decision, 2)
-	err := spigot.DoMulti(ctx, s, spigot.AllOrNothing, ops, out)
-	if !errors.Is(err, errors.ErrUnsupported) || !strings.Contains(err.Error(), "nor a Refund") {
-		t.Fatalf("DoMulti: %v; want an error matching ErrUnsupported that names Refund", err)
-	}
-	for _, op := range ops {
-		if d, _ := s.Store.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Peek}); d.Remaining != 5 {
-			t.Errorf("%v: %d remaining, want 5: nothing taken", op.Limit, d.Remaining)
-		}
-	}
-	s.calls.Store(0)
 	if err := spigot.DoMulti(ctx, s, spigot.Independent, ops, out); err != nil || s.calls.Load() != 2 || out[0].N != 1 || out[1].N != 1 {
 		t.Errorf("Independent: %v, %d calls, %v; want two calls that take 1 each", err, s.calls.Load(), out)
 	}
-	// One op taking, with a Peek: no refund could be needed, so it runs.
-	ops[1].Action = spigot.Peek
-	if err := spigot.DoMulti(ctx, s, spigot.AllOrNothing, ops, out); err != nil || out[0].N != 1 {
-		t.Errorf("one Take and a Peek: %v, %v", err, out)
+	s.calls.Store(0)
+	if err := spigot.DoMulti(ctx, s, spigot.AllOrNothing, ops[:1], out[:1]); err != nil || s.calls.Load() != 1 || out[0].N != 1 {
+		t.Errorf("AllOrNothing of one op: %v, %d calls, %v; want one call that takes 1", err, s.calls.Load(), out[:1])
+	}
+	if err := spigot.DoMulti(ctx, s, spigot.AllOrNothing, nil, nil); err != nil || s.calls.Load() != 1 {
+		t.Errorf("AllOrNothing of no ops: %v, %d calls; want nil and no call", err, s.calls.Load())
+	}
+	if err := spigot.DoMulti(ctx, s, spigot.AllOrNothing, ops, out[:1]); err == nil || errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("AllOrNothing with out too short: %v; want an error that says so", err)
 	}
 }
 
-// TestDoInParts: a part per key, as a cluster's hash slots; a denial in a
-// later part gives back what the earlier parts took, and the parts after
-// it are decided without being applied.
-func TestDoInParts(t *testing.T) {
+// parted is a store that applies ops all or nothing only within a part,
+// as a cluster does within a hash slot: part names the part of an op, and
+// do applies the ops of one part.
+type parted struct {
+	part func(op spigot.Op) uint64
+	do   func(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error
+}
+
+func (p parted) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	out := make([]spigot.Decision, 1)
+	err := p.do(ctx, spigot.Independent, []spigot.Op{op}, out)
+	return out[0], err
+}
+
+func (p parted) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if mode == spigot.AllOrNothing && len(ops) > 1 {
+		parts := make([]uint64, len(ops))
+		for i, op := range ops {
+			parts[i] = p.part(op)
+		}
+		if slices.ContainsFunc(parts, func(x uint64) bool { return x != parts[0] }) {
+			return &spigot.PartsError{Parts: parts}
+		}
+	}
+	return p.do(ctx, mode, ops, out)
+}
+
+// TestDoMultiParts: in a store that answers a PartsError, DoMulti applies
+// the parts one by one (a part per key here, as a cluster's hash slots); a
+// denial in a later part gives back what the earlier parts took, and the
+// parts after it are decided without being applied.
+func TestDoMultiParts(t *testing.T) {
 	clk := clocktest.New(t0)
 	m := memory.New(memory.WithClock(clk))
 	lim := spigot.MustBucket("l", 3, spigot.PerSecond(1))
 	ctx := context.Background()
-	inOrder := func(i int) uint64 { return uint64(i) } // a part per op, in order
+	keyOrder := func(op spigot.Op) uint64 { return uint64(strings.Index("abcdzef", op.Key)) } // a part per key, in order
 	// do runs in several goroutines at once.
 	var mu sync.Mutex
 	var batches, dry []int
@@ -237,6 +257,7 @@ func TestDoInParts(t *testing.T) {
 		}
 		return m.DoMulti(ctx, mode, ops, out)
 	}
+	st := parted{keyOrder, do}
 	left := func(key string) int64 {
 		d, _ := m.Do(ctx, spigot.Op{Limit: lim, Key: key, Action: spigot.Peek})
 		return d.Remaining
@@ -251,7 +272,7 @@ func TestDoInParts(t *testing.T) {
 	}
 	ops[0].Action, ops[0].N = spigot.TakeUpTo, 3
 	out := make([]spigot.Decision, len(ops))
-	if err := spigot.DoInParts(ctx, do, ops, out, inOrder); err != nil {
+	if err := spigot.DoMulti(ctx, st, spigot.AllOrNothing, ops, out); err != nil {
 		t.Fatal(err)
 	}
 	d, by := spigot.Combine(out)
@@ -278,7 +299,7 @@ func TestDoInParts(t *testing.T) {
 
 	// Allowed: every part charged.
 	clk.Advance(3 * s)
-	if err := spigot.DoInParts(ctx, do, ops, out, inOrder); err != nil {
+	if err := spigot.DoMulti(ctx, st, spigot.AllOrNothing, ops, out); err != nil {
 		t.Fatal(err)
 	}
 	for i, k := range keys {
@@ -289,10 +310,39 @@ func TestDoInParts(t *testing.T) {
 
 	// A Refund or Reset cannot be undone across parts.
 	ops[1].Action = spigot.Reset
-	if err := spigot.DoInParts(ctx, do, ops, out, inOrder); !errors.Is(err, errors.ErrUnsupported) {
+	if err := spigot.DoMulti(ctx, st, spigot.AllOrNothing, ops, out); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("a Reset among parts: %v, want ErrUnsupported", err)
 	}
 	if left("a") != 0 || left("b") != 1 {
 		t.Errorf("after the refused set: a %d, b %d left; want 0, 1: nothing applied", left("a"), left("b"))
+	}
+}
+
+func TestCheckMulti(t *testing.T) {
+	b := spigot.MustBucket("b", 1, spigot.PerSecond(1))
+	ok := []spigot.Op{{Limit: b, Key: "k"}}
+	for _, c := range []struct {
+		mode spigot.Mode
+		ops  []spigot.Op
+		out  int
+		want error
+	}{
+		{spigot.AllOrNothing, ok, 1, nil},
+		{spigot.Independent, nil, 0, nil},
+		{spigot.Mode(9), ok, 1, errors.ErrUnsupported},
+		{spigot.Independent, ok, 2, nil},
+		{spigot.Independent, []spigot.Op{{Limit: b, N: -1}}, 1, spigot.ErrInvalidCost},
+		{spigot.Independent, []spigot.Op{{Key: "k"}}, 1, spigot.ErrInvalidLimit},
+	} {
+		err := spigot.CheckMulti(c.mode, c.ops, make([]spigot.Decision, c.out))
+		if c.want == nil && len(c.ops) != c.out {
+			if err == nil {
+				t.Errorf("CheckMulti(%d ops, %d decisions) = nil; want an error", len(c.ops), c.out)
+			}
+			continue
+		}
+		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("CheckMulti(%v, %v) = %v; want %v", c.mode, c.ops, err, c.want)
+		}
 	}
 }

@@ -26,9 +26,9 @@
 // Optional capabilities of a store, such as Lener, are found by type
 // assertion, as in testing/fstest and database/sql/driver; their cases
 // skip when the store lacks them. The cases of a store's DoMulti of
-// several ops skip when it answers errors.ErrUnsupported (as spigot.DoOne
-// does); those of spigot.DoMulti, which falls back to one Do per op, run
-// on every store.
+// ops skip when it answers errors.ErrUnsupported (as a store that applies
+// one op per call does); those of spigot.DoMulti, which then applies the
+// ops with Do, or part by part, run on every store.
 package conformance
 
 import (

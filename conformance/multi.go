@@ -127,7 +127,8 @@ func testMultiAllOrNothing(t testing.TB, e env) {
 	}
 }
 
-// testMultiEmpty: DoMulti of no ops, in either mode, returns nil and
+// testMultiEmpty: DoMulti of no ops, in either mode, returns nil (or
+// errors.ErrUnsupported, in a store that applies one op per call) and
 // changes nothing; a call whose out is not as long as its ops, or with an
 // invalid op, is an error and applies nothing.
 func testMultiEmpty(t testing.TB, e env) {
@@ -142,8 +143,8 @@ func testMultiEmpty(t testing.TB, e env) {
 	ops := []spigot.Op{{Limit: b, Key: "k", N: 1}, {Limit: b, Key: "j", N: 1}}
 	for _, mode := range []spigot.Mode{spigot.Independent, spigot.AllOrNothing} {
 		for _, out := range [][]spigot.Decision{nil, {}} {
-			if err := e.s.DoMulti(ctx, mode, nil, out); err != nil {
-				t.Errorf("DoMulti (%v) of no ops: %v; want nil", modeName(mode), err)
+			if err := e.s.DoMulti(ctx, mode, nil, out); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("DoMulti (%v) of no ops: %v; want nil, or an error matching errors.ErrUnsupported", modeName(mode), err)
 			}
 			if err := spigot.DoMulti(ctx, e.s, mode, []spigot.Op{}, out); err != nil {
 				t.Errorf("spigot.DoMulti (%v) of no ops: %v; want nil", modeName(mode), err)
@@ -505,12 +506,10 @@ func showAll(each []spigot.Decision) string {
 }
 
 // oneAtATime is the store under test as a store of one's own may be: its
-// DoMulti applies one op per call (spigot.DoOne), so that spigot.DoMulti
-// falls back to applying the ops one by one. With noRefund, it refuses a
-// Refund too. It records the ops it is asked to Do.
+// DoMulti applies nothing (errors.ErrUnsupported), so that spigot.DoMulti
+// applies the ops one by one with Do. It records the ops it is asked to Do.
 type oneAtATime struct {
-	s        spigot.Store
-	noRefund bool
+	s spigot.Store
 
 	mu  sync.Mutex
 	did []spigot.Op
@@ -520,14 +519,33 @@ func (w *oneAtATime) Do(ctx context.Context, op spigot.Op) (spigot.Decision, err
 	w.mu.Lock()
 	w.did = append(w.did, op)
 	w.mu.Unlock()
-	if w.noRefund && op.Action == spigot.Refund {
-		return spigot.Decision{}, fmt.Errorf("conformance: a store that cannot refund: %w", errors.ErrUnsupported)
-	}
 	return w.s.Do(ctx, op)
 }
 
-func (w *oneAtATime) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, w, mode, ops, out)
+func (w *oneAtATime) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return fmt.Errorf("conformance: one op per call: %w", errors.ErrUnsupported)
+}
+
+// byKey is the store under test as a cluster is: it applies ops all or
+// nothing only within a part, here one key of one limit, and answers a
+// *spigot.PartsError for several, so that spigot.DoMulti applies them part
+// by part.
+type byKey struct{ s spigot.Store }
+
+func (w byKey) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) { return w.s.Do(ctx, op) }
+
+func (w byKey) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if mode == spigot.AllOrNothing && len(ops) == len(out) {
+		parts := make([]uint64, len(ops))
+		for i, op := range ops {
+			j := slices.IndexFunc(ops, func(o spigot.Op) bool { return o.Limit.Name() == op.Limit.Name() && o.Key == op.Key })
+			parts[i] = uint64(j)
+		}
+		if slices.ContainsFunc(parts, func(p uint64) bool { return p != parts[0] }) {
+			return &spigot.PartsError{Parts: parts}
+		}
+	}
+	return spigot.DoMulti(ctx, w.s, mode, ops, out)
 }
 
 // calls returns the ops Do was asked since the last call, and forgets them.
@@ -541,26 +559,32 @@ func (w *oneAtATime) calls() []spigot.Op {
 
 // testMultiFallback: spigot.DoMulti in the store, behind a DoMulti that
 // applies one op per call, applies all-or-nothing sets by taking and, on
-// a denial, giving back: the sets of multi-duplicates, multi-mixed-costs
-// and multi-over-capacity leave every key as the model says, and their
-// decisions are the model's as far as the fallback promises. A batch is
-// one Do per op, in order. Behind one that refuses Refund too, a set of
-// two Takes is an error and takes nothing.
+// a denial, giving back; behind one that applies them only within parts
+// (a key each, as a cluster's slots), by taking part by part and, on a
+// denial, giving back. Either way the sets of multi-duplicates,
+// multi-mixed-costs and multi-over-capacity leave every key as the model
+// says, and their decisions are the model's as far as DoMulti promises. A
+// batch is one Do per op, in order.
 func testMultiFallback(t testing.TB, e env) {
 	ctx := t.Context()
 	w := &oneAtATime{s: e.s}
-	do := func(ops []spigot.Op) []spigot.Decision {
-		t.Helper()
-		out := make([]spigot.Decision, len(ops))
-		if err := spigot.DoMulti(ctx, w, spigot.AllOrNothing, ops, out); err != nil {
-			t.Fatalf("spigot.DoMulti (AllOrNothing) behind spigot.DoOne, of %v: unexpected error: %v", ops, err)
+	for _, via := range []struct {
+		name string
+		s    spigot.Store
+	}{{"one op per call", w}, {"parts", byKey{e.s}}} {
+		what := "spigot.DoMulti (AllOrNothing) behind a DoMulti of " + via.name
+		do := func(ops []spigot.Op) []spigot.Decision {
+			t.Helper()
+			out := make([]spigot.Decision, len(ops))
+			if err := spigot.DoMulti(ctx, via.s, spigot.AllOrNothing, ops, out); err != nil {
+				t.Fatalf("%s, of %v: unexpected error: %v", what, ops, err)
+			}
+			return out
 		}
-		return out
-	}
-	const what = "spigot.DoMulti (AllOrNothing) behind spigot.DoOne"
-	for _, sets := range []func(testing.TB, env, string) []multiStep{duplicateSets, mixedSets, overSets} {
-		if !playSets(t, e, what, do, false, sets(t, e, "fallback-")) {
-			return
+		for _, sets := range []func(testing.TB, env, string) []multiStep{duplicateSets, mixedSets, overSets} {
+			if !playSets(t, e, what, do, false, sets(t, e, "fallback-"+strings.ReplaceAll(via.name, " ", "-")+"-")) {
+				return
+			}
 		}
 	}
 
@@ -577,28 +601,17 @@ func testMultiFallback(t testing.TB, e env) {
 	out := make([]spigot.Decision, len(ops))
 	w.calls()
 	if err := spigot.DoMulti(ctx, w, spigot.Independent, ops, out); err != nil {
-		t.Fatalf("spigot.DoMulti (Independent) behind spigot.DoOne, of %v: unexpected error: %v", ops, err)
+		t.Fatalf("spigot.DoMulti (Independent) behind a DoMulti of one op per call, of %v: unexpected error: %v", ops, err)
 	}
 	if did := w.calls(); !slices.Equal(did, ops) {
-		t.Errorf("spigot.DoMulti (Independent) behind spigot.DoOne, of %v: the store was asked to Do %v; want each op once, in order", ops, did)
+		t.Errorf("spigot.DoMulti (Independent) behind a DoMulti of one op per call, of %v: the store was asked to Do %v; want each op once, in order", ops, did)
 	}
 	for i, want := range []spigot.Decision{
 		took(2, 3, 2*s), took(3, 2, 3*s), deny(3, 1*s, 2*s), took(3, 0, 5*s), took(1, 3, 2*s), took(2, 5, 0), deny(0, spigot.Never, 5*s),
 	} {
 		if d := diff(out[i], want); d != "" {
-			t.Errorf("spigot.DoMulti (Independent) behind spigot.DoOne, op %d (%v): %s", i, ops[i], d)
+			t.Errorf("spigot.DoMulti (Independent) behind a DoMulti of one op per call, op %d (%v): %s", i, ops[i], d)
 		}
 	}
 	peekAll(t, e, "a batch applies each op as Do would", map[spigot.Op]int64{ops[0]: 0, ops[1]: 5})
-
-	// No Refund: a set of two Takes cannot be undone, so it is refused.
-	w.noRefund = true
-	first := e.bucket(t, "fallback-no-refund-a", 5, spigot.PerSecond(1))
-	second := e.bucket(t, "fallback-no-refund-b", 5, spigot.PerSecond(1))
-	ops = []spigot.Op{{Limit: first, Key: "k", N: 1}, {Limit: second, Key: "k", N: 1}}
-	out = make([]spigot.Decision, len(ops))
-	if err := spigot.DoMulti(ctx, w, spigot.AllOrNothing, ops, out); err == nil {
-		t.Errorf("spigot.DoMulti (AllOrNothing) behind spigot.DoOne and a store that cannot refund, of %v: no error; want one: a denial could not be undone", ops)
-	}
-	peekAll(t, e, "a set that cannot be undone must take nothing", map[spigot.Op]int64{ops[0]: 5, ops[1]: 5})
 }

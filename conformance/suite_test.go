@@ -6,6 +6,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"runtime"
@@ -166,8 +167,11 @@ func (s *takeStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.
 		n := min(len(ops), len(out))
 		ops, out = ops[:n], out[:n]
 	}
-	if !s.multi || len(ops) < 2 || len(out) != len(ops) {
-		return spigot.DoOne(ctx, s, mode, ops, out)
+	if !s.multi {
+		return fmt.Errorf("takeStore: one op per call: %w", errors.ErrUnsupported)
+	}
+	if len(out) != len(ops) || mode > spigot.AllOrNothing {
+		return spigot.CheckMulti(mode, ops, out)
 	}
 	for _, op := range ops { // an invalid op fails the call: nothing applied
 		if err := op.Check(); err != nil && !s.noCheck {
@@ -682,8 +686,8 @@ func (s *racyStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 	return a, nil
 }
 
-func (s *racyStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, s, mode, ops, out)
+func (s *racyStore) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return fmt.Errorf("racyStore: one op per call: %w", errors.ErrUnsupported)
 }
 
 // twoStepStore decides an all-or-nothing batch in one critical section
@@ -861,13 +865,8 @@ func (s *modelStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, err
 // DoMulti applies several ops, so that the tables of the cases of
 // several ops are checked against the model too.
 func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if len(ops) < 2 || len(out) != len(ops) || mode > spigot.AllOrNothing {
-		return spigot.DoOne(ctx, s, mode, ops, out)
-	}
-	for _, op := range ops {
-		if err := op.Check(); err != nil {
-			return err
-		}
+	if err := spigot.CheckMulti(mode, ops, out); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

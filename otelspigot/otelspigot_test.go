@@ -326,8 +326,8 @@ func (s oneStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error)
 	return s.Store.Do(ctx, op)
 }
 
-func (s oneStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, s, mode, ops, out)
+func (s oneStore) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return fmt.Errorf("oneStore: one op per call: %w", errors.ErrUnsupported)
 }
 
 // TestErrorKinds checks spigot.store.errors for each kind of error, and

@@ -40,35 +40,6 @@ func TestSlot(t *testing.T) {
 	}
 }
 
-func TestCheckMulti(t *testing.T) {
-	b := spigot.MustBucket("b", 1, spigot.PerSecond(1))
-	ok := []spigot.Op{{Limit: b, Key: "k"}}
-	for _, c := range []struct {
-		mode spigot.Mode
-		ops  []spigot.Op
-		out  int
-		want error
-	}{
-		{spigot.AllOrNothing, ok, 1, nil},
-		{spigot.Independent, nil, 0, nil},
-		{spigot.Mode(9), ok, 1, errors.ErrUnsupported},
-		{spigot.Independent, ok, 2, nil},
-		{spigot.Independent, []spigot.Op{{Limit: b, N: -1}}, 1, spigot.ErrInvalidCost},
-		{spigot.Independent, []spigot.Op{{Key: "k"}}, 1, spigot.ErrInvalidLimit},
-	} {
-		err := wire.CheckMulti("test", c.mode, c.ops, make([]spigot.Decision, c.out))
-		if c.want == nil && len(c.ops) != c.out {
-			if err == nil {
-				t.Errorf("CheckMulti(%d ops, %d decisions) = nil; want an error", len(c.ops), c.out)
-			}
-			continue
-		}
-		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
-			t.Errorf("CheckMulti(%v, %v) = %v; want %v", c.mode, c.ops, err, c.want)
-		}
-	}
-}
-
 func TestBatchErr(t *testing.T) {
 	req := wire.Err("test", errors.New("WRONGTYPE no"), true)
 	down := wire.Err("test", errors.New("connection refused"), false)

@@ -219,57 +219,29 @@ const Fields = 4
 // []int64. Anything else, or values the model cannot produce, is an error
 // that names the problem and matches spigot.ErrRequestFailed.
 func Decode(reply any) (spigot.Decision, error) {
-	var n [Fields]int64
-	switch vals := reply.(type) {
-	case []int64:
-		if len(vals) != Fields {
-			return spigot.Decision{}, malformed(reply, "want %d integers, got %d values", Fields, len(vals))
-		}
-		copy(n[:], vals)
-	case []any:
-		if len(vals) != Fields {
-			return spigot.Decision{}, malformed(reply, "want %d integers, got %d values", Fields, len(vals))
-		}
-		for i, v := range vals {
-			x, ok := v.(int64)
-			if !ok {
-				return spigot.Decision{}, malformed(reply, "value %d is %T, want an integer", i+1, v)
-			}
-			n[i] = x
-		}
-	default:
-		return spigot.Decision{}, malformed(reply, "want an array of %d integers, got %T", Fields, reply)
-	}
-	return DecodeInts(n)
+	var out [1]spigot.Decision
+	err := DecodeAll(reply, out[:])
+	return out[0], err
 }
 
 // DecodeAll is Decode for the reply to one call of the script with
 // len(out) keys: Fields integers a key, in one flat array. It sets out[i]
 // to the decision on key i.
 func DecodeAll(reply any, out []spigot.Decision) error {
-	if len(out) == 1 {
-		d, err := Decode(reply)
-		out[0] = d
+	ints, err := toInts(reply, len(out))
+	if err != nil {
 		return err
 	}
-	want := Fields * len(out)
-	var vals []any
-	switch v := reply.(type) {
-	case []any:
-		vals = v
-	case []int64:
-		vals = make([]any, len(v))
-		for i, x := range v {
-			vals[i] = x
-		}
-	default:
-		return malformed(reply, "want an array of %d integers, got %T", want, reply)
-	}
-	if len(vals) != want {
-		return malformed(reply, "want %d integers for %d keys, got %d values", want, len(out), len(vals))
+	return DecodeAllInts(ints, out)
+}
+
+// DecodeAllInts is DecodeAll for a reply already read as integers.
+func DecodeAllInts(ints []int64, out []spigot.Decision) error {
+	if err := checkLen(ints, len(ints), len(out)); err != nil {
+		return err
 	}
 	for i := range out {
-		d, err := Decode(vals[Fields*i : Fields*(i+1)])
+		d, err := DecodeInts([Fields]int64(ints[Fields*i:]))
 		if err != nil {
 			return err
 		}
@@ -278,31 +250,40 @@ func DecodeAll(reply any, out []spigot.Decision) error {
 	return nil
 }
 
-// DecodeMsgs is DecodeAll for a reply read as a client's messages,
-// without allocating. It reports false, having set nothing, for a reply
-// that is not exactly Fields integers a key (the caller then hands it to
-// DecodeAll, for an error that says what came back).
-func DecodeMsgs[M any, P interface {
-	*M
-	IntMessage
-}](msgs []M, out []spigot.Decision) (bool, error) {
-	if len(msgs) != Fields*len(out) {
-		return false, nil
-	}
-	for i := range msgs {
-		if !P(&msgs[i]).IsInt64() {
-			return false, nil
+// toInts returns the integers of reply, which should hold Fields for each
+// of keys keys, or an error that says what came back instead.
+func toInts(reply any, keys int) ([]int64, error) {
+	switch vals := reply.(type) {
+	case []int64:
+		return vals, nil
+	case []any:
+		if err := checkLen(reply, len(vals), keys); err != nil {
+			return nil, err
 		}
-	}
-	for i := range out {
-		n, _ := Ints[M, P](msgs[Fields*i : Fields*(i+1)])
-		d, err := DecodeInts(n)
-		if err != nil {
-			return true, err
+		ints := make([]int64, len(vals))
+		for i, v := range vals {
+			x, ok := v.(int64)
+			if !ok {
+				return nil, malformed(reply, "value %d is %T, want an integer", i+1, v)
+			}
+			ints[i] = x
 		}
-		out[i] = d
+		return ints, nil
 	}
-	return true, nil
+	return nil, malformed(reply, "want an array of %d integers, got %T", Fields*keys, reply)
+}
+
+// checkLen returns an error unless a reply of n values holds Fields
+// integers for each of keys keys.
+func checkLen(reply any, n, keys int) error {
+	switch want := Fields * keys; {
+	case n == want:
+		return nil
+	case keys == 1:
+		return malformed(reply, "want %d integers, got %d values", want, n)
+	default:
+		return malformed(reply, "want %d integers for %d keys, got %d values", want, keys, n)
+	}
 }
 
 // IntMessage is a client's decoded RESP value that may be an integer, such
@@ -376,62 +357,30 @@ var failedOp = map[int64]error{
 
 // DecodeBatch is DecodeAll for the reply to a batch call of the script
 // (Args.Batch): it sets out[i] to the decision on key i, or, for a key
-// that failed alone, to Failed and errs[i] to its error (errs is as long
-// as out; the others are left nil). It returns an error, having set
-// nothing, for a reply that is not the script's.
+// that failed alone, to spigot.Failed() and errs[i] to its error (errs is
+// as long as out; the others are left nil). For a reply that is not the
+// script's, it returns an error and sets nothing.
 func DecodeBatch(reply any, out []spigot.Decision, errs []error) error {
-	want := Fields * len(out)
-	vals, ok := reply.([]any)
-	if !ok {
-		return malformed(reply, "want an array of %d integers, got %T", want, reply)
+	ints, err := toInts(reply, len(out))
+	if err != nil {
+		return err
 	}
-	if len(vals) != want {
-		return malformed(reply, "want %d integers for %d keys, got %d values", want, len(out), len(vals))
-	}
-	var n [Fields]int64
-	for i := range vals {
-		x, ok := vals[i].(int64)
-		if !ok {
-			return malformed(reply, "value %d is %T, want an integer", i+1, vals[i])
-		}
-		n[i%Fields] = x
-		if i%Fields == Fields-1 {
-			setBatch(n, out, errs, i/Fields)
-		}
-	}
-	return nil
+	return DecodeBatchInts(ints, out, errs)
 }
 
-// DecodeBatchMsgs is DecodeBatch for a reply read as a client's messages,
-// without allocating. It reports false, having set nothing, for a reply
-// that is not exactly Fields integers a key (the caller then hands it to
-// DecodeBatch, for an error that says what came back).
-func DecodeBatchMsgs[M any, P interface {
-	*M
-	IntMessage
-}](msgs []M, out []spigot.Decision, errs []error) bool {
-	if len(msgs) != Fields*len(out) {
-		return false
-	}
-	for i := range msgs {
-		if !P(&msgs[i]).IsInt64() {
-			return false
-		}
+// DecodeBatchInts is DecodeBatch for a reply already read as integers.
+func DecodeBatchInts(ints []int64, out []spigot.Decision, errs []error) error {
+	if err := checkLen(ints, len(ints), len(out)); err != nil {
+		return err
 	}
 	for i := range out {
-		n, _ := Ints[M, P](msgs[Fields*i : Fields*(i+1)])
-		setBatch(n, out, errs, i)
+		d, err := DecodeInts([Fields]int64(ints[Fields*i:]))
+		if err != nil {
+			d = spigot.Failed()
+		}
+		out[i], errs[i] = d, err
 	}
-	return true
-}
-
-// setBatch decodes key i of a batch's reply into out[i] and errs[i].
-func setBatch(n [Fields]int64, out []spigot.Decision, errs []error, i int) {
-	d, err := DecodeInts(n)
-	if err != nil {
-		d = Failed
-	}
-	out[i], errs[i] = d, err
+	return nil
 }
 
 func msDuration(ms int64) time.Duration {

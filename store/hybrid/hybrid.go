@@ -458,13 +458,13 @@ func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 // as Do's Reset does. An error matching errors.ErrUnsupported from the
 // remote is returned as it is, and counts as an answer.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if len(ops) <= 1 || len(out) != len(ops) || mode > spigot.AllOrNothing {
-		return spigot.DoOne(ctx, s, mode, ops, out)
+	if err := spigot.CheckMulti(mode, ops, out); err != nil || len(ops) == 0 {
+		return err
 	}
-	for _, op := range ops {
-		if err := op.Check(); err != nil {
-			return err
-		}
+	if len(ops) == 1 {
+		d, err := s.Do(ctx, ops[0])
+		out[0] = d
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -425,8 +425,8 @@ func TestDoMulti(t *testing.T) {
 // Redis-protocol stores do: DoMulti of several is unsupported.
 type oneAtATime struct{ *memory.Store }
 
-func (s oneAtATime) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	return spigot.DoOne(ctx, s, mode, ops, out)
+func (s oneAtATime) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	return fmt.Errorf("oneAtATime: one op per call: %w", errors.ErrUnsupported)
 }
 
 func TestDoMultiUnsupported(t *testing.T) {

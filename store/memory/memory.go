@@ -168,15 +168,10 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 // denied. When one was, nothing changes: out holds what each op would have
 // decided in the batch, with N 0.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if len(ops) < 2 || len(out) != len(ops) || mode > spigot.AllOrNothing {
-		return spigot.DoOne(ctx, s, mode, ops, out)
+	if err := spigot.CheckMulti(mode, ops, out); err != nil || len(ops) == 0 {
+		return err
 	}
-	for _, op := range ops {
-		if err := op.Check(); err != nil {
-			return err
-		}
-	}
-	if mode == spigot.Independent {
+	if mode == spigot.Independent || len(ops) == 1 {
 		for i, op := range ops {
 			d, err := s.Do(ctx, op)
 			if err != nil {

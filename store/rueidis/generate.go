@@ -1,4 +1,0 @@
-package rueidis
-
-// The package is generated from store/valkey: see internal/gen.
-//go:generate go run ../../internal/gen/rueidis
