@@ -9,32 +9,6 @@ import (
 	"github.com/spigot-go/spigot"
 )
 
-// CheckMulti returns the error, for the store of a client named client,
-// of a DoMulti that must apply nothing: an unknown mode, out not as long
-// as ops, an invalid op (op.Check's error), or a limit of a kind the
-// script does not know (errors.ErrUnsupported).
-func CheckMulti(client string, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	switch {
-	case mode > spigot.AllOrNothing:
-		return fmt.Errorf("spigot: %s: DoMulti: mode %d: %w", client, mode, errors.ErrUnsupported)
-	case len(out) != len(ops):
-		return fmt.Errorf("spigot: %s: DoMulti: %d ops and %d decisions; want one decision per op", client, len(ops), len(out))
-	}
-	for _, op := range ops {
-		if err := op.Check(); err != nil {
-			return err
-		}
-		if k := op.Limit.Kind(); k != spigot.TokenBucket {
-			return fmt.Errorf("spigot: %s: limit kind %v: %w", client, k, errors.ErrUnsupported)
-		}
-	}
-	return nil
-}
-
-// Failed is the decision on an op of a batch that failed alone: denied,
-// and Degraded.
-var Failed = spigot.Decision{Remaining: -1, RetryAfter: spigot.Never}
-
 // BatchErr returns the error of a batch of n ops of which some failed,
 // errs being their errors as Err returns them (nil for none): the error
 // of one that failed because the store did (so that it does not match
