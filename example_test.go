@@ -65,14 +65,14 @@ func ExampleLimiter_AllowN() {
 
 // Work that can be done in part takes what the limit holds; work that
 // could not be served gives its tokens back.
-func ExampleLimiter_AllowAtMost() {
+func ExampleLimiter_TakeUpTo() {
 	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	rows := spigot.MustBucket("export-rows", 10_000, spigot.PerSecond(50))
 	limiter := spigot.New(memory.New(memory.WithClock(clk)), rows)
 	ctx := context.Background()
 
 	limiter.AllowN(ctx, "account-42", 9000)
-	d, _ := limiter.AllowAtMost(ctx, "account-42", 2500)
+	d, _ := limiter.TakeUpTo(ctx, "account-42", 2500)
 	fmt.Println("export", d.N, "of 2500 rows now")
 
 	d, _ = limiter.AllowN(ctx, "account-42", 0) // what is left

@@ -163,11 +163,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, er
 	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: n})
 }
 
-// AllowAtMost takes as many of n tokens for key as the limit holds, and
+// TakeUpTo takes as many of n tokens for key as the limit holds, and
 // reports how many in the Decision's N: for work that can be done in
 // part, such as exporting up to n rows. It is denied only when it takes
 // none of n > 0.
-func (l *Limiter) AllowAtMost(ctx context.Context, key string, n int64) (Decision, error) {
+func (l *Limiter) TakeUpTo(ctx context.Context, key string, n int64) (Decision, error) {
 	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: TakeUpTo, N: n})
 }
 

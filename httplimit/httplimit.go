@@ -348,7 +348,7 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, 
 	*res = Result{Route: r.Pattern, Limits: s.limits, Keys: s.keys, Cost: cost, Latency: latency, Err: err}
 	if err != nil {
 		for i := range s.out {
-			s.out[i] = spigot.Decision{Remaining: -1, RetryAfter: spigot.Never}
+			s.out[i] = spigot.Failed()
 		}
 		res.Decisions = spigot.Decisions{Decision: s.out[0], By: -1, Each: s.out}
 		if m.observe != nil {

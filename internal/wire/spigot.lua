@@ -5,7 +5,7 @@
 --          (wire.ClockTTLSlack) longer, since its TTL runs on the server's;
 --          with several keys, a leading "b" makes the call a batch
 -- then, for each key KEYS[i], five arguments from ARGV[5i-3]:
---          the limit's kind and the action, as "tb.take", "tb.upto",
+--          the limit's kind and the action, as "tb.take", "tb.takeupto",
 --          "tb.refund", "tb.reset" or "tb.peek" ("tb": a token bucket);
 --          the bucket's capacity in tokens, scale (units per token) and
 --          refill (units per µs); and N
@@ -136,7 +136,7 @@ for i = 1, nkeys do
 	repeat -- once: a key of a batch that fails breaks out, to the next key
 	local key, a = KEYS[i], 5 * i - 3
 	local action = ARGV[a]
-	if action ~= 'tb.take' and action ~= 'tb.peek' and action ~= 'tb.upto' and action ~= 'tb.refund' and action ~= 'tb.reset' then
+	if action ~= 'tb.take' and action ~= 'tb.peek' and action ~= 'tb.takeupto' and action ~= 'tb.refund' and action ~= 'tb.reset' then
 		return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
 	end
 	local capacity = tonumber(ARGV[a + 1])
@@ -252,7 +252,7 @@ for i = 1, nkeys do
 			denied = true
 		end
 		write = action == 'tb.take'
-	elseif action == 'tb.upto' then
+	elseif action == 'tb.takeupto' then
 		local k = quo(tokens, scale)
 		if n < k then
 			k = n

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,10 +76,16 @@ type params struct {
 	v [3]any
 }
 
-// actions are the script's names of a token bucket's actions, indexed by
+// actions are the script's names of a token bucket's actions, "tb." and
+// the spigot.Action's name in lower case ("tb.takeupto"), indexed by
 // spigot.Action, as strings and boxed once.
 var (
-	actions    = [...]string{spigot.Take: "tb.take", spigot.TakeUpTo: "tb.upto", spigot.Refund: "tb.refund", spigot.Reset: "tb.reset", spigot.Peek: "tb.peek"}
+	actions = func() (s [spigot.Peek + 1]string) {
+		for a := range s {
+			s[a] = "tb." + strings.ToLower(spigot.Action(a).String())
+		}
+		return s
+	}()
 	actionsAny = func() (v [len(actions)]any) {
 		for i, a := range actions {
 			v[i] = a

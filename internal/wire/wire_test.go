@@ -438,7 +438,7 @@ var actions = []struct {
 	name string
 }{
 	{spigot.Take, "tb.take"},
-	{spigot.TakeUpTo, "tb.upto"},
+	{spigot.TakeUpTo, "tb.takeupto"},
 	{spigot.Refund, "tb.refund"},
 	{spigot.Reset, "tb.reset"},
 	{spigot.Peek, "tb.peek"},
@@ -462,9 +462,9 @@ func TestArgsServerTime(t *testing.T) {
 		// every capacity, decided as N is.
 		{a.Op(op(login, spigot.Take, math.MaxInt64)), wire.Argv{"", "tb.take", "20", "3000000", "1", "18014398509481984"}},
 		{a.Op(op(login, spigot.Peek, 1<<53+1)), wire.Argv{"", "tb.peek", "20", "3000000", "1", "18014398509481984"}},
-		{a.Op(op(login, spigot.TakeUpTo, 1<<53)), wire.Argv{"", "tb.upto", "20", "3000000", "1", "9007199254740992"}},
+		{a.Op(op(login, spigot.TakeUpTo, 1<<53)), wire.Argv{"", "tb.takeupto", "20", "3000000", "1", "9007199254740992"}},
 		{a.Op(op(login, spigot.Refund, 1<<53-1)), wire.Argv{"", "tb.refund", "20", "3000000", "1", "9007199254740991"}},
-		{a.Op(op(login, spigot.TakeUpTo, 5)), wire.Argv{"", "tb.upto", "20", "3000000", "1", "5"}},
+		{a.Op(op(login, spigot.TakeUpTo, 5)), wire.Argv{"", "tb.takeupto", "20", "3000000", "1", "5"}},
 		{a.Op(op(login, spigot.Refund, 2)), wire.Argv{"", "tb.refund", "20", "3000000", "1", "2"}},
 		{a.Op(op(login, spigot.Reset, 0)), wire.Argv{"", "tb.reset", "20", "3000000", "1", "0"}},
 		{a.Op(op(login, spigot.Peek, 3)), wire.Argv{"", "tb.peek", "20", "3000000", "1", "3"}},
@@ -484,7 +484,7 @@ func TestArgsServerTime(t *testing.T) {
 		{a.OpAny(op(login, spigot.Refund, 1<<53+1)), [6]any{"", "tb.refund", "20", "3000000", "1", int64(1 << 54)}},
 		{a.OpAny(op(login, spigot.Take, 1<<53)), [6]any{"", "tb.take", "20", "3000000", "1", int64(1 << 53)}},
 		{a.OpAny(op(login, spigot.Reset, 0)), [6]any{"", "tb.reset", "20", "3000000", "1", int64(0)}},
-		{a.OpAny(op(tenth, spigot.TakeUpTo, 0)), [6]any{"", "tb.upto", "10", "10000000", "7", int64(0)}},
+		{a.OpAny(op(tenth, spigot.TakeUpTo, 0)), [6]any{"", "tb.takeupto", "10", "10000000", "7", int64(0)}},
 	} {
 		if c.got != c.want {
 			t.Errorf("step %d: argv = %#v; want %#v", i, c.got, c.want)

@@ -112,7 +112,7 @@ func Example_reset() {
 	// allowed: true remaining: 2 <nil>
 }
 
-// An export limit of 100 rows a minute per account. AllowAtMost serves a
+// An export limit of 100 rows a minute per account. TakeUpTo serves a
 // large request in part, and reports how many rows it may export in N; a
 // request that AllowN allowed but that then failed gives its tokens back
 // with Refund.
@@ -134,7 +134,7 @@ func Example_partialWork() {
 	ctx := context.Background()
 	export := func(n int64) error { return errors.New("the database is down") }
 
-	d, _ := rows.AllowAtMost(ctx, "acme", 150)
+	d, _ := rows.TakeUpTo(ctx, "acme", 150)
 	fmt.Println("may export:", d.N, "of 150 rows; left:", d.Remaining)
 
 	clk.Advance(30 * time.Second)

@@ -15,8 +15,11 @@
 //
 // A request is sent once: with EVAL again only after a NOSCRIPT reply,
 // never after an ambiguous failure (a timeout, a lost connection), since
-// the server may have charged it. The store does not mark its commands
-// retryable, so rueidis does not resend them either; leave
+// the server may have charged it. The store marks no command retryable
+// but a Peek's, which is read-only, so rueidis resends nothing else (and a
+// Peek, which changes nothing, until its context ends: give it a deadline,
+// or set DisableRetry, for it to fail at once while the server is down);
+// leave
 // ClientOption.ConnLifetime at zero, its default, for strict accounting,
 // since a command caught in flight on a connection that expires and then
 // fails can be sent twice. A call returns as soon as its context is done,

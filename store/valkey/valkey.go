@@ -19,12 +19,15 @@
 //
 // A request is sent once. After a NOSCRIPT reply (a server restarted, a
 // replica promoted, a SCRIPT FLUSH) the script is sent again with EVAL,
-// since the server ran nothing; after an ambiguous failure, such as a timeout or a lost
-// connection, the error is returned and nothing is replayed, since the
-// server may have charged the request. The store does not mark its
-// commands retryable, and valkey-go retries only commands so marked (and
-// read-only ones) after a network error, so it does not resend them
-// either, whatever ClientOption.DisableRetry says. valkey-go does resend a
+// since the server ran nothing; after an ambiguous failure, such as a
+// timeout or a lost connection, the error is returned and nothing is
+// replayed, since the server may have charged the request. The store
+// marks no command retryable but a Peek's, which is read-only, and
+// valkey-go retries only commands so marked after a network error, so it
+// does not resend them either, whatever ClientOption.DisableRetry says. It
+// may resend a Peek, which changes nothing, until the call's context ends:
+// give a Peek a deadline, or set DisableRetry, for it to fail at once
+// while the server is down. valkey-go does resend a
 // command that a server refused without running it (a MOVED or ASK
 // redirection in a cluster), which is harmless, and one whose connection
 // outlived ClientOption.ConnLifetime; leave ConnLifetime at zero, its
