@@ -324,7 +324,9 @@ func (s *Store) do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 
 // call runs f, a call of the wrapped store, and records how long it took
 // (spigot.store.duration, for operation 0 do or 1 do_multi) and its
-// error, on span too when there is one.
+// error, on span too when there is one. A *spigot.PartsError, which a
+// cluster's store answers at once for ops of several slots (spigot.DoMulti
+// then applies them slot by slot, through this Store), is neither.
 func (s *Store) call(ctx context.Context, span trace.Span, operation int, f func() error) error {
 	timed := s.in.duration.Enabled(ctx)
 	var start time.Time
@@ -332,6 +334,10 @@ func (s *Store) call(ctx context.Context, span trace.Span, operation int, f func
 		start = time.Now()
 	}
 	err := f()
+	var parts *spigot.PartsError
+	if errors.As(err, &parts) {
+		return err
+	}
 	if timed {
 		s.in.duration.Record(ctx, time.Since(start).Seconds(), s.in.ops[operation]...)
 	}

@@ -782,3 +782,44 @@ func TestWrapNil(t *testing.T) {
 		}()
 	}
 }
+
+// byKey applies ops all or nothing only within one key, as a cluster does
+// within a hash slot: several keys get a *spigot.PartsError.
+type byKey struct{ spigot.Store }
+
+func (s byKey) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	for i, op := range ops {
+		if mode == spigot.AllOrNothing && op.Key != ops[0].Key {
+			parts := make([]uint64, len(ops))
+			for j := range ops {
+				parts[j] = uint64(len(ops[j].Key))
+			}
+			parts[i] = 1000 // differs from the first op's
+			return &spigot.PartsError{Parts: parts}
+		}
+	}
+	return s.Store.DoMulti(ctx, mode, ops, out)
+}
+
+// TestPartsNotAnError: the PartsError a cluster's store answers for ops of
+// several slots is neither an error nor a call of the store: spigot.DoMulti
+// through the wrapper records one call and one decision per part, and no
+// error.
+func TestPartsNotAnError(t *testing.T) {
+	mp, r := provider(t)
+	w := otelspigot.Wrap(byKey{memory.New()}, otelspigot.WithMeterProvider(mp))
+	ops := []spigot.Op{{Limit: login, Key: "a", N: 1}, {Limit: login, Key: "bb", N: 1}}
+	if err := spigot.DoMulti(t.Context(), w, spigot.AllOrNothing, ops, make([]spigot.Decision, 2)); err != nil {
+		t.Fatal(err)
+	}
+	m := collect(t, r)
+	if got := m.sums(t, "spigot.store.errors"); len(got) != 0 {
+		t.Errorf("got errors %v, want none", got)
+	}
+	if got, want := m.counts(t, "spigot.store.duration"), map[string]uint64{"spigot.operation=do_multi": 2}; !mapsEqual(got, want) {
+		t.Errorf("got durations %v, want %v", got, want)
+	}
+	if got, want := m.sums(t, "spigot.decisions"), map[string]int64{"spigot.limit=login,spigot.outcome=allowed": 2}; !mapsEqual(got, want) {
+		t.Errorf("got decisions %v, want %v", got, want)
+	}
+}
