@@ -334,8 +334,7 @@ func (s *Store) call(ctx context.Context, span trace.Span, operation int, f func
 		start = time.Now()
 	}
 	err := f()
-	var parts *spigot.PartsError
-	if errors.As(err, &parts) {
+	if err != nil && isParts(err) {
 		return err
 	}
 	if timed {
@@ -383,6 +382,12 @@ func (s *Store) doMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		}
 	}
 	return err
+}
+
+// isParts reports whether err is a *spigot.PartsError.
+func isParts(err error) bool {
+	var parts *spigot.PartsError
+	return errors.As(err, &parts)
 }
 
 // outcomeOf returns the index in outcomes of d's outcome.
