@@ -1,23 +1,64 @@
 package scriptstore
 
-import "context"
+import (
+	"context"
+
+	"github.com/spigot-go/spigot/internal/wire"
+)
 
 // Pipelined is the Client of a library with valkey-go's API: valkey-go,
 // and rueidis, from which it was forked. Its type parameters are the
-// library's command, result and message types.
+// library's command, result, message and arbitrary-command types.
 type Pipelined[Cmd any, R Result[M], M any, P interface {
 	*M
 	Message
-}] struct {
+}, A Arbitrary[A, Cmd]] struct {
 	Do      func(ctx context.Context, cmd Cmd) R
 	DoMulti func(ctx context.Context, cmds ...Cmd) []R
-	// Build returns the command of a call: its Command, keys and Argv,
-	// read-only for a ReadOnly call, never marked as one the client may
-	// resend.
-	Build func(c *Call) Cmd
+	// Arbitrary starts a command (the client's B().Arbitrary).
+	Arbitrary func(words ...string) A
 	// Classify reports whether an error of R is an error reply of the
 	// server, and whether it is the nil reply (which is no error).
 	Classify func(err error) (serverErr, isNil bool)
+}
+
+// Arbitrary is a library's builder of an arbitrary command.
+type Arbitrary[A, Cmd any] interface {
+	Keys(keys ...string) A
+	Args(args ...string) A
+	Build() Cmd
+	ReadOnly() Cmd
+}
+
+// NewPipelined returns a store named name (see New) on a client with
+// valkey-go's API, given by its methods Do, DoMulti and B().Arbitrary and
+// the classification of its errors (see Pipelined), on a cluster when
+// cluster is true. M and P are the library's message type and its
+// pointer; the other type parameters follow from the arguments.
+func NewPipelined[M any, P interface {
+	*M
+	Message
+}, Cmd any, R Result[M], A Arbitrary[A, Cmd]](name string,
+	do func(context.Context, Cmd) R, doMulti func(context.Context, ...Cmd) []R, arbitrary func(...string) A,
+	classify func(error) (serverErr, isNil bool), cluster bool, cfg Config) *Store {
+	topo := Topology{Detach: true}
+	if cluster {
+		topo.Part = func(key string) uint64 { return uint64(wire.Slot(key)) }
+	}
+	return New(name, &Pipelined[Cmd, R, M, P, A]{Do: do, DoMulti: doMulti, Arbitrary: arbitrary, Classify: classify}, topo, cfg)
+}
+
+// build returns the command of a call: read-only for a ReadOnly call
+// (which the client may send to a replica, and retries after a network
+// error: a Peek changes nothing), never otherwise marked as one the client
+// may resend.
+func (p *Pipelined[Cmd, R, M, P, A]) build(c *Call) Cmd {
+	w := c.Command()
+	cmd := p.Arbitrary(w[:]...).Keys(c.Keys...).Args(c.Argv...)
+	if c.ReadOnly {
+		return cmd.ReadOnly()
+	}
+	return cmd.Build()
 }
 
 // Result is a library's result type: valkey.ValkeyResult,
@@ -36,14 +77,14 @@ type Message interface {
 }
 
 // Send implements Client: one call with Do, several with DoMulti.
-func (p *Pipelined[Cmd, R, M, P]) Send(ctx context.Context, calls []Call) {
+func (p *Pipelined[Cmd, R, M, P, A]) Send(ctx context.Context, calls []Call) {
 	if len(calls) == 1 {
-		p.reply(&calls[0], p.Do(ctx, p.Build(&calls[0])))
+		p.reply(&calls[0], p.Do(ctx, p.build(&calls[0])))
 		return
 	}
 	cmds := make([]Cmd, len(calls))
 	for k := range calls {
-		cmds[k] = p.Build(&calls[k])
+		cmds[k] = p.build(&calls[k])
 	}
 	for k, r := range p.DoMulti(ctx, cmds...) {
 		p.reply(&calls[k], r)
@@ -53,7 +94,7 @@ func (p *Pipelined[Cmd, R, M, P]) Send(ctx context.Context, calls []Call) {
 // reply sets c.Reply from r: the integers of an array of integers, with
 // no allocation for a call of one key, or else the value as ToAny reads
 // it, for the decoder to name what came back.
-func (p *Pipelined[Cmd, R, M, P]) reply(c *Call, r R) {
+func (p *Pipelined[Cmd, R, M, P, A]) reply(c *Call, r R) {
 	c.Reply = Reply{}
 	if err := r.Error(); err != nil {
 		serverErr, isNil := p.Classify(err)

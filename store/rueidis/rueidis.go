@@ -37,7 +37,6 @@ import (
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/scriptstore"
-	"github.com/spigot-go/spigot/internal/wire"
 )
 
 var _ spigot.Store = (*Store)(nil)
@@ -89,26 +88,12 @@ func New(client rueidis.Client, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	topo := scriptstore.Topology{Detach: true}
-	if client.Mode() == rueidis.ClientModeCluster {
-		topo.Part = func(key string) uint64 { return uint64(wire.Slot(key)) }
+	classify := func(err error) (serverErr, isNil bool) {
+		_, serverErr = rueidis.IsRedisErr(err)
+		return serverErr, rueidis.IsRedisNil(err)
 	}
-	s.core = scriptstore.New("rueidis", &scriptstore.Pipelined[rueidis.Completed, rueidis.RedisResult, rueidis.RedisMessage, *rueidis.RedisMessage]{
-		Do:      client.Do,
-		DoMulti: client.DoMulti,
-		Build: func(c *scriptstore.Call) rueidis.Completed {
-			w := c.Command()
-			cmd := client.B().Arbitrary(w[:]...).Keys(c.Keys...).Args(c.Argv...)
-			if c.ReadOnly {
-				return cmd.ReadOnly()
-			}
-			return cmd.Build()
-		},
-		Classify: func(err error) (serverErr, isNil bool) {
-			_, serverErr = rueidis.IsRedisErr(err)
-			return serverErr, rueidis.IsRedisNil(err)
-		},
-	}, topo, s.cfg)
+	s.core = scriptstore.NewPipelined[rueidis.RedisMessage, *rueidis.RedisMessage]("rueidis", client.Do, client.DoMulti, client.B().Arbitrary,
+		classify, client.Mode() == rueidis.ClientModeCluster, s.cfg)
 	return s
 }
 

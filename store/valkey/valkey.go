@@ -56,7 +56,6 @@ import (
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/scriptstore"
-	"github.com/spigot-go/spigot/internal/wire"
 )
 
 var _ spigot.Store = (*Store)(nil)
@@ -108,26 +107,12 @@ func New(client valkey.Client, opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	topo := scriptstore.Topology{Detach: true}
-	if client.Mode() == valkey.ClientModeCluster {
-		topo.Part = func(key string) uint64 { return uint64(wire.Slot(key)) }
+	classify := func(err error) (serverErr, isNil bool) {
+		_, serverErr = valkey.IsValkeyErr(err)
+		return serverErr, valkey.IsValkeyNil(err)
 	}
-	s.core = scriptstore.New("valkey", &scriptstore.Pipelined[valkey.Completed, valkey.ValkeyResult, valkey.ValkeyMessage, *valkey.ValkeyMessage]{
-		Do:      client.Do,
-		DoMulti: client.DoMulti,
-		Build: func(c *scriptstore.Call) valkey.Completed {
-			w := c.Command()
-			cmd := client.B().Arbitrary(w[:]...).Keys(c.Keys...).Args(c.Argv...)
-			if c.ReadOnly {
-				return cmd.ReadOnly()
-			}
-			return cmd.Build()
-		},
-		Classify: func(err error) (serverErr, isNil bool) {
-			_, serverErr = valkey.IsValkeyErr(err)
-			return serverErr, valkey.IsValkeyNil(err)
-		},
-	}, topo, s.cfg)
+	s.core = scriptstore.NewPipelined[valkey.ValkeyMessage, *valkey.ValkeyMessage]("valkey", client.Do, client.DoMulti, client.B().Arbitrary,
+		classify, client.Mode() == valkey.ClientModeCluster, s.cfg)
 	return s
 }
 
