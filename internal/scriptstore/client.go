@@ -34,6 +34,7 @@ type Call struct {
 	Reply Reply
 
 	argvAny []any              // Argv, boxed, for a Topology.Boxed client
+	words   [3]string          // what Command returns
 	buf     [wire.Fields]int64 // room for the Ints of a call of one key
 }
 
@@ -65,16 +66,16 @@ var (
 	sha1Arg, scriptArg any = wire.SHA1(), wire.Script()
 )
 
-// Command returns the words before the call's keys: "EVALSHA", the
+// Command returns the words before the call's keys, in room of the call's
+// own: "EVALSHA", the
 // script's SHA-1 and the number of keys, or the EVAL, EVALSHA_RO or
 // EVAL_RO of Source and ReadOnly. Keys and Argv follow it.
-func (c *Call) Command() [3]string {
-	name := upper[b2i(c.Source)][b2i(c.ReadOnly)]
-	script := wire.SHA1()
+func (c *Call) Command() []string {
+	c.words = [3]string{upper[b2i(c.Source)][b2i(c.ReadOnly)], wire.SHA1(), strconv.Itoa(len(c.Keys))}
 	if c.Source {
-		script = wire.Script()
+		c.words[1] = wire.Script()
 	}
-	return [3]string{name, script, strconv.Itoa(len(c.Keys))}
+	return c.words[:]
 }
 
 func b2i(b bool) int {

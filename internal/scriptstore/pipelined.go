@@ -53,8 +53,7 @@ func NewPipelined[M any, P interface {
 // error: a Peek changes nothing), never otherwise marked as one the client
 // may resend.
 func (p *Pipelined[Cmd, R, M, P, A]) build(c *Call) Cmd {
-	w := c.Command()
-	cmd := p.Arbitrary(w[:]...).Keys(c.Keys...).Args(c.Argv...)
+	cmd := p.Arbitrary(c.Command()...).Keys(c.Keys...).Args(c.Argv...)
 	if c.ReadOnly {
 		return cmd.ReadOnly()
 	}

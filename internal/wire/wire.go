@@ -235,18 +235,24 @@ func Decode(reply any) (spigot.Decision, error) {
 // len(out) keys: Fields integers a key, in one flat array. It sets out[i]
 // to the decision on key i.
 func DecodeAll(reply any, out []spigot.Decision) error {
-	ints, err := toInts(reply, len(out))
+	var buf [Fields]int64 // room for one key's
+	ints, err := toInts(reply, len(out), buf[:0])
 	if err != nil {
 		return err
 	}
-	return DecodeAllInts(ints, out)
+	return decodeAll(ints, out)
 }
 
 // DecodeAllInts is DecodeAll for a reply already read as integers.
 func DecodeAllInts(ints []int64, out []spigot.Decision) error {
-	if err := checkLen(ints, len(ints), len(out)); err != nil {
-		return err
+	if len(ints) != Fields*len(out) {
+		return checkLen(ints, len(ints), len(out))
 	}
+	return decodeAll(ints, out)
+}
+
+// decodeAll is DecodeAll for Fields integers a key.
+func decodeAll(ints []int64, out []spigot.Decision) error {
 	for i := range out {
 		d, err := DecodeInts([Fields]int64(ints[Fields*i:]))
 		if err != nil {
@@ -258,22 +264,23 @@ func DecodeAllInts(ints []int64, out []spigot.Decision) error {
 }
 
 // toInts returns the integers of reply, which should hold Fields for each
-// of keys keys, or an error that says what came back instead.
-func toInts(reply any, keys int) ([]int64, error) {
+// of keys keys, appended to buf, or an error that says what came back
+// instead.
+func toInts(reply any, keys int, buf []int64) ([]int64, error) {
 	switch vals := reply.(type) {
 	case []int64:
-		return vals, nil
+		return vals, checkLen(reply, len(vals), keys)
 	case []any:
 		if err := checkLen(reply, len(vals), keys); err != nil {
 			return nil, err
 		}
-		ints := make([]int64, len(vals))
+		ints := buf
 		for i, v := range vals {
 			x, ok := v.(int64)
 			if !ok {
 				return nil, malformed(reply, "value %d is %T, want an integer", i+1, v)
 			}
-			ints[i] = x
+			ints = append(ints, x)
 		}
 		return ints, nil
 	}
@@ -368,7 +375,7 @@ var failedOp = map[int64]error{
 // as long as out; the others are left nil). For a reply that is not the
 // script's, it returns an error and sets nothing.
 func DecodeBatch(reply any, out []spigot.Decision, errs []error) error {
-	ints, err := toInts(reply, len(out))
+	ints, err := toInts(reply, len(out), nil)
 	if err != nil {
 		return err
 	}
@@ -377,8 +384,8 @@ func DecodeBatch(reply any, out []spigot.Decision, errs []error) error {
 
 // DecodeBatchInts is DecodeBatch for a reply already read as integers.
 func DecodeBatchInts(ints []int64, out []spigot.Decision, errs []error) error {
-	if err := checkLen(ints, len(ints), len(out)); err != nil {
-		return err
+	if len(ints) != Fields*len(out) {
+		return checkLen(ints, len(ints), len(out))
 	}
 	for i := range out {
 		d, err := DecodeInts([Fields]int64(ints[Fields*i:]))

@@ -168,9 +168,11 @@ func command(ctx context.Context, c *scriptstore.Call) onceCmd {
 
 // setReply sets c's reply from cmd's.
 func setReply(c *scriptstore.Call, cmd *goredis.Cmd) {
-	var serverErr goredis.Error // an error reply of the server
 	c.Reply = scriptstore.Reply{Value: cmd.Val(), Err: cmd.Err()}
-	c.Reply.ServerErr = errors.As(c.Reply.Err, &serverErr)
+	if c.Reply.Err != nil {
+		var serverErr goredis.Error // an error reply of the server
+		c.Reply.ServerErr = errors.As(c.Reply.Err, &serverErr)
+	}
 }
 
 // onceCmd is a command that go-redis never resends once it may have
