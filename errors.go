@@ -2,7 +2,7 @@ package spigot
 
 import "errors"
 
-// The sentinel errors. Errors returned by this module wrap them with detail;
+// The sentinel errors. Errors returned by spigot's packages wrap them with detail;
 // match them with errors.Is. A denial is never an error: it is a Decision
 // whose RetryAfter is above 0. What a store cannot do matches
 // errors.ErrUnsupported.

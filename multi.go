@@ -87,9 +87,9 @@ func (g *Group) Allow(ctx context.Context, keys ...string) (Decisions, error) {
 // AllowN takes n tokens from every limit of the group, or none from any:
 // from limit i for keys[i], or for keys[0] from every limit when there is
 // one key. It is one atomic step in a store that applies several
-// operations at once (every store of this module; on a Redis Cluster, see
-// store/redis); in any other store it takes and, on a denial, refunds, as
-// DoMulti does.
+// operations at once (every store of spigot's, but across the hash slots
+// of a Redis Cluster); in any other store it takes and, on a denial,
+// refunds, as DoMulti does.
 func (g *Group) AllowN(ctx context.Context, n int64, keys ...string) (Decisions, error) {
 	return g.do(ctx, AllOrNothing, Take, n, keys)
 }

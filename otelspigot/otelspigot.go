@@ -3,7 +3,7 @@
 // how slow the store is, and whether store/hybrid is on its fallback.
 //
 // Wrap puts the instruments around any spigot.Store, so that it composes
-// with every store of this module and your own; the wrapped store does
+// with every store of spigot's and your own; the wrapped store does
 // exactly what the store it wraps does, and passes every operation
 // through:
 //
