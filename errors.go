@@ -2,9 +2,9 @@ package spigot
 
 import "errors"
 
-// The sentinel errors. Errors returned by spigot's packages wrap them with detail;
-// match them with errors.Is. A denial is never an error: it is a Decision
-// whose RetryAfter is above 0. What a store cannot do matches
+// The sentinel errors. Errors returned by spigot's packages wrap them with
+// detail; match them with errors.Is. A denial is never an error: it is a
+// Decision whose RetryAfter is above 0. What a store cannot do matches
 // errors.ErrUnsupported.
 var (
 	// ErrInvalidLimit reports a limit that NewBucket rejected, or the zero
