@@ -140,11 +140,20 @@ func (s *skipCounts) summary(prefix string) []string {
 // lines: go test -count=1 runs the tests again.
 func Main(m *testing.M) {
 	m.Run()
-	prefix := ""
+	report(skipped.summary(pkgPrefix()))
+}
+
+// pkgPrefix returns the import path of the package under test and ": ",
+// or "" when the build does not say it.
+func pkgPrefix() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Path != "" { // "…/store/redis.test"
-		prefix = strings.TrimSuffix(bi.Path, ".test") + ": "
+		return strings.TrimSuffix(bi.Path, ".test") + ": "
 	}
-	lines := skipped.summary(prefix)
+	return ""
+}
+
+// report prints lines as Main does.
+func report(lines []string) {
 	if len(lines) == 0 {
 		return
 	}
@@ -163,7 +172,19 @@ func Main(m *testing.M) {
 func Start(tb testing.TB, kind Kind, extra ...string) *Server {
 	tb.Helper()
 	Binary(tb, kind)
-	s := &Server{Kind: kind, tb: tb, dir: tb.TempDir(), extra: extra}
+	s, err := startIn(kind, tb.TempDir(), extra)
+	if err != nil {
+		tb.Fatalf("testserver: %v", err)
+	}
+	s.tb = tb
+	tb.Cleanup(s.stop)
+	return s
+}
+
+// startIn starts a server of kind on a free loopback port, with dir as its
+// working directory.
+func startIn(kind Kind, dir string, extra []string) (*Server, error) {
+	s := &Server{Kind: kind, dir: dir, extra: extra}
 	var err error
 	for range 5 { // another process may take the free port before we bind it
 		if s.port, err = freePort(); err != nil {
@@ -174,11 +195,7 @@ func Start(tb testing.TB, kind Kind, extra ...string) *Server {
 			break
 		}
 	}
-	if err != nil {
-		tb.Fatalf("testserver: %v", err)
-	}
-	tb.Cleanup(s.stop)
-	return s
+	return s, err
 }
 
 func freePort() (int, error) {
@@ -275,7 +292,9 @@ func (s *Server) Kill() {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	s.tb.Errorf("testserver: %s on %s did not exit after SIGKILL", s.Kind, s.Addr)
+	if s.tb != nil { // nil for the server of MainWithServer
+		s.tb.Errorf("testserver: %s on %s did not exit after SIGKILL", s.Kind, s.Addr)
+	}
 }
 
 // Pause stops the server process with SIGSTOP: it keeps its connections
