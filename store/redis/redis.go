@@ -169,7 +169,9 @@ func command(ctx context.Context, c *scriptstore.Call) onceCmd {
 // setReply sets c's reply from cmd's.
 func setReply(c *scriptstore.Call, cmd *goredis.Cmd) {
 	c.Reply = scriptstore.Reply{Value: cmd.Val(), Err: cmd.Err()}
-	if c.Reply.Err != nil {
+	if c.Reply.Err == goredis.Nil { // the nil reply: no error, for the decoder to name
+		c.Reply.Err = nil
+	} else if c.Reply.Err != nil {
 		var serverErr goredis.Error // an error reply of the server
 		c.Reply.ServerErr = errors.As(c.Reply.Err, &serverErr)
 	}
