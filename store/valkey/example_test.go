@@ -2,11 +2,9 @@ package valkey_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/spigot-go/spigot"
@@ -14,63 +12,45 @@ import (
 	spigotvalkey "github.com/spigot-go/spigot/store/valkey"
 )
 
-// A login limiter shared by every replica that uses the same server: 3
-// attempts per address, then one more every 20 seconds.
+// A login limiter shared by every replica of a service that uses the same
+// Valkey server: 3 attempts per address, then one more every 20 seconds.
+// The client has valkey-go's default options; the store uses no
+// client-side caching, and a real server needs no DisableCache.
 //
-// The example runs on miniredis with a fake clock, so that its output is
-// fixed. In production, connect to your server with valkey-go's default
-// options and leave out WithClock: the store then reads the server's TIME,
-// one clock for every replica. (miniredis cannot track keys, so its client
-// needs DisableCache; the store does not use client-side caching.)
+// WithClock makes the example's output fixed. In production leave it out:
+// the store then reads the server's TIME, one clock for every replica.
 func Example() {
-	srv, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	client, err := valkey.NewClient(valkey.ClientOption{
-		InitAddress:  []string{srv.Addr()},
-		DisableCache: true,
-	})
+	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}})
 	if err != nil {
 		panic(err)
 	}
 	defer client.Close() // the store never closes it
 
-	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
-	store := spigotvalkey.New(client, spigotvalkey.WithClock(clk))
-	login := spigot.MustBucket("login", 3, spigot.Per(1, 20*time.Second))
-	limiter := spigot.New(store, login)
+	start := time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC)
+	clk := clocktest.New(start)
+	limiter := spigot.New(spigotvalkey.New(client, spigotvalkey.WithClock(clk)),
+		spigot.MustBucket("login", 3, spigot.Per(1, 20*time.Second)))
 	ctx := context.Background()
 
-	attempt := func() {
+	for _, wait := range []time.Duration{0, 0, 0, 0, 5 * time.Second, 15 * time.Second} {
+		clk.Advance(wait)
 		d, err := limiter.Allow(ctx, "203.0.113.7")
-		switch {
-		case err != nil:
+		if err != nil {
 			fmt.Println("error:", err)
-		case d.Allowed():
-			fmt.Printf("%s allowed, %d left\n", clk.Now().Format(time.TimeOnly), d.Remaining)
-		default:
-			fmt.Printf("%s denied, retry in %v\n", clk.Now().Format(time.TimeOnly), d.RetryAfter)
+			return
 		}
+		fmt.Printf("+%v allowed=%v left=%d retry=%v\n", clk.Now().Sub(start), d.Allowed(), d.Remaining, d.RetryAfter)
 	}
-	for range 4 {
-		attempt()
-	}
-	clk.Advance(5 * time.Second)
-	attempt()
-	clk.Advance(15 * time.Second)
-	attempt()
-
-	fmt.Println("state kept in", srv.Keys())
+	n, err := client.Do(ctx, client.B().Exists().Key("spigot:login:203.0.113.7").Build()).AsInt64()
+	fmt.Println("keys kept:", n, err)
 	// Output:
-	// 09:00:00 allowed, 2 left
-	// 09:00:00 allowed, 1 left
-	// 09:00:00 allowed, 0 left
-	// 09:00:00 denied, retry in 20s
-	// 09:00:05 denied, retry in 15s
-	// 09:00:20 allowed, 0 left
-	// state kept in [spigot:login:203.0.113.7]
+	// +0s allowed=true left=2 retry=0s
+	// +0s allowed=true left=1 retry=0s
+	// +0s allowed=true left=0 retry=0s
+	// +0s allowed=false left=0 retry=20s
+	// +5s allowed=false left=0 retry=15s
+	// +20s allowed=true left=0 retry=0s
+	// keys kept: 1 <nil>
 }
 
 // Reset fills a bucket at once, in one round trip, and deletes its key:
@@ -78,12 +58,7 @@ func Example() {
 // N is the tokens it gave back, 0 for a bucket that was full. WithPrefix
 // names the keys.
 func Example_reset() {
-	srv, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{addr}})
 	if err != nil {
 		panic(err)
 	}
@@ -91,59 +66,41 @@ func Example_reset() {
 
 	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
 	store := spigotvalkey.New(client, spigotvalkey.WithClock(clk), spigotvalkey.WithPrefix("app:"))
-	login := spigot.New(store, spigot.MustBucket("login", 3, spigot.Per(1, 20*time.Second)))
+	signIn := spigot.New(store, spigot.MustBucket("signin", 3, spigot.Per(1, 20*time.Second)))
 	ctx := context.Background()
-
-	if _, err := login.AllowN(ctx, "alice", 2); err != nil {
-		fmt.Println("error:", err)
+	exists := func() int64 {
+		n, _ := client.Do(ctx, client.B().Exists().Key("app:signin:alice").Build()).AsInt64()
+		return n
 	}
-	fmt.Println("keys:", srv.Keys())
-	d, err := login.Reset(ctx, "alice")
-	fmt.Println("reset gave back:", d.N, err)
-	fmt.Println("keys:", srv.Keys())
-	d, err = login.Allow(ctx, "alice")
+
+	d, err := signIn.AllowN(ctx, "alice", 2)
+	fmt.Println("taken:", d.N, err, "key exists:", exists())
+	d, err = signIn.Reset(ctx, "alice")
+	fmt.Println("reset gave back:", d.N, err, "key exists:", exists())
+	d, err = signIn.Allow(ctx, "alice")
 	fmt.Println("allowed:", d.Allowed(), "remaining:", d.Remaining, err)
 	// Output:
-	// keys: [app:login:alice]
-	// reset gave back: 2 <nil>
-	// keys: []
+	// taken: 2 <nil> key exists: 1
+	// reset gave back: 2 <nil> key exists: 0
 	// allowed: true remaining: 2 <nil>
 }
 
-// An export limit of 100 rows a minute per account. TakeUpTo serves a
-// large request in part, and reports how many rows it may export in N; a
-// request that AllowN allowed but that then failed gives its tokens back
-// with Refund.
-func Example_partialWork() {
-	srv, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	client, err := valkey.NewClient(valkey.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+// A Peek, which changes nothing, is an EVALSHA_RO, which valkey-go sends
+// to a replica when SendToReplicas says so of a read-only command: here a
+// standalone primary and its replica. A Peek then sees what the replica
+// has received of the primary's writes; every other operation goes to the
+// primary.
+func Example_replicas() {
+	client, err := valkey.NewClient(valkey.ClientOption{
+		InitAddress:    []string{"primary.example:6379"},
+		Standalone:     valkey.StandaloneOption{ReplicaAddress: []string{"replica.example:6379"}},
+		SendToReplicas: func(cmd valkey.Completed) bool { return cmd.IsReadOnly() },
+	})
 	if err != nil {
 		panic(err)
 	}
 	defer client.Close()
-
-	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
-	store := spigotvalkey.New(client, spigotvalkey.WithClock(clk))
-	rows := spigot.New(store, spigot.MustBucket("export", 100, spigot.PerMinute(100)))
-	ctx := context.Background()
-	export := func(n int64) error { return errors.New("the database is down") }
-
-	d, _ := rows.TakeUpTo(ctx, "acme", 150)
-	fmt.Println("may export:", d.N, "of 150 rows; left:", d.Remaining)
-
-	clk.Advance(30 * time.Second)
-	d, _ = rows.AllowN(ctx, "acme", 40)
-	fmt.Println("40 rows allowed:", d.Allowed(), "left:", d.Remaining)
-	if err := export(d.N); err != nil {
-		d, _ = rows.Refund(ctx, "acme", d.N) // nothing was served
-		fmt.Println("refunded:", d.N, "left:", d.Remaining)
-	}
-	// Output:
-	// may export: 100 of 150 rows; left: 0
-	// 40 rows allowed: true left: 10
-	// refunded: 40 left: 50
+	quota := spigot.New(spigotvalkey.New(client), spigot.MustBucket("quota", 100, spigot.PerMinute(100)))
+	d, err := quota.Peek(context.Background(), "acme", 1) // on the replica
+	fmt.Println(d.Remaining, err)
 }
