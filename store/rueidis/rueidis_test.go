@@ -42,7 +42,8 @@ func dial(tb testing.TB, addr string, o storetest.Options) storetest.Client {
 		return spigotrueidis.New(client, spigotrueidis.WithClock(clk), spigotrueidis.WithPrefix(prefix))
 	}
 	c.Do = func(ctx context.Context, args ...string) error {
-		return client.Do(ctx, client.B().Arbitrary(args...).Build()).Error()
+		_, err := client.Do(ctx, client.B().Arbitrary(args...).Build()).ToAny() // the reply read whole
+		return err
 	}
 	return c
 }
