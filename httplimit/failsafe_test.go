@@ -8,16 +8,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/httplimit"
-	"github.com/spigot-go/spigot/internal/testclient"
-	"github.com/spigot-go/spigot/internal/testserver"
-	"github.com/spigot-go/spigot/store"
-	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
-	spigotredis "github.com/spigot-go/spigot/store/redis"
 )
 
 // TestStoreErrorFailsSafe: by default a store error serves nothing: 503
@@ -55,36 +49,6 @@ func TestStoreErrorFailsSafe(t *testing.T) {
 		}
 		if strings.Contains(w.Body.String(), errDown.Error()) {
 			t.Errorf("step %d: the body shows the store's error: %q", i, w.Body.String())
-		}
-	}
-}
-
-// TestWrongTypeFailsClosed: on a real redis-server, a key that holds
-// another Redis type is an error about that request, which store/hybrid
-// returns whatever its policy: the middleware must not serve it.
-func TestWrongTypeFailsClosed(t *testing.T) {
-	srv := testserver.Start(t, testserver.Redis)
-	login := spigot.MustBucket("login", 5, spigot.PerMinute(1))
-	const prefix = "wrongtype:"
-	if _, err := srv.Do("RPUSH", store.Key(prefix, login, "192.0.2.1"), "x"); err != nil {
-		t.Fatal(err)
-	}
-	remote := spigotredis.New(testclient.GoRedis(t, srv.Addr), spigotredis.WithPrefix(prefix))
-	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
-		s := hybrid.New(remote, memory.New(), hybrid.WithPolicy(policy), hybrid.WithTimeout(10*time.Second))
-		next := &served{}
-		h := httplimit.New(s, httplimit.By(login, nil)).Wrap(next)
-		for i := range 10 {
-			w := httptest.NewRecorder()
-			r := httptest.NewRequest("POST", "/login", nil)
-			r.RemoteAddr = "192.0.2.1:1234"
-			h.ServeHTTP(w, r)
-			if w.Code != http.StatusServiceUnavailable {
-				t.Errorf("%v: step %d: got %d; want 503", policy, i, w.Code)
-			}
-		}
-		if n := next.n.Load(); n != 0 {
-			t.Errorf("%v: served %d of 10 requests on a key that holds a list; want none", policy, n)
 		}
 	}
 }

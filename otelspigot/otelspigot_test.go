@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -24,7 +26,6 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/httplimit"
-	"github.com/spigot-go/spigot/internal/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/otelspigot"
 	"github.com/spigot-go/spigot/store/hybrid"
@@ -34,7 +35,10 @@ import (
 
 // TestMain turns off go-redis's logging and says how many tests were
 // skipped for want of a server binary.
-func TestMain(m *testing.M) { testclient.Main(m) }
+func TestMain(m *testing.M) {
+	goredis.SetLogger(&logging.VoidLogger{})
+	testserver.Main(m)
+}
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -481,7 +485,9 @@ func TestHybrid(t *testing.T) {
 	ctx := context.Background()
 	mp, r := provider(t)
 	clk := clocktest.New(t0)
-	h := hybrid.New(spigotredis.New(testclient.GoRedis(t, srv.Addr)), memory.New(memory.WithClock(clk)),
+	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	h := hybrid.New(spigotredis.New(rdb), memory.New(memory.WithClock(clk)),
 		hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp))),
 		hybrid.WithBreaker(2, time.Second), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute))
 	reg, err := otelspigot.ObserveCircuit(h, otelspigot.WithMeterProvider(mp))

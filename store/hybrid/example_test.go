@@ -7,32 +7,27 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
-	"github.com/spigot-go/spigot/store/redis"
 )
 
 // A limiter on Redis that keeps limiting in process when Redis is
 // unavailable: spigot.New(hybrid.New(remote, local), bucket) is all it
-// takes. (miniredis stands in for a Redis server.)
+// takes. The remote is store/redis's Store on a go-redis client made as
+// its doc advises,
+//
+//	rdb := goredis.NewClient(&goredis.Options{
+//		Addr:                  "localhost:6379",
+//		ContextTimeoutEnabled: true, // honour the hybrid store's deadline
+//	})
+//	remote := redis.New(rdb) // the stores never close rdb
+//
+// or any other spigot.Store; here a memory store stands in for it.
 func Example() {
-	srv, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	defer srv.Close()
-	rdb := goredis.NewClient(&goredis.Options{
-		Addr:                  srv.Addr(),
-		ContextTimeoutEnabled: true, // honour the hybrid store's deadline
-	})
-	defer rdb.Close() // the stores never close it
-
-	store := hybrid.New(redis.New(rdb), memory.New(),
+	remote := memory.New()
+	store := hybrid.New(remote, memory.New(),
 		// While Redis is unavailable, each of 3 replicas admits a third
 		// of the limit.
 		hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit {

@@ -1,6 +1,8 @@
 package hybrid_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -22,10 +24,23 @@ func TestGroupOnRedis(t *testing.T) {
 	srv := testserver.Start(t, testserver.Redis)
 	c := serverClient(t, srv.Addr, func(o *goredis.Options) { o.DialerRetries = 1 })
 	clk := clocktest.New(t0)
-	rec := &recorder{}
+	var mu sync.Mutex
+	var paths []hybrid.Path // of the decisions since the last take
+	take := func() []hybrid.Path {
+		mu.Lock()
+		defer mu.Unlock()
+		p := paths
+		paths = nil
+		return p
+	}
+	observer := hybrid.Observer{Decision: func(_ context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) {
+		mu.Lock()
+		paths = append(paths, p)
+		mu.Unlock()
+	}}
 	remote := redis.New(c, redis.WithClock(clk))
 	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk),
-		hybrid.WithTimeout(10*sec), hybrid.WithBreaker(1, 10*sec), hybrid.WithObserver(rec.observer()))
+		hybrid.WithTimeout(10*sec), hybrid.WithBreaker(1, 10*sec), hybrid.WithObserver(observer))
 	ip := spigot.MustBucket("ip", 10, spigot.PerSecond(10))
 	user := spigot.MustBucket("user", 3, spigot.PerSecond(1))
 	g := spigot.NewGroup(s, ip, user)
@@ -41,15 +56,14 @@ func TestGroupOnRedis(t *testing.T) {
 			if err != nil || d.Allowed() != (i < 3) || (i == 3 && (d.By != 1 || d.RetryAfter != sec)) {
 				t.Errorf("%s, request %d: %+v, %v; want allowed %v, else denied by the user's limit for 1s", phase, i+1, d, err, i < 3)
 			}
-			ds, _, _ := rec.take()
-			if len(ds) != 2 || ds[0].path != path || ds[1].path != path {
-				t.Errorf("%s, request %d: observed %v; want two decisions on %v", phase, i+1, ds, path)
+			if ps := take(); len(ps) != 2 || ps[0] != path || ps[1] != path {
+				t.Errorf("%s, request %d: observed decisions on %v; want two on %v", phase, i+1, ps, path)
 			}
 		}
 		if d, err := g.Peek(ctx, 0, "10.0.0.1", "alice"); err != nil || d.Each[0].Remaining != ipLeft || d.Each[1].Remaining != 0 {
 			t.Errorf("%s: then %+v, %v; want %d and 0 left: the denial charged nothing", phase, d.Each, err, ipLeft)
 		}
-		rec.take()
+		take()
 	}
 	play("remote", hybrid.PathRemote, 7)
 	if d, err := remote.Do(ctx, spigot.Op{Limit: ip, Key: "10.0.0.1", Action: spigot.Peek}); err != nil || d.Remaining != 7 {
@@ -60,16 +74,16 @@ func TestGroupOnRedis(t *testing.T) {
 	if _, err := g.Allow(ctx, "10.0.0.2", "bob"); err != nil { // opens the breaker
 		t.Fatal(err)
 	}
-	if got := s.Circuit(); got != open {
+	if got := s.Circuit(); got != hybrid.CircuitOpen {
 		t.Fatalf("breaker %v after a failed call; want open", got)
 	}
-	rec.take()
+	take()
 	// The local store starts from what the server last said of alice: her
 	// bucket is empty, and refills as the server's would.
 	if d, err := g.Allow(ctx, "10.0.0.1", "alice"); err != nil || d.Allowed() || d.By != 1 || d.RetryAfter != sec {
 		t.Errorf("local, at once: %+v, %v; want denied by the user's limit for 1s", d, err)
 	}
-	rec.take()
+	take()
 	clk.Advance(3 * sec)
 	play("local", hybrid.PathLocal, 7)
 

@@ -1,4 +1,4 @@
-package hybrid_test
+package testserver_test
 
 import (
 	"testing"

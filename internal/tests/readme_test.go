@@ -13,10 +13,10 @@ import (
 )
 
 // readmePrograms returns every complete program (a Go block that starts
-// with "package main") in README.md.
+// with "package main") in the repository's README.md.
 func readmePrograms(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,8 @@ func readmeProgram(t *testing.T, text string) string {
 }
 
 // buildProgram builds src as a program of this module (so that it imports
-// this tree's packages) into out, or os.DevNull.
+// this tree's packages, with the stores' clients this module requires)
+// into out, or os.DevNull.
 func buildProgram(t *testing.T, src, out string) error {
 	t.Helper()
 	return goCommand(t, map[string]string{"main.go": src}, "build", "-o", out)

@@ -204,7 +204,7 @@ func (r *rig) call(i int, st *stats) (p hybrid.Path, waited bool) {
 	r.last[i].Store(-1)
 	r.tried[i].Store(false)
 	start := time.Now()
-	a, err := takeN(r.t.Context(), r.s, r.buckets[i], "k", 1)
+	a, err := r.s.Do(r.t.Context(), spigot.Op{Limit: r.buckets[i], Key: "k", N: 1})
 	d := time.Since(start)
 	p = hybrid.Path(r.last[i].Load())
 	waited = p == hybrid.PathRemote || r.tried[i].Load()
@@ -222,21 +222,21 @@ func (r *rig) call(i int, st *stats) (p hybrid.Path, waited bool) {
 		bad = fmt.Sprintf("error %v", err)
 	case p == hybrid.PathRemote:
 		if !a.Allowed() || a.N != 1 || a.Remaining < localCap || a.Degraded() {
-			bad = fmt.Sprintf("remote decision %s; want allowed, N 1, Remaining ≥ %d, not degraded", show(a), localCap)
+			bad = fmt.Sprintf("remote decision %+v; want allowed, N 1, Remaining ≥ %d, not degraded", a, localCap)
 		}
 	case p != r.policyPath():
 		bad = fmt.Sprintf("decided by %v; want %v or %v", p, hybrid.PathRemote, r.policyPath())
 	case p == hybrid.PathLocal:
 		if !a.Allowed() || a.N != 1 || a.Remaining >= localCap || a.Degraded() {
-			bad = fmt.Sprintf("local decision %s; want allowed, N 1, Remaining < %d, not degraded", show(a), localCap)
+			bad = fmt.Sprintf("local decision %+v; want allowed, N 1, Remaining < %d, not degraded", a, localCap)
 		}
 	case p == hybrid.PathFailOpen:
-		if a != admitted(1) {
-			bad = fmt.Sprintf("fail-open decision %s; want %s", show(a), show(admitted(1)))
+		if want := (spigot.Decision{N: 1, Remaining: -1}); a != want {
+			bad = fmt.Sprintf("fail-open decision %+v; want %+v", a, want)
 		}
 	case p == hybrid.PathFailClosed:
-		if a != refused(a.RetryAfter) || a.RetryAfter < ms || a.RetryAfter > faultCooldown {
-			bad = fmt.Sprintf("fail-closed decision %s; want %s with RetryAfter in [1ms, %v]", show(a), show(refused(faultCooldown)), faultCooldown)
+		if a != (spigot.Decision{RetryAfter: a.RetryAfter, Remaining: -1}) || a.RetryAfter < ms || a.RetryAfter > faultCooldown {
+			bad = fmt.Sprintf("fail-closed decision %+v; want %+v with RetryAfter in [1ms, %v]", a, spigot.Decision{RetryAfter: faultCooldown, Remaining: -1}, faultCooldown)
 		}
 	}
 	if bad != "" {
@@ -672,7 +672,7 @@ func TestFaultBlink(t *testing.T) {
 						t.Fatalf("%s: not done within a minute (paths %v, breaker %v)", phase, &paths, s.Circuit())
 					}
 					remote, local := paths[hybrid.PathRemote].Load(), paths[hybrid.PathLocal].Load()
-					d, err := takeN(t.Context(), s, b, "k", 1)
+					d, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "k", N: 1})
 					if err != nil {
 						t.Fatalf("%s: %v", phase, err)
 					}
