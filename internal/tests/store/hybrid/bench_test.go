@@ -1,18 +1,20 @@
 package hybrid_test
 
-// The hybrid store's cost over the bare remote store when the remote, a
-// Redis server, is healthy (target: under 5 %); its cost while the breaker
-// is open is measured in store/hybrid. Compare the medians:
+// The hybrid store's cost: over the bare remote store when the remote is
+// healthy (target: under 5 %), and, while the breaker is open, against the
+// memory store alone (target: within 2×). Compare each pair's medians:
 //
 //	SPIGOT_REQUIRE_SERVERS=1 go test -run='^$' -bench=Hybrid -benchmem -count=5 ./internal/tests/store/hybrid/
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
@@ -65,6 +67,51 @@ func BenchmarkHybrid(b *testing.B) {
 			b.Errorf("%d requests fell back on the local store: the remote failed", n)
 		}
 	})
+
+	b.Run("open", func(b *testing.B) {
+		clk := clocktest.New(t0) // the breaker never reaches its probe
+		failing := &down{}
+		open := hybrid.New(failing, memory.New(), hybrid.WithClock(clk), hybrid.WithBreaker(1, time.Hour))
+		if _, err := open.Do(context.Background(), benchOp); err != nil || open.Circuit() != hybrid.CircuitOpen {
+			b.Fatalf("opening the breaker: %v, breaker %v", err, open.Circuit())
+		}
+		stores := []struct {
+			name string
+			s    spigot.Store
+		}{
+			{"store=memory", memory.New()},
+			{"store=hybrid", open},
+		}
+		for _, run := range []struct {
+			name string
+			f    func(*testing.B, spigot.Store)
+		}{{"loop=serial", serial}, {"loop=parallel", parallel}} {
+			b.Run(run.name, func(b *testing.B) {
+				for _, st := range stores {
+					b.Run(st.name, func(b *testing.B) { run.f(b, st.s) })
+				}
+			})
+		}
+		if n := failing.calls.Load(); n != 1 {
+			b.Errorf("the remote was called %d times with the breaker open, want once (to open it)", n)
+		}
+	})
+}
+
+// down is a remote store whose server cannot be reached: it fails every
+// call at once, and counts them.
+type down struct{ calls atomic.Int64 }
+
+var errDown = errors.New("remote down")
+
+func (d *down) Do(context.Context, spigot.Op) (spigot.Decision, error) {
+	d.calls.Add(1)
+	return spigot.Decision{}, errDown
+}
+
+func (d *down) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot.Decision) error {
+	d.calls.Add(1)
+	return errDown
 }
 
 // serial makes requests one after the other on one key.
