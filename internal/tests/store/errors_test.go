@@ -18,7 +18,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/internal/testclient"
+	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"

@@ -3,7 +3,7 @@ package store_test
 import (
 	"testing"
 
-	"github.com/spigot-go/spigot/internal/testclient"
+	"github.com/spigot-go/spigot/internal/tests/testclient"
 )
 
 // TestMain turns off go-redis's logging and says how many tests were

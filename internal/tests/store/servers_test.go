@@ -30,7 +30,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
-	"github.com/spigot-go/spigot/internal/testclient"
+	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"

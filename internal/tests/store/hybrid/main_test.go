@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spigot-go/spigot/internal/testclient"
+	"github.com/spigot-go/spigot/internal/tests/testclient"
 )
 
 // TestMain turns off go-redis's logging and says how many tests were
