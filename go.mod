@@ -1,16 +1,3 @@
 module github.com/spigot-go/spigot
 
 go 1.26.0
-
-require (
-	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redis/rueidis v1.0.79
-	github.com/valkey-io/valkey-go v1.0.79
-)
-
-require (
-	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	go.uber.org/atomic v1.12.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
-)

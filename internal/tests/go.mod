@@ -8,6 +8,9 @@ require (
 	github.com/redis/rueidis v1.0.79
 	github.com/spigot-go/spigot v0.0.0-00010101000000-000000000000
 	github.com/spigot-go/spigot/internal/bench v0.0.0-00010101000000-000000000000
+	github.com/spigot-go/spigot/store/redis v0.0.0-00010101000000-000000000000
+	github.com/spigot-go/spigot/store/rueidis v0.0.0-00010101000000-000000000000
+	github.com/spigot-go/spigot/store/valkey v0.0.0-00010101000000-000000000000
 	github.com/valkey-io/valkey-go v1.0.79
 	golang.org/x/time v0.16.0
 )
