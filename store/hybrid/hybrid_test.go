@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
+	"github.com/spigot-go/spigot/internal/hybridtest"
 	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
@@ -285,33 +285,6 @@ func (r *recorder) take() (ds []decision, errs []remoteError, transitions string
 	ds, errs, transitions = r.decisions, r.errs, strings.Join(r.transitions, " ")
 	r.decisions, r.errs, r.transitions = nil, nil, nil
 	return ds, errs, transitions
-}
-
-// ---- goroutine leaks ----
-
-// checkGoroutines fails t unless, when t ends (after the cleanups
-// registered after this call: releasing remotes, closing clients, stopping
-// servers), the number of goroutines comes back to what it is now within
-// patience.
-func checkGoroutines(t testing.TB) {
-	t.Helper()
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(patience)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= base {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("%d goroutines are running, %d before the test; leaked:\n%s", n, base, buf)
-				return
-			}
-			time.Sleep(5 * ms)
-		}
-	})
 }
 
 // ---- step tables ----
@@ -712,7 +685,7 @@ func TestInvalidInput(t *testing.T) {
 func TestCallerCancellation(t *testing.T) {
 	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
 		t.Run(policy.String(), func(t *testing.T) {
-			checkGoroutines(t)
+			hybridtest.CheckGoroutines(t, patience)
 			f := newFixture(t, hybrid.WithPolicy(policy), hybrid.WithBreaker(2, 10*sec))
 			cancelled, cancel := context.WithCancel(t.Context())
 			cancel()
@@ -777,7 +750,7 @@ func TestCallerCancellation(t *testing.T) {
 // TestAbandonedProbe: a probe whose caller gives up teaches nothing: the
 // breaker goes back to open and the next request probes at once.
 func TestAbandonedProbe(t *testing.T) {
-	checkGoroutines(t)
+	hybridtest.CheckGoroutines(t, patience)
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
 	f.remote.set(fail)
 	takeN(t.Context(), f.s, cap4, "k", 1)
@@ -834,7 +807,7 @@ func TestHalfOpen(t *testing.T) {
 		{hybrid.FailClosed, hybrid.PathFailClosed, refused(10 * sec)},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
-			checkGoroutines(t)
+			hybridtest.CheckGoroutines(t, patience)
 			f := newFixture(t, hybrid.WithPolicy(c.policy), hybrid.WithBreaker(1, 10*sec))
 			f.remote.set(fail)
 			takeN(t.Context(), f.s, cap4, "k", 1)
@@ -910,7 +883,7 @@ func TestDeadline(t *testing.T) {
 		{hybrid.FailClosed, hybrid.PathFailClosed, refused(10 * sec)},
 	} {
 		t.Run(c.policy.String(), func(t *testing.T) {
-			checkGoroutines(t)
+			hybridtest.CheckGoroutines(t, patience)
 			f := newFixture(t, hybrid.WithPolicy(c.policy), hybrid.WithTimeout(timeout), hybrid.WithBreaker(2, 10*sec))
 			f.remote.set(hang)
 			for i := range 3 { // the second opens the breaker; the third does not wait
@@ -953,7 +926,7 @@ func TestDeadline(t *testing.T) {
 // TestLateAnswer: a remote call that answers after its deadline changes
 // nothing: its request was already decided by the policy.
 func TestLateAnswer(t *testing.T) {
-	checkGoroutines(t)
+	hybridtest.CheckGoroutines(t, patience)
 	f := newFixture(t, hybrid.WithTimeout(20*ms), hybrid.WithBreaker(5, 10*sec))
 	f.remote.set(hang)
 	if a, err := takeN(t.Context(), f.s, cap4, "k", 1); err != nil || a != allow(1, 3, sec) {
@@ -975,7 +948,7 @@ func TestLateAnswer(t *testing.T) {
 // nor writes the decisions the caller reuses once DoMulti has returned
 // (as httplimit does, from a pool), and it charges the ops it was given.
 func TestLateAnswerMulti(t *testing.T) {
-	checkGoroutines(t)
+	hybridtest.CheckGoroutines(t, patience)
 	f := newFixture(t, hybrid.WithTimeout(20*ms), hybrid.WithBreaker(5, 10*sec))
 	f.remote.set(hang)
 	ops := []spigot.Op{{Limit: cap4, Key: "a", N: 1}, {Limit: cap4, Key: "b", N: 2}}
@@ -1207,7 +1180,7 @@ func TestDefaults(t *testing.T) {
 	if hybrid.DefaultTimeout != 50*ms || hybrid.DefaultFailures != 5 || hybrid.DefaultCooldown != 5*sec {
 		t.Errorf("got defaults %v, %d, %v; want 50ms, 5, 5s", hybrid.DefaultTimeout, hybrid.DefaultFailures, hybrid.DefaultCooldown)
 	}
-	checkGoroutines(t)
+	hybridtest.CheckGoroutines(t, patience)
 	clk := clocktest.New(t0)
 	remote := newFakeRemote(t, clk)
 	rec := &recorder{}
@@ -1261,25 +1234,6 @@ func TestStrings(t *testing.T) {
 
 // ---- conformance ----
 
-// healthy is an observer that fails t on any decision not by the remote and
-// any remote error but one matching errors.ErrUnsupported (the remote's
-// answer to what it cannot do, such as several ops in one DoMulti): with a
-// healthy remote, the remote decides everything.
-func healthy(t *testing.T) hybrid.Observer {
-	return hybrid.Observer{
-		Decision: func(_ context.Context, op spigot.Op, p hybrid.Path, _ spigot.Decision) {
-			if p != hybrid.PathRemote {
-				t.Errorf("%v: a decision by %v with a healthy remote", op, p)
-			}
-		},
-		RemoteError: func(_ context.Context, op spigot.Op, err error, latency time.Duration) {
-			if !errors.Is(err, errors.ErrUnsupported) {
-				t.Errorf("%v: remote error after %v with a healthy remote: %v", op, latency, err)
-			}
-		},
-	}
-}
-
 // TestConformance: with a healthy remote, the hybrid store is the remote
 // store (internal/tests/store/hybrid runs it on a Redis server). The
 // timeout is generous, so that a slow machine does not make the remote
@@ -1288,7 +1242,7 @@ func TestConformance(t *testing.T) {
 	t.Run("remote=memory", func(t *testing.T) {
 		conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
 			return hybrid.New(memory.New(memory.WithClock(clk)), memory.New(memory.WithClock(clk)),
-				hybrid.WithClock(clk), hybrid.WithObserver(healthy(t)), hybrid.WithTimeout(10*sec))
+				hybrid.WithClock(clk), hybrid.WithObserver(hybridtest.Healthy(t)), hybrid.WithTimeout(10*sec))
 		})
 	})
 }
@@ -1310,7 +1264,7 @@ func (stuck) DoMulti(ctx context.Context, _ spigot.Mode, _ []spigot.Op, _ []spig
 // TestDeadlineThroughContext: without WithDetach the deadline reaches the
 // remote through its context, on the caller's goroutine.
 func TestDeadlineThroughContext(t *testing.T) {
-	checkGoroutines(t)
+	hybridtest.CheckGoroutines(t, patience)
 	clk := clocktest.New(t0)
 	s := hybrid.New(stuck{}, memory.New(memory.WithClock(clk)), hybrid.WithTimeout(30*ms), hybrid.WithClock(clk))
 	b := spigot.MustBucket("stuck", 2, spigot.PerSecond(1))

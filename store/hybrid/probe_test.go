@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/hybridtest"
 	"github.com/spigot-go/spigot/store/hybrid"
 )
 
@@ -17,7 +18,7 @@ import (
 // that state, so the next request goes to the policy and is never a
 // second concurrent probe.
 func TestOneProbeDespiteStaleAbandon(t *testing.T) {
-	checkGoroutines(t)
+	hybridtest.CheckGoroutines(t, patience)
 	f := newFixture(t, hybrid.WithBreaker(1, 10*sec))
 	f.remote.set(hang)
 	ctx, cancel := context.WithCancel(t.Context())

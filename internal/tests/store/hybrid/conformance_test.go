@@ -1,8 +1,6 @@
 package hybrid_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -11,30 +9,12 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/conformance"
+	"github.com/spigot-go/spigot/internal/hybridtest"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 	"github.com/spigot-go/spigot/store/redis"
 )
-
-// healthy is an observer that fails t on any decision not by the remote and
-// any remote error but one matching errors.ErrUnsupported (the remote's
-// answer to what it cannot do, such as several ops in one DoMulti): with a
-// healthy remote, the remote decides everything.
-func healthy(t *testing.T) hybrid.Observer {
-	return hybrid.Observer{
-		Decision: func(_ context.Context, op spigot.Op, p hybrid.Path, _ spigot.Decision) {
-			if p != hybrid.PathRemote {
-				t.Errorf("%v: a decision by %v with a healthy remote", op, p)
-			}
-		},
-		RemoteError: func(_ context.Context, op spigot.Op, err error, latency time.Duration) {
-			if !errors.Is(err, errors.ErrUnsupported) {
-				t.Errorf("%v: remote error after %v with a healthy remote: %v", op, latency, err)
-			}
-		},
-	}
-}
 
 // serverClient returns a go-redis client of the server at addr with the
 // options the store's doc asks for, closed when tb ends; opts, if any,
@@ -61,12 +41,12 @@ func TestConformance(t *testing.T) {
 		conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
 			remote := redis.New(c, redis.WithClock(clk), redis.WithPrefix(t.Name()+":"))
 			return hybrid.New(remote, memory.New(memory.WithClock(clk)),
-				hybrid.WithClock(clk), hybrid.WithObserver(healthy(t)), hybrid.WithTimeout(10*time.Second))
+				hybrid.WithClock(clk), hybrid.WithObserver(hybridtest.Healthy(t)), hybrid.WithTimeout(10*time.Second))
 		})
 	})
 	t.Run("remote=redis/server-time", func(t *testing.T) {
 		conformance.RunRealTime(t, func(t *testing.T) spigot.Store {
-			return hybrid.New(redis.New(c), memory.New(), hybrid.WithObserver(healthy(t)), hybrid.WithTimeout(10*time.Second))
+			return hybrid.New(redis.New(c), memory.New(), hybrid.WithObserver(hybridtest.Healthy(t)), hybrid.WithTimeout(10*time.Second))
 		})
 	})
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/hybridtest"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
@@ -426,7 +427,7 @@ func TestFaultServer(t *testing.T) {
 		{faultClients[2], hybrid.Local},
 	} {
 		t.Run(fmt.Sprintf("client=%s/policy=%v", c.client.name, c.policy), func(t *testing.T) {
-			checkGoroutines(t)
+			hybridtest.CheckGoroutines(t, patience)
 			srv := testserver.Start(t, testserver.Redis)
 			r := newRig(t, c.client.store(t, srv.Addr), c.policy)
 
@@ -456,7 +457,7 @@ func TestFaultProxy(t *testing.T) {
 	testserver.SkipShort(t, "delays and drops a server's connections")
 	for _, client := range faultClients {
 		t.Run("client="+client.name, func(t *testing.T) {
-			checkGoroutines(t)
+			hybridtest.CheckGoroutines(t, patience)
 			srv := testserver.Start(t, testserver.Redis)
 			p := startProxy(t, srv.Addr)
 			r := newRig(t, client.store(t, p.addr()), hybrid.Local)
@@ -652,7 +653,7 @@ func TestFaultBlink(t *testing.T) {
 	testserver.SkipShort(t, "pauses a server")
 	for _, keys := range []int{hybrid.DefaultMemory, 0} {
 		t.Run(fmt.Sprintf("memory=%d", keys), func(t *testing.T) {
-			checkGoroutines(t)
+			hybridtest.CheckGoroutines(t, patience)
 			srv := testserver.Start(t, testserver.Redis)
 			const capacity, rate = 20, 20 // tokens, per second
 			b := spigot.MustBucket(fmt.Sprint("blink-", time.Now().UnixNano()), capacity, spigot.PerSecond(rate))

@@ -1,7 +1,6 @@
 package hybrid_test
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -23,28 +22,3 @@ const (
 	// happen within milliseconds: it only fails a hang.
 	patience = time.Minute
 )
-
-// checkGoroutines fails t unless, when t ends (after the cleanups
-// registered after this call: releasing remotes, closing clients, stopping
-// servers), the number of goroutines comes back to what it is now within
-// patience.
-func checkGoroutines(t testing.TB) {
-	t.Helper()
-	base := runtime.NumGoroutine()
-	t.Cleanup(func() {
-		deadline := time.Now().Add(patience)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= base {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("%d goroutines are running, %d before the test; leaked:\n%s", n, base, buf)
-				return
-			}
-			time.Sleep(5 * ms)
-		}
-	})
-}
