@@ -43,7 +43,8 @@ type Topology struct {
 
 	// Detach sends each call on a goroutine of its own when the caller's
 	// context can end, so that the call returns as soon as the context
-	// is done, whatever the client is doing then (see Store.Do).
+	// is done, whatever the client is doing then; the request, once sent,
+	// goes on without the caller, its reply dropped.
 	Detach bool
 
 	// Boxed says that the client takes a command as ...any (Call.Line)
