@@ -112,15 +112,8 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		c.Argv = x.argv[:]
 	}
 	c.Keys, c.ReadOnly = x.key[:], op.Action == spigot.Peek && !s.noRO.Load()
-	if err := x.await(ctx); err != nil {
-		return spigot.Decision{}, s.err(err, false)
-	}
-	defer x.release()
-	if r := &c.Reply; r.Err != nil {
-		return spigot.Decision{}, s.err(r.Err, r.ServerErr)
-	}
 	var out [1]spigot.Decision
-	err := decode(c.Reply, out[:], nil)
+	err := s.run(ctx, x, out[:])
 	return out[0], err
 }
 
@@ -142,31 +135,44 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		return nil
 	case mode == spigot.Independent:
 		return s.batch(ctx, ops, out)
-	case s.topo.Part != nil:
-		parts := make([]uint64, len(ops))
-		for i, op := range ops {
-			parts[i] = s.topo.Part(s.key(op))
-		}
-		if slices.ContainsFunc(parts, func(p uint64) bool { return p != parts[0] }) {
-			return &spigot.PartsError{Parts: parts}
-		}
 	}
-	return s.all(ctx, ops, out)
+	x := s.exchange(1)
+	s.set(&x.calls[0], ops, false)
+	if err := s.parts(x.calls[0].Keys); err != nil {
+		x.release()
+		return err
+	}
+	return s.run(ctx, x, out)
 }
 
-// all applies ops all or nothing in one call of the script.
-func (s *Store) all(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
-	x := s.exchange(1)
-	c := &x.calls[0]
-	s.set(c, ops, false)
+// parts returns a *spigot.PartsError for keys that a client whose scripts
+// see one part of the keys only cannot take in one call, and nil for keys
+// of one part.
+func (s *Store) parts(keys []string) error {
+	if s.topo.Part == nil {
+		return nil
+	}
+	parts := make([]uint64, len(keys))
+	for i, k := range keys {
+		parts[i] = s.topo.Part(k)
+	}
+	if slices.ContainsFunc(parts, func(p uint64) bool { return p != parts[0] }) {
+		return &spigot.PartsError{Parts: parts}
+	}
+	return nil
+}
+
+// run sends x, one call of the script over len(out) keys applied together
+// (one op, or several all or nothing), and sets out from its reply.
+func (s *Store) run(ctx context.Context, x *exchange, out []spigot.Decision) error {
 	if err := x.await(ctx); err != nil {
 		return s.err(err, false)
 	}
 	defer x.release()
-	if r := &c.Reply; r.Err != nil {
+	if r := &x.calls[0].Reply; r.Err != nil {
 		return s.err(r.Err, r.ServerErr)
 	}
-	return decode(c.Reply, out, nil)
+	return decode(x.calls[0].Reply, out, nil)
 }
 
 // set makes c the call of the script on ops: all or nothing, or, for a
