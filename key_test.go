@@ -2,6 +2,7 @@ package spigot_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func TestMaxKeyLen(t *testing.T) {
 		if _, err := op.Apply(&st, now); !errors.Is(err, spigot.ErrInvalidKey) || !strings.HasPrefix(err.Error(), "spigot: ") {
 			t.Errorf("%v: Apply = %v; want a spigot error matching ErrInvalidKey", a, err)
 		}
-		if st != kept {
+		if !reflect.DeepEqual(st, kept) {
 			t.Errorf("%v: Apply of an invalid op changed the state: %+v; want %+v", a, st, kept)
 		}
 	}

@@ -22,16 +22,16 @@ const Never = time.Duration(math.MaxInt64)
 const MaxExact = 1 << 53
 
 // A Limit is a named rule for how much a key may do: how many tokens it
-// may take and how fast they come back. Its Kind is the algorithm; today
-// there is one, the token bucket (NewBucket): it holds up to Capacity
-// tokens and refills continuously at Rate, and a request takes its tokens
-// when the bucket holds that many, and nothing otherwise.
+// may take and how fast they come back. Its Kind is the algorithm, chosen
+// by the constructor: NewBucket (a token bucket), NewFixedWindow,
+// NewSlidingWindow, NewSlidingLog and NewLeakyBucket. Every store runs
+// every kind, and every action means something for each (see Kind).
 //
 // A Limit is an immutable, comparable value, one word long: copy it
 // freely, share it between goroutines, use it as a map key. Limits made
 // with the same arguments are equal. The zero Limit is invalid;
-// every store rejects it with ErrInvalidLimit. Create one with NewBucket
-// or MustBucket.
+// every store rejects it with ErrInvalidLimit. Create one with a
+// constructor, or Must of one for constants.
 //
 // Internally a token bucket counts in scaled units so that its arithmetic
 // is exact: with the period p in microseconds and g = gcd(Rate.Tokens, p),
@@ -48,11 +48,13 @@ type Limit struct {
 type limit struct {
 	name     string
 	kind     Kind
-	capacity int64
+	capacity int64 // a bucket's capacity, a window's limit
 	rate     Rate
-	scale    int64 // units per token: period_µs / g
-	refill   int64 // units per microsecond: Rate.Tokens / g
-	max      int64 // capacity in units: capacity × scale
+	scale    int64 // buckets: units per token, period_µs / g
+	refill   int64 // buckets: units per microsecond, Rate.Tokens / g
+	max      int64 // buckets: capacity in units, capacity × scale
+	window   int64 // windows: the window in µs, a whole number of ms
+	offset   int64 // a fixed window: where windows start, in [0, window) µs
 }
 
 // zero is the config of the zero Limit.
@@ -103,6 +105,29 @@ func forget(c limit) {
 
 // Kind is the algorithm of a Limit. The zero Kind is none: it marks the
 // zero Limit and the zero State.
+//
+// Every kind takes each action (Op.Action) and any number of keys at once
+// (Store.DoMulti), with these meanings; N is tokens for the buckets, and
+// requests (of that weight) for the windows:
+//
+//	              Take, Peek           TakeUpTo            Refund               Reset
+//	TokenBucket   N if it holds N      what it holds, ≤ N  adds N, ≤ capacity   fills it
+//	LeakyBucket   N if the queue has   what fits, ≤ N      frees N places       empties the queue
+//	              room (with a Delay)  (with a Delay)
+//	FixedWindow   N if the window has  what it has, ≤ N    uncounts N of this   forgets the count
+//	              room                                     window's
+//	SlidingWindow N if the weighted    what fits, ≤ N      uncounts N, this     forgets the counts
+//	              count has room                           window's first
+//	SlidingLog    N if the last window what fits, ≤ N      forgets the N most   forgets the log
+//	              holds fewer than                         recent
+//	              Limit−N+1
+//
+// Decisions mean the same on every kind: N is what moved, Remaining the
+// whole tokens (or requests) that a Take could have now, RetryAfter the
+// exact wait after which the same Take is admitted if nothing else takes
+// capacity (Never when N is above the capacity), ResetAfter the time until
+// the limit is whole again, after which its state is forgotten. Only a
+// leaky bucket sets Decision.Delay.
 type Kind uint8
 
 // The kinds of limit.
@@ -110,21 +135,48 @@ const (
 	// TokenBucket is a bucket of Capacity tokens that refills
 	// continuously at Rate: bursts up to Capacity, then Rate on average.
 	TokenBucket Kind = 1
+	// FixedWindow admits Rate.Tokens in each window of Rate.Period, the
+	// windows laid end to end from the Unix epoch (plus an offset). Its
+	// count starts again at each window's start, so up to twice the limit
+	// can pass across a boundary: the limit at the end of one window and
+	// again at the start of the next.
+	FixedWindow Kind = 2
+	// SlidingWindow is the sliding window counter: fixed windows, and a
+	// request counts the previous window's requests weighted by how much
+	// of the sliding window still covers it, current + previous ×
+	// (window − elapsed) / window, in whole milliseconds. It smooths the
+	// fixed window's boundary burst at the cost of two counters a key.
+	SlidingWindow Kind = 3
+	// SlidingLog keeps the instant of every token taken in the last
+	// window: exact, it never admits more than Rate.Tokens in any window of
+	// Rate.Period, at the cost of a state that grows with the limit (see
+	// MaxLog).
+	SlidingLog Kind = 4
+	// LeakyBucket is the leaky bucket as a queue, a shaper: requests leave
+	// at Rate, evenly spaced, and one that finds Capacity requests queued
+	// (counting the one leaving now) is denied. An admitted request's
+	// Decision.Delay says how long it must wait for its turn.
+	LeakyBucket Kind = 5
 )
+
+var kindNames = [...]string{"none", "TokenBucket", "FixedWindow", "SlidingWindow", "SlidingLog", "LeakyBucket"}
 
 // String returns the kind's name, as in "TokenBucket".
 func (k Kind) String() string {
-	switch k {
-	case 0:
-		return "none"
-	case TokenBucket:
-		return "TokenBucket"
+	if int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// NewBucket returns a bucket named name that holds up to capacity tokens and
-// refills at rate. The name identifies the bucket's state in a store: two
+// MaxLog is the largest limit of a sliding log. Its state holds one
+// instant (8 bytes in memory, a few bytes in Redis) for each token taken
+// in the last window, and a request reads it whole on Redis, so the bound
+// keeps what one key costs a store small.
+const MaxLog = 1000
+
+// NewBucket returns a token bucket named name that holds up to capacity
+// tokens and refills at rate. The name identifies the bucket's state in a store: two
 // buckets with the same name share state, so a deploy that changes a
 // bucket's capacity or rate keeps each key's tokens (clamped to the new
 // capacity). On a Redis Cluster, a name with a {hash tag} (such as
@@ -141,16 +193,34 @@ func (k Kind) String() string {
 // would not fit (a capacity in scaled units above MaxExact). A capacity of
 // 0 is valid: such a bucket admits only cost 0.
 func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
+	return newBucket(TokenBucket, name, capacity, rate)
+}
+
+// NewLeakyBucket returns a leaky bucket named name: a queue of size places
+// that lets requests leave at rate, evenly spaced (a shaper). A request
+// of cost n takes n places, and the Decision of an admitted one says, in
+// Delay, how long it must wait for its turn: 0 when the queue is empty,
+// the time for the requests ahead of it to leave otherwise. A request
+// that does not fit in the queue is denied, with the RetryAfter after
+// which it fits. Across replicas sharing a store, requests leave spaced
+// at the rate, whichever replica admitted them.
+//
+// A leaky bucket is a token bucket of capacity size whose requests wait
+// until the bucket would have refilled what was taken before them: it
+// takes the same arguments, with the same rules, and keeps the same state
+// (Tokens is the queue's free room).
+func NewLeakyBucket(name string, size int64, rate Rate) (Limit, error) {
+	return newBucket(LeakyBucket, name, size, rate)
+}
+
+func newBucket(kind Kind, name string, capacity int64, rate Rate) (Limit, error) {
+	if err := checkName(name); err != nil {
+		return Limit{}, err
+	}
 	bad := func(format string, args ...any) (Limit, error) {
 		return Limit{}, fmt.Errorf("%w %q: %s", ErrInvalidLimit, name, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case name == "":
-		return Limit{}, fmt.Errorf("%w: the name is empty", ErrInvalidLimit)
-	case strings.Contains(name, ":"):
-		return bad("the name must not contain ':', which separates it from the key in a store")
-	case unclosedTag(name):
-		return bad("the name's first '{' must be closed by a '}' after it: a hash tag that a key could close would let the key choose its cluster slot")
 	case capacity < 0:
 		return bad("capacity %d is negative", capacity)
 	case rate.Tokens < 1:
@@ -164,7 +234,7 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	g := gcd(rate.Tokens, period)
 	b := limit{
 		name:     name,
-		kind:     TokenBucket,
+		kind:     kind,
 		capacity: capacity,
 		rate:     rate,
 		scale:    period / g,
@@ -183,6 +253,110 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	return Limit{intern(b)}, nil
 }
 
+// NewFixedWindow returns a fixed window named name that admits
+// rate.Tokens tokens in each window of rate.Period: at most 10 000 a day
+// is NewFixedWindow("export", PerDay(10_000), 0). The windows are laid end
+// to end from the Unix epoch shifted by offset: with an offset of 0, daily
+// windows start at 00:00 UTC; an offset of 5h starts them at 05:00 UTC
+// (midnight in UTC−5). The offset is taken modulo the window, so −1h is
+// 23h for daily windows.
+//
+// A fixed window is the cheapest limit, and the coarsest: a key may take
+// the whole limit at the end of one window and again at the start of the
+// next, twice the limit in a moment. A denial's RetryAfter is the time
+// until the next window.
+//
+// It rejects, with an error that wraps ErrInvalidLimit, what NewBucket
+// rejects of a name, a rate of fewer than 1 token, a window under a
+// millisecond or not a whole number of milliseconds, an offset that is not
+// a whole number of milliseconds, and a limit above MaxExact.
+func NewFixedWindow(name string, rate Rate, offset time.Duration) (Limit, error) {
+	if offset%time.Millisecond != 0 {
+		return Limit{}, fmt.Errorf("%w %q: offset %v: want a whole number of milliseconds", ErrInvalidLimit, name, offset)
+	}
+	return newWindow(FixedWindow, name, rate, offset)
+}
+
+// NewSlidingWindow returns a sliding window counter named name that
+// admits about rate.Tokens tokens in any window of rate.Period: a request
+// is admitted when current + previous × (window − elapsed) / window, plus
+// its cost, is at most the limit, where current and previous are the
+// tokens taken in this fixed window and the one before, and elapsed is the
+// time since this one started, in whole milliseconds (the windows are laid
+// end to end from the Unix epoch). With a limit of 10, 8 taken in the
+// previous window and 3 in this one, 30% of the way in, the count is 3 + 8
+// × 0.7 = 8.6 and one more is admitted. The comparison is exact, in
+// integers, and so is a denial's RetryAfter, which may fall in the next
+// window.
+//
+// It assumes that the previous window's tokens were taken evenly, so it is
+// the seeds' pick for public APIs rather than for exact guarantees: use
+// NewSlidingLog for those.
+//
+// It rejects, with an error that wraps ErrInvalidLimit, what
+// NewFixedWindow rejects, and a limit whose exact arithmetic would not fit:
+// rate.Tokens × the window in milliseconds above MaxExact (10⁸ a day).
+func NewSlidingWindow(name string, rate Rate) (Limit, error) {
+	return newWindow(SlidingWindow, name, rate, 0)
+}
+
+// NewSlidingLog returns a sliding window log named name that admits at
+// most rate.Tokens tokens in any window of rate.Period, exactly: "at most
+// 5 password resets in any 24 hours" is NewSlidingLog("reset",
+// PerDay(5)). A denial's RetryAfter is the time until enough of the
+// tokens in the log are a whole window old.
+//
+// Its state keeps the instant of each token taken in the last window:
+// State.Log, 8 bytes a token in memory, and a few bytes a token in Redis,
+// where every request reads it whole. A limit is at most MaxLog tokens.
+//
+// It rejects, with an error that wraps ErrInvalidLimit, what
+// NewFixedWindow rejects, and a rate of more than MaxLog tokens.
+func NewSlidingLog(name string, rate Rate) (Limit, error) {
+	return newWindow(SlidingLog, name, rate, 0)
+}
+
+func newWindow(kind Kind, name string, rate Rate, offset time.Duration) (Limit, error) {
+	if err := checkName(name); err != nil {
+		return Limit{}, err
+	}
+	bad := func(format string, args ...any) (Limit, error) {
+		return Limit{}, fmt.Errorf("%w %q: %s", ErrInvalidLimit, name, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case rate.Tokens < 1:
+		return bad("rate %v: a window must admit at least one token", rate)
+	case rate.Period < time.Millisecond || rate.Period%time.Millisecond != 0:
+		return bad("rate %v: the window must be a whole number of milliseconds", rate)
+	case rate.Tokens > MaxExact:
+		return bad("rate %v: more than 2^53 tokens", rate)
+	case kind == SlidingLog && rate.Tokens > MaxLog:
+		return bad("rate %v: a sliding log keeps every token of its window, and holds at most MaxLog (%d); use a sliding window counter for more", rate, MaxLog)
+	}
+	w := int64(rate.Period / time.Microsecond)
+	if kind == SlidingWindow && rate.Tokens > MaxExact/(w/1000) {
+		return bad("rate %v: %d tokens × %d ms is more than 2^53, where the weighted count is exact; use a fixed window or a shorter window", rate, rate.Tokens, w/1000)
+	}
+	off := int64(offset/time.Microsecond) % w
+	if off < 0 {
+		off += w
+	}
+	return Limit{intern(limit{name: name, kind: kind, capacity: rate.Tokens, rate: rate, window: w, offset: off})}, nil
+}
+
+// checkName returns the error of a name no limit may have.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the name is empty", ErrInvalidLimit)
+	case strings.Contains(name, ":"):
+		return fmt.Errorf("%w %q: the name must not contain ':', which separates it from the key in a store", ErrInvalidLimit, name)
+	case unclosedTag(name):
+		return fmt.Errorf("%w %q: the name's first '{' must be closed by a '}' after it: a hash tag that a key could close would let the key choose its cluster slot", ErrInvalidLimit, name)
+	}
+	return nil
+}
+
 // unclosedTag reports whether name has a '{' and no '}' after its first.
 func unclosedTag(name string) bool {
 	i := strings.IndexByte(name, '{')
@@ -192,11 +366,18 @@ func unclosedTag(name string) bool {
 // MustBucket is like NewBucket but panics on invalid input. It is meant for
 // package-level variables whose arguments are constants.
 func MustBucket(name string, capacity int64, rate Rate) Limit {
-	b, err := NewBucket(name, capacity, rate)
+	return Must(NewBucket(name, capacity, rate))
+}
+
+// Must returns l, and panics if err is not nil. It is meant for
+// package-level variables whose arguments are constants:
+//
+//	var resets = spigot.Must(spigot.NewSlidingLog("reset", spigot.PerDay(5)))
+func Must(l Limit, err error) Limit {
 	if err != nil {
 		panic(err)
 	}
-	return b
+	return l
 }
 
 // Name returns the limit's name.
@@ -205,55 +386,85 @@ func (l Limit) Name() string { return l.config().name }
 // Kind returns the limit's algorithm.
 func (l Limit) Kind() Kind { return l.config().kind }
 
-// Capacity returns the most tokens the bucket holds.
+// Capacity returns the most tokens the limit holds: a bucket's capacity,
+// a leaky bucket's size, a window's limit (its Rate's Tokens).
 func (l Limit) Capacity() int64 { return l.config().capacity }
 
-// Rate returns how fast the bucket refills.
+// Rate returns how fast a bucket refills, or how many tokens a window
+// admits (Tokens) in how long (Period).
 func (l Limit) Rate() Rate { return l.config().rate }
 
-// Scale returns how many scaled units make one token (see Limit). Stores
-// that run the model outside Go, such as the Redis Lua script, pass it
-// along with Refill and the capacity. It is 0 for the zero Limit.
+// Window returns a window's length, and 0 for a bucket.
+func (l Limit) Window() time.Duration { return time.Duration(l.config().window) * time.Microsecond }
+
+// Offset returns where a fixed window's windows start, after each whole
+// multiple of the window since the Unix epoch, in [0, Window).
+func (l Limit) Offset() time.Duration { return time.Duration(l.config().offset) * time.Microsecond }
+
+// Scale returns how many scaled units make one token of a bucket (see
+// Limit). Stores that run the model outside Go, such as the Redis Lua
+// script, pass it along with Refill and the capacity. It is 0 for the zero
+// Limit and for windows.
 func (l Limit) Scale() int64 { return l.config().scale }
 
-// Refill returns how many scaled units the bucket gains per microsecond.
+// Refill returns how many scaled units a bucket gains per microsecond; 0
+// for windows.
 func (l Limit) Refill() int64 { return l.config().refill }
 
-// String describes the bucket, as in login(cap 20, 1/3s).
+// String describes the limit, as in login(cap 20, 1/3s),
+// reset(sliding log 5/24h) or export(fixed window 10000/24h+5h).
 func (l Limit) String() string {
 	c := l.config()
+	switch c.kind {
+	case LeakyBucket:
+		return fmt.Sprintf("%s(leaky bucket %d, %v)", c.name, c.capacity, c.rate)
+	case FixedWindow, SlidingWindow, SlidingLog:
+		kind := [...]string{FixedWindow: "fixed window", SlidingWindow: "sliding window", SlidingLog: "sliding log"}[c.kind]
+		if c.offset != 0 {
+			return fmt.Sprintf("%s(%s %v+%v)", c.name, kind, c.rate, l.Offset())
+		}
+		return fmt.Sprintf("%s(%s %v)", c.name, kind, c.rate)
+	}
 	return fmt.Sprintf("%s(cap %d, %v)", c.name, c.capacity, c.rate)
 }
 
-// Split returns the bucket each of n replicas enforces so that together
-// they admit about what l admits: the same name, the capacity divided by
-// n (rounded down, but at least 1 unless l's is 0) and the rate divided
-// by n exactly (20/3s split 4 ways is 5/3s; 1/s split 4 ways is 1/4s).
-// It is meant for store/hybrid's local fallback while Redis is down:
+// Split returns the limit each of n replicas enforces so that together
+// they admit about what l admits: the same name and kind, the capacity (a
+// window's limit) divided by n (rounded down, but at least 1 unless l's is
+// 0) and a bucket's rate divided by n exactly (20/3s split 4 ways is
+// 5/3s; 1/s split 4 ways is 1/4s); a window keeps its length. It is meant
+// for store/hybrid's local fallback while Redis is down:
 //
 //	hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit { return b.Split(4) })
 //
 // With fewer tokens than replicas each keeps 1, so together they may
 // admit up to n at once. A request that costs more than the split
-// capacity is never admitted by the split bucket (RetryAfter Never): for
+// capacity is never admitted by the split limit (RetryAfter Never): for
 // weighted costs, split fewer ways. Split returns l itself when n < 2,
 // for the zero Limit, and when the divided rate would not be exact (the
-// checks of NewBucket).
+// checks of the constructors).
 func (l Limit) Split(n int) Limit {
 	c := l.config()
-	if n < 2 || c.scale == 0 {
+	if n < 2 || c.kind == 0 {
 		return l
 	}
 	capacity := c.capacity
 	if capacity > 0 {
 		capacity = max(capacity/int64(n), 1)
 	}
+	if c.window > 0 {
+		split, err := newWindow(c.kind, c.name, Per(capacity, c.rate.Period), time.Duration(c.offset)*time.Microsecond)
+		if err != nil {
+			return l
+		}
+		return split
+	}
 	g := gcd(c.rate.Tokens, int64(n))
 	tokens, times := c.rate.Tokens/g, int64(n)/g
 	if c.rate.Period > math.MaxInt64/time.Duration(times) {
 		return l
 	}
-	split, err := NewBucket(c.name, capacity, Per(tokens, c.rate.Period*time.Duration(times)))
+	split, err := newBucket(c.kind, c.name, capacity, Per(tokens, c.rate.Period*time.Duration(times)))
 	if err != nil {
 		return l
 	}

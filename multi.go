@@ -22,7 +22,7 @@ import (
 // would allow the request if nothing else takes tokens meanwhile. The
 // deciding limit is then the first whose RetryAfter that is, and N is 0.
 // Remaining is the least of each's (so -1 when any is Degraded), and
-// ResetAfter the longest. For no decisions it returns the zero Decision
+// ResetAfter and an allowed request's Delay the longest. For no decisions it returns the zero Decision
 // and -1.
 func Combine(each []Decision) (d Decision, by int) {
 	if len(each) == 0 {
@@ -37,9 +37,10 @@ func Combine(each []Decision) (d Decision, by int) {
 		d.Remaining = min(d.Remaining, e.Remaining)
 		d.RetryAfter = max(d.RetryAfter, e.RetryAfter)
 		d.ResetAfter = max(d.ResetAfter, e.ResetAfter)
+		d.Delay = max(d.Delay, e.Delay)
 	}
 	if !d.Allowed() {
-		d.N = 0
+		d.N, d.Delay = 0, 0
 	}
 	return d, by
 }

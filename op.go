@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -114,6 +115,11 @@ type Decision struct {
 	// limit is full again; 0 when it is full, or unknown (Degraded).
 	// Stores that expire state use it as the key's time to live.
 	ResetAfter time.Duration
+	// Delay is how long an admitted request must wait before it goes
+	// ahead, to the microsecond: its turn in a leaky bucket's queue (see
+	// NewLeakyBucket), after the requests admitted before it. It is 0 for
+	// every other kind of limit, and for a denial.
+	Delay time.Duration
 }
 
 // Allowed reports whether the operation was allowed: whether a Take or
@@ -136,9 +142,14 @@ func (d Decision) Degraded() bool { return d.Remaining < 0 }
 // The zero State is a full limit, so a key with no stored state (never
 // seen, expired or evicted) needs no special case. Every kind of limit
 // keeps Kind, Stamp and FullAt with the meaning below; the other fields
-// are the kind's own (a token bucket's are Tokens and Scale), and a later
-// kind that needs more adds fields whose zero value keeps older states
-// valid.
+// are the kind's own (a token or leaky bucket's are Tokens and Scale, a
+// window's Start, Window and Count, and Prev too for a sliding window, a
+// sliding log's Log), and a later kind that needs more adds fields whose
+// zero value keeps older states valid.
+//
+// A sliding log's State holds a slice, so a State is not comparable with
+// ==: use IsZero. Apply reuses the Log's array; copy it (slices.Clone) to
+// keep a state from before an Apply.
 type State struct {
 	// Kind is the kind of the limit that stored the state. A state of
 	// another kind than the limit that reads it (a limit's name reused for
@@ -165,23 +176,42 @@ type State struct {
 	// Scale is the token bucket's Scale when the state was stored. It lets
 	// Apply carry tokens over exactly when a bucket's rate changes.
 	Scale int64
+	// Start is the instant, in µs since the Unix epoch, at which the
+	// window that Count counts started (a fixed or sliding window).
+	Start int64
+	// Window is the window's length in µs when the state was stored: a
+	// window's counts carry over only to a limit with the same windows.
+	Window int64
+	// Count is the tokens taken in the window that started at Start.
+	Count int64
+	// Prev is the tokens a sliding window took in the window before it.
+	Prev int64
+	// Log is a sliding log's: the instant, in µs since the Unix epoch, of
+	// each token taken in the last window, oldest first, one entry a token.
+	Log []int64
+}
+
+// IsZero reports whether s is the zero State: a full limit, with nothing
+// to keep.
+func (s *State) IsZero() bool {
+	return s.Kind == 0 && s.Stamp == 0 && s.FullAt == 0 && s.Tokens == 0 && s.Scale == 0 &&
+		s.Start == 0 && s.Window == 0 && s.Count == 0 && s.Prev == 0 && len(s.Log) == 0
 }
 
 // Apply applies op, at now, to *s, the state of op's key, and returns the
 // decision. It is a pure function of its arguments: it neither reads a
 // clock nor keeps anything, so a store only has to make the read of the
 // state, the call, and the write of *s atomic. It leaves *s the zero State
-// when the limit is full and the clock is not behind its stamp: there is
+// when the limit is whole and the clock is not behind its stamp: there is
 // nothing to keep, and a store may delete the key. A Peek leaves *s as it
 // was. The pointers let a store apply an op in place, without copying
-// either.
+// either. Time counts in whole microseconds (now is truncated).
 //
-// For a token bucket, time counts in whole microseconds (now is
-// truncated). The bucket first refills for the time since s.Stamp (none
-// if now is earlier: a clock that steps back never adds tokens, and the
-// stamp never moves back). Only a kept state remembers its stamp: once a
-// full bucket's state is the zero State, a clock that steps back starts
-// the bucket again, full, at the earlier instant. Then:
+// For a token bucket, the bucket first refills for the time since
+// s.Stamp (none if now is earlier: a clock that steps back never adds
+// tokens, and the stamp never moves back). Only a kept state remembers its
+// stamp: once a full bucket's state is the zero State, a clock that steps
+// back starts the bucket again, full, at the earlier instant. Then:
 //
 //   - Take of more than the capacity is denied with RetryAfter Never;
 //     Take of what the bucket holds takes it; anything else is denied
@@ -209,6 +239,30 @@ type State struct {
 // gives tokens back, the state Apply leaves then is forgotten no sooner
 // than that FullAt. A state of another kind without a FullAt is absent.
 //
+// A leaky bucket is a token bucket whose tokens are the free places of
+// its queue, with the same rules, and one more: an admitted Take, Peek or
+// TakeUpTo has the Delay until the bucket would be full again before it,
+// that is until the requests admitted before it have left.
+//
+// A fixed window counts the tokens taken in the window of now (Count, from
+// Start); a sliding window also the previous window's (Prev), weighted by
+// (window − elapsed) / window with elapsed in whole milliseconds since
+// Start, and a request's tokens are admitted while the weighted count,
+// plus them, is at most the limit (the weight of a token rounds up in
+// Remaining). A sliding log keeps the instant of every token taken in the
+// last window, each of which counts until it is a window old. For all
+// three, Take, TakeUpTo and Peek decide as for a bucket, with RetryAfter
+// the time until the request fits; Refund uncounts up to N tokens (a
+// sliding window's from the current window first, a log's most recent
+// first); Reset leaves the zero State; a clock that steps back counts in
+// the latest window seen, and new entries of a log take the latest instant
+// seen. Counts the limit cannot hold are clamped to it. A state of the
+// same kind and windows carries over whatever the limit, and one whose
+// FullAt has come is absent. A state of another kind, or of a window of
+// another length or offset, is the limit used up until its FullAt: every
+// Take or TakeUpTo of N > 0 is denied until then, a Refund gives nothing
+// back, and only a Reset forgets it.
+//
 // A Take then a Refund of the Take's N, at the same instant, leave the
 // state as a Take of 0 there would: as if neither happened.
 //
@@ -219,12 +273,18 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 	if b == nil || n < 0 || action > Peek || len(op.Key) > MaxKeyLen { // Check's test; a helper for both costs Check its inlining
 		return Decision{}, op.invalid()
 	}
-	// The token bucket, the one kind of limit, at t µs since the epoch.
 	t := now.UnixMicro()
+	switch b.kind {
+	case FixedWindow, SlidingWindow:
+		return b.applyWindow(s, action, n, t), nil
+	case SlidingLog:
+		return b.applyLog(s, action, n, t), nil
+	}
+	// A token bucket, or a leaky bucket, at t µs since the epoch.
 	tokens, stamp := b.max, t
 	switch {
 	case s.FullAt != 0 && t >= s.FullAt: // full again: as if never seen
-	case s.Kind == TokenBucket || s.Kind == 0:
+	case s.Kind == b.kind || s.Kind == 0 && b.kind == TokenBucket:
 		if s.Scale > 0 {
 			tokens, stamp = b.carry(s), s.Stamp
 		}
@@ -251,6 +311,9 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 		case n > b.capacity:
 			d.RetryAfter = Never
 		case tokens >= need:
+			if b.kind == LeakyBucket {
+				d.Delay = b.delay(lag, tokens)
+			}
 			if action == Take {
 				tokens -= need
 				d.N = n
@@ -261,6 +324,9 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 	case TakeUpTo:
 		switch k := min(n, tokens/b.scale); {
 		case k > 0 || n == 0:
+			if b.kind == LeakyBucket {
+				d.Delay = b.delay(lag, tokens)
+			}
 			tokens -= k * b.scale
 			d.N = k
 		case b.capacity == 0:
@@ -287,11 +353,246 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 		return d, nil
 	}
 	if full := max(t+d.ResetAfter.Microseconds(), stamp); full > t {
-		*s = State{Kind: TokenBucket, Stamp: stamp, FullAt: full, Tokens: tokens, Scale: b.scale}
+		*s = State{Kind: b.kind, Stamp: stamp, FullAt: full, Tokens: tokens, Scale: b.scale}
 	} else { // full, and nothing to remember: as if never seen
 		*s = State{}
 	}
 	return d, nil
+}
+
+// delay returns a leaky bucket's Delay for a request admitted when it
+// holds tokens, lag µs behind its stamp: the time until it would be full,
+// that is until the requests queued before this one have left.
+func (b *limit) delay(lag, tokens int64) time.Duration {
+	return ceilUs(lag, ceilDiv(b.max-tokens, b.refill))
+}
+
+// applyWindow is Apply for a fixed or sliding window, at t µs.
+func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
+	w, limit := b.window, b.capacity
+	start := t - mod(t-b.offset, w) // the window of t
+	stamp := t
+	var cur, prev int64
+	switch {
+	case s.FullAt != 0 && t >= s.FullAt: // as if never seen
+	case s.Kind == b.kind && s.Window == w && mod(s.Start-b.offset, w) == 0:
+		stamp = max(s.Stamp, t)
+		switch s.Start - start {
+		case 0:
+			cur, prev = s.Count, s.Prev
+		case -w: // the previous window
+			prev = s.Count
+		default:
+			if s.Start > start { // the clock stepped back: still its window
+				start, cur, prev = s.Start, s.Count, s.Prev
+			}
+		}
+		cur, prev = min(max(cur, 0), limit), min(max(prev, 0), limit)
+		if b.kind == FixedWindow {
+			prev = 0
+		}
+	case s.FullAt > t: // another kind or window: used up until its FullAt
+		return blocked(s, action, n, t, limit)
+	}
+	// The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤ limit×wms
+	// (for a fixed window prev is 0). e is the whole ms since start; the
+	// clock may be behind start, and then e is 0.
+	wms := w / 1000
+	e := min(max(t-start, 0)/1000, wms)
+	// used returns the whole tokens the counts stand for: cur, and prev's
+	// weight rounded up.
+	used := cur + ceilDiv(prev*(wms-e), wms)
+	// admits reports whether k more tokens fit now.
+	admits := func(k int64) bool {
+		free := limit - cur - k
+		return free >= 0 && prev*(wms-e) <= free*wms
+	}
+	// retry returns the µs from t until k ≤ limit more tokens fit.
+	retry := func(k int64) int64 {
+		if free := limit - cur - k; free >= 0 { // prev's weight falls enough in this window
+			return start + (wms-free*wms/prev)*1000 - t
+		}
+		// In the next window cur is the previous one's; a fixed window
+		// starts again.
+		if b.kind == FixedWindow {
+			return start + w - t
+		}
+		return start + w + (wms-(limit-k)*wms/cur)*1000 - t
+	}
+
+	var d Decision
+	switch action {
+	case Take, Peek:
+		switch {
+		case n > limit:
+			d.RetryAfter = Never
+		case admits(n):
+			if action == Take {
+				cur += n
+				d.N = n
+			}
+		default:
+			d.RetryAfter = ceilMs(0, retry(n))
+		}
+	case TakeUpTo:
+		switch k := min(n, max(limit-used, 0)); {
+		case k > 0 || n == 0:
+			cur += k
+			d.N = k
+		default:
+			d.RetryAfter = ceilMs(0, retry(1))
+		}
+	case Refund:
+		k := min(n, cur)
+		cur -= k
+		j := min(n-k, prev)
+		prev -= j
+		d.N = k + j
+	case Reset:
+		*s = State{}
+		return Decision{N: min(used, limit), Remaining: limit}
+	}
+	d.Remaining = max(limit-cur-ceilDiv(prev*(wms-e), wms), 0)
+	var full int64 // the instant the counts no longer matter
+	switch {
+	case cur > 0 && b.kind == SlidingWindow:
+		full = start + 2*w
+	case cur > 0 || prev > 0 && e < wms:
+		full = start + w
+	}
+	if full > t {
+		d.ResetAfter = ceilMs(0, full-t)
+	}
+	if action == Peek {
+		return d
+	}
+	if full > t {
+		*s = State{Kind: b.kind, Stamp: stamp, FullAt: full, Start: start, Window: w, Count: cur, Prev: prev}
+	} else {
+		*s = State{}
+	}
+	return d
+}
+
+// applyLog is Apply for a sliding log, at t µs.
+func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
+	w, limit := b.window, b.capacity
+	var log []int64
+	stamp := t
+	switch {
+	case s.FullAt != 0 && t >= s.FullAt: // as if never seen
+	case s.Kind == SlidingLog:
+		stamp = max(s.Stamp, t)
+		log = s.Log
+		// The tokens older than a window have left it: the entries at or
+		// before t−w, the first ones, since the log is in order.
+		old, _ := slices.BinarySearch(log, t-w+1)
+		if old > 0 && action != Peek {
+			log = log[:copy(log, log[old:])]
+		} else {
+			log = log[old:]
+		}
+	case s.FullAt > t: // another kind: used up until its FullAt
+		return blocked(s, action, n, t, limit)
+	}
+	count := int64(len(log))
+	// retry returns the µs from t until k ≤ limit more tokens fit: until
+	// the entry that must leave for them has been in the log a window.
+	retry := func(k int64) int64 { return log[count+k-limit-1] + w - t }
+
+	var d Decision
+	switch action {
+	case Take, Peek:
+		switch {
+		case n > limit:
+			d.RetryAfter = Never
+		case count+n <= limit:
+			if action == Take {
+				log = appendN(log, stamp, n)
+				d.N = n
+			}
+		default:
+			d.RetryAfter = ceilMs(0, retry(n))
+		}
+	case TakeUpTo:
+		switch k := min(n, max(limit-count, 0)); {
+		case k > 0 || n == 0:
+			log = appendN(log, stamp, k)
+			d.N = k
+		default:
+			d.RetryAfter = ceilMs(0, retry(1))
+		}
+	case Refund:
+		k := min(n, count)
+		log = log[:count-k]
+		d.N = k
+	case Reset:
+		*s = State{}
+		return Decision{N: min(count, limit), Remaining: limit}
+	}
+	count = int64(len(log))
+	d.Remaining = max(limit-count, 0)
+	if count > 0 {
+		d.ResetAfter = ceilMs(0, log[count-1]+w-t)
+	}
+	if action == Peek {
+		return d
+	}
+	if count > 0 {
+		*s = State{Kind: SlidingLog, Stamp: stamp, FullAt: log[count-1] + w, Log: log}
+	} else {
+		*s = State{}
+	}
+	return d
+}
+
+// appendN appends n copies of x to log.
+func appendN(log []int64, x, n int64) []int64 {
+	log = slices.Grow(log, int(n))
+	for range n {
+		log = append(log, x)
+	}
+	return log
+}
+
+// blocked is Apply on a state of another kind (or of other windows) whose
+// FullAt is after t: the limit is used up until then, and whole from then
+// on. Takes are denied until then, a Refund gives nothing back, and a
+// Reset forgets it; only a Reset changes it.
+func blocked(s *State, action Action, n, t, capacity int64) Decision {
+	until := ceilMs(0, s.FullAt-t)
+	d := Decision{ResetAfter: until}
+	switch action {
+	case Take, Peek, TakeUpTo:
+		switch {
+		case n == 0:
+		case n > capacity && action != TakeUpTo:
+			d.RetryAfter = Never
+		default:
+			d.RetryAfter = until
+		}
+	case Reset:
+		*s = State{}
+		return Decision{N: capacity, Remaining: capacity}
+	}
+	return d
+}
+
+// mod returns a mod m in [0, m), for m > 0.
+func mod(a, m int64) int64 {
+	if r := a % m; r < 0 {
+		return r + m
+	}
+	return a % m
+}
+
+// ceilUs returns lag+us microseconds as a Duration, saturating at Never.
+func ceilUs(lag, us int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Microsecond)
+	if lag > limit-us {
+		return Never
+	}
+	return time.Duration(lag+us) * time.Microsecond
 }
 
 // carry returns s's tokens in b's units, clamped to [0, b.max].

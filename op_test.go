@@ -1,6 +1,7 @@
 package spigot_test
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestApplyActions(t *testing.T) {
 		if got != st.want {
 			t.Errorf("step %d (t0+%v, %v %d on %v): got %+v, want %+v", i, st.at, st.action, st.n, st.limit, got, st.want)
 		}
-		if st.action == peek && next != before {
+		if st.action == peek && !reflect.DeepEqual(next, before) {
 			t.Errorf("step %d (t0+%v, Peek %d): the state changed from %+v to %+v", i, st.at, st.n, before, next)
 		}
 		states[st.limit.Name()] = next

@@ -8,7 +8,8 @@ import (
 )
 
 // Rate is how fast a bucket refills: Tokens every Period, continuously (not
-// in steps). The zero Rate is invalid: a bucket must refill at least one
+// in steps); for a window, how many Tokens it admits in each window of
+// Period. The zero Rate is invalid: a bucket must refill at least one
 // token, over a period of at least one whole microsecond.
 type Rate struct {
 	Tokens int64
@@ -26,6 +27,9 @@ func PerMinute(n int64) Rate { return Rate{Tokens: n, Period: time.Minute} }
 
 // PerHour returns a Rate of n tokens every hour.
 func PerHour(n int64) Rate { return Rate{Tokens: n, Period: time.Hour} }
+
+// PerDay returns a Rate of n tokens every 24 hours.
+func PerDay(n int64) Rate { return Rate{Tokens: n, Period: 24 * time.Hour} }
 
 // units are the period suffixes of String and ParseRate, largest first.
 var units = []struct {

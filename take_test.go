@@ -2,6 +2,7 @@ package spigot_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -233,7 +234,7 @@ func TestApplyInvalid(t *testing.T) {
 			t.Errorf("%s: Check() = %v, want an error starting with \"spigot: \" that matches %v", tt.name, err, tt.want)
 		}
 		got := st
-		if d, err := tt.op.Apply(&got, t0); got != st || d != (spigot.Decision{}) || err == nil || err.Error() != tt.op.Check().Error() {
+		if d, err := tt.op.Apply(&got, t0); !reflect.DeepEqual(got, st) || d != (spigot.Decision{}) || err == nil || err.Error() != tt.op.Check().Error() {
 			t.Errorf("%s: Apply = %+v, %+v, %v; want the state unchanged, the zero Decision and Check's error", tt.name, got, d, err)
 		}
 	}

@@ -45,7 +45,7 @@ func (s *MapStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error
 	d, err := op.Apply(&state, s.Clock.Now())
 	switch {
 	case err != nil: // an invalid op: nothing changed
-	case state == (spigot.State{}):
+	case state.IsZero():
 		delete(s.m, k)
 	default:
 		s.m[k] = state

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -104,9 +105,9 @@ func TestParseState(t *testing.T) {
 	} {
 		got, err := wire.ParseState(c.value)
 		switch {
-		case c.want == (spigot.State{}) && !errors.Is(err, wire.ErrUnreadable):
+		case c.want.IsZero() && !errors.Is(err, wire.ErrUnreadable):
 			t.Errorf("step %d: ParseState(%q) = %+v, %v; want ErrUnreadable", i, c.value, got, err)
-		case c.want != (spigot.State{}) && (err != nil || got != c.want):
+		case !c.want.IsZero() && (err != nil || !reflect.DeepEqual(got, c.want)):
 			t.Errorf("step %d: ParseState(%q) = %+v, %v; want %+v", i, c.value, got, err, c.want)
 		}
 	}
@@ -125,7 +126,7 @@ func FuzzParseState(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string) {
 		s, err := wire.ParseState(v)
 		if err != nil {
-			if !errors.Is(err, wire.ErrUnreadable) || s != (spigot.State{}) {
+			if !errors.Is(err, wire.ErrUnreadable) || !s.IsZero() {
 				t.Fatalf("ParseState(%q) = %+v, %v; want the zero State and ErrUnreadable", v, s, err)
 			}
 			return
@@ -137,7 +138,7 @@ func FuzzParseState(f *testing.F) {
 				t.Fatalf("ParseState(%q) = %+v: out of bounds", v, s)
 			}
 			if s.Kind == spigot.TokenBucket {
-				if back, err := wire.ParseState(wire.FormatState(s)); err != nil || back != s {
+				if back, err := wire.ParseState(wire.FormatState(s)); err != nil || !reflect.DeepEqual(back, s) {
 					t.Fatalf("ParseState(FormatState(%+v)) = %+v, %v", s, back, err)
 				}
 			}

@@ -142,7 +142,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	sh.mu.Lock()
 	if e := sh.find(h, name, op.Key); e != nil {
 		d, err := op.Apply(&e.state, now) // in place; full from its FullAt on
-		if e.state == (spigot.State{}) {  // full: nothing worth keeping
+		if e.state.IsZero() {             // full: nothing worth keeping
 			sh.remove(h, e)
 		}
 		sh.mu.Unlock()
@@ -150,7 +150,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	}
 	var state spigot.State // never seen
 	d, err := op.Apply(&state, now)
-	if state != (spigot.State{}) {
+	if !state.IsZero() {
 		// The key is copied, so that holding it cannot pin a larger string
 		// it was cut from (a request line, a header).
 		sh.insert(h, &entry{bucket: name, key: strings.Clone(op.Key), state: state}, t)
@@ -255,11 +255,11 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 		sh := &s.shards[p.h&s.mask]
 		e := sh.find(p.h, p.name, p.key)
 		switch {
-		case e != nil && p.state == (spigot.State{}):
+		case e != nil && p.state.IsZero():
 			sh.remove(p.h, e)
 		case e != nil:
 			e.state = p.state
-		case p.state != (spigot.State{}):
+		case !p.state.IsZero():
 			sh.insert(p.h, &entry{bucket: p.name, key: strings.Clone(p.key), state: p.state}, t)
 		}
 	}

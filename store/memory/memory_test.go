@@ -700,7 +700,7 @@ func TestPeek(t *testing.T) {
 		{500 * time.Millisecond, spigot.Peek, "k", 6, spigot.Decision{Remaining: 1, RetryAfter: never, ResetAfter: 3500 * time.Millisecond}, 1},
 		{2 * time.Second, spigot.Peek, "k", 3, spigot.Decision{Remaining: 3, ResetAfter: 2 * time.Second}, 1},
 	})
-	if after, _ := stateOf(s, b, "k"); after != before {
+	if after, _ := stateOf(s, b, "k"); !reflect.DeepEqual(after, before) {
 		t.Errorf("peeks changed the state: got %+v, want %+v", after, before)
 	}
 	clk.Set(t0.Add(4 * time.Second))
@@ -790,7 +790,7 @@ func TestDoMulti(t *testing.T) {
 	}
 	got, gotHeld := stateOf(viaMulti, b, "k")
 	want, wantHeld := stateOf(viaDo, b, "k")
-	if got != want || gotHeld != wantHeld || !wantHeld {
+	if !reflect.DeepEqual(got, want) || gotHeld != wantHeld || !wantHeld {
 		t.Errorf("after the same ops: got state %+v (held: %v), want %+v (held: %v, as Do)", got, gotHeld, want, wantHeld)
 	}
 
@@ -817,7 +817,7 @@ func TestDoMulti(t *testing.T) {
 		if err == nil || c.unsupported != errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("step %d: DoMulti(%v, %v, %d decisions): got error %v; want an error, matching errors.ErrUnsupported: %v", i, c.mode, c.ops, c.outs, err, c.unsupported)
 		}
-		if got, _ := stateOf(s, b, "k"); got != before || count(s) != 1 {
+		if got, _ := stateOf(s, b, "k"); !reflect.DeepEqual(got, before) || count(s) != 1 {
 			t.Errorf("step %d: DoMulti(%v, %v) changed the store: got state %+v and %d entries, want %+v and 1", i, c.mode, c.ops, got, count(s), before)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,7 +98,7 @@ func applyV1(s spigot.State, op spigot.Op, now time.Time) (spigot.State, spigot.
 		s = spigot.State{}
 	}
 	next, d := apply(op, s, now)
-	if next != (spigot.State{}) {
+	if !next.IsZero() {
 		next.Kind = 0
 	}
 	return next, d
@@ -110,7 +111,7 @@ func applyV1(s spigot.State, op spigot.Op, now time.Time) (spigot.State, spigot.
 func checkTTL(t testing.TB, addr, key string, s spigot.State, now, start time.Time) string {
 	t.Helper()
 	got := pttl(t, addr, key)
-	if s == (spigot.State{}) {
+	if s.IsZero() {
 		if got != -2 {
 			return fmt.Sprintf("PTTL %s = %d; want -2 (no key) for the zero State", key, got)
 		}
@@ -167,7 +168,7 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 			if old {
 				g.history = append(g.history, fmt.Sprintf("  step %d at %s on %s: spigot-v1.lua %v", i, now.Format("15:04:05.000000"), state, o))
 				next, want := applyV1(before, o.op, now)
-				if next == (spigot.State{}) {
+				if next.IsZero() {
 					delete(m, key)
 				} else {
 					m[key] = next
@@ -304,11 +305,11 @@ func testLegacyStates(t *testing.T, ps protoStore, srv *testserver.Server) {
 			}
 			value, ok := getValue(t, raw, key)
 			switch {
-			case next == v.state: // a Peek: untouched, with no TTL
+			case reflect.DeepEqual(next, v.state): // a Peek: untouched, with no TTL
 				if ttl := pttl(t, srv.Addr, key); !ok || value != v.value || ttl != -1 {
 					t.Errorf("step %d.%d: %v on %q: the value is %q (%v) with PTTL %d; want it untouched, with no TTL", i, j, op, v.value, value, ok, ttl)
 				}
-			case next == (spigot.State{}):
+			case next.IsZero():
 				if ok {
 					t.Errorf("step %d.%d: %v on %q: GET %s = %q; want no key", i, j, op, v.value, key, value)
 				}

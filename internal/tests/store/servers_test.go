@@ -270,7 +270,7 @@ type model map[string]spigot.State
 // apply applies op at now to the state of key, and returns the decision.
 func (m model) apply(key string, op spigot.Op, now time.Time) spigot.Decision {
 	next, d := apply(op, m[key], now)
-	if next == (spigot.State{}) {
+	if next.IsZero() {
 		delete(m, key)
 	} else {
 		m[key] = next
@@ -610,7 +610,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 								// The TTL of the last write counts down in ns, truncated
 								// to the ms, while the script counts in whole µs.
 								switch rem := s.FullAt - clk.Now().UnixMicro(); {
-								case s == (spigot.State{}):
+								case s.IsZero():
 									lowest, want = -2, -2
 								case rem <= 0: // gone, or going within the µs
 									lowest, want = -2, 0

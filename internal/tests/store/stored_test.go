@@ -304,7 +304,7 @@ func checkStoredValue(t testing.TB, s spigot.Store, raw goredis.UniversalClient,
 		if !ok || v != value {
 			t.Fatalf("Peek on %q left %q (%v); want it untouched", value, v, ok)
 		}
-	case next == (spigot.State{}):
+	case next.IsZero():
 		if ok {
 			t.Fatalf("%v on %q (%+v) left %q; want no key", op, value, state, v)
 		}
