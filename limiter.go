@@ -1,8 +1,12 @@
 // Package spigot rate-limits anything by name: login attempts per IP
 // address, API calls per tenant, exported rows per account.
 //
-// A Limit (today, a token bucket) is applied to a key by operations: take
-// n tokens, take up to n, refund, reset, peek. One exact model (Op.Apply)
+// A Limit is applied to a key by operations: take n tokens, take up to n,
+// refund, reset, peek. Its kind is the algorithm: a token bucket
+// (bursts, then a steady rate), a fixed window (coarse quotas, "10 000 a
+// day"), a sliding window counter (public APIs), a sliding log (exact:
+// "at most 5 password resets in any 24 hours") or a leaky bucket (a
+// shaper: admitted requests wait their turn, and leave at the rate). One exact model (Op.Apply)
 // decides every operation, behind a small Store interface, with stores in
 // process (store/memory), shared by every replica of a service
 // (store/redis, store/valkey, store/rueidis), and a hybrid of the two
@@ -19,10 +23,10 @@
 // user, say) all or nothing, so that a request one limit denies is charged
 // to none; DoMulti applies a batch of operations in one call.
 //
-// The arithmetic is exact: a bucket counts in scaled integers, so waiting
-// exactly RetryAfter admits the retry, no interval admits more than the
-// capacity plus what the rate refilled, and rates such as 3/s or 7/10s
-// never drift. A denied request takes nothing.
+// The arithmetic is exact: every kind counts in integers, so waiting
+// exactly RetryAfter admits the retry, a bucket admits in no interval more
+// than its capacity plus what the rate refilled, and rates such as 3/s or
+// 7/10s never drift. A denied request takes nothing.
 package spigot
 
 import (
@@ -158,7 +162,8 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
 
 // AllowN takes n tokens for key if the limit holds them all, and nothing
 // otherwise. A denial is a Decision, not an error; an n of 0 is always
-// allowed.
+// allowed. On a leaky bucket, an allowed request must wait its Decision's
+// Delay before it goes ahead (WaitN does).
 func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
 	return l.do(ctx, Op{Limit: l.limit, Key: key, Action: Take, N: n})
 }
@@ -199,13 +204,16 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 // WaitN blocks until n tokens for key are taken, and returns that
 // decision. Between tries it sleeps RetryAfter on the limiter's clock;
 // another caller may take the tokens meanwhile, so it may try more than
-// once.
+// once. On a leaky bucket, once the tokens are taken it sleeps the
+// decision's Delay, once, so that it returns at the request's turn.
 //
 // It returns at once, having taken nothing: ErrNeverAdmitted when n
 // exceeds the limit's capacity; the context's error when ctx is done; and
 // an error wrapping context.DeadlineExceeded when ctx's deadline falls
 // before the retry would be allowed (as x/time/rate does), so a caller with
-// a deadline does not sleep in vain.
+// a deadline does not sleep in vain. When a leaky bucket's Delay would end
+// past the deadline, or ctx is done during it, it refunds the n tokens
+// and returns such an error.
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
 	if err := op.Check(); err != nil {
@@ -219,8 +227,11 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 			return Failed(), err
 		}
 		d, err := l.do(ctx, op)
-		if err != nil || d.Allowed() {
+		if err != nil {
 			return d, err
+		}
+		if d.Allowed() {
+			return l.delay(ctx, op, d)
 		}
 		if d.RetryAfter == Never { // the store holds a config we did not expect
 			return d, fmt.Errorf("%w: %d tokens", ErrNeverAdmitted, n)
@@ -233,6 +244,32 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 			return Failed(), err
 		}
 	}
+}
+
+// refundTimeout bounds the refund of an abandoned turn.
+const refundTimeout = time.Second
+
+// delay sleeps d.Delay, the turn of the request op that d admitted, and
+// refunds op's tokens when that turn falls past ctx's deadline or ctx is
+// done before it.
+func (l *Limiter) delay(ctx context.Context, op Op, d Decision) (Decision, error) {
+	if d.Delay <= 0 {
+		return d, nil
+	}
+	err := fmt.Errorf("spigot: WaitN(%q, %d) must wait %v for its turn, past the context's deadline: %w",
+		op.Key, op.N, d.Delay, context.DeadlineExceeded)
+	if deadline, ok := ctx.Deadline(); !ok || !deadline.Before(l.clock.Now().Add(d.Delay)) {
+		if err = l.sleep(ctx, d.Delay); err == nil {
+			return d, nil
+		}
+	}
+	// Give the turn back: the caller's context may be done, but the refund
+	// should still reach the store, in the time a store call takes.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	op.Action = Refund
+	_, _ = l.do(rctx, op) // best effort: the request is abandoned either way
+	return Failed(), err
 }
 
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
