@@ -25,8 +25,12 @@ const (
 	// For a token bucket, q is the capacity and w the time, in whole
 	// seconds rounded up, that it takes to refill from empty (capacity ÷
 	// rate): the bucket admits at most q requests at once, and q more over
-	// each w. r is the tokens it holds now and t the seconds, rounded up,
-	// until it is full again if nothing takes tokens. A client can rely
+	// each w. For a window (fixed, sliding, or a log), q is the limit and w
+	// the window; for a leaky bucket, q is the queue's size and w the time
+	// it takes to drain. r is what a request may take now and t the
+	// seconds, rounded up, until the limit is whole again if nothing takes
+	// from it (a fixed window's next window, a sliding one's or a log's
+	// last request a window old, a queue drained). A client can rely
 	// on r requests of cost 1 being admitted now, barring other traffic
 	// on the key, and on t never being early. A limit whose decision is
 	// Degraded (store/hybrid's FailOpen or FailClosed) says nothing of the
@@ -57,16 +61,20 @@ func policyItem(b []byte, l spigot.Limit) []byte {
 	b = appendSFString(b, l.Name())
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, l.Capacity(), 10)
-	if w := refillSeconds(l); w > 0 {
+	if w := windowSeconds(l); w > 0 {
 		b = append(b, ";w="...)
 		b = strconv.AppendInt(b, w, 10)
 	}
 	return b
 }
 
-// refillSeconds returns the whole seconds, rounded up, that l takes to
-// refill from empty.
-func refillSeconds(l spigot.Limit) int64 {
+// windowSeconds returns the w of l's policy, in whole seconds rounded up:
+// a window's length, or the time a bucket takes to refill from empty (a
+// leaky bucket's queue to drain).
+func windowSeconds(l spigot.Limit) int64 {
+	if w := l.Window(); w > 0 {
+		return seconds(w)
+	}
 	if l.Refill() == 0 {
 		return 0
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/wait"
 )
 
 // A Middleware limits the requests of the handlers it wraps by its rules,
@@ -277,7 +278,9 @@ type scratch struct {
 
 // Wrap returns a handler that limits the requests to next: it serves the
 // ones the rules admit, with the rate-limit headers, and answers the
-// others with the deny handler. It panics if next is nil. It is the
+// others with the deny handler. A request that a leaky bucket admits with
+// a Delay is held for that long, on the middleware's clock, and then
+// served; one whose client goes away first is refunded and not served. It panics if next is nil. It is the
 // middleware signature of most routers: with chi or gorilla/mux,
 // router.Use(mw.Wrap).
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
@@ -312,7 +315,7 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 		if err == nil && d.Allowed() {
 			limits, out := [1]spigot.Limit{l}, [1]spigot.Decision{d}
 			m.setHeaders(w.Header(), limits[:], out[:], 0, d)
-			return true
+			return d.Delay == 0 || m.delay(r, d.Delay)
 		}
 		s := m.pool.Get().(*scratch)
 		defer m.pool.Put(s)
@@ -366,7 +369,18 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, 
 		m.deny(w, r, res)
 		return false
 	}
-	return true
+	return d.Delay == 0 || m.delay(r, d.Delay)
+}
+
+// delay holds an admitted request for its turn in a leaky bucket's queue,
+// and reports whether to serve it: if the client goes away first, its
+// cost is refunded and it is not served.
+func (m *Middleware) delay(r *http.Request, d time.Duration) (serve bool) {
+	if wait.Sleep(r.Context(), m.clock, d) == nil {
+		return true
+	}
+	_ = m.Refund(r) // best effort: the client is gone either way
+	return false
 }
 
 // costOf returns r's cost.

@@ -213,7 +213,8 @@ func WithTransportClock(c clock.Clock) TransportOption {
 }
 
 // WithoutWaiting makes RoundTrip return a *LimitedError at once, instead
-// of waiting, when the bucket lacks the request's tokens or a Retry-After
+// of waiting, when the limit lacks the request's tokens, a leaky bucket
+// would hold it for a Delay (its turn is given back), or a Retry-After
 // holds the request back.
 func WithoutWaiting() TransportOption {
 	return func(t *Transport) { t.wait = false }
@@ -296,6 +297,11 @@ func (t *Transport) admit(req *http.Request) (string, error) {
 		switch {
 		case err != nil:
 			return "", fmt.Errorf("spigot: httplimit: limiting the outgoing request for key %q: %w", key, err)
+		case d.Allowed() && d.Delay > 0:
+			// A leaky bucket's turn comes later: give it back, as the
+			// Transport does not wait.
+			_, _ = t.limiter.Refund(context.WithoutCancel(ctx), key, n)
+			return "", &LimitedError{Key: key, RetryAfter: (d.Delay + time.Millisecond - 1).Truncate(time.Millisecond)}
 		case d.Allowed():
 			return key, nil
 		case d.RetryAfter == spigot.Never:

@@ -1059,3 +1059,41 @@ func TestTransportLimitedError(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportShaper: through a leaky bucket, a waiting Transport sends
+// each request at its turn, and WithoutWaiting gives a later turn back
+// and answers a *LimitedError at once.
+func TestTransportShaper(t *testing.T) {
+	srv := newTrServer(t)
+	clk := newTrClock()
+	store := trMemory(clk)
+	shaper := spigot.New(store, spigot.Must(spigot.NewLeakyBucket("partner", 2, spigot.PerSecond(1))), spigot.WithClock(clk))
+
+	waiting := NewTransport(http.DefaultTransport, shaper, WithTransportClock(clk))
+	if _, err := trGet(context.Background(), waiting, srv.url()); err != nil || srv.served.Load() != 1 {
+		t.Fatalf("step 1: got %v, %d served; want sent at once", err, srv.served.Load())
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := trGet(context.Background(), waiting, srv.url())
+		errc <- err
+	}()
+	clk.BlockUntil(1)
+	if n := srv.served.Load(); n != 1 {
+		t.Fatalf("step 2: sent before its turn (%d served)", n)
+	}
+	clk.Advance(time.Second)
+	if err := <-errc; err != nil || srv.served.Load() != 2 {
+		t.Fatalf("step 2: got %v, %d served; want sent at its turn", err, srv.served.Load())
+	}
+
+	eager := NewTransport(http.DefaultTransport, shaper, WithTransportClock(clk), WithoutWaiting())
+	_, err := trGet(context.Background(), eager, srv.url())
+	var limited *LimitedError
+	if !errors.As(err, &limited) || limited.RetryAfter != time.Second || srv.served.Load() != 2 {
+		t.Fatalf("step 3: got %v, %d served; want a *LimitedError with RetryAfter 1s, nothing sent", err, srv.served.Load())
+	}
+	if d, _ := shaper.Peek(context.Background(), srv.host(), 1); d.Remaining != 1 {
+		t.Errorf("step 3: Peek = %+v; want the turn given back (Remaining 1)", d)
+	}
+}
