@@ -106,21 +106,20 @@ func forget(c limit) {
 // Kind is the algorithm of a Limit. The zero Kind is none: it marks the
 // zero Limit and the zero State.
 //
-// Every kind takes each action (Op.Action) and any number of keys at once
-// (Store.DoMulti), with these meanings; N is tokens for the buckets, and
-// requests (of that weight) for the windows:
+// Every kind takes every action, with these meanings (N is tokens, or
+// requests of that weight), and any number of keys at once, all or
+// nothing or as a batch (Store.DoMulti):
 //
-//	              Take, Peek           TakeUpTo            Refund               Reset
-//	TokenBucket   N if it holds N      what it holds, ≤ N  adds N, ≤ capacity   fills it
-//	LeakyBucket   N if the queue has   what fits, ≤ N      frees N places       empties the queue
-//	              room (with a Delay)  (with a Delay)
-//	FixedWindow   N if the window has  what it has, ≤ N    uncounts N of this   forgets the count
-//	              room                                     window's
-//	SlidingWindow N if the weighted    what fits, ≤ N      uncounts N, this     forgets the counts
-//	              count has room                           window's first
-//	SlidingLog    N if the last window what fits, ≤ N      forgets the N most   forgets the log
-//	              holds fewer than                         recent
-//	              Limit−N+1
+//	kind           Take, Peek                TakeUpTo     Refund                 Reset
+//	TokenBucket    N, if it holds N          what it has  adds N, to capacity    fills it
+//	LeakyBucket    N places in the queue,    what fits,   frees N places         empties the queue
+//	               with a Delay              with a Delay
+//	FixedWindow    N, if N more fit in this  what fits    uncounts N             forgets the count
+//	               window
+//	SlidingWindow  N, if N more fit in the   what fits    uncounts N, this       forgets the counts
+//	               weighted count                         window's first
+//	SlidingLog     N, if N more fit in the   what fits    uncounts the N latest  forgets the log
+//	               last window
 //
 // Decisions mean the same on every kind: N is what moved, Remaining the
 // whole tokens (or requests) that a Take could have now, RetryAfter the
