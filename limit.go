@@ -420,7 +420,8 @@ func (l Limit) String() string {
 	case FixedWindow, SlidingWindow, SlidingLog:
 		kind := [...]string{FixedWindow: "fixed window", SlidingWindow: "sliding window", SlidingLog: "sliding log"}[c.kind]
 		if c.offset != 0 {
-			return fmt.Sprintf("%s(%s %v+%v)", c.name, kind, c.rate, l.Offset())
+			_, offset, _ := strings.Cut(Per(1, l.Offset()).String(), "/") // "5h", not "5h0m0s"
+			return fmt.Sprintf("%s(%s %v+%s)", c.name, kind, c.rate, offset)
 		}
 		return fmt.Sprintf("%s(%s %v)", c.name, kind, c.rate)
 	}
