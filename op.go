@@ -426,7 +426,7 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 		switch {
 		case n > limit:
 			d.RetryAfter = Never
-		case admits(n):
+		case n == 0 || admits(n): // a Take of 0 is allowed, even over the limit
 			if action == Take {
 				cur += n
 				d.N = n
@@ -506,7 +506,7 @@ func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
 		switch {
 		case n > limit:
 			d.RetryAfter = Never
-		case count+n <= limit:
+		case n == 0 || count+n <= limit: // a Take of 0 is allowed, even over the limit
 			if action == Take {
 				log = appendN(log, stamp, n)
 				d.N = n
