@@ -90,3 +90,27 @@ func TestApplyTakeZeroAllowed(t *testing.T) {
 		{1900 * ms, sw2, spigot.Peek, 0, dec(0, 0, 0, 1100*ms)},
 	})
 }
+
+// TestApplyLogOtherWindow: a sliding log's state read by a sliding log of
+// another window is the limit used up until its FullAt, as for the
+// counters (Apply's doc): its tokens counted under the old window cannot
+// say what the new one admits, and a RetryAfter counted under the new
+// window would not be exact (the state is forgotten at its FullAt).
+func TestApplyLogOtherWindow(t *testing.T) {
+	perSecond := spigot.Must(spigot.NewSlidingLog("log-window", spigot.PerSecond(5)))
+	perMinute := spigot.Must(spigot.NewSlidingLog("log-window", spigot.PerMinute(5)))
+	playKinds(t, "sliding log, window changed", tDay, []kstep{
+		{0, perSecond, spigot.Take, 3, dec(3, 2, 0, 1*s)},
+		{500 * ms, perMinute, spigot.Take, 3, dec(0, 0, 500*ms, 500*ms)},
+		{500 * ms, perMinute, spigot.Take, 0, dec(0, 0, 0, 500*ms)},
+		{500 * ms, perMinute, spigot.TakeUpTo, 9, dec(0, 0, 500*ms, 500*ms)},
+		{500 * ms, perMinute, spigot.Refund, 3, dec(0, 0, 0, 500*ms)},
+		{999 * ms, perMinute, spigot.Peek, 1, dec(0, 0, 1*ms, 1*ms)},
+		{1 * s, perMinute, spigot.Take, 5, dec(5, 0, 0, time.Minute)},
+		// And back: the minute's log is the second's limit used up until
+		// it is a minute old.
+		{1500 * ms, perSecond, spigot.Take, 1, dec(0, 0, 59500*ms, 59500*ms)},
+		{1500 * ms, perSecond, spigot.Reset, 0, dec(5, 5, 0, 0)},
+		{1500 * ms, perSecond, spigot.Take, 5, dec(5, 0, 0, 1*s)},
+	})
+}

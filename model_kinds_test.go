@@ -364,9 +364,6 @@ func kindSequence(seed uint64, k spigot.Kind, reconfig bool) error {
 				// bucket does (refModel proves it): not here.
 				l = r.l
 			}
-			if l.Kind() == spigot.SlidingLog && r.l.Kind() == spigot.SlidingLog && l.Window() != r.l.Window() {
-				l = r.l // TODO
-			}
 			if u, ok := r.m.(*usedUp); ok && !u.over {
 				l = r.l // one other state at a time
 			}

@@ -188,6 +188,8 @@ type State struct {
 	Prev int64
 	// Log is a sliding log's: the instant, in µs since the Unix epoch, of
 	// each token taken in the last window, oldest first, one entry a token.
+	// A sliding log's FullAt is its last entry plus its window, which tells
+	// the window the log was kept for.
 	Log []int64
 }
 
@@ -481,7 +483,7 @@ func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
 	stamp := t
 	switch {
 	case s.FullAt != 0 && t >= s.FullAt: // as if never seen
-	case s.Kind == SlidingLog:
+	case s.Kind == SlidingLog && (len(s.Log) == 0 || s.FullAt-s.Log[len(s.Log)-1] == w): // a log of this window
 		stamp = max(s.Stamp, t)
 		log = s.Log
 		// The tokens older than a window have left it: the entries at or
@@ -492,7 +494,7 @@ func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
 		} else {
 			log = log[old:]
 		}
-	case s.FullAt > t: // another kind: used up until its FullAt
+	case s.FullAt > t: // another kind or window: used up until its FullAt
 		return blocked(s, action, n, t, limit)
 	}
 	count := int64(len(log))
