@@ -109,6 +109,12 @@ func TestREADMESeveralLimits(t *testing.T) {
 	runREADMEProgram(t, "Group", "spigot.NewGroup")
 }
 
+// TestREADMEAlgorithms runs the README's program of the kinds of limit
+// and checks that it prints what its "// Output:" comment says.
+func TestREADMEAlgorithms(t *testing.T) {
+	runREADMEProgram(t, "algorithms", "spigot.NewSlidingLog")
+}
+
 // runREADMEProgram builds and runs the README's program that contains
 // text, named name, with env added to its environment, and checks that it
 // prints what its "// Output:" comment says.
