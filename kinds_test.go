@@ -114,3 +114,194 @@ func TestApplyLogOtherWindow(t *testing.T) {
 		{1500 * ms, perSecond, spigot.Take, 5, dec(5, 0, 0, 1*s)},
 	})
 }
+
+// TestFixedWindowBoundaryBurst: a fixed window of 10/s admits 10 at 0.99s
+// and 10 more at 1.01s, 20 in 20ms, twice the limit (NewFixedWindow's
+// doc); the sliding window counter and the sliding log, under the same
+// traffic, do not.
+func TestFixedWindowBoundaryBurst(t *testing.T) {
+	fixed := spigot.Must(spigot.NewFixedWindow("burst", spigot.PerSecond(10), 0))
+	var steps []kstep
+	for i := range int64(10) {
+		steps = append(steps, kstep{990 * ms, fixed, spigot.Take, 1, dec(1, 9-i, 0, 10*ms)})
+	}
+	steps = append(steps, kstep{990 * ms, fixed, spigot.Take, 1, dec(0, 0, 10*ms, 10*ms)})
+	for i := range int64(10) {
+		steps = append(steps, kstep{1010 * ms, fixed, spigot.Take, 1, dec(1, 9-i, 0, 990*ms)})
+	}
+	steps = append(steps,
+		kstep{1010 * ms, fixed, spigot.Take, 1, dec(0, 0, 990*ms, 990*ms)},
+		kstep{2 * s, fixed, spigot.Take, 10, dec(10, 0, 0, 1*s)},
+	)
+	playKinds(t, "fixed window", tDay, steps)
+	admitted := int64(0)
+	for _, st := range steps {
+		if st.at >= 990*ms && st.at <= 1010*ms {
+			admitted += st.want.N
+		}
+	}
+	if admitted != 20 {
+		t.Errorf("the fixed window admitted %d in [0.99s, 1.01s], want 20: twice its limit", admitted)
+	}
+
+	// The sliding window counter: at 1.01s the 10 of the previous window
+	// weigh 9.9; one more fits once they weigh 9, at 1.1s.
+	sliding := spigot.Must(spigot.NewSlidingWindow("burst-sliding", spigot.PerSecond(10)))
+	playKinds(t, "sliding window", tDay, []kstep{
+		{990 * ms, sliding, spigot.Take, 10, dec(10, 0, 0, 1010*ms)},
+		{1010 * ms, sliding, spigot.Take, 1, dec(0, 0, 90*ms, 990*ms)},
+		{1010 * ms, sliding, spigot.TakeUpTo, 10, dec(0, 0, 90*ms, 990*ms)},
+		{1099 * ms, sliding, spigot.Take, 1, dec(0, 0, 1*ms, 901*ms)},
+		{1100 * ms, sliding, spigot.TakeUpTo, 10, dec(1, 0, 0, 1900*ms)},
+	})
+	// The sliding log: none until the first 10 are a second old.
+	log := spigot.Must(spigot.NewSlidingLog("burst-log", spigot.PerSecond(10)))
+	playKinds(t, "sliding log", tDay, []kstep{
+		{990 * ms, log, spigot.Take, 10, dec(10, 0, 0, 1*s)},
+		{1010 * ms, log, spigot.Take, 1, dec(0, 0, 980*ms, 980*ms)},
+		{1989 * ms, log, spigot.Take, 1, dec(0, 0, 1*ms, 1*ms)},
+		{1990 * ms, log, spigot.Take, 10, dec(10, 0, 0, 1*s)},
+	})
+}
+
+// TestSlidingWindowWeightedCount: NewSlidingWindow's example, a limit of
+// 10, 8 taken in the previous window and 3 in this one 30% of the way in:
+// 3 + 8 × 0.7 = 8.6, so one more is admitted and the next is denied, with
+// a RetryAfter exact to the ms, in this window or the next.
+func TestSlidingWindowWeightedCount(t *testing.T) {
+	l := spigot.Must(spigot.NewSlidingWindow("api", spigot.PerSecond(10)))
+	playKinds(t, "sliding window", tDay, []kstep{
+		{0, l, spigot.Take, 8, dec(8, 2, 0, 2*s)},
+		{1300 * ms, l, spigot.Take, 3, dec(3, 1, 0, 1700*ms)}, // 3 + 5.6
+		{1300 * ms, l, spigot.Take, 1, dec(1, 0, 0, 1700*ms)}, // 8.6 + 1 = 9.6
+		// 4 + 1 + 8 × (1000 − e)/1000 ≤ 10 from e = 375ms.
+		{1300 * ms, l, spigot.Take, 1, dec(0, 0, 75*ms, 1700*ms)},
+		{1300 * ms, l, spigot.Peek, 2, dec(0, 0, 200*ms, 1700*ms)}, // e = 500ms
+		// 4 + 7 > 10 in this window; in the next, 7 + 4 × (1000 − e)/1000
+		// ≤ 10 from e = 250ms: at 2.25s.
+		{1300 * ms, l, spigot.Peek, 7, dec(0, 0, 950*ms, 1700*ms)},
+		{1374 * ms, l, spigot.Take, 1, dec(0, 0, 1*ms, 1626*ms)}, // 5 + 5.008
+		{1375 * ms, l, spigot.Take, 1, dec(1, 0, 0, 1625*ms)},    // 5 + 5 = 10
+		// The next window: 7 + 5 × (1000 − e)/1000 ≤ 10 from e = 400ms.
+		{2399 * ms, l, spigot.Take, 7, dec(0, 6, 1*ms, 601*ms)}, // 5 × 0.601 = 3.005 counted
+
+		{2400 * ms, l, spigot.Take, 7, dec(7, 0, 0, 1600*ms)},
+		// 7 of this window, then 2 of the last: 3 × 0.6 counted, and only
+		// until this window ends.
+		{2400 * ms, l, spigot.Refund, 9, dec(9, 8, 0, 600*ms)},
+		{4 * s, l, spigot.Take, 10, dec(10, 0, 0, 2*s)},
+	})
+}
+
+// TestLeakyBucketQueue: the seeds' leaky bucket of size 3 at 100/s: r1, r2
+// and r3 at once are admitted to leave at 0, 10 and 20ms (their Delays),
+// r4 and r5 are rejected; at 10ms, r2 leaving, r6 joins the queue behind r3.
+func TestLeakyBucketQueue(t *testing.T) {
+	l := spigot.Must(spigot.NewLeakyBucket("shaper", 3, spigot.PerSecond(100)))
+	delay := func(d spigot.Decision, delay time.Duration) spigot.Decision { d.Delay = delay; return d }
+	playKinds(t, "leaky bucket", tDay, []kstep{
+		{0, l, spigot.Take, 1, delay(dec(1, 2, 0, 10*ms), 0)},     // r1
+		{0, l, spigot.Take, 1, delay(dec(1, 1, 0, 20*ms), 10*ms)}, // r2
+		{0, l, spigot.Take, 1, delay(dec(1, 0, 0, 30*ms), 20*ms)}, // r3
+		{0, l, spigot.Take, 1, dec(0, 0, 10*ms, 30*ms)},           // r4
+		{0, l, spigot.Take, 1, dec(0, 0, 10*ms, 30*ms)},           // r5
+		{0, l, spigot.Peek, 1, dec(0, 0, 10*ms, 30*ms)},
+		{10 * ms, l, spigot.Peek, 1, delay(dec(0, 1, 0, 20*ms), 20*ms)},
+		{10 * ms, l, spigot.Take, 1, delay(dec(1, 0, 0, 30*ms), 20*ms)}, // r6
+		{10 * ms, l, spigot.Refund, 1, dec(1, 1, 0, 20*ms)},             // r6 gives its turn back
+		{10500 * time.Microsecond, l, spigot.TakeUpTo, 5, delay(dec(1, 0, 0, 30*ms), 19500*time.Microsecond)},
+		{10500 * time.Microsecond, l, spigot.Take, 3, dec(0, 0, 30*ms, 30*ms)},
+		{40500 * time.Microsecond, l, spigot.Take, 3, delay(dec(3, 0, 0, 30*ms), 0)},
+		{40500 * time.Microsecond, l, spigot.Reset, 0, dec(3, 3, 0, 0)},
+		{40500 * time.Microsecond, l, spigot.Take, 4, dec(0, 3, spigot.Never, 0)},
+	})
+}
+
+// TestSlidingLogPasswordResets: "at most 5 password resets in any 24
+// hours", NewSlidingLog's example, exactly: the sixth waits until the
+// first is a day old, to the ms.
+func TestSlidingLogPasswordResets(t *testing.T) {
+	l := spigot.Must(spigot.NewSlidingLog("reset", spigot.PerDay(5)))
+	steps := []kstep{}
+	for i := range int64(5) {
+		steps = append(steps, kstep{time.Duration(i) * time.Hour, l, spigot.Take, 1, dec(1, 4-i, 0, day)})
+	}
+	steps = append(steps, []kstep{
+		{5 * time.Hour, l, spigot.Take, 1, dec(0, 0, 19*time.Hour, 23*time.Hour)},
+		{5 * time.Hour, l, spigot.Peek, 2, dec(0, 0, 20*time.Hour, 23*time.Hour)},
+		{5 * time.Hour, l, spigot.Take, 6, dec(0, 0, spigot.Never, 23*time.Hour)},
+		{day - ms, l, spigot.Take, 1, dec(0, 0, 1*ms, 4*time.Hour+ms)},
+		{day, l, spigot.Take, 1, dec(1, 0, 0, day)},
+		{day, l, spigot.Take, 1, dec(0, 0, 1*time.Hour, day)},
+		{day, l, spigot.Refund, 1, dec(1, 1, 0, 4*time.Hour)}, // the reset that just went in gives its place back
+		{day, l, spigot.TakeUpTo, 3, dec(1, 0, 0, day)},
+		{day + 90*time.Minute, l, spigot.TakeUpTo, 3, dec(1, 0, 0, day)}, // the first is a day old
+		{2*day + 90*time.Minute, l, spigot.Peek, 5, dec(0, 5, 0, 0)},
+	}...)
+	playKinds(t, "sliding log", tDay, steps)
+}
+
+// TestFixedWindowOffset: daily windows start at 00:00 UTC, or at 05:00 UTC
+// with an offset of 5h; an offset of −1h is 23h.
+func TestFixedWindowOffset(t *testing.T) {
+	utc := spigot.Must(spigot.NewFixedWindow("export", spigot.PerDay(3), 0))
+	five := spigot.Must(spigot.NewFixedWindow("export-5h", spigot.PerDay(3), 5*time.Hour))
+	late := spigot.Must(spigot.NewFixedWindow("export-late", spigot.PerDay(3), -time.Hour))
+	if got := late.Offset(); got != 23*time.Hour {
+		t.Errorf("NewFixedWindow(…, -1h).Offset() = %v, want 23h", got)
+	}
+	if got := five.Offset(); got != 5*time.Hour {
+		t.Errorf("NewFixedWindow(…, 5h).Offset() = %v, want 5h", got)
+	}
+	playKinds(t, "daily at 00:00 UTC", tDay, []kstep{
+		{-ms, utc, spigot.Take, 3, dec(3, 0, 0, 1*ms)},
+		{0, utc, spigot.Take, 3, dec(3, 0, 0, day)},
+		{5 * time.Hour, utc, spigot.Take, 1, dec(0, 0, 19*time.Hour, 19*time.Hour)},
+	})
+	playKinds(t, "daily at 05:00 UTC", tDay, []kstep{
+		{0, five, spigot.Take, 3, dec(3, 0, 0, 5*time.Hour)},
+		{4*time.Hour + 59*time.Minute, five, spigot.Take, 1, dec(0, 0, time.Minute, time.Minute)},
+		{5 * time.Hour, five, spigot.Take, 3, dec(3, 0, 0, day)},
+		{day + 5*time.Hour - 1*time.Microsecond, five, spigot.Peek, 1, dec(0, 0, 1*ms, 1*ms)},
+		{day + 5*time.Hour, five, spigot.Peek, 3, dec(0, 3, 0, 0)},
+	})
+	playKinds(t, "daily at 23:00 UTC", tDay, []kstep{
+		{22 * time.Hour, late, spigot.Take, 3, dec(3, 0, 0, time.Hour)},
+		{23*time.Hour - ms, late, spigot.TakeUpTo, 3, dec(0, 0, 1*ms, 1*ms)},
+		{23 * time.Hour, late, spigot.TakeUpTo, 3, dec(3, 0, 0, day)},
+	})
+}
+
+// TestApplyBeforeEpoch: the zero State is a whole limit of every kind at
+// instants before the Unix epoch too (such as the zero time.Time), where
+// its FullAt of 0, none, is after now; and a window with nothing to keep
+// there keeps nothing.
+func TestApplyBeforeEpoch(t *testing.T) {
+	for _, start := range []time.Time{time.Date(1969, 12, 31, 23, 0, 0, 0, time.UTC), {}} {
+		name := start.Format(time.DateOnly) + ": "
+		fixed := spigot.Must(spigot.NewFixedWindow("old", spigot.PerSecond(3), 0))
+		playKinds(t, name+"fixed window", start, []kstep{
+			{0, fixed, spigot.Take, 4, dec(0, 3, spigot.Never, 0)}, // nothing to keep
+			{0, fixed, spigot.Take, 3, dec(3, 0, 0, 1*s)},
+			{0, fixed, spigot.Take, 1, dec(0, 0, 1*s, 1*s)},
+		})
+		sliding := spigot.Must(spigot.NewSlidingWindow("old-sliding", spigot.PerSecond(3)))
+		playKinds(t, name+"sliding window", start, []kstep{
+			{0, sliding, spigot.Take, 4, dec(0, 3, spigot.Never, 0)}, // nothing to keep
+			{0, sliding, spigot.Take, 3, dec(3, 0, 0, 2*s)},
+			{0, sliding, spigot.Take, 1, dec(0, 0, 1334*ms, 2*s)}, // 1 + 3 × (1000 − e)/1000 ≤ 3 from e = 334ms of the next window
+		})
+		log := spigot.Must(spigot.NewSlidingLog("old-log", spigot.PerSecond(3)))
+		playKinds(t, name+"sliding log", start, []kstep{
+			{0, log, spigot.Take, 4, dec(0, 3, spigot.Never, 0)}, // nothing to keep
+			{0, log, spigot.Take, 3, dec(3, 0, 0, 1*s)},
+			{0, log, spigot.Take, 1, dec(0, 0, 1*s, 1*s)},
+		})
+		leaky := spigot.Must(spigot.NewLeakyBucket("old-leaky", 3, spigot.PerSecond(3)))
+		playKinds(t, name+"leaky bucket", start, []kstep{
+			{0, leaky, spigot.Take, 4, dec(0, 3, spigot.Never, 0)}, // nothing to keep
+			{0, leaky, spigot.Take, 3, dec(3, 0, 0, 1*s)},
+			{0, leaky, spigot.Take, 1, dec(0, 0, 334*ms, 1*s)},
+		})
+	}
+}

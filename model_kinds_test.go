@@ -391,3 +391,183 @@ func TestApplyKindsModel(t *testing.T) {
 		})
 	}
 }
+
+// kindFuzzStep decodes the steps of the FuzzApply* targets of the new
+// kinds: five bytes a step, [a, k, x₁, x₀, c], with x = x₁x₀ as a uint16
+// and
+//
+//	a%8        the action, as in FuzzApply
+//	k&7        the clock: 0 stays; 1 +1µs; 2 +x µs; 3 +x<<(5×(k>>5)) µs;
+//	           4 +RetryAfter with the last action and N (a retry);
+//	           5 +ResetAfter; 6 −x<<(5×(k>>5)) µs; 7 +x ms and c×4 ns
+//	(k>>3)&3   N: 0 c; 1 limit−c; 2 limit+c; 3 0, and if c is not 0 a
+//	           config change first (see kindFuzzConfig)
+func kindFuzz(t *testing.T, l spigot.Limit, ops []byte) {
+	t.Helper()
+	r := newKindRun(l)
+	for len(ops) >= 5 && r.step < 64 {
+		op := kindOp{act: refFuzzActions[ops[0]%8]}
+		k, x, c := ops[1], int64(ops[2])<<8|int64(ops[3]), int64(ops[4])
+		ops = ops[5:]
+		switch limit := r.l.Capacity(); (k >> 3) & 3 {
+		case 0:
+			op.n = c
+		case 1:
+			op.n = max(limit-c, 0)
+		case 2:
+			op.n = limit + c
+		default:
+			if c != 0 {
+				if nl, ok := kindFuzzConfig(r, x, c); ok {
+					op.l = &nl
+				}
+			}
+		}
+		shift := 5 * (k >> 5)
+		switch k & 7 {
+		case 1:
+			op.dt = 1
+		case 2:
+			op.dt = x
+		case 3:
+			op.dt = x << shift
+		case 4:
+			if !r.last.Allowed() && r.last.RetryAfter != spigot.Never && r.step > 0 && op.l == nil {
+				op.dt, op.act, op.n, op.retry = r.last.RetryAfter.Microseconds(), r.lastAct, r.lastN, true
+			}
+		case 5:
+			op.dt = r.last.ResetAfter.Microseconds()
+		case 6:
+			op.dt = -(x << shift)
+		case 7:
+			op.dt, op.ns = x*1000, c*4%1000
+		}
+		if r.now+op.dt > refLimit || r.now+op.dt < -refLimit {
+			op.dt, op.retry = 0, false
+		}
+		if err := r.do(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// kindFuzzConfig returns a config for r's limit's name made from x and c:
+// with c&1, the same kind and windows with a limit of x%64+1; otherwise a
+// fixed window, sliding window or sliding log (by (c>>1)&3) of x%64+1
+// tokens in a window of r's (its refill from empty, for a leaky bucket)
+// times (c>>3)+1, with the offset x ms for a fixed window. A leaky bucket
+// is never the new config: it reads another config's state as a token
+// bucket does, which refModel proves.
+func kindFuzzConfig(r *kindRun, x, c int64) (spigot.Limit, bool) {
+	tokens := x%64 + 1
+	w := r.l.Window()
+	if r.l.Kind() == spigot.LeakyBucket {
+		w = (r.l.Rate().Period*time.Duration(max(r.l.Capacity(), 1))/time.Duration(r.l.Rate().Tokens) + ms - 1) / ms * ms
+	}
+	kind := r.l.Kind()
+	if c&1 == 0 {
+		kind = []spigot.Kind{spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, spigot.SlidingWindow}[(c>>1)&3]
+		if w > math.MaxInt64/time.Duration(c>>3+1) {
+			return spigot.Limit{}, false
+		}
+		w *= time.Duration(c>>3 + 1)
+	}
+	var l spigot.Limit
+	var err error
+	switch kind {
+	case spigot.FixedWindow:
+		off := r.l.Offset()
+		if c&1 == 0 {
+			off = time.Duration(x) * ms
+		}
+		l, err = spigot.NewFixedWindow(r.l.Name(), spigot.Per(tokens, w), off)
+	case spigot.SlidingWindow:
+		l, err = spigot.NewSlidingWindow(r.l.Name(), spigot.Per(tokens, w))
+	case spigot.SlidingLog:
+		l, err = spigot.NewSlidingLog(r.l.Name(), spigot.Per(tokens, w))
+	default:
+		return spigot.Limit{}, false
+	}
+	if u, ok := r.m.(*usedUp); err != nil || l == r.l || ok && !u.over {
+		return spigot.Limit{}, false
+	}
+	return l, true
+}
+
+// FuzzApplyFixedWindow checks Apply on a fixed window of tokens a window of
+// windowMs ms, offset by offsetMs ms, against winRef; see kindFuzz for ops.
+func FuzzApplyFixedWindow(f *testing.F) {
+	f.Add(int64(10), int64(1000), int64(0), []byte{ // the boundary burst, then a retry
+		0, 7, 0x03, 0xde, 10, 0, 2, 0x4e, 0x20, 10, 0, 2, 0, 1, 1, 0, 4, 0, 0, 0, 4, 5, 0, 0, 1,
+	})
+	f.Add(int64(3), int64(86_400_000), int64(5*3_600_000), []byte{0, 0o10, 0, 0, 0, 6, 0, 0, 0, 0, 5, 0o6, 0x10, 0, 2, 7, 3, 0x30, 0, 3})
+	f.Add(int64(2), int64(7), int64(-1), []byte{4, 0, 0, 0, 9, 5, 0o30, 0, 9, 1, 0, 4, 0, 0, 0, 7, 0o26, 0, 3, 2})
+	f.Fuzz(func(t *testing.T, tokens, windowMs, offsetMs int64, ops []byte) {
+		if windowMs < 1 || windowMs > 1<<40 || offsetMs < -1<<40 || offsetMs > 1<<40 {
+			return
+		}
+		l, err := spigot.NewFixedWindow("fuzz", spigot.Per(tokens, time.Duration(windowMs)*ms), time.Duration(offsetMs)*ms)
+		if err != nil {
+			return
+		}
+		kindFuzz(t, l, ops)
+	})
+}
+
+// FuzzApplySlidingWindow is FuzzApplyFixedWindow for the sliding window
+// counter (whose windows have no offset).
+func FuzzApplySlidingWindow(f *testing.F) {
+	f.Add(int64(10), int64(1000), []byte{ // 8 in a window, 3 in the next at 30%: 8.6, one more, then a retry
+		0, 0, 0, 0, 8, 0, 7, 0x03, 0xe8, 3, 0, 7, 0x01, 0x2c, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 4, 0, 0, 0,
+	})
+	f.Add(int64(5), int64(60_000), []byte{0, 0o10, 0, 0, 0, 6, 0o6, 0x10, 0, 2, 4, 3, 0x30, 0, 3, 5, 0o30, 0, 5, 3})
+	f.Add(int64(1_000_000), int64(3_600_000), []byte{0, 0o10, 0, 0, 0, 7, 0o343, 0, 1, 0, 0, 4, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, tokens, windowMs int64, ops []byte) {
+		if windowMs < 1 || windowMs > 1<<40 {
+			return
+		}
+		l, err := spigot.NewSlidingWindow("fuzz", spigot.Per(tokens, time.Duration(windowMs)*ms))
+		if err != nil {
+			return
+		}
+		kindFuzz(t, l, ops)
+	})
+}
+
+// FuzzApplySlidingLog is FuzzApplyFixedWindow for the sliding log (whose
+// windows have no offset), with at most 64 tokens.
+func FuzzApplySlidingLog(f *testing.F) {
+	f.Add(int64(5), int64(86_400_000), []byte{ // 5 resets, a sixth denied, retried
+		0, 0, 0, 0, 1, 0, 7, 0x0e, 0x10, 1, 0, 7, 0x0e, 0x10, 3, 0, 7, 0, 1, 1, 0, 0, 0, 0, 1, 0, 4, 0, 0, 0,
+	})
+	f.Add(int64(3), int64(7), []byte{4, 0, 0, 0, 9, 5, 2, 0x10, 0, 1, 7, 6, 0x10, 0, 0, 0, 0o30, 0, 9, 7, 4, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, tokens, windowMs int64, ops []byte) {
+		if windowMs < 1 || windowMs > 1<<40 || tokens > 64 {
+			return
+		}
+		l, err := spigot.NewSlidingLog("fuzz", spigot.Per(tokens, time.Duration(windowMs)*ms))
+		if err != nil {
+			return
+		}
+		kindFuzz(t, l, ops)
+	})
+}
+
+// FuzzApplyLeakyBucket is FuzzApplyFixedWindow for a leaky bucket of size
+// places that lets tokens leave every periodUs µs.
+func FuzzApplyLeakyBucket(f *testing.F) {
+	f.Add(int64(100), int64(1_000_000), int64(3), []byte{ // r1…r5 at once: 0, 10, 20 ms, then denied
+		0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 4, 0, 0, 0,
+	})
+	f.Add(int64(7), int64(10_000_000), int64(2), []byte{4, 0o20, 0, 0, 0, 5, 2, 0x10, 0, 1, 7, 4, 0, 0, 0, 6, 6, 0x10, 0, 0})
+	f.Fuzz(func(t *testing.T, tokens, periodUs, size int64, ops []byte) {
+		if periodUs < 1 || periodUs > 1<<40 {
+			return
+		}
+		l, err := spigot.NewLeakyBucket("fuzz", size, spigot.Per(tokens, time.Duration(periodUs)*time.Microsecond))
+		if err != nil {
+			return
+		}
+		kindFuzz(t, l, ops)
+	})
+}

@@ -290,7 +290,7 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 		if s.Scale > 0 {
 			tokens, stamp = b.carry(s), s.Stamp
 		}
-	case s.FullAt > t: // another kind: full again at its FullAt, not sooner
+	case s.FullAt > t && s.FullAt != 0: // another kind: full again at its FullAt, not sooner (0 is none)
 		tokens, stamp = b.fullAt(s.FullAt, t)
 	}
 	if t > stamp {
@@ -393,7 +393,7 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 		if b.kind == FixedWindow {
 			prev = 0
 		}
-	case s.FullAt > t: // another kind or window: used up until its FullAt
+	case s.FullAt > t && s.FullAt != 0: // another kind or window: used up until its FullAt
 		return blocked(s, action, n, t, limit)
 	}
 	// The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤ limit×wms
@@ -455,7 +455,7 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 		return Decision{N: min(used, limit), Remaining: limit}
 	}
 	d.Remaining = max(limit-cur-ceilDiv(prev*(wms-e), wms), 0)
-	var full int64 // the instant the counts no longer matter
+	full := t // the instant the counts no longer matter: now, when none count
 	switch {
 	case cur > 0 && b.kind == SlidingWindow:
 		full = start + 2*w
@@ -494,7 +494,7 @@ func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
 		} else {
 			log = log[old:]
 		}
-	case s.FullAt > t: // another kind or window: used up until its FullAt
+	case s.FullAt > t && s.FullAt != 0: // another kind or window: used up until its FullAt
 		return blocked(s, action, n, t, limit)
 	}
 	count := int64(len(log))
