@@ -1,6 +1,7 @@
 package spigot_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -303,5 +304,81 @@ func TestApplyBeforeEpoch(t *testing.T) {
 			{0, leaky, spigot.Take, 3, dec(3, 0, 0, 1*s)},
 			{0, leaky, spigot.Take, 1, dec(0, 0, 334*ms, 1*s)},
 		})
+	}
+}
+
+// TestKindReuse: a limit's name moved to another kind (a deploy that moves
+// "login" from a token bucket to a sliding window, and back) never hands a
+// key a whole limit before the old state's FullAt: a Take of the whole
+// limit is denied until then, and admitted from then on; each decision is
+// the models' (usedUp for a window or a log, refModel for a bucket).
+func TestKindReuse(t *testing.T) {
+	rate := spigot.Per(5, 10*s)
+	limits := []spigot.Limit{
+		spigot.MustBucket("login", 5, rate),
+		spigot.Must(spigot.NewFixedWindow("login", rate, 0)),
+		spigot.Must(spigot.NewSlidingWindow("login", rate)),
+		spigot.Must(spigot.NewSlidingLog("login", rate)),
+		spigot.Must(spigot.NewLeakyBucket("login", 5, rate)),
+	}
+	op := func(l spigot.Limit, a spigot.Action, n int64) spigot.Op { return spigot.Op{Limit: l, Key: "k", Action: a, N: n} }
+	// model returns what the model of to decides of a on s at at.
+	model := func(to spigot.Limit, s spigot.State, at time.Time, a spigot.Action, n int64) spigot.Decision {
+		switch to.Kind() {
+		case spigot.TokenBucket, spigot.LeakyBucket:
+			m := newRefModel(to.Capacity(), to.Rate())
+			m.raw = &s
+			d, _ := m.apply(at.UnixMicro(), a, n)
+			return d
+		}
+		m := &usedUp{limit: to.Capacity(), until: s.FullAt, next: newKindModel(to)}
+		return m.apply(at.UnixMicro(), a, n)
+	}
+	for _, from := range limits {
+		for _, to := range limits {
+			if from.Kind() == to.Kind() {
+				continue
+			}
+			name := fmt.Sprintf("%v to %v", from.Kind(), to.Kind())
+			used, d := apply(op(from, spigot.Take, 5), spigot.State{}, tDay)
+			if d.N != 5 || used.FullAt <= tDay.UnixMicro() {
+				t.Fatalf("%s: Take 5 of a whole %v = %+v, state %+v", name, from, d, used)
+			}
+			full := time.UnixMicro(used.FullAt)
+			for i, at := range []time.Time{tDay, tDay.Add(1 * ms), tDay.Add(3 * s), full.Add(-ms), full.Add(-time.Microsecond)} {
+				for _, a := range []spigot.Action{spigot.Take, spigot.Peek, spigot.TakeUpTo, spigot.Refund} {
+					_, got := applyCopy(op(to, a, 5), used, at)
+					want := model(to, used, at, a, 5)
+					if to.Kind() == spigot.LeakyBucket {
+						want.Delay = got.Delay // refModel is a token bucket's
+					}
+					if got != want {
+						t.Errorf("%s: step %d: %v 5 at +%v: got %+v, the model %+v", name, i, a, at.Sub(tDay), got, want)
+					}
+					if (a == spigot.Take || a == spigot.Peek) && got.Allowed() || a == spigot.TakeUpTo && got.N == 5 {
+						t.Errorf("%s: step %d: %v 5 at +%v, before the old state's FullAt +%v: %+v, a whole limit", name, i, a, at.Sub(tDay), full.Sub(tDay), got)
+					}
+				}
+			}
+			if _, d := applyCopy(op(to, spigot.Take, 5), used, full); d.N != 5 {
+				t.Errorf("%s: Take 5 at the old state's FullAt +%v: %+v, want admitted", name, full.Sub(tDay), d)
+			}
+			// And back, after a Take of 1 under the new kind: the limit is
+			// whole again no sooner than the first FullAt.
+			moved, _ := applyCopy(op(to, spigot.Take, 1), used, tDay.Add(3*s))
+			back := time.UnixMicro(moved.FullAt)
+			if moved.IsZero() || back.Before(full) {
+				t.Errorf("%s: after a Take of 1 at +3s, the state %+v is kept until +%v, before the first FullAt +%v", name, moved, back.Sub(tDay), full.Sub(tDay))
+				continue
+			}
+			for _, at := range []time.Time{tDay.Add(4 * s), full.Add(-ms), back.Add(-time.Microsecond)} {
+				if _, d := applyCopy(op(from, spigot.Take, 5), moved, at); d.Allowed() {
+					t.Errorf("%s and back: Take 5 at +%v, before the state's FullAt +%v: %+v, a whole limit", name, at.Sub(tDay), back.Sub(tDay), d)
+				}
+			}
+			if _, d := applyCopy(op(from, spigot.Take, 5), moved, back); d.N != 5 {
+				t.Errorf("%s and back: Take 5 at the state's FullAt +%v: %+v, want admitted", name, back.Sub(tDay), d)
+			}
+		}
 	}
 }
