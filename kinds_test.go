@@ -321,7 +321,9 @@ func TestKindReuse(t *testing.T) {
 		spigot.Must(spigot.NewSlidingLog("login", rate)),
 		spigot.Must(spigot.NewLeakyBucket("login", 5, rate)),
 	}
-	op := func(l spigot.Limit, a spigot.Action, n int64) spigot.Op { return spigot.Op{Limit: l, Key: "k", Action: a, N: n} }
+	op := func(l spigot.Limit, a spigot.Action, n int64) spigot.Op {
+		return spigot.Op{Limit: l, Key: "k", Action: a, N: n}
+	}
 	// model returns what the model of to decides of a on s at at.
 	model := func(to spigot.Limit, s spigot.State, at time.Time, a spigot.Action, n int64) spigot.Decision {
 		switch to.Kind() {
