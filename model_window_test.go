@@ -1,6 +1,7 @@
 package spigot_test
 
 import (
+	"math"
 	"math/big"
 	"time"
 
@@ -91,9 +92,14 @@ func (m *winRef) retry(t, k int64) time.Duration {
 	return refMs(first(t, m.horizon(t), func(at int64) bool { return m.fits(at, k) }) - t)
 }
 
-// refMs returns us rounded up to the millisecond.
+// refMs returns us rounded up to the millisecond, or Never past what a
+// Duration holds.
 func refMs(us int64) time.Duration {
-	return time.Duration(refCeil(big.NewRat(us, 1000)).Int64()) * time.Millisecond
+	ms := refCeil(big.NewRat(us, 1000))
+	if ms.Cmp(big.NewInt(math.MaxInt64/int64(time.Millisecond))) > 0 {
+		return spigot.Never
+	}
+	return time.Duration(ms.Int64()) * time.Millisecond
 }
 
 // remaining returns the whole tokens a Take could have at t.
