@@ -404,10 +404,12 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 	// used returns the whole tokens the counts stand for: cur, and prev's
 	// weight rounded up.
 	used := cur + ceilDiv(prev*(wms-e), wms)
-	// admits reports whether k more tokens fit now.
+	// admits reports whether k more tokens fit now. (With prev at 0, as
+	// for every fixed window, free alone decides: a fixed window's limit ×
+	// wms may pass int64.)
 	admits := func(k int64) bool {
 		free := limit - cur - k
-		return free >= 0 && prev*(wms-e) <= free*wms
+		return free >= 0 && (prev == 0 || prev*(wms-e) <= free*wms)
 	}
 	// retry returns the µs from t until k ≤ limit more tokens fit.
 	retry := func(k int64) int64 {
