@@ -118,6 +118,9 @@ func diff(got, want spigot.Decision) string {
 	if got.ResetAfter != want.ResetAfter {
 		d = append(d, fmt.Sprintf("ResetAfter = %s, want %s", dur(got.ResetAfter), dur(want.ResetAfter)))
 	}
+	if got.Delay != want.Delay {
+		d = append(d, fmt.Sprintf("Delay = %s, want %s", got.Delay, want.Delay))
+	}
 	return strings.Join(d, "; ")
 }
 
@@ -146,5 +149,8 @@ func reset(t testing.TB, e env, b spigot.Limit, key string, at time.Duration, wa
 
 // show formats an admission, with Never by name.
 func show(a spigot.Decision) string {
+	if a.Delay != 0 {
+		return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s Delay:%s}", a.Allowed(), a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter), a.Delay)
+	}
 	return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s}", a.Allowed(), a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter))
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store/memory"
 )
 
 // recorder is a testing.TB that records failures instead of failing the
@@ -339,6 +339,64 @@ var mutants = []mutant{
 		}),
 		mustFail: []string{"slowest-exact-rate"},
 		msg:      "ResetAfter",
+	},
+	{
+		name: "a leaky bucket without Delay",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			next, d := apply(op, s, now)
+			d.Delay = 0
+			return next, d
+		}),
+		mustFail: []string{"leaky-bucket-queue", "kind-reuse", "kinds-random-operations"},
+		msg:      "Delay = 0s, want 10ms",
+	},
+	{
+		name: "a sliding window counts its own window alone",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			if op.Limit.Kind() == spigot.SlidingWindow {
+				op.Limit = spigot.Must(spigot.NewFixedWindow(op.Limit.Name(), op.Limit.Rate(), 0))
+				if s.Kind == spigot.SlidingWindow {
+					s.Kind, s.Prev = spigot.FixedWindow, 0
+				}
+			}
+			return apply(op, s, now)
+		}),
+		mustFail: []string{"sliding-window-weighted", "sliding-window-actions", "kinds-random-operations"},
+		msg:      "ResetAfter = 1s, want 2s",
+	},
+	{
+		name: "fixed windows without their offset",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			if op.Limit.Kind() == spigot.FixedWindow {
+				op.Limit = spigot.Must(spigot.NewFixedWindow(op.Limit.Name(), op.Limit.Rate(), 0))
+			}
+			return apply(op, s, now)
+		}),
+		mustFail: []string{"fixed-window-offset", "kinds-random-operations"},
+		msg:      "ResetAfter = 20h55m55s, want 1h55m55s",
+	},
+	{
+		name: "a state of another kind is a whole limit",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			if s.Kind != op.Limit.Kind() {
+				s = spigot.State{}
+			}
+			return apply(op, s, now)
+		}),
+		mustFail: []string{"kind-reuse"},
+		msg:      "allowed, want denied",
+	},
+	{
+		name: "a sliding log forgets its tokens at once",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			next, d := apply(op, s, now)
+			if op.Limit.Kind() == spigot.SlidingLog && op.Action != spigot.Peek {
+				next = spigot.State{}
+			}
+			return next, d
+		}),
+		mustFail: []string{"sliding-log-password-resets", "sliding-log-actions", "kinds-random-operations"},
+		msg:      "Remaining = 4, want 3",
 	},
 	{
 		name: "TakeUpTo takes all or nothing",
@@ -738,7 +796,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
 			var msgs []string
-			for _, c := range cases {
+			for _, c := range suiteCases() {
 				if !matches(c.name, m.mustFail) {
 					continue
 				}
@@ -763,7 +821,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 // when the store has Len.
 func TestSuitePassesCorrectStores(t *testing.T) {
 	for _, multi := range []bool{false, true} {
-		for _, c := range cases {
+		for _, c := range suiteCases() {
 			r := runCase(t, c, func(clk clock.Clock) spigot.Store {
 				s := newTakeStore(clk)
 				s.multi = multi
@@ -819,33 +877,21 @@ func TestRealTimeCatchesMutants(t *testing.T) {
 type modelStore struct {
 	clk clock.Clock
 	mu  sync.Mutex
-	m   map[[2]string]*model
+	m   map[[2]string]modelEntry
 }
 
 // get returns key's model under b's config; with keep false (a Peek), it
 // leaves the stored model as it was.
-func (s *modelStore) get(b spigot.Limit, key string, keep bool) *model {
+func (s *modelStore) get(b spigot.Limit, key string, keep bool) keyModel {
 	k := [2]string{b.Name(), key}
-	m := s.m[k]
-	if m == nil {
-		m = newModel(b.Capacity(), b.Rate())
-	}
-	// A config change: whole tokens carry over when the refill's
-	// denominator (the scale) changes, all of them otherwise; clamped.
-	next := newModel(b.Capacity(), b.Rate())
-	if m.tokens != nil && (m.capacity.Cmp(next.capacity) != 0 || m.refill.Cmp(next.refill) != 0) {
-		tokens := m.tokens
-		if m.refill.Denom().Cmp(next.refill.Denom()) != 0 {
-			tokens = new(big.Rat).SetInt64(floor(tokens))
-		}
-		if tokens.Cmp(next.capacity) > 0 {
-			tokens = new(big.Rat).Set(next.capacity)
-		}
-		next.tokens, next.stamp, next.fullAt = tokens, m.stamp, m.fullAt
-		m = next
+	var m keyModel
+	if e, ok := s.m[k]; ok {
+		m = carry(e, b, s.clk.Now())
+	} else {
+		m = newKeyModel(b)
 	}
 	if keep {
-		s.m[k] = m
+		s.m[k] = modelEntry{b, m}
 	}
 	return m
 }
@@ -880,17 +926,19 @@ func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clk.Now()
-	next := make(map[[2]string]*model) // each key's model if the set is kept
+	next := make(map[[2]string]modelEntry) // each key's model if the set is kept
 	denied := false
 	for i, op := range ops {
 		k := [2]string{op.Limit.Name(), op.Key}
-		m := next[k]
-		if m == nil {
-			c := *s.get(op.Limit, op.Key, false) // apply replaces its fields, never changes them in place
-			m = &c
-			next[k] = m
+		e, ok := next[k]
+		switch {
+		case !ok:
+			e = modelEntry{op.Limit, s.get(op.Limit, op.Key, false).clone()}
+		case e.l != op.Limit:
+			e = modelEntry{op.Limit, carry(e, op.Limit, now).clone()}
 		}
-		out[i] = m.apply(now, op.Action, op.N)
+		next[k] = e
+		out[i] = e.m.apply(now, op.Action, op.N)
 		denied = denied || !out[i].Allowed() && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo)
 	}
 	if denied {
@@ -906,7 +954,40 @@ func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot
 }
 
 func TestModelStore(t *testing.T) {
-	Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
-		return &modelStore{clk: clk, m: make(map[[2]string]*model)}
+	runAll(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+		return &modelStore{clk: clk, m: make(map[[2]string]modelEntry)}
 	})
+}
+
+// suiteCases are the cases of Run and kindCases, each once.
+func suiteCases() []testCase {
+	all := slices.Clone(cases)
+	for _, c := range kindCases {
+		if !slices.ContainsFunc(cases, func(d testCase) bool { return d.name == c.name }) {
+			all = append(all, c)
+		}
+	}
+	return all
+}
+
+// runAll is Run of suiteCases.
+func runAll(t *testing.T, newStore func(t *testing.T, clk clock.Clock) spigot.Store) {
+	t.Helper()
+	for _, c := range suiteCases() {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clocktest.New(t0)
+			c.run(t, env{s: newStore(t, clk), clk: clk})
+		})
+	}
+}
+
+// TestKindCasesMemory runs kindCases on the memory store, as Run does
+// with its cases.
+func TestKindCasesMemory(t *testing.T) {
+	for _, c := range kindCases {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clocktest.New(t0)
+			c.run(t, env{s: memory.New(memory.WithClock(clk)), clk: clk})
+		})
+	}
 }
