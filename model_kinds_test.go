@@ -114,6 +114,9 @@ type kindRun struct {
 	lastN   int64
 	lastNow int64
 	history []string
+	// stale: the state was stored under a leaky bucket's former config, as
+	// its FullAt says; a RetryAfter of the new config may go past it.
+	stale bool
 }
 
 func newKindRun(l spigot.Limit) *kindRun {
@@ -154,6 +157,7 @@ func (r *kindRun) do(op kindOp) error {
 				r.m = newKindModel(*op.l) // forgotten by then
 			}
 		}
+		r.stale = r.l.Kind() == spigot.LeakyBucket && op.l.Kind() == spigot.LeakyBucket && !r.s.IsZero()
 		r.l = *op.l
 	}
 	r.now += op.dt
@@ -191,8 +195,11 @@ func (r *kindRun) do(op kindOp) error {
 	if op.retry && !got.Allowed() {
 		return r.fail("a retry after exactly RetryAfter %v was denied: %+v", r.last.RetryAfter, got)
 	}
-	// A millisecond before RetryAfter, the same op is still denied.
-	if ra := got.RetryAfter; ra > 0 && ra != spigot.Never && op.act != spigot.Peek {
+	// A millisecond before RetryAfter, the same op is still denied; but
+	// a bucket's state stored under another config counts only until its
+	// FullAt, as Apply's doc says, and a RetryAfter counted at the new
+	// rate may go past it.
+	if ra := got.RetryAfter; ra > 0 && ra != spigot.Never && op.act != spigot.Peek && !r.stale {
 		early := now.Add(ra - time.Millisecond)
 		if _, d := applyCopy(o, r.s, early); d.Allowed() {
 			return r.fail("RetryAfter %v, but the same op at 1ms before then is allowed: %+v", ra, d)
@@ -211,7 +218,8 @@ func (r *kindRun) do(op kindOp) error {
 	}
 	// A store may drop the state once ResetAfter has passed: the zero
 	// State then decides as the kept one.
-	if reset := r.last.ResetAfter; op.l == nil && reset > 0 && r.now-r.lastNow >= reset.Microseconds() {
+	// (A ResetAfter of Never is one past what a Duration holds.)
+	if reset := r.last.ResetAfter; op.l == nil && reset > 0 && reset != spigot.Never && r.now-r.lastNow >= reset.Microseconds() {
 		s0, d0 := applyCopy(o, spigot.State{}, now)
 		if op.act == spigot.Peek {
 			s0 = s
@@ -222,7 +230,7 @@ func (r *kindRun) do(op kindOp) error {
 		}
 	}
 	if op.act != spigot.Peek {
-		r.s = s
+		r.s, r.stale = s, false
 	}
 	r.last, r.lastAct, r.lastN, r.lastNow = got, op.act, op.n, r.now
 	return nil
@@ -359,8 +367,8 @@ func kindSequence(seed uint64, k spigot.Kind, reconfig bool) error {
 			default:
 				l = kindLimit(rng, []spigot.Kind{spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, spigot.LeakyBucket}[rng.IntN(4)])
 			}
-			if l.Kind() == spigot.LeakyBucket {
-				// A leaky bucket reads another config's state as a token
+			if l.Kind() == spigot.LeakyBucket && r.l.Kind() != spigot.LeakyBucket {
+				// A leaky bucket reads another kind's state as a token
 				// bucket does (refModel proves it): not here.
 				l = r.l
 			}
@@ -468,6 +476,10 @@ func kindFuzzConfig(r *kindRun, x, c int64) (spigot.Limit, bool) {
 		w = (r.l.Rate().Period*time.Duration(max(r.l.Capacity(), 1))/time.Duration(r.l.Rate().Tokens) + ms - 1) / ms * ms
 	}
 	kind := r.l.Kind()
+	if kind == spigot.LeakyBucket && c&1 != 0 { // another size and rate
+		l, err := spigot.NewLeakyBucket(r.l.Name(), x%64, spigot.Per(c>>1&7+1, time.Duration(x+1)*ms))
+		return l, err == nil && l != r.l
+	}
 	if c&1 == 0 {
 		kind = []spigot.Kind{spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, spigot.SlidingWindow}[(c>>1)&3]
 		if w > math.MaxInt64/time.Duration(c>>3+1) {

@@ -161,6 +161,31 @@ func (m *leakyRef) fullAt() int64 {
 	return m.full
 }
 
-func (m *leakyRef) reconfigure(spigot.Limit) bool { return false }
+// reconfigure makes m the model of l: a leaky bucket's queue carries over
+// to another leaky bucket as a token bucket's tokens do (its free places
+// at the latest instant seen, whole ones only when the scale, the refill's
+// denominator, changes, clamped to the new size).
+func (m *leakyRef) reconfigure(l spigot.Limit) bool {
+	if l.Kind() != spigot.LeakyBucket {
+		return false
+	}
+	r := l.Rate()
+	interval := big.NewRat(int64(r.Period/time.Microsecond), r.Tokens)
+	if m.kept {
+		free := new(big.Rat).Sub(refInt(m.size), m.queued(m.stamp))
+		if new(big.Rat).Inv(interval).Denom().Cmp(new(big.Rat).Inv(m.interval).Denom()) != 0 {
+			free = new(big.Rat).SetInt(refFloor(free))
+		}
+		free = refMin(free, refInt(l.Capacity()))
+		if free.Sign() < 0 {
+			free = new(big.Rat)
+		}
+		taken := new(big.Rat).Sub(refInt(l.Capacity()), free)
+		m.next = new(big.Rat).Add(refInt(m.stamp), taken.Mul(taken, interval))
+		m.deps = m.deps[:0]
+	}
+	m.size, m.interval = l.Capacity(), interval
+	return true
+}
 
 func (m *leakyRef) check() error { return m.err }

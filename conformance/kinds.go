@@ -27,6 +27,7 @@ var kindCases = []testCase{
 	{"sliding-log-actions", testSlidingLogActions},
 	{"leaky-bucket-queue", testLeakyBucketQueue},
 	{"kind-reuse", testKindReuse},
+	{"kinds-config-change", testKindsConfigChange},
 	{"kinds-random-operations", testKindsRandomOperations},
 	{"kinds-ttl", testKindsTTL},
 }
@@ -399,4 +400,56 @@ func testKindsTTL(t testing.TB, e env) {
 			t.Errorf("Len() at t0+%v = %d, want %d: a store holds a key exactly until its state no longer matters (its ResetAfter)", c.at, got, c.want)
 		}
 	}
+}
+
+// testKindsConfigChange: a window or log whose limit changes under the same
+// name keeps its counts (a Take of 0 is allowed even above the lowered
+// limit); one whose window changes reads the old state as its limit used
+// up until that state's FullAt.
+func testKindsConfigChange(t testing.TB, e env) {
+	log3 := e.slidingLog(t, "log-lowered", spigot.PerSecond(3))
+	log1 := e.slidingLog(t, "log-lowered", spigot.PerSecond(1))
+	playOps(t, e, log3, "k", []opStep{{0, spigot.Take, 3, took(3, 0, 1*s)}})
+	playOps(t, e, log1, "k", []opStep{
+		{0, spigot.Take, 0, allow(0, 1*s)},
+		{0, spigot.Peek, 0, allow(0, 1*s)},
+		{0, spigot.Take, 1, deny(0, 1*s, 1*s)},
+		{1 * s, spigot.Take, 1, took(1, 0, 1*s)},
+	})
+	sw5 := e.slidingWindow(t, "sliding-lowered", spigot.PerSecond(5))
+	sw2 := e.slidingWindow(t, "sliding-lowered", spigot.PerSecond(2))
+	playOps(t, e, sw5, "k", []opStep{
+		{0, spigot.Take, 5, took(5, 0, 2*s)},
+		{1900 * ms, spigot.Take, 4, took(4, 0, 1100*ms)}, // 4 + 5 × 0.1
+	})
+	playOps(t, e, sw2, "k", []opStep{
+		{1900 * ms, spigot.Take, 0, allow(0, 1100*ms)}, // 2 + 2 × 0.1, clamped to the limit
+		// 2 + 1 > 2 in this window; in the next, 1 + 2 × (1000 − e)/1000 ≤ 2
+		// from e = 500ms.
+		{1900 * ms, spigot.Take, 1, deny(0, 600*ms, 1100*ms)},
+		{2500 * ms, spigot.Take, 1, took(1, 0, 1500*ms)},
+	})
+	perSecond := e.slidingLog(t, "log-window", spigot.PerSecond(5))
+	perMinute := e.slidingLog(t, "log-window", spigot.PerMinute(5))
+	playOps(t, e, perSecond, "k", []opStep{{0, spigot.Take, 3, took(3, 2, 1*s)}})
+	playOps(t, e, perMinute, "k", []opStep{
+		{500 * ms, spigot.Take, 3, deny(0, 500*ms, 500*ms)},
+		{500 * ms, spigot.Take, 0, allow(0, 500*ms)},
+		{500 * ms, spigot.TakeUpTo, 9, deny(0, 500*ms, 500*ms)},
+		{500 * ms, spigot.Refund, 3, allow(0, 500*ms)},
+		{999 * ms, spigot.Peek, 1, deny(0, 1*ms, 1*ms)},
+		{1 * s, spigot.Take, 5, took(5, 0, time.Minute)},
+	})
+	playOps(t, e, perSecond, "k", []opStep{
+		{1500 * ms, spigot.Take, 1, deny(0, 59500*ms, 59500*ms)},
+		{1500 * ms, spigot.Reset, 0, took(5, 5, 0)},
+		{1500 * ms, spigot.Take, 5, took(5, 0, 1*s)},
+	})
+	fixed := e.fixedWindow(t, "fixed-offset-changed", spigot.PerSecond(5), 0)
+	moved := e.fixedWindow(t, "fixed-offset-changed", spigot.PerSecond(5), 500*ms)
+	playOps(t, e, fixed, "k", []opStep{{0, spigot.Take, 1, took(1, 4, 1*s)}})
+	playOps(t, e, moved, "k", []opStep{
+		{600 * ms, spigot.Take, 1, deny(0, 400*ms, 400*ms)},
+		{1 * s, spigot.Take, 5, took(5, 0, 500*ms)},
+	})
 }
