@@ -33,9 +33,9 @@ type Call struct {
 	// Reply is set by Client.Send.
 	Reply Reply
 
-	argvAny []any              // Argv, boxed, for a Topology.Boxed client
-	words   [3]string          // what Command returns
-	buf     [wire.Fields]int64 // room for the Ints of a call of one key
+	argvAny []any                 // Argv, boxed, for a Topology.Boxed client
+	words   [3]string             // what Command returns
+	buf     [wire.MaxFields]int64 // room for the Ints of a call of one key
 }
 
 // Line returns the call's whole command (Command, Keys, Argv) for a client

@@ -10,8 +10,6 @@ package scriptstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -82,23 +80,20 @@ func (s *Store) key(op spigot.Op) string {
 	return store.Key(s.prefix, op.Limit, op.Key)
 }
 
-// check returns the error of ops that the script cannot apply: an invalid
-// op, or a limit of a kind the script does not know.
+// check returns the error of the first invalid op (spigot.Op.Check).
 func (s *Store) check(ops ...spigot.Op) error {
 	for _, op := range ops {
 		if err := op.Check(); err != nil {
 			return err
 		}
-		if k := op.Limit.Kind(); k != spigot.TokenBucket {
-			return fmt.Errorf("spigot: %s: limit kind %v: %w", s.name, k, errors.ErrUnsupported)
-		}
 	}
 	return nil
 }
 
-// Do implements spigot.Store: every action, in one round trip.
+// Do implements spigot.Store: every action on every kind of limit, in one
+// round trip.
 func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	if err := s.check(op); err != nil {
+	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
 	x := s.exchange(1)
@@ -113,7 +108,8 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	}
 	c.Keys, c.ReadOnly = x.key[:], op.Action == spigot.Peek && !s.noRO.Load()
 	var out [1]spigot.Decision
-	err := s.run(ctx, x, out[:])
+	ops := [1]spigot.Op{op}
+	err := s.run(ctx, x, ops[:], out[:])
 	return out[0], err
 }
 
@@ -142,7 +138,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		x.release()
 		return err
 	}
-	return s.run(ctx, x, out)
+	return s.run(ctx, x, ops, out)
 }
 
 // parts returns a *spigot.PartsError for keys that a client whose scripts
@@ -162,9 +158,9 @@ func (s *Store) parts(keys []string) error {
 	return nil
 }
 
-// run sends x, one call of the script over len(out) keys applied together
-// (one op, or several all or nothing), and sets out from its reply.
-func (s *Store) run(ctx context.Context, x *exchange, out []spigot.Decision) error {
+// run sends x, one call of the script on ops applied together (one op, or
+// several all or nothing), and sets out from its reply.
+func (s *Store) run(ctx context.Context, x *exchange, ops []spigot.Op, out []spigot.Decision) error {
 	if err := x.await(ctx); err != nil {
 		return s.err(err, false)
 	}
@@ -172,7 +168,7 @@ func (s *Store) run(ctx context.Context, x *exchange, out []spigot.Decision) err
 	if r := &x.calls[0].Reply; r.Err != nil {
 		return s.err(r.Err, r.ServerErr)
 	}
-	return decode(x.calls[0].Reply, out, nil)
+	return decode(x.calls[0].Reply, ops, out, nil)
 }
 
 // set makes c the call of the script on ops: all or nothing, or, for a
@@ -220,7 +216,7 @@ func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decisio
 		case x.calls[k].Reply.Err != nil:
 			err = s.err(x.calls[k].Reply.Err, x.calls[k].Reply.ServerErr)
 		default:
-			err = decode(x.calls[k].Reply, out[lo:hi], errs[lo:hi])
+			err = decode(x.calls[k].Reply, ops[lo:hi], out[lo:hi], errs[lo:hi])
 		}
 		if err != nil {
 			for i := lo; i < hi; i++ {
@@ -234,19 +230,19 @@ func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decisio
 	return wire.BatchErr(slices.DeleteFunc(errs, func(err error) bool { return err == nil }), len(ops))
 }
 
-// decode sets out from the reply to a call of the script over len(out)
-// keys, and, for a batch call (errs not nil), errs[i] and a failed
-// decision for each key that failed alone.
-func decode(r Reply, out []spigot.Decision, errs []error) error {
+// decode sets out from the reply to a call of the script on ops, and, for
+// a batch call (errs not nil), errs[i] and a failed decision for each key
+// that failed alone.
+func decode(r Reply, ops []spigot.Op, out []spigot.Decision, errs []error) error {
 	switch {
 	case r.Ints != nil && errs != nil:
-		return wire.DecodeBatchInts(r.Ints, out, errs)
+		return wire.DecodeBatchInts(r.Ints, ops, out, errs)
 	case r.Ints != nil:
-		return wire.DecodeAllInts(r.Ints, out)
+		return wire.DecodeAllInts(r.Ints, ops, out)
 	case errs != nil && len(out) > 1:
-		return wire.DecodeBatch(r.Value, out, errs)
+		return wire.DecodeBatch(r.Value, ops, out, errs)
 	}
-	return wire.DecodeAll(r.Value, out)
+	return wire.DecodeAll(r.Value, ops, out)
 }
 
 // err returns err as the store returns it (see wire.Err).

@@ -5,10 +5,14 @@
 --          (wire.ClockTTLSlack) longer, since its TTL runs on the server's;
 --          with several keys, a leading "b" makes the call a batch
 -- then, for each key KEYS[i], five arguments from ARGV[5i-3]:
---          the limit's kind and the action, as "tb.take", "tb.takeupto",
---          "tb.refund", "tb.reset" or "tb.peek" ("tb": a token bucket);
---          the bucket's capacity in tokens, scale (units per token) and
---          refill (units per µs); and N
+--          the limit's kind and the action, "<kind>.<action>": the kind
+--          "tb" (token bucket), "lb" (leaky bucket), "fw" (fixed window),
+--          "sw" (sliding window) or "sl" (sliding log), the action "take",
+--          "takeupto", "refund", "reset" or "peek", as in "sw.takeupto";
+--          three parameters of the limit: a bucket's capacity in tokens,
+--          scale (units per token) and refill (units per µs), or a
+--          window's limit, length in µs and offset in µs (0 but for a
+--          fixed window); and N
 --
 -- With one key, it applies one operation. With several, all or nothing:
 -- each on the state the ones before it left (a key named twice is charged
@@ -18,34 +22,44 @@
 -- key's operation on its own, as that many calls with one key would, one
 -- after the other; a key that holds another type or a value the script
 -- cannot read fails alone, as {-1, 1, 0, 0} (WRONGTYPE) or {-1, 2, 0, 0}
--- (unreadable), and the others are applied.
--- (As few arguments as can say it: each one costs the server a Lua
--- string per call, and two more cost 4% of its throughput.)
+-- (unreadable), with a fifth 0 for a leaky bucket, and the others are
+-- applied. (As few arguments as can say it: each one costs the server a
+-- Lua string per call, and two more cost 4% of its throughput.)
 --
 -- Returns, for each key in order, {n moved, remaining, retry_ms (0:
--- allowed; -1: Never), reset_ms (-1: Never)}, as one flat array: four
--- integers a key, no more (each costs the client a decoded message).
+-- allowed; -1: Never), reset_ms (-1: Never)}, and for a leaky bucket a
+-- fifth, its delay: the µs up to 2^53, -1 for Never, and past 2^53, where
+-- doubles skip integers, -2 - (delay - 2^53); as one flat array (each
+-- integer costs the client a decoded message).
 --
 -- A key holds "<kind>/<version> <fullat> <fields>": every kind and
 -- version starts with FullAt, the µs from which the state counts as
--- absent whatever the key's TTL. A token bucket's is
--- "tb/2 <fullat> <stamp> <tokens> <scale>". The format before versions,
--- "<tokens> <stamp> <scale> [<fullat>]", is read as a token bucket; a state
--- of another kind or of a later version is read by its FullAt alone, as
--- the bucket that is full again then, and not sooner; anything else is an
--- error, never a full bucket. Each field is a decimal integer; a token
--- bucket's FullAt has at most 18 digits, and every other field is at most
--- 2^53 in magnitude, or the value is unreadable (wire.ParseState is the
--- Go statement of this reading).
+-- absent whatever the key's TTL. wire.ParseState is the Go statement of
+-- the formats and of their reading, and wire.FormatState of their writing:
+--   "tb/2 <fullat> <stamp> <tokens> <scale>"           a token bucket
+--   "lb/1 <fullat> <stamp> <tokens> <scale>"           a leaky bucket
+--   "fw/1 <fullat> <stamp> <start> <window> <count>"   a fixed window
+--   "sw/1 <fullat> <stamp> <start> <window> <count> <prev>"
+--   "sl/1 <fullat> <stamp> <count> <entries>"          a sliding log: the
+--      instants of its tokens in groups of equal ones, the first group's
+--      instant then each one's distance from the one before, each with
+--      "x<run>" for a group of more than one token.
+-- The format before versions, "<tokens> <stamp> <scale> [<fullat>]", is a
+-- token bucket's; a state of another kind or of a later version is read
+-- by its FullAt alone (as the bucket that is full again then, and not
+-- sooner, or as a window used up until then); anything else is an error,
+-- never a full limit. Each field is a decimal integer; the FullAt of a
+-- state of the limit's own kind has at most 18 digits, and every other
+-- field is at most 2^53 in magnitude, or the value is unreadable.
 --
--- Lua numbers are doubles: every integer here stays within 2^53 (NewBucket
--- guarantees it of a limit, and the reading above of a state), where
--- doubles are exact; divisions go through math.fmod, which is exact, and
--- numbers leave the script through string.format('%d') or an integer
--- reply, never tostring. The one quantity that may pass 2^53, a FullAt
--- after the year 2255, is only compared with now, and written digit by
--- digit. The caller sends any N above 2^53 as 2^54, which every action
--- decides as it does N.
+-- Lua numbers are doubles: every integer here stays within 2^53 (the
+-- constructors guarantee it of a limit, and the reading above of a
+-- state), where doubles are exact; divisions go through math.fmod, which
+-- is exact, and numbers leave the script through string.format('%d') or
+-- an integer reply, never tostring. A FullAt past 2^53 (after the year
+-- 2255) is only compared with now, or taken apart digit by digit, and
+-- written digit by digit. The caller sends any N above 2^53 as 2^54, which
+-- every action decides as it does N.
 
 local nkeys = #KEYS
 if nkeys < 1 or #ARGV ~= 1 + 5 * nkeys then
@@ -77,6 +91,8 @@ local function ceildiv(a, b)
 	return q
 end
 
+local NEVER = 9223372036854 -- the most whole ms a Go Duration holds
+
 -- ceilms returns lag+us µs rounded up to the ms, or -1 (Never) past what a
 -- Go Duration holds; lag and us are 0 to 2^53, so lag+us is summed in ms.
 local function ceilms(lag, us)
@@ -85,10 +101,20 @@ local function ceilms(lag, us)
 	end
 	local a, b = quo(lag, 1000), quo(us, 1000)
 	local ms = a + b + ceildiv((lag - a * 1000) + (us - b * 1000), 1000)
-	if ms > 9223372036854 then
+	if ms > NEVER then
 		return -1
 	end
 	return ms
+end
+
+-- msafter returns us µs (at most 2^53 in magnitude) plus ms whole ms,
+-- rounded up to the ms, or -1 (Never) past what a Go Duration holds.
+local function msafter(us, ms)
+	local r = ceildiv(us, 1000) + ms
+	if r > NEVER then
+		return -1
+	end
+	return r
 end
 
 local EXACT = 9007199254740992 -- 2^53: doubles hold every integer up to it
@@ -106,6 +132,12 @@ local function exact(d, x)
 	return nil
 end
 
+-- num returns the number of the digits d if it is at most 2^53 in
+-- magnitude, and nil otherwise.
+local function num(d)
+	return exact(d, tonumber(d))
+end
+
 -- sum returns now + ms*1000 + us as a decimal string, exactly, when it is
 -- past 2^53, where doubles skip integers (now >= -2^53, 0 <= us < 1000).
 local function sum(now, ms, us)
@@ -117,6 +149,100 @@ local function sum(now, ms, us)
 		hi, lo = hi - 1, lo + 1000
 	end
 	return string.format('%d%03d', hi, lo)
+end
+
+-- at returns base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0) as
+-- a decimal string, exactly.
+local function at(base, ms)
+	local x = base + ms * 1000
+	if x < EXACT then
+		return string.format('%d', x)
+	end
+	return sum(base, ms, 0)
+end
+
+-- equals reports whether full, of the digits fd (at most 18 of them), is
+-- base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0), exactly.
+local function equals(fd, full, base, ms)
+	local x = base + ms * 1000
+	if full < EXACT and x < EXACT then
+		return full == x
+	end
+	return at(base, ms) == string.match(fd, '^0*(%d+)$')
+end
+
+-- untilms returns the whole ms, rounded up, from now until full (whose
+-- digits are fd, at most 18 of them), or -1 (Never) past what a Go
+-- Duration holds.
+local function untilms(fd, full)
+	if full < EXACT then
+		return msafter(full - now, 0)
+	end
+	local q = quo(now, 1000)
+	local ms = tonumber(string.sub(fd, 1, -4)) - q + ceildiv(tonumber(string.sub(fd, -3)) - (now - q * 1000), 1000)
+	if ms > NEVER then
+		return -1
+	end
+	return ms
+end
+
+-- readlog returns the instants and runs of a sliding log's entries e
+-- (see the formats above), count tokens in all, or nil if e is not that.
+local function readlog(e, count)
+	local ts, rs, total, t, pos, len = {}, {}, 0, 0, 1, #e
+	while true do
+		local _, stop, d, x, r, sp = string.find(e, '^(%-?%d+)(x?)(%d*)( ?)', pos)
+		if not stop then
+			return nil
+		end
+		local run = 1
+		if x == 'x' then
+			run = tonumber(r)
+			if not run or run < 1 then
+				return nil
+			end
+		end
+		local v = num(d)
+		if not v then
+			return nil
+		end
+		if pos == 1 then
+			t = v
+		elseif string.byte(d, 1) == 45 or (t >= 0 and v > EXACT - t) then -- a '-', or past 2^53
+			return nil
+		else
+			t = t + v
+		end
+		if run > count - total then
+			return nil
+		end
+		total = total + run
+		ts[#ts + 1], rs[#rs + 1] = t, run
+		if sp == '' then
+			if stop ~= len then
+				return nil
+			end
+			break
+		elseif stop == len then
+			return nil
+		end
+		pos = stop + 1
+	end
+	if total ~= count then
+		return nil
+	end
+	return ts, rs
+end
+
+-- version returns the version of the format this script writes for the
+-- kind tag, and nil for a kind it does not know.
+local function version(tag)
+	if tag == 'tb' then
+		return 2
+	elseif tag == 'lb' or tag == 'fw' or tag == 'sw' or tag == 'sl' then
+		return 1
+	end
+	return nil
 end
 
 -- pending holds, all or nothing, what each key will hold if the call is
@@ -131,22 +257,24 @@ if nkeys > 1 then
 	end
 end
 local denied = false
+local r = 1 -- where the next key's reply starts
 
 for i = 1, nkeys do
 	repeat -- once: a key of a batch that fails breaks out, to the next key
 	local key, a = KEYS[i], 5 * i - 3
 	local action = ARGV[a]
-	if action ~= 'tb.take' and action ~= 'tb.peek' and action ~= 'tb.takeupto' and action ~= 'tb.refund' and action ~= 'tb.reset' then
+	local kind, act = string.match(action, '^(%l%l)%.(%l+)$')
+	if not version(kind) or (act ~= 'take' and act ~= 'peek' and act ~= 'takeupto' and act ~= 'refund' and act ~= 'reset') then
 		return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
 	end
-	local capacity = tonumber(ARGV[a + 1])
-	local scale = tonumber(ARGV[a + 2])
-	local refill = tonumber(ARGV[a + 3])
+	local leaky = kind == 'lb'
+	local width = 4
+	if leaky then
+		width = 5
+	end
+	local p1, p2, p3 = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 	local n = tonumber(ARGV[a + 4])
-	local max = capacity * scale
 
-	-- The state now: a missing key is a full bucket.
-	local tokens, stamp = max, now
 	local v
 	if pending and pending[key] then
 		v = pending[key][1]
@@ -156,50 +284,114 @@ for i = 1, nkeys do
 			if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then
 				return v -- the server's, not the key's: the call fails
 			end
-			reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = -1, 1, 0, 0
+			reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = -1, 1, 0, 0
+			if leaky then
+				reply[r + 4] = 0
+			end
+			r = r + width
 			break
 		end
 	else
 		v = redis.call('GET', key)
 	end
+
+	-- The state: its kind sk ('old' before versions, 'x' another, read by
+	-- its FullAt alone), FullAt (full, of the digits fd), and fields.
+	local sk, full, fd
+	local s, t, sc -- a bucket's stamp, tokens and scale
+	local f1, f2, f3, f4, f5 -- a window's stamp, start, window, count, prev; a log's stamp
+	local ts, rs -- a log's instants and runs
 	if v then
-		local fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-		if not fd then -- before versions: "tokens stamp scale [fullat]"
-			td, sd, cd, fd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-			if not td then
-				td, sd, cd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
-				fd = td and '0' -- stored before FullAt: unknown
+		local sd, td, cd
+		fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+		if fd then
+			sk = 'tb'
+		else
+			local tag, ver, rest
+			tag, ver, fd, rest = string.match(v, '^(%l+)/(%d+) (%-?%d+)(.*)$')
+			if not tag then -- before versions: "tokens stamp scale [fullat]"
+				td, sd, cd, fd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+				if not td then
+					td, sd, cd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
+					fd = td and '0' -- stored before FullAt: unknown
+				end
+				sk = td and 'old'
+			elseif ver == '1' and tag ~= 'tb' and version(tag) then
+				if tag == 'lb' then
+					sd, td, cd = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+)$')
+					sk = sd and tag
+				elseif tag == 'sl' then
+					local d1, d2, e = string.match(rest, '^ (%-?%d+) (%d+) (.*)$')
+					if d1 then
+						f1, f4 = num(d1), tonumber(d2)
+						if f1 and f4 >= 1 and f4 <= 1000 then
+							ts, rs = readlog(e, f4)
+							sk = ts and tag
+						end
+					end
+				else
+					local d1, d2, d3, d4, d5
+					if tag == 'fw' then
+						d1, d2, d3, d4 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+						d5 = '0'
+					else
+						d1, d2, d3, d4, d5 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+					end
+					if d5 then
+						f1, f2, f3, f4, f5 = num(d1), num(d2), num(d3), num(d4), num(d5)
+						sk = f1 and f2 and f3 and f4 and f5 and tag
+					end
+				end
+			elseif (rest == '' or string.byte(rest, 1) == 32) and not (version(tag) and tonumber(ver) <= version(tag)) then
+				sk = 'x' -- (a known kind at this version or before: a format this script reads, broken)
 			end
 		end
-		local full, s, t, sc, other
-		if fd then -- a token bucket's
-			full, s, t, sc = tonumber(fd), tonumber(sd), tonumber(td), tonumber(cd)
+		if sd then -- a bucket's
+			s, t, sc = tonumber(sd), tonumber(td), tonumber(cd)
 			if not (s < EXACT and s > -EXACT and t < EXACT and t > -EXACT and sc < EXACT and sc > -EXACT) then
 				s, t, sc = exact(sd, s), exact(td, t), exact(cd, sc) -- at 2^53 or past it
 				if not (s and t and sc) then
-					full = nil
+					sk = nil
 				end
 			end
-			if #fd > 18 and not (#fd == 19 and string.byte(fd, 1) == 45) then -- more than 18 digits
+		end
+		if sk then
+			full = tonumber(fd)
+			if sk ~= 'x' and #fd > 18 and not (#fd == 19 and string.byte(fd, 1) == 45) then -- more than 18 digits
 				full = nil
-			end
-		else -- another kind, or a later version: "kind/version fullat[ fields]"
-			local kind, version, rest
-			kind, version, fd, rest = string.match(v, '^(%l+)/(%d+) (%-?%d+)(.*)$')
-			if fd and (rest == '' or string.byte(rest, 1) == 32) and not (kind == 'tb' and tonumber(version) <= 2) then
-				full, other = exact(fd, tonumber(fd)), true -- (tb/2 and before: a format this script reads, broken)
+			elseif full and sk ~= kind and not (sk == 'old' and kind == 'tb') then -- another kind's: within 2^53
+				full = exact(fd, full)
 			end
 		end
 		if not full then
 			if batch then
-				reply[4 * i - 3], reply[4 * i - 2], reply[4 * i - 1], reply[4 * i] = -1, 2, 0, 0
+				reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = -1, 2, 0, 0
+				if leaky then
+					reply[r + 4] = 0
+				end
+				r = r + width
 				break
 			end
 			return redis.error_reply('ERR spigot: unreadable state at ' .. key)
 		end
 		if full ~= 0 and now >= full then
-			-- full again: as if never seen
-		elseif not other then
+			sk = nil -- full again: as if never seen
+		end
+	end
+
+	local moved, remaining, retry, reset, delay = 0, 0, 0, 0, 0
+	local write = act ~= 'peek' -- whether the key's state changes
+	local sv, ms = false, 0 -- what the key holds then, and for how long
+	local limit -- a window's or a log's
+	local blocked = false
+
+	if kind == 'tb' or leaky then
+		-- A bucket: capacity, scale, refill. A missing key is a full bucket.
+		local capacity, scale, refill = p1, p2, p3
+		local max = capacity * scale
+		local tokens, stamp = max, now
+		if not sk then
+		elseif sk == kind or (sk == 'old' and kind == 'tb') then
 			if sc > 0 then
 				if sc ~= scale then -- stored under another rate: whole tokens carry
 					local whole = quo(t, sc)
@@ -216,81 +408,95 @@ for i = 1, nkeys do
 				end
 				tokens, stamp = t, s
 			end
-		elseif full > now then -- another kind: full again at its FullAt, not sooner
+		elseif full > now and full ~= 0 then -- another kind: full again at its FullAt, not sooner (0 is none)
 			if full - now > quo(max, refill) then -- empty until the refill time before it
 				tokens, stamp = 0, full - ceildiv(max, refill)
 			else
 				tokens = max - (full - now) * refill
 			end
 		end
-	end
-	if now > stamp then
-		local e = now - stamp
-		if e * refill >= max - tokens then
-			tokens = max
-		else
-			tokens = tokens + e * refill
-		end
-		stamp = now
-	end
-	local lag = stamp - now -- > 0 only when the clock stepped back
-
-	local moved, retry, reset = 0, 0, 0
-	local write = true -- whether the key's state changes
-	if action == 'tb.take' or action == 'tb.peek' then
-		if n > capacity then
-			retry = -1
-		elseif tokens >= n * scale then
-			if action == 'tb.take' then
-				tokens = tokens - n * scale
-				moved = n
+		if now > stamp then
+			local e = now - stamp
+			if e * refill >= max - tokens then
+				tokens = max
+			else
+				tokens = tokens + e * refill
 			end
-		else
-			retry = ceilms(lag, ceildiv(n * scale - tokens, refill))
+			stamp = now
 		end
-		if retry ~= 0 and action == 'tb.take' then
-			denied = true
-		end
-		write = action == 'tb.take'
-	elseif action == 'tb.takeupto' then
-		local k = quo(tokens, scale)
-		if n < k then
-			k = n
-		end
-		if k > 0 or n == 0 then
-			tokens = tokens - k * scale
-			moved = k
-		elseif capacity == 0 then
-			retry = -1
-		else
-			retry = ceilms(lag, ceildiv(scale - tokens, refill))
-		end
-		if retry ~= 0 then
-			denied = true
-		end
-	elseif action == 'tb.refund' then
-		local add = max - tokens
-		if n < capacity and n * scale < add then
-			add = n * scale
-		end
-		tokens = tokens + add
-		moved = ceildiv(add, scale)
-	end
+		local lag = stamp - now -- > 0 only when the clock stepped back
+		local admitted = false
 
-	if action == 'tb.reset' then
-		moved, tokens = ceildiv(max - tokens, scale), max
-	elseif tokens < max then
-		reset = ceilms(lag, ceildiv(max - tokens, refill))
-	end
-	if write then
-		-- FullAt: full again, and the clock caught up with the stamp (a
-		-- full bucket on a clock that stepped back keeps its stamp until
-		-- then). Until then the key holds sv for ms; from then, nothing.
-		local sv, ms = false, reset
-		if action ~= 'tb.reset' then
+		if act == 'take' or act == 'peek' then
+			if n > capacity then
+				retry = -1
+			elseif tokens >= n * scale then
+				admitted = true
+				if act == 'take' then
+					tokens = tokens - n * scale
+					moved = n
+				end
+			else
+				retry = ceilms(lag, ceildiv(n * scale - tokens, refill))
+			end
+			if retry ~= 0 and act == 'take' then
+				denied = true
+			end
+		elseif act == 'takeupto' then
+			local k = quo(tokens, scale)
+			if n < k then
+				k = n
+			end
+			if k > 0 or n == 0 then
+				admitted = true
+				tokens = tokens - k * scale
+				moved = k
+			elseif capacity == 0 then
+				retry = -1
+			else
+				retry = ceilms(lag, ceildiv(scale - tokens, refill))
+			end
+			if retry ~= 0 then
+				denied = true
+			end
+		elseif act == 'refund' then
+			local add = max - tokens
+			if n < capacity and n * scale < add then
+				add = n * scale
+			end
+			tokens = tokens + add
+			moved = ceildiv(add, scale)
+		end
+		if leaky and admitted then
+			-- The delay, before this request's tokens were taken: until the
+			-- bucket is full again, lag + the refill of what it lacked.
+			local us = ceildiv(max - tokens - moved * scale, refill)
+			if us <= EXACT - lag then
+				delay = lag + us
+			else
+				local past = (lag - EXACT) + us -- exact: lag and us are 0 to 2^53
+				if past > 216172782113783 then -- lag + us past what a Duration holds
+					delay = -1
+				else
+					delay = -2 - past
+				end
+			end
+		end
+
+		if act == 'reset' then
+			moved, tokens = ceildiv(max - tokens, scale), max
+		elseif tokens < max then
+			reset = ceilms(lag, ceildiv(max - tokens, refill))
+		end
+		remaining = quo(tokens, scale)
+		if write and act ~= 'reset' then
+			-- FullAt: full again, and the clock caught up with the stamp (a
+			-- full bucket on a clock that stepped back keeps its stamp until
+			-- then). Until then the key holds sv for ms; from then, nothing.
+			ms = reset
 			local us = 0 -- µs past ms
 			if ms < 0 then -- Never: keep it as long as a Duration holds
-				ms, us = 9223372036854, 775
+				ms, us = NEVER, 775
 			end
 			local fullat, digits = now + ms * 1000 + us, nil -- rounded past 2^53
 			if fullat < stamp then
@@ -299,12 +505,301 @@ for i = 1, nkeys do
 			elseif fullat >= EXACT then
 				digits = sum(now, ms, us)
 			end
+			local tag = 'tb/2'
+			if leaky then
+				tag = 'lb/1'
+			end
 			if digits then
-				sv = string.format('tb/2 %s %d %d %d', digits, stamp, tokens, scale)
+				sv = string.format('%s %s %d %d %d', tag, digits, stamp, tokens, scale)
 			elseif fullat > now then
-				sv = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
+				sv = string.format('%s %d %d %d %d', tag, fullat, stamp, tokens, scale)
 			end
 		end
+	elseif kind ~= 'sl' then
+		-- A fixed or sliding window: limit, window, offset.
+		local w, off = p2, p3
+		local fixed = kind == 'fw'
+		limit = p1
+		local rr = math.fmod(now, w) - off -- (now - off) mod w
+		while rr < 0 do
+			rr = rr + w
+		end
+		local start, stamp, cur, prev = now - rr, now, 0, 0
+		if not sk then
+		elseif sk == kind and f3 == w and (math.fmod(f2, w) == off or math.fmod(f2, w) + w == off) then
+			if f1 > now then
+				stamp = f1
+			end
+			local d = f2 - start
+			if d == 0 then
+				cur, prev = f4, f5
+			elseif d == -w then -- the previous window
+				prev = f4
+			elseif f2 > start then -- the clock stepped back: still its window
+				start, cur, prev = f2, f4, f5
+			end
+			if cur < 0 then cur = 0 elseif cur > limit then cur = limit end
+			if prev < 0 then prev = 0 elseif prev > limit then prev = limit end
+			if fixed then
+				prev = 0
+			end
+		elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
+			blocked = true
+		end
+		if not blocked then
+			-- The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤
+			-- limit×wms. e is the whole ms since start (0 if the clock is
+			-- behind it).
+			local wms = w / 1000
+			local e = now - start
+			if e < 0 then
+				e = 0
+			end
+			e = quo(e, 1000)
+			if e > wms then
+				e = wms
+			end
+			local used = cur + ceildiv(prev * (wms - e), wms)
+			-- retry returns the ms from now until k ≤ limit more tokens fit.
+			local function wretry(k)
+				local free = limit - cur - k
+				if free >= 0 then -- prev's weight falls enough in this window
+					return msafter(start - now, wms - quo(free * wms, prev))
+				elseif fixed then
+					return msafter(start - now, wms)
+				end
+				return msafter(start - now, wms + wms - quo((limit - k) * wms, cur))
+			end
+
+			if act == 'take' or act == 'peek' then
+				local free = limit - cur - n
+				if n > limit then
+					retry = -1
+				elseif n == 0 or (free >= 0 and (prev == 0 or prev * (wms - e) <= free * wms)) then -- a Take of 0 is allowed, even over the limit
+					if act == 'take' then
+						cur = cur + n
+						moved = n
+					end
+				else
+					retry = wretry(n)
+				end
+				if retry ~= 0 and act == 'take' then
+					denied = true
+				end
+			elseif act == 'takeupto' then
+				local k = limit - used
+				if k < 0 then
+					k = 0
+				end
+				if n < k then
+					k = n
+				end
+				if k > 0 or n == 0 then
+					cur = cur + k
+					moved = k
+				else
+					retry = wretry(1)
+					denied = true
+				end
+			elseif act == 'refund' then
+				local k = n
+				if cur < k then
+					k = cur
+				end
+				cur = cur - k
+				local j = n - k
+				if prev < j then
+					j = prev
+				end
+				prev = prev - j
+				moved = k + j
+			else -- reset
+				moved, remaining = used, limit
+				if limit < used then
+					moved = limit
+				end
+			end
+			if act ~= 'reset' then
+				remaining = limit - cur - ceildiv(prev * (wms - e), wms)
+				if remaining < 0 then
+					remaining = 0
+				end
+				local k = 0 -- the windows from start until the counts no longer matter
+				if cur > 0 and not fixed then
+					k = 2
+				elseif cur > 0 or (prev > 0 and e < wms) then
+					k = 1
+				end
+				if k > 0 then
+					reset = msafter(start - now, k * wms)
+					if write then
+						ms = reset
+						if ms < 0 then
+							ms = NEVER
+						end
+						if fixed then
+							sv = string.format('fw/1 %s %d %d %d %d', at(start, k * wms), stamp, start, w, cur)
+						else
+							sv = string.format('sw/1 %s %d %d %d %d %d', at(start, k * wms), stamp, start, w, cur, prev)
+						end
+					end
+				end
+			end
+		end
+	else
+		-- A sliding log: limit, window.
+		local w = p2
+		local wms = w / 1000
+		limit = p1
+		local stamp, first, count = now, 1, 0
+		if not sk then
+			ts, rs = {}, {}
+		elseif sk == 'sl' and equals(fd, full, ts[#ts], wms) then -- a log of this window
+			if f1 > now then
+				stamp = f1
+			end
+			-- The tokens older than a window have left it: the first groups,
+			-- at or before now − w.
+			while first <= #ts and ts[first] <= now - w do
+				first = first + 1
+			end
+			for g = first, #ts do
+				count = count + rs[g]
+			end
+		elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
+			blocked = true
+		else
+			ts, rs = {}, {}
+		end
+		if not blocked then
+			-- retry returns the ms from now until k ≤ limit more tokens fit:
+			-- until the entry that must leave for them is a window old.
+			local function lretry(k)
+				local idx = count + k - limit - 1
+				for g = first, #ts do
+					if idx < rs[g] then
+						return msafter(ts[g] - now, wms)
+					end
+					idx = idx - rs[g]
+				end
+			end
+			-- add appends k tokens at stamp.
+			local function add(k)
+				if k > 0 then
+					local last = #ts
+					if last >= first and ts[last] == stamp then
+						rs[last] = rs[last] + k
+					else
+						ts[last + 1], rs[last + 1] = stamp, k
+					end
+					count = count + k
+				end
+			end
+
+			if act == 'take' or act == 'peek' then
+				if n > limit then
+					retry = -1
+				elseif n == 0 or count + n <= limit then -- a Take of 0 is allowed, even over the limit
+					if act == 'take' then
+						add(n)
+						moved = n
+					end
+				else
+					retry = lretry(n)
+				end
+				if retry ~= 0 and act == 'take' then
+					denied = true
+				end
+			elseif act == 'takeupto' then
+				local k = limit - count
+				if k < 0 then
+					k = 0
+				end
+				if n < k then
+					k = n
+				end
+				if k > 0 or n == 0 then
+					add(k)
+					moved = k
+				else
+					retry = lretry(1)
+					denied = true
+				end
+			elseif act == 'refund' then -- the most recent first
+				local k = n
+				if count < k then
+					k = count
+				end
+				moved, count = k, count - k
+				while k > 0 do
+					local last = #ts
+					if rs[last] > k then
+						rs[last], k = rs[last] - k, 0
+					else
+						k = k - rs[last]
+						ts[last], rs[last] = nil, nil
+					end
+				end
+			else -- reset
+				moved, remaining = count, limit
+				if limit < count then
+					moved = limit
+				end
+			end
+			if act ~= 'reset' then
+				remaining = limit - count
+				if remaining < 0 then
+					remaining = 0
+				end
+				if count > 0 then
+					local last = ts[#ts]
+					reset = msafter(last - now, wms)
+					if write then
+						ms = reset
+						if ms < 0 then
+							ms = NEVER
+						end
+						local parts, prior = {}, nil
+						for g = first, #ts do
+							local x = ts[g]
+							if prior then
+								x = ts[g] - prior
+							end
+							prior = ts[g]
+							if rs[g] > 1 then
+								parts[#parts + 1] = string.format('%dx%d', x, rs[g])
+							else
+								parts[#parts + 1] = string.format('%d', x)
+							end
+						end
+						sv = string.format('sl/1 %s %d %d ', at(last, wms), stamp, count) .. table.concat(parts, ' ')
+					end
+				end
+			end
+		end
+	end
+
+	if blocked then
+		-- A state of another kind, or of other windows, before its FullAt:
+		-- the limit is used up until then. Only a Reset changes it.
+		local until_ = untilms(fd, full)
+		reset, write = until_, false
+		if act == 'take' or act == 'peek' or act == 'takeupto' then
+			if n == 0 then
+			elseif n > limit and act ~= 'takeupto' then
+				retry = -1
+			else
+				retry = until_
+			end
+			if retry ~= 0 and act ~= 'peek' then
+				denied = true
+			end
+		elseif act == 'reset' then
+			moved, remaining, reset, write = limit, limit, 0, true
+		end
+	end
+
+	if write then
 		if pending then
 			pending[key] = {sv, ms + slack}
 		elseif sv then
@@ -314,21 +809,28 @@ for i = 1, nkeys do
 		end
 	end
 	if not reply then -- one key: a table built whole costs less
-		return {moved, quo(tokens, scale), retry, reset}
+		if leaky then
+			return {moved, remaining, retry, reset, delay}
+		end
+		return {moved, remaining, retry, reset}
 	end
-	local r = 4 * i - 3
-	reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = moved, quo(tokens, scale), retry, reset
+	reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = moved, remaining, retry, reset
+	if leaky then
+		reply[r + 4] = delay
+	end
+	r = r + width
 	until true
 end
 
 if batch then
 	return reply
 end
+r = 1
 for i = 1, nkeys do
 	local key = KEYS[i]
 	local state = pending[key]
 	if denied then
-		reply[4 * i - 3] = 0
+		reply[r] = 0
 	elseif state then
 		if state[1] then
 			redis.call('SET', key, state[1], 'PX', state[2])
@@ -336,6 +838,11 @@ for i = 1, nkeys do
 			redis.call('DEL', key)
 		end
 		pending[key] = nil -- written
+	end
+	if string.sub(ARGV[5 * i - 3], 1, 2) == 'lb' then
+		r = r + 5
+	else
+		r = r + 4
 	end
 end
 return reply

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +104,7 @@ func TestParseState(t *testing.T) {
 		{"", spigot.State{}},
 		{"garbage", spigot.State{}},
 	} {
-		got, err := wire.ParseState(c.value)
+		got, err := wire.ParseState(c.value, spigot.TokenBucket)
 		switch {
 		case c.want.IsZero() && !errors.Is(err, wire.ErrUnreadable):
 			t.Errorf("step %d: ParseState(%q) = %+v, %v; want ErrUnreadable", i, c.value, got, err)
@@ -123,8 +124,26 @@ func FuzzParseState(f *testing.F) {
 	} {
 		f.Add(v)
 	}
+	f.Add("lb/1 5 6 7 8")
+	f.Add("fw/1 5 6 7 8 9")
+	f.Add("sw/1 5 6 7 8 9 10")
+	f.Add("sl/1 5 6 4 7 0x2 1")
 	f.Fuzz(func(t *testing.T, v string) {
-		s, err := wire.ParseState(v)
+		for _, reader := range readers {
+			s, err := wire.ParseState(v, reader)
+			checkParsed(t, v, reader, s, err)
+		}
+	})
+}
+
+var readers = []spigot.Kind{spigot.TokenBucket, spigot.LeakyBucket, spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog}
+
+// checkParsed checks what ParseState(v, reader) returned: the zero State
+// and ErrUnreadable, or a State within the bounds ParseState states, which
+// FormatState writes back as a value that reads as itself.
+func checkParsed(t *testing.T, v string, reader spigot.Kind, s spigot.State, err error) {
+	t.Helper()
+	{
 		if err != nil {
 			if !errors.Is(err, wire.ErrUnreadable) || !s.IsZero() {
 				t.Fatalf("ParseState(%q) = %+v, %v; want the zero State and ErrUnreadable", v, s, err)
@@ -132,13 +151,24 @@ func FuzzParseState(f *testing.F) {
 			return
 		}
 		abs := func(x int64) int64 { return max(x, -x) }
+		fullMax := int64(1e18)
+		if s.Kind != reader && (s.Kind != 0 || reader != spigot.TokenBucket) {
+			fullMax = spigot.MaxExact + 1
+		}
 		switch s.Kind {
-		case spigot.TokenBucket, 0:
-			if abs(s.Stamp) > spigot.MaxExact || abs(s.Tokens) > spigot.MaxExact || abs(s.Scale) > spigot.MaxExact || abs(s.FullAt) >= 1e18 {
-				t.Fatalf("ParseState(%q) = %+v: out of bounds", v, s)
+		case spigot.TokenBucket, spigot.LeakyBucket, spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, 0:
+			over := false
+			for _, x := range append([]int64{s.Stamp, s.Tokens, s.Scale, s.Start, s.Window, s.Count, s.Prev}, s.Log...) {
+				over = over || abs(x) > spigot.MaxExact
 			}
-			if s.Kind == spigot.TokenBucket {
-				if back, err := wire.ParseState(wire.FormatState(s)); err != nil || !reflect.DeepEqual(back, s) {
+			if over || abs(s.FullAt) >= fullMax || len(s.Log) > spigot.MaxLog || !slices.IsSorted(s.Log) {
+				t.Fatalf("ParseState(%q, %v) = %+v: out of bounds", v, reader, s)
+			}
+			if (s.Kind == spigot.SlidingLog) != (len(s.Log) > 0) {
+				t.Fatalf("ParseState(%q, %v) = %+v: a log, or none, of the wrong kind", v, reader, s)
+			}
+			if s.Kind != 0 {
+				if back, err := wire.ParseState(wire.FormatState(s), reader); err != nil || !reflect.DeepEqual(back, s) {
 					t.Fatalf("ParseState(FormatState(%+v)) = %+v, %v", s, back, err)
 				}
 			}
@@ -149,5 +179,102 @@ func FuzzParseState(f *testing.F) {
 		default:
 			t.Fatalf("ParseState(%q) = %+v: kind %v", v, s, s.Kind)
 		}
-	})
+	}
+}
+
+// TestParseStateKinds: the formats of the kinds besides the token bucket,
+// each read by a limit of its own kind and of another (whose reading takes
+// a FullAt within 2^53 only), their broken forms, and the earlier versions
+// of known kinds, which are unreadable.
+func TestParseStateKinds(t *testing.T) {
+	const max53 = 1 << 53
+	lb, fw, sw, sl, tb := spigot.LeakyBucket, spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, spigot.TokenBucket
+	for i, c := range []struct {
+		value  string
+		reader spigot.Kind
+		want   spigot.State // the zero State: unreadable
+	}{
+		{"lb/1 10 5 6 7", lb, spigot.State{Kind: lb, FullAt: 10, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 10 5 6 7", tb, spigot.State{Kind: lb, FullAt: 10, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 999999999999999999 5 6 7", lb, spigot.State{Kind: lb, FullAt: 999999999999999999, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 999999999999999999 5 6 7", tb, spigot.State{}}, // another kind's FullAt past 2^53
+		{"lb/1 9007199254740992 5 6 7", fw, spigot.State{Kind: lb, FullAt: max53, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 1000000000000000000 5 6 7", lb, spigot.State{}},
+		{"lb/1 10 5 6", lb, spigot.State{}},
+		{"lb/1 10 5 6 7 8", lb, spigot.State{}},
+		{"lb/1 10 5 6 9007199254740993", lb, spigot.State{}},
+		{"lb/0 10", lb, spigot.State{}},
+		{"lb/01 10 5 6 7", lb, spigot.State{}},
+		{"lb/2 10 x", lb, spigot.State{Kind: wire.OtherKind, FullAt: 10}},
+		{"fw/1 20 5 0 60000000 3", fw, spigot.State{Kind: fw, FullAt: 20, Stamp: 5, Window: 60000000, Count: 3}},
+		{"fw/1 20 5 -7 1000 -3", sw, spigot.State{Kind: fw, FullAt: 20, Stamp: 5, Start: -7, Window: 1000, Count: -3}},
+		{"fw/1 20 5 0 60000000 3 4", fw, spigot.State{}},
+		{"fw/1 20 5 0 60000000", fw, spigot.State{}},
+		{"fw/1 20 5 0 9007199254740993 3", fw, spigot.State{}},
+		{"sw/1 20 5 0 1000 3 4", sw, spigot.State{Kind: sw, FullAt: 20, Stamp: 5, Window: 1000, Count: 3, Prev: 4}},
+		{"sw/1 20 5 0 1000 3", sw, spigot.State{}},
+		{"sw/1 20 5 0 1000 3 4 5", sw, spigot.State{}},
+		{"sw/1 20 5 0 1000 3 +4", sw, spigot.State{}},
+		{"sw/2 20 5 0 1000 3 4", sw, spigot.State{Kind: wire.OtherKind, FullAt: 20}},
+		{"sl/1 30 9 1 7", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{7}}},
+		{"sl/1 30 9 4 -7x2 3 0", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
+		{"sl/1 30 9 6 5 1x3 2x2", tb, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5, 6, 6, 6, 8, 8}}},
+		{"sl/1 30 9 2 9007199254740991 1", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{max53 - 1, max53}}},
+		{"sl/1 30 9 2 9007199254740991 2", sl, spigot.State{}}, // past 2^53
+		{"sl/1 30 9 2 -9007199254740992 9007199254740992", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-max53, 0}}},
+		{"sl/1 30 9 2 5 -1", sl, spigot.State{}},    // out of order
+		{"sl/1 30 9 3 5 1", sl, spigot.State{}},     // fewer than count
+		{"sl/1 30 9 1 5 1", sl, spigot.State{}},     // more than count
+		{"sl/1 30 9 2 5x0 1x2", sl, spigot.State{}}, // a run of 0
+		{"sl/1 30 9 2 5x", sl, spigot.State{}},
+		{"sl/1 30 9 2 5x2x1", sl, spigot.State{}},
+		{"sl/1 30 9 2 5  1", sl, spigot.State{}},
+		{"sl/1 30 9 2 5 1 ", sl, spigot.State{}},
+		{"sl/1 30 9 0 ", sl, spigot.State{}},
+		{"sl/1 30 9 1001 0x1001", sl, spigot.State{}}, // past MaxLog
+		{"sl/1 30 9 1000 0x1000", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
+		{"sl/1 30 9 -1 5", sl, spigot.State{}},
+		{"sl/1 30 9 1", sl, spigot.State{}},
+		{"sl/1 30 9 1 5x1", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5}}},
+		{"sl/1 30 9 1 5x99999999999999999999", sl, spigot.State{}},
+		{"sl/3 30", sl, spigot.State{Kind: wire.OtherKind, FullAt: 30}},
+		{"fw/1 0000000000000000005 5 0 1000 3", tb, spigot.State{}}, // 19 digits
+		{"xx/1 0000000000000000005", fw, spigot.State{Kind: wire.OtherKind, FullAt: 5}},
+		{"tb/2 999999999999999999 0 0 1", sw, spigot.State{}},
+		{"5 6 7 999999999999999999", lb, spigot.State{}},
+		{"5 6 7 8", lb, spigot.State{FullAt: 8, Stamp: 6, Tokens: 5, Scale: 7}},
+	} {
+		got, err := wire.ParseState(c.value, c.reader)
+		switch {
+		case c.want.IsZero() && !errors.Is(err, wire.ErrUnreadable):
+			t.Errorf("step %d: ParseState(%q, %v) = %+v, %v; want ErrUnreadable", i, c.value, c.reader, got, err)
+		case !c.want.IsZero() && (err != nil || !reflect.DeepEqual(got, c.want)):
+			t.Errorf("step %d: ParseState(%q, %v) = %+v, %v; want %+v", i, c.value, c.reader, got, err, c.want)
+		}
+		if err == nil {
+			checkParsed(t, c.value, c.reader, got, err)
+		}
+	}
+}
+
+// TestFormatState: what the script writes for each kind, a sliding log's
+// equal instants grouped, and "" for a state of no kind it writes.
+func TestFormatState(t *testing.T) {
+	for i, c := range []struct {
+		s    spigot.State
+		want string
+	}{
+		{spigot.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "tb/2 1 2 3 4"},
+		{spigot.State{Kind: spigot.LeakyBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "lb/1 1 2 3 4"},
+		{spigot.State{Kind: spigot.FixedWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5}, "fw/1 1 2 3 4 5"},
+		{spigot.State{Kind: spigot.SlidingWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5, Prev: 6}, "sw/1 1 2 3 4 5 6"},
+		{spigot.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{5, 5, 5, 7, 10, 10}}, "sl/1 1 2 6 5x3 2 3x2"},
+		{spigot.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{-5}}, "sl/1 1 2 1 -5"},
+		{spigot.State{FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, ""},
+		{spigot.State{Kind: wire.OtherKind, FullAt: 1}, ""},
+	} {
+		if got := wire.FormatState(c.s); got != c.want {
+			t.Errorf("step %d: FormatState(%+v) = %q; want %q", i, c.s, got, c.want)
+		}
+	}
 }

@@ -4,8 +4,9 @@
 // its arguments, the decoding of its replies, and the classification of
 // errors (Err).
 //
-// The script keeps a key's State as "tb/2 <fullat> <stamp> <tokens>
-// <scale>", touches only the keys it is given, deletes it once the state no longer
+// The script runs every kind of limit. It keeps a key's State as
+// "<kind>/<version> <fullat> <fields>" (see ParseState and FormatState),
+// touches only the keys it is given, deletes it once the state no longer
 // matters (State.FullAt) and otherwise sets its TTL to the time until
 // then: the ResetAfter of the operation (never below 1 ms). By default it
 // reads the server's TIME, so every replica shares one clock.
@@ -63,32 +64,48 @@ type Args struct {
 }
 
 // Argv is the script's ARGV for one key: now in µs or "" for the server's
-// TIME, the limit's kind and the action ("tb.take"), the limit's capacity,
-// scale and refill, and N. It is an array, not a slice, so that building
-// one allocates nothing.
+// TIME, the limit's kind and the action ("tb.take"), three parameters of
+// the limit (a bucket's capacity, scale and refill; a window's limit,
+// length in µs and offset in µs), and N. It is an array, not a slice, so
+// that building one allocates nothing.
 type Argv [6]string
 
-// params are a limit's capacity, scale and refill, as strings and as
-// interface values for clients that take ...any (boxed once, here, rather
-// than per operation).
+// params are a limit's kind and parameters: its names of the actions, and
+// its three parameters, as strings and as interface values for clients
+// that take ...any (boxed once, here, rather than per operation).
 type params struct {
-	s [3]string
-	v [3]any
+	actions    *[spigot.Peek + 1]string
+	actionsAny *[spigot.Peek + 1]any
+	s          [3]string
+	v          [3]any
 }
 
-// actions are the script's names of a token bucket's actions, "tb." and
-// the spigot.Action's name in lower case ("tb.takeupto"), indexed by
-// spigot.Action, as strings and boxed once.
+// kindTags are the script's names of the kinds of limit.
+var kindTags = [...]string{
+	spigot.TokenBucket:   "tb",
+	spigot.FixedWindow:   "fw",
+	spigot.SlidingWindow: "sw",
+	spigot.SlidingLog:    "sl",
+	spigot.LeakyBucket:   "lb",
+}
+
+// actions are the script's names of each kind's actions, the kind's tag,
+// a dot and the spigot.Action's name in lower case ("sw.takeupto"),
+// indexed by spigot.Kind and spigot.Action, as strings and boxed once.
 var (
-	actions = func() (s [spigot.Peek + 1]string) {
-		for a := range s {
-			s[a] = "tb." + strings.ToLower(spigot.Action(a).String())
+	actions = func() (s [len(kindTags)][spigot.Peek + 1]string) {
+		for k, tag := range kindTags {
+			for a := range s[k] {
+				s[k][a] = tag + "." + strings.ToLower(spigot.Action(a).String())
+			}
 		}
 		return s
 	}()
-	actionsAny = func() (v [len(actions)]any) {
-		for i, a := range actions {
-			v[i] = a
+	actionsAny = func() (v [len(kindTags)][spigot.Peek + 1]any) {
+		for k := range actions {
+			for a, name := range actions[k] {
+				v[k][a] = name
+			}
 		}
 		return v
 	}()
@@ -107,14 +124,14 @@ func NewArgs(c clock.Clock) *Args { return &Args{clock: c} }
 // every capacity, every action decides it as it decides N.
 func (a *Args) Op(op spigot.Op) Argv {
 	p := a.params(op.Limit)
-	return Argv{a.now(), actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(exactN(op.N), 10)}
+	return Argv{a.now(), p.actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(exactN(op.N), 10)}
 }
 
 // exactN returns n, or 2^54 for an n above spigot.MaxExact: a number that
-// doubles hold exactly and that is above every capacity (at most
-// MaxExact), so that the script decides it as it would n (a Take or Peek
-// of more than the capacity is Never, a TakeUpTo takes what the bucket
-// holds, a Refund fills it).
+// doubles hold exactly and that is above every capacity and limit (at
+// most MaxExact), so that the script decides it as it would n (a Take or
+// Peek of more than the capacity is Never, a TakeUpTo takes what the
+// limit holds, a Refund gives back all it can).
 func exactN(n int64) int64 {
 	if n > spigot.MaxExact {
 		return 2 * spigot.MaxExact
@@ -128,7 +145,7 @@ func exactN(n int64) int64 {
 // format.
 func (a *Args) OpAny(op spigot.Op) [6]any {
 	p := a.params(op.Limit)
-	return [6]any{a.now(), actionsAny[op.Action], p.v[0], p.v[1], p.v[2], exactN(op.N)}
+	return [6]any{a.now(), p.actionsAny[op.Action], p.v[0], p.v[1], p.v[2], exactN(op.N)}
 }
 
 // Ops returns ARGV for several ops in one call of the script, which
@@ -148,7 +165,7 @@ func (a *Args) ops(ops []spigot.Op, mode string) []string {
 	}
 	for _, op := range ops {
 		p := a.params(op.Limit)
-		argv = append(argv, actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(exactN(op.N), 10))
+		argv = append(argv, p.actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(exactN(op.N), 10))
 	}
 	return argv
 }
@@ -174,7 +191,7 @@ func (a *Args) opsAny(ops []spigot.Op, mode string) []any {
 	}
 	for _, op := range ops {
 		p := a.params(op.Limit)
-		argv = append(argv, actionsAny[op.Action], p.v[0], p.v[1], p.v[2], exactN(op.N))
+		argv = append(argv, p.actionsAny[op.Action], p.v[0], p.v[1], p.v[2], exactN(op.N))
 	}
 	return argv
 }
@@ -192,11 +209,19 @@ func (a *Args) params(l spigot.Limit) *params {
 			return p
 		}
 	}
-	p := &params{s: [3]string{
+	k := l.Kind()
+	if int(k) >= len(kindTags) || kindTags[k] == "" {
+		k = spigot.TokenBucket // the zero Limit, which Check rejects first
+	}
+	p := &params{actions: &actions[k], actionsAny: &actionsAny[k], s: [3]string{
 		strconv.FormatInt(l.Capacity(), 10),
 		strconv.FormatInt(l.Scale(), 10),
 		strconv.FormatInt(l.Refill(), 10),
 	}}
+	if l.Window() > 0 {
+		p.s[1] = strconv.FormatInt(l.Window().Microseconds(), 10)
+		p.s[2] = strconv.FormatInt(l.Offset().Microseconds(), 10)
+	}
 	for i, s := range p.s {
 		p.v[i] = s
 	}
@@ -217,61 +242,100 @@ func (a *Args) params(l spigot.Limit) *params {
 	return p
 }
 
-// Fields is how many integers the script returns for one key.
+// Fields is how many integers the script returns for one key of every
+// kind of limit but a leaky bucket, whose reply has one more, its Delay
+// (MaxFields).
 const Fields = 4
 
-// Decode turns the script's reply to one operation into a Decision. The
-// reply is what a client decodes from RESP: a slice of four integers, as
-// []any of int64 (go-redis, and ToAny of valkey-go and rueidis) or
-// []int64. Anything else, or values the model cannot produce, is an error
-// that names the problem and matches spigot.ErrRequestFailed.
+// MaxFields is the most integers the script returns for one key: a leaky
+// bucket's.
+const MaxFields = 5
+
+// FieldsOf returns how many integers the script returns for one key of a
+// limit of kind k.
+func FieldsOf(k spigot.Kind) int {
+	if k == spigot.LeakyBucket {
+		return MaxFields
+	}
+	return Fields
+}
+
+// width returns how many integers the script returns for ops.
+func width(ops []spigot.Op) int {
+	n := 0
+	for _, op := range ops {
+		n += FieldsOf(op.Limit.Kind())
+	}
+	return n
+}
+
+// Decode turns the script's reply to one operation on a token bucket (or
+// any limit but a leaky bucket) into a Decision. The reply is what a
+// client decodes from RESP: a slice of four integers, as []any of int64
+// (go-redis, and ToAny of valkey-go and rueidis) or []int64. Anything
+// else, or values the model cannot produce, is an error that names the
+// problem and matches spigot.ErrRequestFailed.
 func Decode(reply any) (spigot.Decision, error) {
 	var out [1]spigot.Decision
-	err := DecodeAll(reply, out[:])
+	ops := [1]spigot.Op{{Limit: tokenBucket}}
+	err := DecodeAll(reply, ops[:], out[:])
 	return out[0], err
 }
 
-// DecodeAll is Decode for the reply to one call of the script with
-// len(out) keys: Fields integers a key, in one flat array. It sets out[i]
-// to the decision on key i.
-func DecodeAll(reply any, out []spigot.Decision) error {
-	var buf [Fields]int64 // room for one key's
-	ints, err := toInts(reply, len(out), buf[:0])
+// tokenBucket is a limit of the kind Decode decodes.
+var tokenBucket = spigot.MustBucket("decode", 1, spigot.PerSecond(1))
+
+// DecodeAll is Decode for the reply to one call of the script on ops,
+// one key each: FieldsOf each op's kind integers a key, in one flat
+// array. It sets out[i] (out is as long as ops) to the decision on ops[i].
+func DecodeAll(reply any, ops []spigot.Op, out []spigot.Decision) error {
+	var buf [MaxFields]int64 // room for one key's
+	ints, err := toInts(reply, width(ops), len(ops), buf[:0])
 	if err != nil {
 		return err
 	}
-	return decodeAll(ints, out)
+	return decodeAll(ints, ops, out, nil)
 }
 
 // DecodeAllInts is DecodeAll for a reply already read as integers.
-func DecodeAllInts(ints []int64, out []spigot.Decision) error {
-	if len(ints) != Fields*len(out) {
-		return checkLen(ints, len(ints), len(out))
+func DecodeAllInts(ints []int64, ops []spigot.Op, out []spigot.Decision) error {
+	if want := width(ops); len(ints) != want {
+		return checkLen(ints, len(ints), want, len(ops))
 	}
-	return decodeAll(ints, out)
+	return decodeAll(ints, ops, out, nil)
 }
 
-// decodeAll is DecodeAll for Fields integers a key.
-func decodeAll(ints []int64, out []spigot.Decision) error {
-	for i := range out {
-		d, err := DecodeInts([Fields]int64(ints[Fields*i:]))
-		if err != nil {
+// decodeAll is DecodeAll, or with errs DecodeBatch, for a reply of the
+// right length.
+func decodeAll(ints []int64, ops []spigot.Op, out []spigot.Decision, errs []error) error {
+	at := 0
+	for i, op := range ops {
+		n := FieldsOf(op.Limit.Kind())
+		d, err := decodeKey(ints[at : at+n])
+		at += n
+		switch {
+		case err != nil && errs == nil:
 			return err
+		case err != nil:
+			d = spigot.Failed()
 		}
 		out[i] = d
+		if errs != nil {
+			errs[i] = err
+		}
 	}
 	return nil
 }
 
-// toInts returns the integers of reply, which should hold Fields for each
-// of keys keys, appended to buf, or an error that says what came back
+// toInts returns the integers of reply, which should hold want integers
+// for keys keys, appended to buf, or an error that says what came back
 // instead.
-func toInts(reply any, keys int, buf []int64) ([]int64, error) {
+func toInts(reply any, want, keys int, buf []int64) ([]int64, error) {
 	switch vals := reply.(type) {
 	case []int64:
-		return vals, checkLen(reply, len(vals), keys)
+		return vals, checkLen(reply, len(vals), want, keys)
 	case []any:
-		if err := checkLen(reply, len(vals), keys); err != nil {
+		if err := checkLen(reply, len(vals), want, keys); err != nil {
 			return nil, err
 		}
 		ints := buf
@@ -284,13 +348,13 @@ func toInts(reply any, keys int, buf []int64) ([]int64, error) {
 		}
 		return ints, nil
 	}
-	return nil, malformed(reply, "want an array of %d integers, got %T", Fields*keys, reply)
+	return nil, malformed(reply, "want an array of %d integers, got %T", want, reply)
 }
 
-// checkLen returns an error unless a reply of n values holds Fields
-// integers for each of keys keys.
-func checkLen(reply any, n, keys int) error {
-	switch want := Fields * keys; {
+// checkLen returns an error unless a reply of n values holds the want
+// integers of keys keys.
+func checkLen(reply any, n, want, keys int) error {
+	switch {
 	case n == want:
 		return nil
 	case keys == 1:
@@ -307,7 +371,8 @@ type IntMessage interface {
 	AsInt64() (int64, error)
 }
 
-// Ints returns the integers of a reply that is exactly an array of Fields
+// Ints returns the integers of a reply to one operation on a token bucket
+// (or any limit but a leaky bucket) that is exactly an array of Fields
 // RESP integers, without allocating, and false for any other reply (which
 // the caller then hands to Decode for an error that says what came back).
 func Ints[M any, P interface {
@@ -330,33 +395,58 @@ func Ints[M any, P interface {
 // DecodeInts is Decode for a reply already read as integers: the tokens
 // moved, remaining, retry-after ms (0 when allowed, -1 for Never),
 // reset-after ms. It rejects values the model cannot produce.
-func DecodeInts(n [Fields]int64) (spigot.Decision, error) {
+func DecodeInts(n [Fields]int64) (spigot.Decision, error) { return decodeKey(n[:]) }
+
+// maxDelayPast is the most µs past 2^53 that a Delay (a Duration) holds.
+const maxDelayPast = int64(spigot.Never/time.Microsecond) - spigot.MaxExact
+
+// decodeKey is DecodeInts for the Fields integers of one key, or the
+// MaxFields of a leaky bucket's, whose fifth is the Delay: the µs up to
+// 2^53, -1 for Never, and -2 - (µs − 2^53) past 2^53.
+func decodeKey(n []int64) (spigot.Decision, error) {
 	moved, remaining, retry, reset := n[0], n[1], n[2], n[3]
+	var delay int64
+	if len(n) == MaxFields {
+		delay = n[4]
+	}
 	const maxMs = int64(spigot.Never / time.Millisecond)
 	switch {
-	case moved == -1 && (remaining == failedWrongType || remaining == failedUnreadable) && retry == 0 && reset == 0:
+	case moved == -1 && (remaining == failedWrongType || remaining == failedUnreadable) && retry == 0 && reset == 0 && delay == 0:
 		return spigot.Decision{}, failedOp[remaining] // an op of a batch that failed alone
 	case moved < 0:
-		return spigot.Decision{}, malformed(n, "moved %d tokens, want 0 or more", moved)
+		return spigot.Decision{}, malformed(clone(n), "moved %d tokens, want 0 or more", moved)
 	case remaining < 0:
-		return spigot.Decision{}, malformed(n, "remaining is %d, want 0 or more", remaining)
+		return spigot.Decision{}, malformed(clone(n), "remaining is %d, want 0 or more", remaining)
 	case retry < -1 || retry > maxMs:
-		return spigot.Decision{}, malformed(n, "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
+		return spigot.Decision{}, malformed(clone(n), "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
 	case reset < -1 || reset > maxMs:
-		return spigot.Decision{}, malformed(n, "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
+		return spigot.Decision{}, malformed(clone(n), "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
 	case retry != 0 && moved != 0:
-		return spigot.Decision{}, malformed(n, "denied, yet moved %d tokens", moved)
+		return spigot.Decision{}, malformed(clone(n), "denied, yet moved %d tokens", moved)
+	case delay > spigot.MaxExact || delay == -2 || delay < -2-maxDelayPast:
+		return spigot.Decision{}, malformed(clone(n), "delay is %d, want -1 (never), 0 to 2^53 µs, or -2 less the µs past 2^53", delay)
+	case delay != 0 && retry != 0:
+		return spigot.Decision{}, malformed(clone(n), "denied, yet delayed")
 	}
-	return spigot.Decision{
+	d := spigot.Decision{
 		N:          moved,
 		Remaining:  remaining,
 		RetryAfter: msDuration(retry),
 		ResetAfter: msDuration(reset),
-	}, nil
+	}
+	switch {
+	case delay == -1:
+		d.Delay = spigot.Never
+	case delay < 0:
+		d.Delay = time.Duration(spigot.MaxExact+(-2-delay)) * time.Microsecond
+	default:
+		d.Delay = time.Duration(delay) * time.Microsecond
+	}
+	return d, nil
 }
 
 // The codes of the ops of a batch that failed alone: the script replies
-// {-1, code, 0, 0}.
+// {-1, code, 0, 0}, and a fifth 0 for a leaky bucket.
 const (
 	failedWrongType  = 1
 	failedUnreadable = 2
@@ -369,32 +459,29 @@ var failedOp = map[int64]error{
 	failedUnreadable: requestError{errors.New("ERR spigot: unreadable state at the key")},
 }
 
+// clone returns a copy of n, for an error to show without n's array
+// leaving the stack.
+func clone(n []int64) []int64 { return append([]int64(nil), n...) }
+
 // DecodeBatch is DecodeAll for the reply to a batch call of the script
-// (Args.Batch): it sets out[i] to the decision on key i, or, for a key
+// (Args.Batch): it sets out[i] to the decision on ops[i], or, for a key
 // that failed alone, to spigot.Failed() and errs[i] to its error (errs is
 // as long as out; the others are left nil). For a reply that is not the
 // script's, it returns an error and sets nothing.
-func DecodeBatch(reply any, out []spigot.Decision, errs []error) error {
-	ints, err := toInts(reply, len(out), nil)
+func DecodeBatch(reply any, ops []spigot.Op, out []spigot.Decision, errs []error) error {
+	ints, err := toInts(reply, width(ops), len(ops), nil)
 	if err != nil {
 		return err
 	}
-	return DecodeBatchInts(ints, out, errs)
+	return decodeAll(ints, ops, out, errs)
 }
 
 // DecodeBatchInts is DecodeBatch for a reply already read as integers.
-func DecodeBatchInts(ints []int64, out []spigot.Decision, errs []error) error {
-	if len(ints) != Fields*len(out) {
-		return checkLen(ints, len(ints), len(out))
+func DecodeBatchInts(ints []int64, ops []spigot.Op, out []spigot.Decision, errs []error) error {
+	if want := width(ops); len(ints) != want {
+		return checkLen(ints, len(ints), want, len(ops))
 	}
-	for i := range out {
-		d, err := DecodeInts([Fields]int64(ints[Fields*i:]))
-		if err != nil {
-			d = spigot.Failed()
-		}
-		out[i], errs[i] = d, err
-	}
-	return nil
+	return decodeAll(ints, ops, out, errs)
 }
 
 func msDuration(ms int64) time.Duration {

@@ -382,7 +382,8 @@ func TestDecodeBatch(t *testing.T) {
 	} {
 		out := make([]spigot.Decision, c.n)
 		errs := make([]error, c.n)
-		err := wire.DecodeBatch(c.reply, out, errs)
+		ops := slices.Repeat([]spigot.Op{{Limit: spigot.MustBucket("b", 20, spigot.PerSecond(1))}}, c.n)
+		err := wire.DecodeBatch(c.reply, ops, out, errs)
 		// The same reply read as integers, when it is.
 		out2 := make([]spigot.Decision, c.n)
 		errs2 := make([]error, c.n)
@@ -395,7 +396,7 @@ func TestDecodeBatch(t *testing.T) {
 				}
 			}
 			if len(ints) == len(vals) {
-				err2 = wire.DecodeBatchInts(ints, out2, errs2)
+				err2 = wire.DecodeBatchInts(ints, ops, out2, errs2)
 			}
 		}
 		if !c.replyOK {
@@ -647,13 +648,109 @@ func TestScriptTouchesOnlyItsKeys(t *testing.T) {
 	}
 }
 
-// The script knows every action by the name Args gives it, and the kind
-// "tb".
+// The script knows every action and every kind by the names Args gives
+// them.
 func TestScriptKnowsEveryAction(t *testing.T) {
 	for _, c := range actions {
-		if !strings.Contains(wire.Script(), "'"+c.name+"'") {
-			t.Errorf("Script does not name %q", c.name)
+		name := strings.TrimPrefix(c.name, "tb.")
+		if !strings.Contains(wire.Script(), "act == '"+name+"'") && !strings.Contains(wire.Script(), "act ~= '"+name+"'") {
+			t.Errorf("Script does not name the action %q", name)
 		}
+	}
+	for _, tag := range []string{"tb", "lb", "fw", "sw", "sl"} {
+		if !strings.Contains(wire.Script(), "tag == '"+tag+"'") {
+			t.Errorf("Script does not name the kind %q", tag)
+		}
+	}
+}
+
+// TestArgsKinds: each kind's tag and parameters, as strings and boxed: a
+// bucket's capacity, scale and refill; a window's limit, length and offset
+// in µs.
+func TestArgsKinds(t *testing.T) {
+	a := wire.NewArgs(nil)
+	for i, c := range []struct {
+		l    spigot.Limit
+		want wire.Argv
+	}{
+		{spigot.MustBucket("b", 20, spigot.Per(1, 3*time.Second)), wire.Argv{"", "tb.takeupto", "20", "3000000", "1", "7"}},
+		{spigot.Must(spigot.NewLeakyBucket("b", 20, spigot.Per(1, 3*time.Second))), wire.Argv{"", "lb.takeupto", "20", "3000000", "1", "7"}},
+		{spigot.Must(spigot.NewFixedWindow("b", spigot.PerDay(10), 5*time.Hour)), wire.Argv{"", "fw.takeupto", "10", "86400000000", "18000000000", "7"}},
+		{spigot.Must(spigot.NewFixedWindow("b", spigot.PerHour(10), -time.Minute)), wire.Argv{"", "fw.takeupto", "10", "3600000000", "3540000000", "7"}},
+		{spigot.Must(spigot.NewSlidingWindow("b", spigot.PerSecond(100))), wire.Argv{"", "sw.takeupto", "100", "1000000", "0", "7"}},
+		{spigot.Must(spigot.NewSlidingLog("b", spigot.Per(5, time.Minute))), wire.Argv{"", "sl.takeupto", "5", "60000000", "0", "7"}},
+	} {
+		op := spigot.Op{Limit: c.l, Key: "k", Action: spigot.TakeUpTo, N: 7}
+		if got := a.Op(op); got != c.want {
+			t.Errorf("step %d: Op(%v) = %q; want %q", i, op, got, c.want)
+		}
+		boxed := a.OpAny(op)
+		for j, w := range c.want[:5] {
+			if boxed[j] != w {
+				t.Errorf("step %d: OpAny(%v)[%d] = %#v; want %q", i, op, j, boxed[j], w)
+			}
+		}
+		if got := a.Ops([]spigot.Op{op, op}); !slices.Equal(got[1:6], c.want[1:]) || !slices.Equal(got[6:], c.want[1:]) {
+			t.Errorf("step %d: Ops(%v twice) = %q", i, op, got)
+		}
+	}
+}
+
+// TestDecodeLeaky: a leaky bucket's reply has a fifth integer, its Delay in
+// µs, -1 for Never, and -2 less the µs past 2^53; a reply of several keys
+// has five integers for each leaky bucket and four for any other.
+func TestDecodeLeaky(t *testing.T) {
+	lb := spigot.Op{Limit: spigot.Must(spigot.NewLeakyBucket("q", 10, spigot.PerSecond(1)))}
+	tb := spigot.Op{Limit: spigot.MustBucket("b", 10, spigot.PerSecond(1))}
+	us := time.Microsecond
+	for i, c := range []struct {
+		reply []int64
+		want  spigot.Decision
+		ok    bool
+	}{
+		{[]int64{1, 9, 0, 1000, 0}, spigot.Decision{N: 1, Remaining: 9, ResetAfter: time.Second}, true},
+		{[]int64{1, 8, 0, 2000, 1_000_001}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: 1_000_001 * us}, true},
+		{[]int64{1, 8, 0, 2000, 1 << 53}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: (1 << 53) * us}, true},
+		{[]int64{1, 8, 0, 2000, -3}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: (1<<53 + 1) * us}, true},
+		{[]int64{1, 8, 0, 2000, -1}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: spigot.Never}, true},
+		{[]int64{1, 8, 0, 2000, -2 - (int64(spigot.Never/us) - 1<<53)}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: spigot.Never / us * us}, true},
+		{[]int64{1, 8, 0, 2000, -3 - (int64(spigot.Never/us) - 1<<53)}, spigot.Decision{}, false},
+		{[]int64{1, 8, 0, 2000, -2}, spigot.Decision{}, false},
+		{[]int64{1, 8, 0, 2000, 1<<53 + 1}, spigot.Decision{}, false},
+		{[]int64{0, 0, 1000, 2000, 5}, spigot.Decision{}, false}, // denied, yet delayed
+		{[]int64{1, 8, 0, 2000}, spigot.Decision{}, false},       // four integers
+		{[]int64{1, 8, 0, 2000, 0, 0}, spigot.Decision{}, false},
+	} {
+		var out [1]spigot.Decision
+		reply := make([]any, len(c.reply))
+		for j, x := range c.reply {
+			reply[j] = x
+		}
+		err := wire.DecodeAll(reply, []spigot.Op{lb}, out[:])
+		var out2 [1]spigot.Decision
+		err2 := wire.DecodeAllInts(c.reply, []spigot.Op{lb}, out2[:])
+		switch {
+		case c.ok && (err != nil || err2 != nil || out[0] != c.want || out2[0] != c.want):
+			t.Errorf("step %d: DecodeAll(%v) = %+v, %v (as integers %+v, %v); want %+v", i, c.reply, out[0], err, out2[0], err2, c.want)
+		case !c.ok && (!errors.Is(err, spigot.ErrRequestFailed) || !errors.Is(err2, spigot.ErrRequestFailed)):
+			t.Errorf("step %d: DecodeAll(%v) = %v, %v; want malformed-reply errors", i, c.reply, err, err2)
+		}
+	}
+	// Mixed kinds, all or nothing and in a batch (a leaky bucket that
+	// failed alone has five integers too).
+	ops := []spigot.Op{tb, lb, tb}
+	out := make([]spigot.Decision, 3)
+	if err := wire.DecodeAllInts([]int64{1, 9, 0, 1000, 1, 8, 0, 2000, 1000, 0, 10, 0, 0}, ops, out); err != nil ||
+		out[1].Delay != time.Millisecond || out[2].Remaining != 10 {
+		t.Errorf("DecodeAllInts of mixed kinds = %+v, %v", out, err)
+	}
+	errs := make([]error, 3)
+	if err := wire.DecodeBatchInts([]int64{1, 9, 0, 1000, -1, 2, 0, 0, 0, 0, 10, 0, 0}, ops, out, errs); err != nil ||
+		out[1] != spigot.Failed() || errs[1] == nil || errs[0] != nil || errs[2] != nil || out[2].Remaining != 10 {
+		t.Errorf("DecodeBatchInts of mixed kinds = %+v, %v, %v", out, errs, err)
+	}
+	if err := wire.DecodeAllInts([]int64{1, 9, 0, 1000, 1, 8, 0, 2000, 0, 10, 0, 0}, ops, out); !errors.Is(err, spigot.ErrRequestFailed) {
+		t.Errorf("DecodeAllInts of 12 integers for a leaky bucket and two others: %v; want a malformed-reply error", err)
 	}
 }
 

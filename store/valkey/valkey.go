@@ -116,8 +116,8 @@ func New(client valkey.Client, opts ...Option) *Store {
 	return s
 }
 
-// Do implements spigot.Store: every action, on a token bucket, in one
-// round trip.
+// Do implements spigot.Store: every action on every kind of limit, in
+// one round trip.
 func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	return s.core.Do(ctx, op)
 }

@@ -146,7 +146,7 @@ func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
 		clk := clocktest.New(t0)
 		p := fmt.Sprintf("%s-%d:", t.Name(), seed)
 		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
-		g := newDiffGen(seed, false)
+		g := newDiffGen(seed, false, spigot.TokenBucket)
 		m := model{}
 		runs := map[string]int{}
 		for i := range steps {

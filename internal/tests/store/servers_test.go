@@ -32,6 +32,7 @@ import (
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 	"github.com/spigot-go/spigot/store/redis"
@@ -220,6 +221,9 @@ func show(d spigot.Decision) string {
 	if d.Degraded() {
 		degraded = ", Degraded"
 	}
+	if d.Delay != 0 {
+		degraded += ", Delay " + d.Delay.String()
+	}
 	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %s%s}", d.Allowed(), d.N, d.Remaining, retry, reset, degraded)
 }
 
@@ -240,20 +244,22 @@ func diffDecisions(got, want spigot.Decision) string {
 		field = "RetryAfter"
 	case got.ResetAfter != want.ResetAfter:
 		field = "ResetAfter"
+	case got.Delay != want.Delay:
+		field = "Delay"
 	default:
 		field = "Degraded"
 	}
 	return fmt.Sprintf("%s differs: got %s, want %s", field, show(got), show(want))
 }
 
-// formatState returns how the script stores s: "tb/2 <fullat> <stamp>
-// <tokens> <scale>" for a token bucket's state, and the format before
-// versions, "<tokens> <stamp> <scale> <fullat>" (without its FullAt when it
-// is 0), for a state of Kind 0.
+// formatState returns how the script stores s: wire.FormatState for a
+// state of a kind it writes, and the format before versions, "<tokens>
+// <stamp> <scale> <fullat>" (without its FullAt when it is 0), for a state
+// of Kind 0.
 func formatState(s spigot.State) string {
 	switch {
-	case s.Kind == spigot.TokenBucket:
-		return fmt.Sprintf("tb/2 %d %d %d %d", s.FullAt, s.Stamp, s.Tokens, s.Scale)
+	case s.Kind != 0 && wire.FormatState(s) != "":
+		return wire.FormatState(s)
 	case s.Kind == 0 && s.FullAt == 0:
 		return fmt.Sprintf("%d %d %d", s.Tokens, s.Stamp, s.Scale)
 	case s.Kind == 0:
@@ -342,10 +348,12 @@ var diffRates = []struct {
 }
 
 // diffGen generates a sequence: limit "d" changes its config now and then
-// (a deploy under the same name), limit "e" keeps one.
+// (a deploy under the same name, which may change its kind), limit "e"
+// keeps one.
 type diffGen struct {
 	rng     *rand.Rand
-	forward bool // never step the clock back
+	kinds   []spigot.Kind // of the limits drawn
+	forward bool          // never step the clock back
 	d       []spigot.Limit
 	cur     int // d's config now
 	e       spigot.Limit
@@ -366,8 +374,16 @@ func (g *diffGen) fail(t testing.TB, step int, format string, args ...any) {
 		g.seed, step, fmt.Sprintf(format, args...), g.d, g.e, strings.Join(g.history[n:], "\n"))
 }
 
-func newDiffGen(seed uint64, forward bool) *diffGen {
-	g := &diffGen{rng: rand.New(rand.NewPCG(seed, seed^0x5b16a7)), forward: forward, seed: seed}
+// allKinds are every kind of limit.
+var allKinds = []spigot.Kind{spigot.TokenBucket, spigot.LeakyBucket, spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog}
+
+// newDiffGen returns the generator of seed, whose limits are of the kinds
+// given (every kind when none is).
+func newDiffGen(seed uint64, forward bool, kinds ...spigot.Kind) *diffGen {
+	if len(kinds) == 0 {
+		kinds = allKinds
+	}
+	g := &diffGen{rng: rand.New(rand.NewPCG(seed, seed^0x5b16a7)), forward: forward, seed: seed, kinds: kinds}
 	for range 1 + g.rng.IntN(3) {
 		g.d = append(g.d, g.limit("d"))
 	}
@@ -376,6 +392,22 @@ func newDiffGen(seed uint64, forward bool) *diffGen {
 }
 
 func (g *diffGen) limit(name string) spigot.Limit {
+	switch kind := g.kinds[g.rng.IntN(len(g.kinds))]; kind {
+	case spigot.LeakyBucket:
+		if g.rng.IntN(3) > 0 {
+			c := diffRates[g.rng.IntN(len(diffRates))]
+			return spigot.Must(spigot.NewLeakyBucket(name, c.capacity, c.rate))
+		}
+		for {
+			period := time.Duration(1+g.rng.Int64N(20_000_000)) * time.Microsecond
+			l, err := spigot.NewLeakyBucket(name, g.rng.Int64N(50), spigot.Per(1+g.rng.Int64N(20), period))
+			if err == nil {
+				return l
+			}
+		}
+	case spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog:
+		return g.window(name, kind)
+	}
 	if g.rng.IntN(3) > 0 {
 		c := diffRates[g.rng.IntN(len(diffRates))]
 		return spigot.MustBucket(name, c.capacity, c.rate)
@@ -383,6 +415,53 @@ func (g *diffGen) limit(name string) spigot.Limit {
 	for {
 		period := time.Duration(1+g.rng.Int64N(20_000_000)) * time.Microsecond
 		l, err := spigot.NewBucket(name, g.rng.Int64N(50), spigot.Per(1+g.rng.Int64N(20), period))
+		if err == nil {
+			return l
+		}
+	}
+}
+
+// diffWindows are the windows a sequence's window limits are drawn from,
+// besides random ones.
+var diffWindows = []time.Duration{time.Millisecond, 3 * time.Millisecond, time.Second, 7 * time.Second, time.Minute, time.Hour, 24 * time.Hour}
+
+// window returns a window limit of kind, named name: 1 to 30 tokens or
+// 1000 (MaxLog), a few at the bounds of exactness, over windows of 1 ms
+// to a day, a fixed window's offset anywhere in its window.
+func (g *diffGen) window(name string, kind spigot.Kind) spigot.Limit {
+	r := g.rng
+	for {
+		w := diffWindows[r.IntN(len(diffWindows))]
+		if r.IntN(3) == 0 {
+			w = time.Duration(1+r.Int64N(20_000)) * time.Millisecond
+		}
+		tokens := 1 + r.Int64N(30)
+		switch r.IntN(8) {
+		case 0:
+			tokens = spigot.MaxLog
+		case 1:
+			tokens = 1
+		case 2:
+			if kind == spigot.FixedWindow {
+				tokens = spigot.MaxExact
+			} else if kind == spigot.SlidingWindow {
+				tokens = spigot.MaxExact / w.Milliseconds()
+			}
+		}
+		var l spigot.Limit
+		var err error
+		switch kind {
+		case spigot.FixedWindow:
+			off := time.Duration(r.Int64N(w.Milliseconds()*2)-w.Milliseconds()) * time.Millisecond
+			if r.IntN(2) == 0 {
+				off = 0
+			}
+			l, err = spigot.NewFixedWindow(name, spigot.Per(tokens, w), off)
+		case spigot.SlidingWindow:
+			l, err = spigot.NewSlidingWindow(name, spigot.Per(tokens, w))
+		default:
+			l, err = spigot.NewSlidingLog(name, spigot.Per(tokens, w))
+		}
 		if err == nil {
 			return l
 		}
@@ -476,6 +555,12 @@ func (g *diffGen) draw() diffOp {
 		}
 	case 8:
 		o.step = time.Duration(1+r.Int64N(48)) * time.Hour
+	case 9:
+		if w := o.op.Limit.Window(); w > 0 { // across a window's boundaries
+			o.step = time.Duration(r.Int64N(int64(2*w) + 1))
+			break
+		}
+		fallthrough
 	default:
 		o.step = time.Duration(r.Int64N(int64(2*perToken) + 1))
 	}
@@ -499,7 +584,7 @@ func (g *diffGen) record(o diffOp, d spigot.Decision) {
 // follow. check, if not nil, runs after each operation with remote's
 // result and the model's state of the key after it.
 func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, remote spigot.Store, addr, prefix string,
-	setTime func(), check func(step int, o diffOp, d spigot.Decision, s spigot.State)) {
+	setTime func(), check func(step int, o diffOp, d spigot.Decision, s spigot.State, unwritten bool)) {
 	t.Helper()
 	ctx := context.Background()
 	mem := memory.New(memory.WithClock(clk))
@@ -517,6 +602,7 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 		key := store.Key(prefix, o.op.Limit, o.op.Key)
 		g.history = append(g.history, fmt.Sprintf("  step %d at %s: %v", i, now.Format("15:04:05.000000"), o))
 		before, hadState := m[key]
+		blocked := isBlocked(o.op.Limit, before, now)
 		want := m.apply(key, o.op, now)
 		md, merr := mem.Do(ctx, o.op)
 		rd, rerr := remote.Do(ctx, o.op)
@@ -540,7 +626,7 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 		actions[o.op.Action]++
 		g.history[len(g.history)-1] += " = " + show(rd)
 		if check != nil {
-			check(i, o, rd, m[key])
+			check(i, o, rd, m[key], o.op.Action == spigot.Peek || blocked && o.op.Action != spigot.Reset)
 		}
 		g.record(o, rd)
 	}
@@ -549,6 +635,24 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 			t.Errorf("seed %d: %d steps had no %v; the differential must cover every action", seed, steps, a)
 		}
 	}
+}
+
+// isBlocked reports whether a window or a log l finds s, at now, used up
+// until its FullAt (s of another kind, or of other windows): Apply then
+// leaves s as it was, and the script writes nothing, unless it resets.
+func isBlocked(l spigot.Limit, s spigot.State, now time.Time) bool {
+	t := now.UnixMicro()
+	if l.Window() == 0 || s.IsZero() || s.FullAt == 0 || t >= s.FullAt {
+		return false
+	}
+	w, off := l.Window().Microseconds(), l.Offset().Microseconds()
+	switch {
+	case s.Kind != l.Kind():
+		return true
+	case l.Kind() == spigot.SlidingLog:
+		return len(s.Log) > 0 && s.FullAt-s.Log[len(s.Log)-1] != w
+	}
+	return s.Window != w || ((s.Start-off)%w+w)%w != 0
 }
 
 // diffSeeds and diffSteps size the differential on each server; miniredis
@@ -599,14 +703,20 @@ func TestDifferentialMiniredis(t *testing.T) {
 					p := fmt.Sprintf("%d:", seed)
 					s := ps.new(t, []string{m.Addr()}, storeOpts{prefix: p})
 					differential(t, seed, diffSteps, clk, s, m.Addr(), p, func() { m.SetTime(clk.Now()) },
-						func(step int, o diffOp, d spigot.Decision, s spigot.State) {
+						func(step int, o diffOp, d spigot.Decision, s spigot.State, unwritten bool) {
 							key := store.Key(p, o.op.Limit, o.op.Key)
-							want := d.ResetAfter.Milliseconds()
-							if d.ResetAfter == 0 {
+							// The time until the state's FullAt: ResetAfter, or later
+							// for a bucket whose stamp is ahead (read from another
+							// kind's state), rounded up to the ms.
+							want := (s.FullAt - clk.Now().UnixMicro() + 999) / 1000
+							switch {
+							case s.IsZero():
 								want = -2 // no key
+							case d.ResetAfter == spigot.Never:
+								want = d.ResetAfter.Milliseconds()
 							}
 							lowest := want
-							if o.op.Action == spigot.Peek {
+							if unwritten {
 								// The TTL of the last write counts down in ns, truncated
 								// to the ms, while the script counts in whole µs.
 								switch rem := s.FullAt - clk.Now().UnixMicro(); {
@@ -615,7 +725,10 @@ func TestDifferentialMiniredis(t *testing.T) {
 								case rem <= 0: // gone, or going within the µs
 									lowest, want = -2, 0
 								default:
-									lowest, want = (rem-1)/1000, (rem+1)/1000
+									// A FullAt that is not a whole ms from the write (a
+									// window's, a bucket's stamp ahead) has a TTL rounded up
+									// past it.
+									lowest, want = (rem-1)/1000, (rem+999)/1000
 								}
 							}
 							if got := pttl(t, m.Addr(), key); got < lowest || got > want || got == -1 {

@@ -252,7 +252,7 @@ func checkStoredValue(t testing.TB, s spigot.Store, raw goredis.UniversalClient,
 	if err := raw.Set(ctx, key, value, 0).Err(); err != nil {
 		t.Fatalf("SET %s %q: %v", key, value, err)
 	}
-	state, perr := wire.ParseState(value)
+	state, perr := wire.ParseState(value, op.Limit.Kind())
 	var (
 		got spigot.Decision
 		err error
@@ -324,7 +324,7 @@ func testStoredValues(t *testing.T, ps protoStore, srv *testserver.Server) {
 	unreadable := 0
 	for i := range 1500 {
 		v := storedValue(rng, t0.UnixMicro())
-		if _, err := wire.ParseState(v); err != nil {
+		if _, err := wire.ParseState(v, spigot.TokenBucket); err != nil {
 			unreadable++
 		}
 		checkStoredValue(t, s, raw, p, v, storedOp(rng, fmt.Sprint(i%50)), clk.Now(), i%3 == 0)
