@@ -431,7 +431,7 @@ The commands are:
 
   bench      measure the stores against your server, beside the server's own ceiling
   demo       serve a page that shows a real bucket drain and refill, live
-  simulate   play a traffic pattern against a bucket and print what it admits
+  simulate   play a traffic pattern against each kind of limit and print what it admits
 
 Run 'spigot <command> -h' for a command's flags.
 `
