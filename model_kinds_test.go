@@ -586,3 +586,59 @@ func FuzzApplyLeakyBucket(f *testing.F) {
 		kindFuzz(t, l, ops)
 	})
 }
+
+// FuzzApplyKindsState applies an op of every kind to any State at all, as
+// a store may hand Apply a corrupt one, and checks what must hold of any
+// decision: no panic, N within what the op asked, Remaining within the
+// limit, waits not negative, Delay only on a leaky bucket, and a Peek
+// that changes nothing.
+func FuzzApplyKindsState(f *testing.F) {
+	f.Add(uint8(2), int64(5), int64(1000), uint8(0), int64(1), uint8(2), int64(0), int64(0), int64(0), int64(0), int64(1000000), int64(3), int64(0), int64(0), int64(0))
+	f.Add(uint8(3), int64(5), int64(1000), uint8(4), int64(2), uint8(3), int64(math.MaxInt64), int64(math.MaxInt64), int64(0), int64(math.MaxInt64-1000000), int64(1000000), int64(-3), int64(9), int64(0), int64(0))
+	f.Add(uint8(4), int64(3), int64(1000), uint8(0), int64(1), uint8(4), int64(1), int64(2), int64(0), int64(0), int64(0), int64(0), int64(0), int64(5), int64(-7))
+	f.Add(uint8(5), int64(3), int64(1000), uint8(0), int64(1), uint8(5), int64(math.MinInt64), int64(1), int64(-5), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, kind uint8, tokens, windowMs int64, act uint8, n int64, sKind uint8, stamp, fullAt, sTokens, start, window, count, prev, log0, logStep int64) {
+		if windowMs < 1 || windowMs > 1<<40 || tokens > spigot.MaxLog || n < 0 {
+			return
+		}
+		r := spigot.Per(tokens, time.Duration(windowMs)*ms)
+		var l spigot.Limit
+		var err error
+		switch kind % 4 {
+		case 0:
+			l, err = spigot.NewFixedWindow("fuzz", r, time.Duration(windowMs/3)*ms)
+		case 1:
+			l, err = spigot.NewSlidingWindow("fuzz", r)
+		case 2:
+			l, err = spigot.NewSlidingLog("fuzz", r)
+		default:
+			l, err = spigot.NewLeakyBucket("fuzz", tokens, r)
+		}
+		if err != nil {
+			return
+		}
+		s := spigot.State{Kind: spigot.Kind(sKind), Stamp: stamp, FullAt: fullAt, Tokens: sTokens, Scale: max(sTokens%7, 0),
+			Start: start, Window: window, Count: count, Prev: prev}
+		for i := range int64(max(min(count, 8), 0)) {
+			s.Log = append(s.Log, log0+i*logStep)
+		}
+		before := clone(s)
+		a := refFuzzActions[act%8]
+		now := time.UnixMicro(refStart)
+		s2, d := applyCopy(spigot.Op{Limit: l, Key: "k", Action: a, N: n}, s, now)
+		switch {
+		case d.N < 0 || d.N > max(n, l.Capacity()) || a == spigot.Take && d.N != 0 && d.N != n:
+			t.Errorf("%v on %v from %+v: N %d", a, l, before, d.N)
+		case d.Remaining < 0 || d.Remaining > l.Capacity():
+			t.Errorf("%v on %v from %+v: Remaining %d", a, l, before, d.Remaining)
+		case d.RetryAfter < 0 || d.ResetAfter < 0 || d.Delay < 0:
+			t.Errorf("%v on %v from %+v: %+v: a negative wait", a, l, before, d)
+		case d.Delay != 0 && (l.Kind() != spigot.LeakyBucket || !d.Allowed()):
+			t.Errorf("%v on %v from %+v: %+v: a Delay", a, l, before, d)
+		case a == spigot.Peek && !reflect.DeepEqual(s2, before):
+			t.Errorf("Peek on %v from %+v left %+v", l, before, s2)
+		case a == spigot.Take && n == 0 && !d.Allowed():
+			t.Errorf("Take 0 on %v from %+v: %+v", l, before, d)
+		}
+	})
+}
