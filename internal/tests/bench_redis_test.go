@@ -49,9 +49,6 @@ import (
 // many keys comes back to it.
 const deficit = 1_000_000
 
-// hotKey is the index in benchKeys of the key of the one-key benchmarks.
-const hotKey = 1
-
 // A benchCall sends one request on the i-th key of benchKeys(manyKeys).
 type benchCall func(ctx context.Context, i int) error
 
