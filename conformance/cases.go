@@ -72,7 +72,7 @@ var cases = slices.Concat([]testCase{
 	{"never-more-than", testNeverMoreThan},
 	{"random-operations", testRandomOperations},
 	{"ttl", testTTL},
-})
+}, kindCases)
 
 // testBurst: a full bucket admits its capacity at once, Remaining counting
 // down exactly, then denies.

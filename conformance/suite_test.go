@@ -19,7 +19,6 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
-	"github.com/spigot-go/spigot/store/memory"
 )
 
 // recorder is a testing.TB that records failures instead of failing the
@@ -796,7 +795,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
 			var msgs []string
-			for _, c := range suiteCases() {
+			for _, c := range cases {
 				if !matches(c.name, m.mustFail) {
 					continue
 				}
@@ -821,7 +820,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 // when the store has Len.
 func TestSuitePassesCorrectStores(t *testing.T) {
 	for _, multi := range []bool{false, true} {
-		for _, c := range suiteCases() {
+		for _, c := range cases {
 			r := runCase(t, c, func(clk clock.Clock) spigot.Store {
 				s := newTakeStore(clk)
 				s.multi = multi
@@ -954,40 +953,7 @@ func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot
 }
 
 func TestModelStore(t *testing.T) {
-	runAll(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+	Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
 		return &modelStore{clk: clk, m: make(map[[2]string]modelEntry)}
 	})
-}
-
-// suiteCases are the cases of Run and kindCases, each once.
-func suiteCases() []testCase {
-	all := slices.Clone(cases)
-	for _, c := range kindCases {
-		if !slices.ContainsFunc(cases, func(d testCase) bool { return d.name == c.name }) {
-			all = append(all, c)
-		}
-	}
-	return all
-}
-
-// runAll is Run of suiteCases.
-func runAll(t *testing.T, newStore func(t *testing.T, clk clock.Clock) spigot.Store) {
-	t.Helper()
-	for _, c := range suiteCases() {
-		t.Run(c.name, func(t *testing.T) {
-			clk := clocktest.New(t0)
-			c.run(t, env{s: newStore(t, clk), clk: clk})
-		})
-	}
-}
-
-// TestKindCasesMemory runs kindCases on the memory store, as Run does
-// with its cases.
-func TestKindCasesMemory(t *testing.T) {
-	for _, c := range kindCases {
-		t.Run(c.name, func(t *testing.T) {
-			clk := clocktest.New(t0)
-			c.run(t, env{s: memory.New(memory.WithClock(clk)), clk: clk})
-		})
-	}
 }
