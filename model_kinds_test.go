@@ -391,7 +391,7 @@ func kindSequence(seed uint64, k spigot.Kind, reconfig bool) error {
 func TestApplyKindsModel(t *testing.T) {
 	for _, k := range []spigot.Kind{spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, spigot.LeakyBucket} {
 		t.Run(k.String(), func(t *testing.T) {
-			for seed := range uint64(600) {
+			for seed := range uint64(250) {
 				if err := kindSequence(uint64(k)<<32+seed, k, seed%2 == 1); err != nil {
 					t.Fatalf("seed %d: %v", uint64(k)<<32+seed, err)
 				}
