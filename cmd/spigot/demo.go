@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/httplimit"
 	"github.com/spigot-go/spigot/otelspigot"
 	"github.com/spigot-go/spigot/store/hybrid"
@@ -38,14 +40,14 @@ import (
 //go:embed demo
 var demoFiles embed.FS
 
-// The bounds of the demo's bucket: what the page can draw, and rates a
+// The bounds of the demo's limits: what the page can draw, and rates a
 // person can watch.
 const (
 	demoMaxCapacity = 100
 	demoMinRate     = 1.0 / 3600 // tokens per second: 1 an hour
 	demoMaxRate     = 100.0      // 100 a second
 	demoMaxCost     = 1000
-	demoMaxKeys     = 10_000 // buckets (one per open page) the demo keeps a config for
+	demoMaxKeys     = 10_000 // pages the demo keeps a config for
 )
 
 func demo(args []string, stdout, stderr io.Writer) int {
@@ -54,8 +56,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	addr := fs.String("addr", "127.0.0.1:8080", "the `address` to serve the page on")
 	redisAddr := fs.String("redis", "", "a Redis or Valkey `address` to keep the bucket in, through store/hybrid (default: the memory store)")
 	if err := parseFlags(fs, args, stdout, "usage: spigot demo [flags]\n\n"+
-		"Demo serves a page that shows one bucket draining and refilling live:\n"+
-		"every request it shows went through spigot's limiter.\n\n"); err != nil {
+		"Demo serves a page that shows spigot's five kinds of limit live, one\n"+
+		"at a time or side by side under the same traffic: every request it\n"+
+		"shows went through spigot's limiter.\n\n"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -77,7 +80,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "spigot demo: open http://%s/ (bucket in %s; Ctrl-C to stop)\n", ln.Addr(), d.storeName)
+	fmt.Fprintf(stdout, "spigot demo: open http://%s/ (limits in %s; Ctrl-C to stop)\n", ln.Addr(), d.storeName)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	go func() {
@@ -97,7 +100,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 // address, on that server behind store/hybrid, with opts after its own.
 func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(), error) {
 	if redisAddr == "" {
-		return newDemo(memory.New(), nil, "memory"), func() {}, nil
+		return newDemo(memory.New(), nil, "memory", clock.System()), func() {}, nil
 	}
 	goredis.SetLogger(&logging.VoidLogger{}) // the demo says what failed, in one line
 	rdb := goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
@@ -107,7 +110,7 @@ func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(),
 		rdb.Close()
 		return nil, nil, fmt.Errorf("cannot reach Redis at %s: %v", redisAddr, err)
 	}
-	d := &demoServer{}
+	d := &demoServer{clock: clock.System()}
 	d.newMetrics()
 	paths := otelspigot.HybridObserver(otelspigot.WithMeterProvider(d.meters))
 	h := hybrid.New(spigotredis.New(rdb), memory.New(), append([]hybrid.Option{
@@ -127,16 +130,17 @@ func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(),
 }
 
 // A demoServer is what spigot demo serves: the page, and a JSON API whose
-// requests go through httplimit, each page on a bucket of its own (its
-// key) whose capacity and rate the page sets.
+// requests go through httplimit, each page on limits of its own (its key)
+// whose capacity and rate the page sets: one of each algorithm.
 type demoServer struct {
 	store     spigot.Store
 	hybrid    *hybrid.Store // nil on the memory store
 	storeName string
 	path      atomic.Int32 // the hybrid path of the last decision
+	clock     clock.Clock  // the store's, to place the windows
 
 	mu     sync.Mutex
-	limits map[string]spigot.Limit // each key's bucket
+	limits map[string]*demoLimits // each page's
 
 	mw *httplimit.Middleware
 
@@ -144,12 +148,47 @@ type demoServer struct {
 	registry *prometheus.Registry // what /metrics serves
 }
 
-// defaultDemoLimit is the bucket of a page that has set none: the seed's
-// worked example, 10 tokens refilled 1 a second.
-var defaultDemoLimit = spigot.MustBucket("demo", 10, spigot.PerSecond(1))
+// demoLimits are a page's limits, one per algorithm, in the order of
+// algorithms: buckets of the page's capacity that refill at its rate, and
+// windows that admit the capacity in each window of capacity ÷ rate, the
+// time a bucket takes to refill from empty, so that all five admit the
+// same burst and the same rate on average.
+type demoLimits [5]spigot.Limit
 
-func newDemo(s spigot.Store, h *hybrid.Store, name string) *demoServer {
-	d := &demoServer{}
+// defaultDemoLimits are the limits of a page that has set none: the
+// seed's worked example, 10 tokens refilled 1 a second, and windows of 10
+// in 10 s.
+var defaultDemoLimits = func() *demoLimits {
+	l, err := newDemoLimits(10, spigot.PerSecond(1))
+	if err != nil {
+		panic(err)
+	}
+	return l
+}()
+
+// newDemoLimits returns the limits of capacity and rate, named by their
+// algorithm.
+func newDemoLimits(capacity int64, rate spigot.Rate) (*demoLimits, error) {
+	// The window is capacity ÷ rate, rounded up to the millisecond.
+	window := time.Duration(capacity) * rate.Period / time.Duration(rate.Tokens)
+	window = (window + time.Millisecond - 1).Truncate(time.Millisecond)
+	var ls demoLimits
+	for i, a := range algorithms {
+		r := rate
+		if !a.bucket() {
+			r = spigot.Per(capacity, window)
+		}
+		l, err := a.newLimit(a.name, capacity, r, 0)
+		if err != nil {
+			return nil, err
+		}
+		ls[i] = l
+	}
+	return &ls, nil
+}
+
+func newDemo(s spigot.Store, h *hybrid.Store, name string, c clock.Clock) *demoServer {
+	d := &demoServer{clock: c}
 	d.newMetrics()
 	d.init(s, h, name)
 	return d
@@ -171,10 +210,14 @@ func (d *demoServer) newMetrics() {
 func (d *demoServer) init(s spigot.Store, h *hybrid.Store, name string) {
 	s = otelspigot.Wrap(s, otelspigot.WithMeterProvider(d.meters))
 	d.store, d.hybrid, d.storeName = s, h, name
-	d.limits = make(map[string]spigot.Limit)
+	d.limits = make(map[string]*demoLimits)
 	d.mw = httplimit.New(s,
 		httplimit.ByFunc(func(r *http.Request) (spigot.Limit, error) {
-			return d.limit(r.Header.Get("X-Demo-Key")), nil
+			i, err := demoAlgorithm(r.FormValue("algo"))
+			if err != nil {
+				return spigot.Limit{}, err
+			}
+			return d.limitsOf(r.Header.Get("X-Demo-Key"))[i], nil
 		}, demoKey),
 		httplimit.WithCost(func(r *http.Request) (int64, error) { return demoCost(r.FormValue("cost")) }),
 		httplimit.WithDenyHandler(d.denied),
@@ -185,7 +228,45 @@ func (d *demoServer) init(s spigot.Store, h *hybrid.Store, name string) {
 			jsonError(w, http.StatusServiceUnavailable, "the store failed: "+err.Error())
 			return false
 		}),
+		// The page shows a leaky bucket's request its turn (the reply's
+		// delay_ms) rather than the demo holding it: held requests would
+		// take the few connections a browser opens to one server.
+		httplimit.WithClock(atOnce{d.clock}),
+		httplimit.WithObserver(func(r *http.Request, res *httplimit.Result) {
+			if c, ok := r.Context().Value(callKey{}).(*demoCall); ok {
+				c.delay = res.Decisions.Delay
+			}
+		}),
 	)
+}
+
+// atOnce is a clock whose waits end at once.
+type atOnce struct{ clock.Clock }
+
+func (atOnce) After(time.Duration) <-chan time.Time {
+	c := make(chan time.Time, 1)
+	c <- time.Time{}
+	return c
+}
+
+// A demoCall carries a request's Delay from the middleware's observer to
+// the reply.
+type demoCall struct{ delay time.Duration }
+
+type callKey struct{}
+
+// demoAlgorithm returns the index in algorithms of the algorithm a request
+// names: the token bucket when it names none.
+func demoAlgorithm(name string) (int, error) {
+	if name == "" {
+		return 0, nil
+	}
+	for i, a := range algorithms {
+		if a.name == name {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("algo %q: want %s", name, algorithmNames())
 }
 
 // keyPattern is what a page may name its bucket.
@@ -213,14 +294,14 @@ func demoCost(s string) (int64, error) {
 	return n, nil
 }
 
-// limit returns key's bucket.
-func (d *demoServer) limit(key string) spigot.Limit {
+// limitsOf returns key's limits.
+func (d *demoServer) limitsOf(key string) *demoLimits {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if l, ok := d.limits[key]; ok {
 		return l
 	}
-	return defaultDemoLimit
+	return defaultDemoLimits
 }
 
 // handler returns the demo's routes.
@@ -228,8 +309,9 @@ func (d *demoServer) handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(demoFiles, "demo")
 	mux.Handle("GET /", http.FileServerFS(static))
-	mux.Handle("POST /api/request", d.mw.Wrap(http.HandlerFunc(d.admitted)))
+	mux.Handle("POST /api/request", withCall(d.mw.Wrap(http.HandlerFunc(d.admitted))))
 	mux.HandleFunc("GET /api/state", keyed(d.state))
+	mux.HandleFunc("GET /api/states", keyed(d.states))
 	mux.HandleFunc("POST /api/config", keyed(d.config))
 	mux.HandleFunc("POST /api/reset", keyed(d.reset))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{}))
@@ -249,11 +331,19 @@ func keyed(h func(w http.ResponseWriter, r *http.Request, key string)) http.Hand
 	}
 }
 
+// withCall gives next's requests a demoCall.
+func withCall(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callKey{}, &demoCall{})))
+	})
+}
+
 // A demoReply is the JSON answer to a request: what the limiter decided,
 // and on which path.
 type demoReply struct {
 	Allowed    bool   `json:"allowed"`
 	RetryAfter int64  `json:"retry_after_ms,omitempty"` // -1: never
+	Delay      int64  `json:"delay_ms"`                 // a leaky bucket's: the wait for its turn
 	Path       string `json:"path"`                     // memory, remote, local, fail-open, fail-closed
 }
 
@@ -265,7 +355,11 @@ func (d *demoServer) pathName() string {
 }
 
 func (d *demoServer) admitted(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, demoReply{Allowed: true, Path: d.pathName()})
+	reply := demoReply{Allowed: true, Path: d.pathName()}
+	if c, ok := r.Context().Value(callKey{}).(*demoCall); ok {
+		reply.Delay = c.delay.Milliseconds()
+	}
+	writeJSON(w, http.StatusOK, reply)
 }
 
 func (d *demoServer) denied(w http.ResponseWriter, r *http.Request, res *httplimit.Result) {
@@ -276,106 +370,218 @@ func (d *demoServer) denied(w http.ResponseWriter, r *http.Request, res *httplim
 	writeJSON(w, http.StatusTooManyRequests, reply)
 }
 
-// A demoState is a bucket as the page draws it, from a Peek.
+// A demoState is a limit as the page draws it, from Peeks.
 type demoState struct {
+	Algo       string  `json:"algo"`
 	Capacity   int64   `json:"capacity"`
 	Rate       string  `json:"rate"`
 	PerSecond  float64 `json:"per_second"`
-	Remaining  int64   `json:"remaining"` // whole tokens
-	Tokens     float64 `json:"tokens"`    // with the fraction of the next one
-	ResetAfter int64   `json:"reset_ms"`  // until full
-	RefillMs   int64   `json:"refill_ms"` // from empty to full
-	Store      string  `json:"store"`     // where the bucket lives
-	Path       string  `json:"path"`      // the path of the last decision
-	Circuit    string  `json:"circuit"`   // the hybrid store's breaker, or ""
-	Degraded   bool    `json:"degraded"`  // the peek says nothing of the bucket
+	Remaining  int64   `json:"remaining"`        // whole tokens, places or requests
+	Tokens     float64 `json:"tokens"`           // with a bucket's fraction of the next one
+	ResetAfter int64   `json:"reset_ms"`         // until whole
+	RefillMs   int64   `json:"refill_ms"`        // a bucket's from empty to full, a window's length
+	Detail     string  `json:"detail"`           // the state in words
+	Delay      int64   `json:"delay_ms"`         // a leaky bucket's: what a request admitted now waits
+	Log        []int64 `json:"log_ms,omitempty"` // a sliding log's: when each entry leaves, oldest first
+	Store      string  `json:"store"`            // where the limit lives
+	Path       string  `json:"path"`             // the path of the last decision
+	Circuit    string  `json:"circuit"`          // the hybrid store's breaker, or ""
+	Degraded   bool    `json:"degraded"`         // the peek says nothing of the limit
 }
 
+// state answers one limit's state: the algorithm the query names, or the
+// token bucket.
 func (d *demoServer) state(w http.ResponseWriter, r *http.Request, key string) {
-	d.writeState(w, r.Context(), key)
-}
-
-func (d *demoServer) writeState(w http.ResponseWriter, ctx context.Context, key string) {
-	l := d.limit(key)
-	p, err := d.store.Do(ctx, spigot.Op{Limit: l, Key: key, Action: spigot.Peek, N: 1})
+	i, err := demoAlgorithm(r.URL.Query().Get("algo"))
+	if err != nil {
+		jsonError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	st, err := d.stateOf(r.Context(), key, d.limitsOf(key)[i])
 	if err != nil {
 		jsonError(w, http.StatusServiceUnavailable, "the store failed: "+err.Error())
 		return
 	}
-	rate := l.Rate()
-	perSecond := float64(rate.Tokens) / rate.Period.Seconds()
-	st := demoState{
-		Capacity:   l.Capacity(),
-		Rate:       rate.String(),
-		PerSecond:  perSecond,
-		Remaining:  p.Remaining,
-		ResetAfter: p.ResetAfter.Milliseconds(),
-		RefillMs:   (time.Duration(l.Capacity()) * rate.Period / time.Duration(rate.Tokens)).Milliseconds(),
-		Store:      d.storeName,
-		Path:       d.pathName(),
-		Degraded:   p.Degraded(),
+	writeJSON(w, http.StatusOK, st)
+}
+
+// states answers the state of each of a page's limits, in the order of
+// algorithms.
+func (d *demoServer) states(w http.ResponseWriter, r *http.Request, key string) {
+	var out []demoState
+	for _, l := range d.limitsOf(key) {
+		st, err := d.stateOf(r.Context(), key, l)
+		if err != nil {
+			jsonError(w, http.StatusServiceUnavailable, "the store failed: "+err.Error())
+			return
+		}
+		out = append(out, st)
 	}
-	// The bucket lacks ResetAfter × rate tokens (ResetAfter is rounded up
-	// to the ms), but holds at least its whole Remaining.
-	st.Tokens = max(float64(st.Capacity)-p.ResetAfter.Seconds()*perSecond, float64(p.Remaining))
-	if p.Degraded() {
-		st.Tokens, st.Remaining = 0, 0
-	}
-	if d.hybrid != nil {
-		st.Circuit = d.hybrid.Circuit().String()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// writeState answers the token bucket's state.
+func (d *demoServer) writeState(w http.ResponseWriter, ctx context.Context, key string) {
+	st, err := d.stateOf(ctx, key, d.limitsOf(key)[0])
+	if err != nil {
+		jsonError(w, http.StatusServiceUnavailable, "the store failed: "+err.Error())
+		return
 	}
 	writeJSON(w, http.StatusOK, st)
 }
 
-// config sets a page's bucket: capacity and rate, as form values. The
-// bucket keeps its name, so its tokens carry over (spigot's config-change
-// rule). Bad input changes nothing.
+// stateOf returns l's state for key, from a Peek (and, for a sliding log,
+// one Peek for each entry: the retry-after of a Peek of one more than
+// what remains is when the oldest entry leaves, of two more the next).
+func (d *demoServer) stateOf(ctx context.Context, key string, l spigot.Limit) (demoState, error) {
+	peek := func(n int64) (spigot.Decision, error) {
+		return d.store.Do(ctx, spigot.Op{Limit: l, Key: key, Action: spigot.Peek, N: n})
+	}
+	p, err := peek(1)
+	if err != nil {
+		return demoState{}, err
+	}
+	rate := l.Rate()
+	perSecond := float64(rate.Tokens) / rate.Period.Seconds()
+	st := demoState{
+		Algo:       algorithms[slices.IndexFunc(algorithms, func(a algorithm) bool { return a.kind == l.Kind() })].name,
+		Capacity:   l.Capacity(),
+		Rate:       rate.String(),
+		PerSecond:  perSecond,
+		Remaining:  p.Remaining,
+		Tokens:     float64(p.Remaining),
+		ResetAfter: p.ResetAfter.Milliseconds(),
+		RefillMs:   l.Window().Milliseconds(),
+		Delay:      p.Delay.Milliseconds(),
+		Store:      d.storeName,
+		Path:       d.pathName(),
+		Degraded:   p.Degraded(),
+	}
+	if d.hybrid != nil {
+		st.Circuit = d.hybrid.Circuit().String()
+	}
+	if p.Degraded() {
+		st.Tokens, st.Remaining, st.Detail = 0, 0, "unknown: the store is unavailable"
+		return st, nil
+	}
+	c, used := l.Capacity(), l.Capacity()-p.Remaining
+	// Where now falls in the windows laid from the Unix epoch.
+	var left, elapsed time.Duration
+	if w := l.Window(); w > 0 {
+		elapsed = time.Duration(mod(d.clock.Now().Sub(time.Unix(0, 0))-l.Offset(), w))
+		left = w - elapsed
+	}
+	switch l.Kind() {
+	case spigot.TokenBucket, spigot.LeakyBucket:
+		st.RefillMs = (time.Duration(c) * rate.Period / time.Duration(rate.Tokens)).Milliseconds()
+		// The bucket lacks ResetAfter × rate tokens (ResetAfter is rounded
+		// up to the ms), but holds at least its whole Remaining.
+		st.Tokens = max(float64(c)-p.ResetAfter.Seconds()*perSecond, float64(p.Remaining))
+		if l.Kind() == spigot.TokenBucket {
+			st.Detail = fmt.Sprintf("%.2f of %d tokens, refilled at %v", st.Tokens, c, rate)
+			break
+		}
+		wait := "a request admitted now waits " + ms(p.Delay)
+		if !p.Allowed() {
+			wait = "the queue is full for " + ms(p.RetryAfter)
+		}
+		st.Detail = fmt.Sprintf("%d of %d places queued, one leaving every %s; %s", used, c, ms(rate.Period/time.Duration(rate.Tokens)), wait)
+	case spigot.FixedWindow:
+		st.Detail = fmt.Sprintf("%d of %d taken in this window of %s; the next starts in %s", used, c, ms(l.Window()), ms(left))
+	case spigot.SlidingWindow:
+		weight := 100 * int64(l.Window()-elapsed.Truncate(time.Millisecond)) / int64(l.Window())
+		st.Detail = fmt.Sprintf("weighted count %d of %d: this window's and %d%% of the last one's; the next window starts in %s", used, c, weight, ms(left))
+	case spigot.SlidingLog:
+		st.Log = []int64{}
+		for n := p.Remaining + 1; n <= c; n++ {
+			e, err := peek(n)
+			if err != nil {
+				return demoState{}, err
+			}
+			st.Log = append(st.Log, e.RetryAfter.Milliseconds())
+		}
+		st.Detail = fmt.Sprintf("%d of %d in the last %s", used, c, ms(l.Window()))
+		if len(st.Log) > 0 {
+			st.Detail += fmt.Sprintf("; the oldest leaves in %s", ms(time.Duration(st.Log[0])*time.Millisecond))
+		}
+	}
+	return st, nil
+}
+
+// mod returns a mod m in [0, m), for m > 0.
+func mod(a, m time.Duration) time.Duration {
+	if r := a % m; r < 0 {
+		return r + m
+	}
+	return a % m
+}
+
+// ms formats d for the page: 340 ms, 1.5 s, 10 min.
+func ms(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < 2*time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+	case d < 2*time.Hour:
+		return strconv.FormatFloat(d.Minutes(), 'f', 1, 64) + " min"
+	}
+	return strconv.FormatFloat(d.Hours(), 'f', 1, 64) + " h"
+}
+
+// config sets a page's limits: capacity and rate, as form values. The
+// limits keep their names, so a bucket's tokens carry over (spigot's
+// config-change rule); a window whose length changes starts whole. Bad
+// input changes nothing. It answers the token bucket's state.
 func (d *demoServer) config(w http.ResponseWriter, r *http.Request, key string) {
-	l, err := demoLimit(r.FormValue("capacity"), r.FormValue("rate"))
+	ls, err := demoLimit(r.FormValue("capacity"), r.FormValue("rate"))
 	if err != nil {
 		jsonError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	d.mu.Lock()
 	if _, ok := d.limits[key]; !ok && len(d.limits) >= demoMaxKeys {
-		for k := range d.limits { // forget one page's bucket
+		for k := range d.limits { // forget one page's limits
 			delete(d.limits, k)
 			break
 		}
 	}
-	d.limits[key] = l
+	d.limits[key] = ls
 	d.mu.Unlock()
 	d.writeState(w, r.Context(), key)
 }
 
-// demoLimit checks a capacity and a rate from the page.
-func demoLimit(capacity, rate string) (spigot.Limit, error) {
+// demoLimit checks a capacity and a rate from the page, and returns the
+// page's limits.
+func demoLimit(capacity, rate string) (*demoLimits, error) {
 	c, err := strconv.ParseInt(capacity, 10, 64)
 	if err != nil || c < 1 || c > demoMaxCapacity {
-		return spigot.Limit{}, fmt.Errorf("capacity %q: want a whole number from 1 to %d", capacity, demoMaxCapacity)
+		return nil, fmt.Errorf("capacity %q: want a whole number from 1 to %d", capacity, demoMaxCapacity)
 	}
 	r, err := spigot.ParseRate(rate)
 	if err != nil {
-		return spigot.Limit{}, fmt.Errorf("rate %q: want tokens/period, such as 1/s, 20/3s or 5/m", rate)
+		return nil, fmt.Errorf("rate %q: want tokens/period, such as 1/s, 20/3s or 5/m", rate)
 	}
 	if r.Tokens < 1 || r.Period <= 0 {
-		return spigot.Limit{}, fmt.Errorf("rate %q: want at least 1 token over a positive period", rate)
+		return nil, fmt.Errorf("rate %q: want at least 1 token over a positive period", rate)
 	}
 	if per := float64(r.Tokens) / r.Period.Seconds(); per < demoMinRate || per > demoMaxRate {
-		return spigot.Limit{}, fmt.Errorf("rate %q: want from 1/h to 100/s, a rate a person can watch", rate)
+		return nil, fmt.Errorf("rate %q: want from 1/h to 100/s, a rate a person can watch", rate)
 	}
-	l, err := spigot.NewBucket("demo", c, r)
+	ls, err := newDemoLimits(c, r)
 	if err != nil {
-		return spigot.Limit{}, fmt.Errorf("rate %q: %v", rate, err)
+		return nil, fmt.Errorf("rate %q: %v", rate, err)
 	}
-	return l, nil
+	return ls, nil
 }
 
-// reset fills a page's bucket again.
+// reset makes a page's limits whole again, every algorithm's.
 func (d *demoServer) reset(w http.ResponseWriter, r *http.Request, key string) {
-	if _, err := d.store.Do(r.Context(), spigot.Op{Limit: d.limit(key), Key: key, Action: spigot.Reset}); err != nil {
-		jsonError(w, http.StatusServiceUnavailable, "the store failed: "+err.Error())
-		return
+	for _, l := range d.limitsOf(key) {
+		if _, err := d.store.Do(r.Context(), spigot.Op{Limit: l, Key: key, Action: spigot.Reset}); err != nil {
+			jsonError(w, http.StatusServiceUnavailable, "the store failed: "+err.Error())
+			return
+		}
 	}
 	d.writeState(w, r.Context(), key)
 }

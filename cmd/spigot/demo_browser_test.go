@@ -15,6 +15,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -126,7 +128,7 @@ func (b *browser) counts(t *testing.T) (admitted, denied string) {
 // path is logged); with SPIGOT_DEMO_SCREENSHOT=file.png it also writes
 // the wide one there, as the README's picture is made.
 func TestDemoBrowser(t *testing.T) {
-	srv := httptest.NewServer(newDemo(memory.New(), nil, "memory").handler())
+	srv := httptest.NewServer(newDemo(memory.New(), nil, "memory", clock.System()).handler())
 	defer srv.Close()
 	b := newBrowser(t)
 	url := fmt.Sprintf("%s/?key=browser-%d", srv.URL, time.Now().UnixNano())
@@ -203,6 +205,126 @@ func TestDemoBrowser(t *testing.T) {
 			t.Logf("screenshot copied to %s", out)
 		}
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errors {
+		t.Errorf("the page logged an error: %s", e)
+	}
+}
+
+// choose selects the algorithm name on the page, as a person does.
+func (b *browser) choose(t *testing.T, name string) {
+	t.Helper()
+	b.do(t, "choosing "+name, chromedp.SetValue(chromedp.ID("algo"), name))
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`document.getElementById("algo").dispatchEvent(new Event("change"))`)); err != nil {
+		t.Fatalf("choosing %s: %v", name, err)
+	}
+}
+
+// TestDemoBrowserAlgorithms drives each algorithm on the page, then all
+// five side by side, on a demo whose store runs on a fake clock: Burst
+// ×10 10ms before a second ends, the clock moved 20ms, Burst ×10 again.
+// With a capacity of 10 at 10/s (windows of 10 in 1s), the page shows
+// what the model says: the fixed window admits all 20 across its
+// boundary; the others admit 10 and deny 10; the leaky bucket gives its
+// 10 the turns 0 ms to 900 ms; the sliding log lists its entries.
+func TestDemoBrowserAlgorithms(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 990*int(time.Millisecond), time.UTC)
+	clk := clocktest.New(base)
+	srv := httptest.NewServer(newDemo(memory.New(memory.WithClock(clk)), nil, "memory", clk).handler())
+	defer srv.Close()
+	b := newBrowser(t)
+	b.do(t, "loading the page and setting 10 at 10/s",
+		chromedp.EmulateViewport(1280, 800),
+		chromedp.Navigate(fmt.Sprintf("%s/?key=algorithms-%d", srv.URL, time.Now().UnixNano())),
+		waitFor(`document.querySelectorAll("#slots .slot").length === 10`),
+		chromedp.SetValue(chromedp.ID("capacity"), "10"),
+		chromedp.SetValue(chromedp.ID("rate"), "10/s"),
+		chromedp.Click(chromedp.ID("apply")),
+		waitFor(`document.getElementById("refill").textContent === "1 s"`),
+	)
+	// processed is the page's count of answers for the algorithm: its
+	// counters, or its row of the table.
+	processed := func(name string) string {
+		if name == "all" {
+			return `[...document.querySelectorAll("#algos tbody tr")].every(r => Number(r.querySelector(".admitted").textContent) + Number(r.querySelector(".denied").textContent) === %d)`
+		}
+		return `Number(document.getElementById("admitted").textContent) + Number(document.getElementById("denied").textContent) === %d`
+	}
+	want := map[string][2]string{
+		"token-bucket":   {"10", "10"},
+		"fixed-window":   {"20", "0"},
+		"sliding-window": {"10", "10"},
+		"sliding-log":    {"10", "10"},
+		"leaky-bucket":   {"10", "10"},
+	}
+	// boundary plays the two bursts across the boundary of the second
+	// after start.
+	boundary := func(name string, start time.Time) {
+		t.Helper()
+		clk.Set(start)
+		b.do(t, name+": starting again", chromedp.Click(chromedp.ID("reset")),
+			waitFor(fmt.Sprintf(processed(name), 0)),
+			waitFor(`[...document.querySelectorAll("#algos .room")].every(td => td.textContent === "10 / 10")`))
+		b.do(t, name+": Burst ×10 10ms before the second ends", chromedp.Click(chromedp.ID("burst")), waitFor(fmt.Sprintf(processed(name), 10)))
+		clk.Advance(20 * time.Millisecond)
+		b.do(t, name+": Burst ×10 10ms after", chromedp.Click(chromedp.ID("burst")), waitFor(fmt.Sprintf(processed(name), 20)))
+	}
+	for i, a := range algorithms {
+		b.choose(t, a.name)
+		boundary(a.name, base.Add(time.Duration(i)*time.Second))
+		if admitted, denied := b.counts(t); admitted != want[a.name][0] || denied != want[a.name][1] {
+			t.Errorf("step %d: %s: the page shows %s admitted, %s denied; want %s and %s", i, a.name, admitted, denied, want[a.name][0], want[a.name][1])
+		}
+		switch a.name {
+		case "leaky-bucket":
+			const turns = "Turns given: 0 ms, 100 ms, 200 ms, 300 ms, 400 ms, 500 ms, 600 ms, 700 ms, 800 ms, 900 ms"
+			if got := b.text(t, "turns"); got != turns {
+				t.Errorf("step %d: leaky-bucket: the page shows %q, want %q", i, got, turns)
+			}
+		case "fixed-window":
+			b.do(t, "the fixed window's state", waitFor(`document.getElementById("detail").textContent === "10 of 10 taken in this window of 1 s; the next starts in 990 ms"`))
+		case "sliding-log":
+			b.do(t, "the sliding log's entries", waitFor(`document.getElementById("detail").textContent.endsWith("Entries leave in 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms")`))
+		}
+	}
+
+	b.choose(t, "all")
+	boundary("all", base.Add(time.Duration(len(algorithms))*time.Second))
+	for i, a := range algorithms {
+		row := "#row-" + a.name
+		admitted, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(row+" .admitted")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		denied, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(row+" .denied")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if admitted != want[a.name][0] || denied != want[a.name][1] {
+			t.Errorf("step %d: all five: %s's row shows %s admitted, %s denied; want %s and %s", i, a.name, admitted, denied, want[a.name][0], want[a.name][1])
+		}
+	}
+	waits, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS("#row-leaky-bucket .waits")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "0 ms, 100 ms, 200 ms, 300 ms, 400 ms, 500 ms, 600 ms, 700 ms, 800 ms, 900 ms"; waits != want {
+		t.Errorf("all five: the leaky bucket waits %q, want %q", waits, want)
+	}
+
+	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(os.TempDir(), "spigot-demo-screenshots", "demo-all-1280x800.png")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", file)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range b.errors {

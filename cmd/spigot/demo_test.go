@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store/hybrid"
@@ -25,7 +26,7 @@ var demoT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func demoFixture(t *testing.T) (*clocktest.Clock, http.Handler) {
 	t.Helper()
 	c := clocktest.New(demoT0)
-	return c, newDemo(memory.New(memory.WithClock(c)), nil, "memory").handler()
+	return c, newDemo(memory.New(memory.WithClock(c)), nil, "memory", c).handler()
 }
 
 // call sends one request to h for the page key and returns the status,
@@ -61,13 +62,13 @@ func TestDemoAPI(t *testing.T) {
 		rateLimit string // the RateLimit header; "" for none
 		retryMs   float64
 	}{
-		{0, "3", 200, `"demo";r=7;t=3`, 0},
-		{0, "", 200, `"demo";r=6;t=4`, 0}, // the default cost is 1
-		{0, "7", 429, `"demo";r=6;t=4`, 1000},
-		{0, "11", 429, `"demo";r=6;t=4`, -1},                      // never
-		{0, "0", 200, "", 0},                                      // cost 0 passes without the store
-		{1500 * time.Millisecond, "7", 200, `"demo";r=0;t=10`, 0}, // 7.5 tokens
-		{500 * time.Millisecond, "7", 429, `"demo";r=1;t=9`, 6000},
+		{0, "3", 200, `"token-bucket";r=7;t=3`, 0},
+		{0, "", 200, `"token-bucket";r=6;t=4`, 0}, // the default cost is 1
+		{0, "7", 429, `"token-bucket";r=6;t=4`, 1000},
+		{0, "11", 429, `"token-bucket";r=6;t=4`, -1},                      // never
+		{0, "0", 200, "", 0},                                              // cost 0 passes without the store
+		{1500 * time.Millisecond, "7", 200, `"token-bucket";r=0;t=10`, 0}, // 7.5 tokens
+		{500 * time.Millisecond, "7", 429, `"token-bucket";r=1;t=9`, 6000},
 	} {
 		c.Advance(s.after)
 		status, hdr, body := call(t, h, "POST", "/api/request", "k", req(s.cost))
@@ -82,8 +83,8 @@ func TestDemoAPI(t *testing.T) {
 		}
 	}
 	status, _, st := call(t, h, "GET", "/api/state", "k", nil)
-	want := map[string]any{"capacity": 10.0, "rate": "1/s", "per_second": 1.0, "remaining": 1.0, "tokens": 1.0,
-		"reset_ms": 9000.0, "refill_ms": 10000.0, "store": "memory", "path": "memory", "circuit": "", "degraded": false}
+	want := map[string]any{"algo": "token-bucket", "capacity": 10.0, "rate": "1/s", "per_second": 1.0, "remaining": 1.0, "tokens": 1.0,
+		"reset_ms": 9000.0, "refill_ms": 10000.0, "detail": "1.00 of 10 tokens, refilled at 1/s", "delay_ms": 0.0, "store": "memory", "path": "memory", "circuit": "", "degraded": false}
 	if status != 200 || !equalJSON(st, want) {
 		t.Errorf("state: got %d %v; want 200 %v", status, st, want)
 	}
@@ -294,9 +295,9 @@ func TestDemoMetrics(t *testing.T) {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
 	body := w.Body.String()
 	for _, want := range []string{
-		`spigot_decisions_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="demo",spigot_outcome="allowed"} 1`,
-		`spigot_decisions_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="demo",spigot_outcome="never"} 1`,
-		`spigot_tokens_requested_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="demo"} 15`,
+		`spigot_decisions_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="token-bucket",spigot_outcome="allowed"} 1`,
+		`spigot_decisions_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="token-bucket",spigot_outcome="never"} 1`,
+		`spigot_tokens_requested_total{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_limit="token-bucket"} 15`,
 		`spigot_store_duration_seconds_count{otel_scope_name="github.com/spigot-go/spigot/otelspigot",otel_scope_schema_url="",otel_scope_version="",spigot_operation="do"}`,
 	} {
 		if !strings.Contains(body, want) {
@@ -306,4 +307,131 @@ func TestDemoMetrics(t *testing.T) {
 	if w.Code != 200 || strings.Contains(body, "page-1") {
 		t.Errorf("/metrics: %d, and a key among its values: %v", w.Code, strings.Contains(body, "page-1"))
 	}
+}
+
+// TestDemoAlgorithms: a page's five limits under the same traffic, at
+// fixed instants: 10 requests 10ms before a second ends, and 10 more
+// 10ms after, on limits of 10 that refill at 10/s, windows of 10 in 1s.
+// The fixed window admits all 20, twice its limit, across its boundary;
+// the others admit 10, the leaky bucket each with its turn, 100ms apart.
+func TestDemoAlgorithms(t *testing.T) {
+	c := clocktest.New(demoT0.Add(990 * time.Millisecond))
+	h := newDemo(memory.New(memory.WithClock(c)), nil, "memory", c).handler()
+	if status, _, body := call(t, h, "POST", "/api/config", "k", url.Values{"capacity": {"10"}, "rate": {"10/s"}}); status != 200 {
+		t.Fatalf("config: %d %v", status, body)
+	}
+	type count struct{ admitted, denied int }
+	got := make(map[string]count)
+	delays := make(map[string][]float64)
+	burst := func() {
+		for _, a := range algorithms {
+			for range 10 {
+				status, _, body := call(t, h, "POST", "/api/request", "k", url.Values{"algo": {a.name}})
+				n := got[a.name]
+				if status == 200 {
+					n.admitted++
+					delays[a.name] = append(delays[a.name], body["delay_ms"].(float64))
+				} else {
+					n.denied++
+				}
+				got[a.name] = n
+			}
+		}
+	}
+	burst()
+	c.Advance(20 * time.Millisecond) // across the second's boundary
+	burst()
+	want := map[string]count{
+		"token-bucket":   {10, 10}, // 0.2 token refilled
+		"fixed-window":   {20, 0},  // a new window
+		"sliding-window": {10, 10}, // 10 × 0.99 + 1 > 10
+		"sliding-log":    {10, 10}, // 10 in the last second
+		"leaky-bucket":   {10, 10}, // 0.2 of a place free
+	}
+	for i, a := range algorithms {
+		if got[a.name] != want[a.name] {
+			t.Errorf("step %d: %s: got %+v admitted/denied, want %+v", i, a.name, got[a.name], want[a.name])
+		}
+	}
+	if got, want := jsonText(delays["leaky-bucket"]), "[0,100,200,300,400,500,600,700,800,900]"; got != want {
+		t.Errorf("leaky-bucket: delays %s ms, want %s", got, want)
+	}
+	if got, want := jsonText(delays["fixed-window"]), jsonText(make([]float64, 20)); got != want {
+		t.Errorf("fixed-window: delays %s ms, want none", got)
+	}
+
+	// The states the page draws, 20ms after the burst at 990ms.
+	r := httptest.NewRequest("GET", "/api/states", nil)
+	r.Header.Set("X-Demo-Key", "k")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var states []demoState
+	if err := json.Unmarshal(w.Body.Bytes(), &states); w.Code != 200 || err != nil || len(states) != len(algorithms) {
+		t.Fatalf("GET /api/states: %d %q: want five states", w.Code, w.Body)
+	}
+	wantDetail := []string{
+		"0.20 of 10 tokens, refilled at 10/s",
+		"10 of 10 taken in this window of 1 s; the next starts in 990 ms",
+		"weighted count 10 of 10: this window's and 99% of the last one's; the next window starts in 990 ms",
+		"10 of 10 in the last 1 s; the oldest leaves in 980 ms",
+		"10 of 10 places queued, one leaving every 100 ms; the queue is full for 80 ms",
+	}
+	for i, st := range states {
+		if st.Algo != algorithms[i].name || st.Detail != wantDetail[i] {
+			t.Errorf("step %d: state %s %q, want %s %q", i, st.Algo, st.Detail, algorithms[i].name, wantDetail[i])
+		}
+	}
+	if got, want := jsonText(states[3].Log), "[980,980,980,980,980,980,980,980,980,980]"; got != want {
+		t.Errorf("sliding-log: log_ms %s, want %s", got, want)
+	}
+	if st := states[1]; st.RefillMs != 1000 || st.Remaining != 0 || st.Rate != "10/s" {
+		t.Errorf("fixed-window: window %d ms, %d remaining, rate %s; want 1000, 0, 10/s", st.RefillMs, st.Remaining, st.Rate)
+	}
+
+	// GET /api/state names one algorithm; an unknown one is a 400.
+	if _, _, st := call(t, h, "GET", "/api/state?algo=sliding-log", "k", nil); st["algo"] != "sliding-log" {
+		t.Errorf("GET /api/state?algo=sliding-log: %v", st)
+	}
+	for _, path := range []string{"/api/state?algo=gcra", "/api/request?algo=all"} {
+		method := "GET"
+		if strings.HasPrefix(path, "/api/request") {
+			method = "POST"
+		}
+		if status, _, body := call(t, h, method, path, "k", url.Values{}); status != 400 || !strings.Contains(body["error"].(string), "want token-bucket, fixed-window") {
+			t.Errorf("%s %s: got %d %v, want 400 naming the algorithms", method, path, status, body)
+		}
+	}
+
+	// Reset makes all five whole again.
+	call(t, h, "POST", "/api/reset", "k", url.Values{})
+	_, _, st := call(t, h, "GET", "/api/state?algo=fixed-window", "k", nil)
+	if st["remaining"] != 10.0 {
+		t.Errorf("after a reset the fixed window has %v left, want 10", st["remaining"])
+	}
+}
+
+// FuzzDemoConfig: whatever a page sends as capacity and rate, the demo
+// answers with five limits within its bounds, or a 400 that changes
+// nothing.
+func FuzzDemoConfig(f *testing.F) {
+	for _, s := range [][2]string{{"10", "1/s"}, {"100", "1/h"}, {"1", "100/s"}, {"7", "3/7ms"}, {"0", "x"}, {"5", "9223372036854775807/s"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, capacity, rate string) {
+		ls, err := demoLimit(capacity, rate)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "capacity ") && !strings.HasPrefix(err.Error(), "rate ") {
+				t.Fatalf("demoLimit(%q, %q): error %q names neither", capacity, rate, err)
+			}
+			return
+		}
+		for i, l := range ls {
+			if l.Kind() != algorithms[i].kind || l.Capacity() < 1 || l.Capacity() > demoMaxCapacity {
+				t.Fatalf("demoLimit(%q, %q): limit %d is %v", capacity, rate, i, l)
+			}
+			if w := l.Window(); l.Kind() != spigot.TokenBucket && l.Kind() != spigot.LeakyBucket && (w < time.Millisecond || w > 101*time.Hour) {
+				t.Fatalf("demoLimit(%q, %q): %v has a window of %v", capacity, rate, l, w)
+			}
+		}
+	})
 }

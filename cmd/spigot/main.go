@@ -7,7 +7,7 @@
 // The commands are:
 //
 //	bench      measure the stores against your server, beside the server's own ceiling
-//	demo       serve a page that shows a real bucket drain and refill, live
+//	demo       serve a page that shows each kind of limit live, or all five side by side
 //	simulate   play a traffic pattern against each kind of limit and print what it admits
 //
 // # Bench
@@ -39,19 +39,30 @@
 //
 // # Demo
 //
-// Demo serves, on 127.0.0.1:8080 (-addr), a page that shows one token
-// bucket live: a slot per token with the next one filling, the last ten
-// seconds of requests, counters, and controls for the capacity, the rate,
-// the cost and background traffic, a "Burst ×10" button and the classic
-// worked example (10 tokens, 1 a second, 15 requests at once and then 1 a
-// second). Every request the page shows went through spigot: the page
-// calls a JSON API behind httplimit and draws the bucket from its replies
-// and RateLimit headers. The bucket is in the memory store, or, with
-// -redis ADDR, in that Redis or Valkey through store/hybrid, so that
-// stopping the server while the page runs shows the local fallback and the
-// breaker live. It needs no network but the loopback: the page has no
-// external script, style or font. /metrics serves the demo's
-// OpenTelemetry metrics (package otelspigot) in Prometheus's format.
+// Demo serves, on 127.0.0.1:8080 (-addr), a page that shows spigot's five
+// kinds of limit live: pick one, or all five side by side under the same
+// requests, as a table. One limit shows a slot per token, place or
+// request left (a bucket's next token filling), counters, its state in
+// words (a bucket's tokens, a window's count and when the next window
+// starts, a sliding window's weighted count, a sliding log's entries and
+// when each leaves, a leaky bucket's queue and the turn of each admitted
+// request) and the last ten seconds of requests. Controls set the
+// capacity and the rate (the buckets hold the capacity and refill at the
+// rate; the windows admit the capacity in each window of capacity ÷
+// rate, so that all five allow the same burst and the same rate on
+// average), the cost and background traffic, with a "Burst ×10" button
+// and the classic worked example on the token bucket (10 tokens, 1 a
+// second, 15 requests at once and then 1 a second). Every request the
+// page shows went through spigot: the page calls a JSON API behind
+// httplimit and draws each limit from its replies, their RateLimit
+// headers and Peeks. A leaky bucket's request is answered at once with
+// its turn, which the page shows, rather than held. The limits are in the
+// memory store, or, with -redis ADDR, in that Redis or Valkey through
+// store/hybrid, so that stopping the server while the page runs shows the
+// local fallback and the breaker live. It needs no network but the
+// loopback: the page has no external script, style or font. /metrics
+// serves the demo's OpenTelemetry metrics (package otelspigot) in
+// Prometheus's format.
 //
 //	go run ./cmd/spigot demo
 //	go run ./cmd/spigot demo -addr 127.0.0.1:9000 -redis 127.0.0.1:6379
@@ -164,7 +175,7 @@ var commands = []struct {
 	run           func(args []string, stdout, stderr io.Writer) int
 }{
 	{"bench", "measure the stores against your server, beside the server's own ceiling", benchCmd},
-	{"demo", "serve a page that shows a real bucket drain and refill, live", demo},
+	{"demo", "serve a page that shows each kind of limit live, or all five side by side", demo},
 	{"simulate", "play a traffic pattern against each kind of limit and print what it admits", simulate},
 }
 

@@ -430,7 +430,7 @@ const topUsage = `usage: spigot <command> [flags]
 The commands are:
 
   bench      measure the stores against your server, beside the server's own ceiling
-  demo       serve a page that shows a real bucket drain and refill, live
+  demo       serve a page that shows each kind of limit live, or all five side by side
   simulate   play a traffic pattern against each kind of limit and print what it admits
 
 Run 'spigot <command> -h' for a command's flags.

@@ -6,13 +6,46 @@
 (() => {
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
-  // Each page has a bucket of its own, unless the address names one.
+  // Each page has limits of its own, unless the address names them.
   const key = params.get("key") || "page-" + Math.random().toString(36).slice(2, 12);
 
-  const state = { capacity: 0, tokens: 0, remaining: 0, per_second: 1, refill_ms: 0 };
-  const tally = { admitted: 0, denied: 0 };
-  const events = []; // {at, allowed}: the last ten seconds of requests
+  // The algorithms, in the server's order, and what the page says of each.
+  const ALGOS = {
+    "token-bucket": { title: "The token bucket", room: "tokens", refill: "empty to full",
+      about: "A bucket of tokens that refills at the rate: bursts up to its capacity, then the rate on average." },
+    "fixed-window": { title: "The fixed window", room: "left", refill: "window",
+      about: "The capacity in each window, the windows end to end: up to twice that across a boundary." },
+    "sliding-window": { title: "The sliding window counter", room: "left", refill: "window",
+      about: "Counts this window's requests and the last window's, weighted by how much of it a sliding window still covers: it smooths the boundary." },
+    "sliding-log": { title: "The sliding window log", room: "left", refill: "window",
+      about: "Keeps the instant of every request of the last window: never more than the capacity in any window, exactly." },
+    "leaky-bucket": { title: "The leaky bucket", room: "free places", refill: "full to empty",
+      about: "A queue that lets requests leave at the rate, evenly spaced: an admitted request waits its turn, a full queue denies." },
+  };
+  const NAMES = Object.keys(ALGOS);
+  const ALL_ABOUT = "The same requests go to each of the five: compare what each admits, and when.";
+
+  const states = {}; // algo → the server's last state
+  const tally = {}; // algo → {admitted, denied}
+  const turns = {}; // algo → the delays of its admitted requests, in ms
+  const events = []; // {at, algo, allowed}: the last ten seconds of requests
   const WINDOW = 10000;
+
+  function clear() {
+    for (const a of NAMES) {
+      tally[a] = { admitted: 0, denied: 0 };
+      turns[a] = [];
+    }
+    events.length = 0;
+  }
+  clear();
+
+  function algo() {
+    return $("algo").value;
+  }
+  function active() {
+    return algo() === "all" ? NAMES : [algo()];
+  }
 
   function api(path, body) {
     const init = { headers: { "X-Demo-Key": key, Accept: "application/json" } };
@@ -23,12 +56,11 @@
     return fetch(path, init);
   }
 
-  // parseRateLimit reads the RateLimit header's member for the demo's
-  // bucket: "demo";r=3;t=7.
-  function parseRateLimit(header) {
-    if (!header) return null;
-    const m = /"demo";r=(\d+);t=(\d+)/.exec(header);
-    return m ? { r: Number(m[1]), t: Number(m[2]) } : null;
+  // remainingOf reads what a limit has left from a RateLimit header:
+  // "fixed-window";r=3;t=7.
+  function remainingOf(header) {
+    const m = /;r=(\d+)/.exec(header || "");
+    return m ? Number(m[1]) : null;
   }
 
   function seconds(ms) {
@@ -39,8 +71,7 @@
     return (s / 3600).toFixed(1) + " h";
   }
 
-  function applyState(st) {
-    Object.assign(state, st);
+  function applyMeta(st) {
     $("store").textContent = st.store;
     if (st.circuit) {
       $("hybrid").hidden = false;
@@ -48,15 +79,14 @@
       $("circuit").textContent = st.circuit;
     }
     $("degraded").hidden = !st.degraded;
-    draw();
   }
 
-  // send makes one request of cost tokens, through the limiter, and
-  // returns whether it was admitted.
-  async function send(cost) {
+  // sendTo makes one request of cost to one algorithm's limit, through
+  // the limiter, and returns whether it was admitted.
+  async function sendTo(name, cost) {
     let res;
     try {
-      res = await api("/api/request", { cost: String(cost) });
+      res = await api("/api/request", { algo: name, cost: String(cost) });
     } catch (e) {
       $("last").textContent = "The demo server did not answer: " + e.message;
       return null;
@@ -69,11 +99,13 @@
       return null;
     }
     const allowed = res.status === 200;
-    allowed ? tally.admitted++ : tally.denied++;
-    events.push({ at: performance.now(), allowed });
-    const rl = parseRateLimit(header);
-    if (rl) state.remaining = rl.r;
-    let text = res.status + (allowed ? " admitted" : " denied");
+    allowed ? tally[name].admitted++ : tally[name].denied++;
+    if (allowed && name === "leaky-bucket") turns[name].push(reply.delay_ms);
+    events.push({ at: performance.now(), algo: name, allowed });
+    const r = remainingOf(header);
+    if (r !== null && states[name]) states[name].remaining = r;
+    let text = name + ": " + res.status + (allowed ? " admitted" : " denied");
+    if (allowed && reply.delay_ms > 0) text += " · its turn in " + seconds(reply.delay_ms);
     if (header) text += " · RateLimit: " + header;
     if (retry) text += " · Retry-After: " + retry;
     if (!allowed && reply.retry_after_ms === -1) text += " · never: the cost is above the capacity";
@@ -83,43 +115,114 @@
     return allowed;
   }
 
+  // send makes the same request to each algorithm on show.
+  function send(cost) {
+    return Promise.all(active().map((a) => sendTo(a, cost)));
+  }
+
   async function refresh() {
     try {
-      const res = await api("/api/state");
-      if (res.ok) applyState(await res.json());
+      const res = await api("/api/states");
+      if (!res.ok) return;
+      const list = await res.json();
+      for (const st of list) states[st.algo] = st;
+      applyMeta(list[0]);
+      draw();
     } catch (e) {
       // The server stopped; the next poll tries again.
     }
   }
 
-  function buildSlots() {
+  function buildSlots(capacity) {
     const slots = $("slots");
-    if (slots.children.length === state.capacity) return;
+    if (slots.children.length === capacity) return;
     slots.replaceChildren();
-    for (let i = 0; i < state.capacity; i++) {
+    for (let i = 0; i < capacity; i++) {
       const s = document.createElement("div");
       s.className = "slot";
       s.appendChild(document.createElement("i"));
       slots.appendChild(s);
     }
-    slots.setAttribute("aria-label", state.capacity + " token slots");
+    slots.setAttribute("aria-label", capacity + " slots");
   }
 
-  function draw() {
-    buildSlots();
+  // room returns what the limit has left: whole, from the last answer, and
+  // a bucket's fraction of the next one from the state.
+  function room(st) {
+    return Math.max(st.remaining, Math.min(st.tokens, st.remaining + 0.999));
+  }
+
+  // turnsText lists an algorithm's delays, shortest first.
+  function turnsText(name) {
+    const t = turns[name].slice().sort((a, b) => a - b);
+    if (!t.length) return name === "leaky-bucket" ? "none yet" : "none";
+    const shown = t.slice(-12).map(seconds);
+    return (t.length > 12 ? "…, " : "") + shown.join(", ");
+  }
+
+  function drawSingle(name) {
+    const st = states[name];
+    const info = ALGOS[name];
+    $("room-label").textContent = info.room;
+    $("refill-label").textContent = info.refill;
+    $("admitted").textContent = tally[name].admitted;
+    $("denied").textContent = tally[name].denied;
+    const turnsOn = name === "leaky-bucket";
+    $("turns").hidden = !turnsOn;
+    if (turnsOn) $("turns").textContent = "Turns given: " + turnsText(name);
+    if (!st) return;
+    buildSlots(st.capacity);
     const slots = $("slots").children;
-    // The whole tokens come from the last answer (RateLimit's r, or the
-    // state's), the fraction of the next one from the state's reset time.
-    const tokens = Math.max(state.remaining, Math.min(state.tokens, state.remaining + 0.999));
+    const r = room(st);
     for (let i = 0; i < slots.length; i++) {
-      const fill = Math.max(0, Math.min(1, tokens - i));
+      const fill = Math.max(0, Math.min(1, r - i));
       slots[i].firstChild.style.height = (fill * 100).toFixed(1) + "%";
       slots[i].classList.toggle("next", fill > 0 && fill < 1);
     }
-    $("tokens").textContent = state.remaining + " / " + state.capacity;
-    $("admitted").textContent = tally.admitted;
-    $("denied").textContent = tally.denied;
-    $("refill").textContent = seconds(state.refill_ms);
+    $("tokens").textContent = st.remaining + " / " + st.capacity;
+    $("refill").textContent = seconds(st.refill_ms);
+    let detail = st.detail;
+    if (st.log_ms && st.log_ms.length) detail += ". Entries leave in " + st.log_ms.map(seconds).join(", ");
+    $("detail").textContent = detail;
+  }
+
+  function buildTable() {
+    const body = $("algos").tBodies[0];
+    for (const name of NAMES) {
+      const tr = document.createElement("tr");
+      tr.id = "row-" + name;
+      for (const c of ["name", "room", "state", "admitted", "denied", "waits"]) {
+        const td = document.createElement(c === "name" ? "th" : "td");
+        td.className = c;
+        tr.appendChild(td);
+      }
+      tr.firstChild.textContent = ALGOS[name].title.replace(/^The /, "");
+      body.appendChild(tr);
+    }
+  }
+
+  function drawTable() {
+    for (const name of NAMES) {
+      const row = $("row-" + name);
+      const st = states[name];
+      row.querySelector(".admitted").textContent = tally[name].admitted;
+      row.querySelector(".denied").textContent = tally[name].denied;
+      row.querySelector(".waits").textContent = name === "leaky-bucket" ? turnsText(name) : "at once";
+      if (!st) continue;
+      row.querySelector(".room").textContent = st.remaining + " / " + st.capacity;
+      row.querySelector(".state").textContent = st.detail;
+    }
+  }
+
+  function draw() {
+    const name = algo();
+    const all = name === "all";
+    $("single").hidden = all;
+    $("all").hidden = !all;
+    $("bucket-title").textContent = all ? "All five, side by side" : ALGOS[name].title;
+    $("about").textContent = all ? ALL_ABOUT : ALGOS[name].about;
+    drawTable();
+    if (!all) drawSingle(name);
   }
 
   function drawStrip() {
@@ -128,6 +231,7 @@
     const strip = $("strip");
     strip.querySelectorAll(".mark").forEach((m) => m.remove());
     for (const e of events) {
+      if (e.algo !== algo()) continue;
       const m = document.createElement("span");
       m.className = "mark " + (e.allowed ? "ok" : "no");
       m.style.left = (100 - ((now - e.at) / WINDOW) * 100).toFixed(2) + "%";
@@ -149,15 +253,19 @@
       return false;
     }
     $("config-error").textContent = "";
-    applyState(body);
+    await refresh();
     return true;
   }
 
-  async function refill() {
+  // startAgain makes every limit whole again and forgets the tallies.
+  async function startAgain() {
     const res = await api("/api/reset", {});
-    if (res.ok) applyState(await res.json());
+    if (!res.ok) return;
+    clear();
+    await refresh();
   }
 
+  $("algo").addEventListener("change", draw);
   $("config").addEventListener("submit", (e) => {
     e.preventDefault();
     configure($("capacity").value, $("rate").value);
@@ -169,7 +277,7 @@
     await Promise.all(Array.from({ length: 10 }, () => send(cost())));
     b.disabled = false;
   });
-  $("reset").addEventListener("click", refill);
+  $("reset").addEventListener("click", startAgain);
 
   let traffic = null;
   $("traffic").addEventListener("input", () => {
@@ -181,10 +289,10 @@
 
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-  // The seed's worked example, on this page's bucket: b = 10, r = 1/s,
-  // 15 requests at once, then 1 a second, counted from when the burst's
-  // answers are all in (so that each steady request comes a whole second
-  // after the bucket was emptied).
+  // The seed's worked example, on this page's token bucket: b = 10,
+  // r = 1/s, 15 requests at once, then 1 a second, counted from when the
+  // burst's answers are all in (so that each steady request comes a whole
+  // second after the bucket was emptied).
   $("scenario").addEventListener("click", async () => {
     const button = $("scenario");
     const outcome = $("outcome");
@@ -192,6 +300,8 @@
     outcome.dataset.state = "running";
     $("traffic").value = 0;
     $("traffic").dispatchEvent(new Event("input"));
+    $("algo").value = "token-bucket";
+    $("algo").dispatchEvent(new Event("change"));
     $("capacity").value = 10;
     $("rate").value = "1/s";
     $("cost").value = 1;
@@ -199,10 +309,9 @@
       button.disabled = false;
       return;
     }
-    await refill();
-    tally.admitted = tally.denied = 0;
+    await startAgain();
     outcome.textContent = "15 requests at once…";
-    const burst = await Promise.all(Array.from({ length: 15 }, () => send(1)));
+    const burst = await Promise.all(Array.from({ length: 15 }, () => sendTo("token-bucket", 1)));
     const admitted = burst.filter((a) => a === true).length;
     const denied = burst.filter((a) => a === false).length;
     const steady = 5;
@@ -211,7 +320,7 @@
     for (let k = 1; k <= steady; k++) {
       outcome.textContent = `15 at once: ${admitted} admitted, ${denied} denied. Then 1 a second: ${steadyAdmitted} of ${k - 1} admitted…`;
       await sleep(start + k * 1000 - performance.now());
-      if (await send(1)) steadyAdmitted++;
+      if (await sendTo("token-bucket", 1)) steadyAdmitted++;
     }
     const asPredicted = admitted === 10 && denied === 5 && steadyAdmitted === steady;
     outcome.textContent = `15 at once: ${admitted} admitted, ${denied} denied; then ${steadyAdmitted} of ${steady} requests at 1 a second admitted. ` +
@@ -220,6 +329,8 @@
     button.disabled = false;
   });
 
+  buildTable();
+  draw();
   refresh();
   setInterval(refresh, 100);
   requestAnimationFrame(drawStrip);
