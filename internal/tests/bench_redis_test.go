@@ -15,12 +15,15 @@ import (
 	"testing"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/bench"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
+	redisstore "github.com/spigot-go/spigot/store/redis"
 	rueidisstore "github.com/spigot-go/spigot/store/rueidis"
+	valkeystore "github.com/spigot-go/spigot/store/valkey"
 )
 
 // The Redis-protocol stores, on real servers (started by testserver) with
@@ -59,6 +62,9 @@ type benchClient struct {
 	name  string
 	store spigot.Store
 	raw   func(sha string) benchCall
+	// paced returns a store on the same client on clock c, whose keys
+	// are named apart from store's (another prefix).
+	paced func(c clock.Clock) spigot.Store
 }
 
 // BenchmarkRedisStores measures each store on each server, named
@@ -84,6 +90,14 @@ type benchClient struct {
 // concurrent calls, and pipeline for good after that, as a busy service's
 // clients do: warm sends them there before any benchmark, so that every
 // benchmark of a client runs in the same mode.
+//
+// Then come the benchmarks of every kind of limit (see redisKinds), the
+// token bucket's first: compare each kind with it, in one run, by
+// req/s and by server-cpu-ns/op, which moves less with the load of other
+// processes:
+//
+//	/tmp/spigot.test -test.run='^$' -test.benchtime=1s \
+//		-test.bench='^BenchmarkRedisStores$/server=/client=/goroutines=64$/kind=/(keys=|denied|limit=)'
 func BenchmarkRedisStores(b *testing.B) {
 	keys := benchKeys(manyKeys)
 	procs := runtime.GOMAXPROCS(0)
@@ -104,6 +118,8 @@ func BenchmarkRedisStores(b *testing.B) {
 			fill(b, clients[len(clients)-1].store, keys)
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
+
+			kinds := newRedisKinds(b, clients[len(clients)-1].store, keys)
 
 			for _, c := range clients {
 				warm(b, c.raw(bench.NoopSHA1))
@@ -130,8 +146,158 @@ func BenchmarkRedisStores(b *testing.B) {
 					})
 				}
 			}
+			kinds.run(b, m, clients, procs, keys)
 		})
 	}
+}
+
+// redisKindGoroutines is the number of goroutines of the benchmarks of
+// each kind of limit on the Redis-protocol stores.
+const redisKindGoroutines = 64
+
+// redisKinds are the benchmarks of each kind of limit on one server,
+// named client=…/goroutines=64/kind=…/…, with the kinds of BenchmarkMemory:
+//
+//   - keys=64: each goroutine sends its own key, mostly admitted, in the
+//     steady state of BenchmarkMemory's hot key: the store of each key is
+//     on its own pacedClock, a request every hotPace (a sliding log holds
+//     L−1 entries, and its oldest leaves at each request);
+//   - keys=100000: the goroutines walk manyKeys keys, every request
+//     admitted, on the server's clock; every key holds state, as for roomy
+//     (see deficit). The buckets and windows of BenchmarkMemory, with
+//     windows of an hour here, so that a key's state lasts between two
+//     visits (a sliding log has no such variant: its server's work is
+//     keys=64's);
+//   - denied: every goroutine on one key whose limit is used up, every
+//     request denied, on the server's clock.
+//
+// Each variant reports, besides the metrics of benchParallel, the share of
+// requests of the other outcome (denied/op, admitted/op; see reportOther).
+// A variant runs on every client library in turn, and they go on from the
+// states the one before left.
+type redisKinds struct {
+	clocks map[string][]*pacedClock // kind name → a clock per key of keys=64
+	many   map[string]spigot.Limit  // kind name → its limit of keys=100000
+	other  atomic.Int64             // the requests of the other outcome
+}
+
+// newRedisKinds fills the keys of keys=100000 through s (the server's
+// clock), for every kind that has the variant.
+func newRedisKinds(tb testing.TB, s spigot.Store, keys []string) *redisKinds {
+	tb.Helper()
+	rk := &redisKinds{clocks: map[string][]*pacedClock{}, many: map[string]spigot.Limit{
+		"token-bucket":   roomy, // fill has filled its keys
+		"leaky-bucket":   spigot.Must(spigot.NewLeakyBucket("bench-leaky", 1_000_000_000, spigot.PerSecond(1))),
+		"fixed-window":   spigot.Must(spigot.NewFixedWindow("bench-fixed-hour", spigot.PerHour(1_000_000_000), 0)),
+		"sliding-window": spigot.Must(spigot.NewSlidingWindow("bench-sliding-hour", spigot.PerHour(1_000_000_000))),
+	}}
+	for _, l := range rk.many {
+		if l != roomy {
+			fillLimit(tb, s, l, keys)
+		}
+	}
+	for _, k := range benchKinds {
+		clocks := make([]*pacedClock, redisKindGoroutines)
+		for g := range clocks {
+			clocks[g] = newPacedClock(hotPace)
+		}
+		rk.clocks[k.name] = clocks
+	}
+	return rk
+}
+
+// run runs the benchmarks of every kind on every client, one variant of
+// a kind on each client in turn, so that the keys of keys=64 keep their
+// state from one client to the next (a sliding log's lasts its window).
+func (rk *redisKinds) run(b *testing.B, m *meter, clients []benchClient, procs int, keys []string) {
+	p := (redisKindGoroutines + procs - 1) / procs
+	goroutines := p * procs
+	if goroutines != redisKindGoroutines {
+		b.Fatalf("goroutines=%d: GOMAXPROCS %d does not divide %d", goroutines, procs, redisKindGoroutines)
+	}
+	ctx := context.Background()
+	for _, k := range benchKinds {
+		name := func(c benchClient, variant string) string {
+			return fmt.Sprintf("client=%s/goroutines=%d/kind=%s/%s", c.name, goroutines, k.name, variant)
+		}
+		// keys=64: a store per key, each on its key's clock, on every
+		// client.
+		hot := k.admitting(hotPace)
+		for _, c := range clients {
+			stores := make([]spigot.Store, goroutines)
+			for g := range stores {
+				stores[g] = c.paced(rk.clocks[k.name][g])
+			}
+			b.Run(name(c, fmt.Sprintf("keys=%d", goroutines)), func(b *testing.B) {
+				steady(b, stores, hot, keys)
+				rk.bench(b, m, hot, p, goroutines, goroutines, true, func(ctx context.Context, i int) (spigot.Decision, error) {
+					return stores[i].Do(ctx, spigot.Op{Limit: hot, Key: keys[i], N: 1})
+				})
+			})
+		}
+		if l, ok := rk.many[k.name]; ok {
+			for _, c := range clients {
+				b.Run(name(c, "keys="+strconv.Itoa(len(keys))), func(b *testing.B) {
+					rk.bench(b, m, l, p, goroutines, len(keys), true, func(ctx context.Context, i int) (spigot.Decision, error) {
+						return c.store.Do(ctx, spigot.Op{Limit: l, Key: keys[i], N: 1})
+					})
+				})
+			}
+		}
+		for _, c := range clients {
+			b.Run(name(c, "denied"), func(b *testing.B) {
+				l := k.denying
+				// Use it up, whatever it held.
+				if _, err := c.store.Do(ctx, spigot.Op{Limit: l, Key: keys[hotKey], N: l.Capacity()}); err != nil {
+					b.Fatal(err)
+				}
+				rk.bench(b, m, l, p, goroutines, 1, false, func(ctx context.Context, i int) (spigot.Decision, error) {
+					return c.store.Do(ctx, spigot.Op{Limit: l, Key: keys[i], N: 1})
+				})
+			})
+		}
+	}
+}
+
+// steady sends Takes of one token of l to each of the keys of keys=64 at
+// once (keys[g] on stores[g]) until its state is the steady one: a sliding
+// log holds Capacity−1 entries after a Take (one is Remaining), which takes
+// up to Capacity Takes when it has expired; any other kind needs one.
+func steady(tb testing.TB, stores []spigot.Store, l spigot.Limit, keys []string) {
+	tb.Helper()
+	errs := make(chan error, len(stores))
+	for g, s := range stores {
+		go func() {
+			for range l.Capacity() + 1 {
+				d, err := s.Do(context.Background(), spigot.Op{Limit: l, Key: keys[g], N: 1})
+				if err != nil || l.Kind() != spigot.SlidingLog || d.Remaining == 1 {
+					errs <- err
+					return
+				}
+			}
+			errs <- fmt.Errorf("%v: no steady state on %q", l, keys[g])
+		}()
+	}
+	for range stores {
+		if err := <-errs; err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// bench runs do from goroutines goroutines over nkeys keys (as
+// benchParallel), and reports the share of requests whose outcome was not
+// allowed as reportOther does.
+func (rk *redisKinds) bench(b *testing.B, m *meter, l spigot.Limit, p, goroutines, nkeys int, allowed bool, do func(context.Context, int) (spigot.Decision, error)) {
+	rk.other.Store(0)
+	benchParallel(b, m, func(ctx context.Context, i int) error {
+		d, err := do(ctx, i)
+		if err == nil && d.Allowed() != allowed {
+			rk.other.Add(1)
+		}
+		return err
+	}, p, goroutines, nkeys)
+	reportOther(b, l, allowed, int(rk.other.Load()), b.N)
 }
 
 // acquireCall returns the call of the stores' benchmarks: s's Acquire of
@@ -380,9 +546,53 @@ func benchClients(tb testing.TB, addrs []string, cluster bool, keys []string) []
 				}
 				return err
 			}
-		}}
+		}, pacedStores(tb, c.Name, addrs, keys)}
 	}
 	return out
+}
+
+// pacedPrefix names the keys of the stores on a pacedClock apart from
+// those of the stores on the server's clock.
+const pacedPrefix = "spigot-paced:"
+
+// pacedStores returns the paced func of the client library named lib on
+// the server at addrs[0]: its stores are on one more client of the
+// library, made at the first call with the settings of bench.Clients, and
+// warmed as warm does, with Peeks on keys.
+func pacedStores(tb testing.TB, lib string, addrs []string, keys []string) func(clock.Clock) spigot.Store {
+	var (
+		once     sync.Once
+		newStore func(clock.Clock) spigot.Store
+	)
+	return func(c clock.Clock) spigot.Store {
+		once.Do(func() {
+			switch lib {
+			case "go-redis":
+				cl := testclient.GoRedis(tb, addrs[0])
+				newStore = func(c clock.Clock) spigot.Store {
+					return redisstore.New(cl, redisstore.WithClock(c), redisstore.WithPrefix(pacedPrefix))
+				}
+			case "valkey-go":
+				cl := testclient.Valkey(tb, addrs[0])
+				newStore = func(c clock.Clock) spigot.Store {
+					return valkeystore.New(cl, valkeystore.WithClock(c), valkeystore.WithPrefix(pacedPrefix))
+				}
+			case "rueidis":
+				cl := testclient.Rueidis(tb, addrs[0])
+				newStore = func(c clock.Clock) spigot.Store {
+					return rueidisstore.New(cl, rueidisstore.WithClock(c), rueidisstore.WithPrefix(pacedPrefix))
+				}
+			default:
+				tb.Fatalf("no paced store for the client library %s", lib)
+			}
+			s := newStore(clock.System())
+			warm(tb, func(ctx context.Context, i int) error {
+				_, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: keys[i], Action: spigot.Peek, N: 1})
+				return err
+			})
+		})
+		return newStore(c)
+	}
 }
 
 // BenchmarkServerCeiling is what each server itself can do with spigot's
