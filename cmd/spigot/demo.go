@@ -431,13 +431,11 @@ func (d *demoServer) writeState(w http.ResponseWriter, ctx context.Context, key 
 }
 
 // stateOf returns l's state for key, from a Peek (and, for a sliding log,
-// one Peek for each entry: the retry-after of a Peek of one more than
-// what remains is when the oldest entry leaves, of two more the next).
+// one Peek for each entry, in one call: the retry-after of a Peek of one
+// more than what remains is when the oldest entry leaves, of two more the
+// next).
 func (d *demoServer) stateOf(ctx context.Context, key string, l spigot.Limit) (demoState, error) {
-	peek := func(n int64) (spigot.Decision, error) {
-		return d.store.Do(ctx, spigot.Op{Limit: l, Key: key, Action: spigot.Peek, N: n})
-	}
-	p, err := peek(1)
+	p, err := d.store.Do(ctx, spigot.Op{Limit: l, Key: key, Action: spigot.Peek, N: 1})
 	if err != nil {
 		return demoState{}, err
 	}
@@ -492,12 +490,15 @@ func (d *demoServer) stateOf(ctx context.Context, key string, l spigot.Limit) (d
 		weight := 100 * int64(l.Window()-elapsed.Truncate(time.Millisecond)) / int64(l.Window())
 		st.Detail = fmt.Sprintf("weighted count %d of %d: this window's and %d%% of the last one's; the next window starts in %s", used, c, weight, ms(left))
 	case spigot.SlidingLog:
-		st.Log = []int64{}
+		var ops []spigot.Op
 		for n := p.Remaining + 1; n <= c; n++ {
-			e, err := peek(n)
-			if err != nil {
-				return demoState{}, err
-			}
+			ops = append(ops, spigot.Op{Limit: l, Key: key, Action: spigot.Peek, N: n})
+		}
+		out := make([]spigot.Decision, len(ops))
+		if err := spigot.DoMulti(ctx, d.store, spigot.Independent, ops, out); err != nil {
+			return demoState{}, err
+		}
+		for _, e := range out {
 			st.Log = append(st.Log, e.RetryAfter.Milliseconds())
 		}
 		st.Detail = fmt.Sprintf("%d of %d in the last %s", used, c, ms(l.Window()))

@@ -268,6 +268,24 @@ func TestDemoRedis(t *testing.T) {
 	if _, _, st := call(t, h, "GET", "/api/state", "k", nil); st["circuit"] != "closed" || st["remaining"] != 9.0 || !strings.HasPrefix(st["store"].(string), "Redis at "+srv.Addr) {
 		t.Fatalf("state with Redis up: %v; want the breaker closed, 9 left, in Redis", st)
 	}
+	// Every kind runs on the server: a request to each, and their states.
+	for i, a := range algorithms {
+		_, _, body := call(t, h, "POST", "/api/request", "k", url.Values{"algo": {a.name}})
+		if body["allowed"] != true || body["path"] != "remote" {
+			t.Fatalf("step %d: %s with Redis up: %v; want allowed by the remote", i, a.name, body)
+		}
+	}
+	r := httptest.NewRequest("GET", "/api/states", nil)
+	r.Header.Set("X-Demo-Key", "k")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	var states []demoState
+	if err := json.Unmarshal(w.Body.Bytes(), &states); err != nil || w.Code != 200 || len(states) != len(algorithms) {
+		t.Fatalf("GET /api/states with Redis up: %d %q", w.Code, w.Body)
+	}
+	if st := states[3]; st.Algo != "sliding-log" || st.Remaining != 9 || len(st.Log) != 1 {
+		t.Errorf("the sliding log in Redis: %+v; want 9 left and one entry", st)
+	}
 	srv.Kill()
 	for i := range 3 { // the breaker's run of failures
 		if body := request(); body["allowed"] != true || body["path"] != "local" {
