@@ -168,8 +168,8 @@ const redisKindGoroutines = 64
 //     windows of an hour here, so that a key's state lasts between two
 //     visits (a sliding log has no such variant: its server's work is
 //     keys=64's);
-//   - denied: every goroutine on one key whose limit is used up, every
-//     request denied, on the server's clock.
+//   - denied: every goroutine on one key whose limit is used up (see
+//     useUp), every request denied, on the server's clock.
 //
 // Each variant reports, besides the metrics of benchParallel, the share of
 // requests of the other outcome (denied/op, admitted/op; see reportOther).
@@ -215,7 +215,6 @@ func (rk *redisKinds) run(b *testing.B, m *meter, clients []benchClient, procs i
 	if goroutines != redisKindGoroutines {
 		b.Fatalf("goroutines=%d: GOMAXPROCS %d does not divide %d", goroutines, procs, redisKindGoroutines)
 	}
-	ctx := context.Background()
 	for _, k := range benchKinds {
 		name := func(c benchClient, variant string) string {
 			return fmt.Sprintf("client=%s/goroutines=%d/kind=%s/%s", c.name, goroutines, k.name, variant)
@@ -247,10 +246,7 @@ func (rk *redisKinds) run(b *testing.B, m *meter, clients []benchClient, procs i
 		for _, c := range clients {
 			b.Run(name(c, "denied"), func(b *testing.B) {
 				l := k.denying
-				// Use it up, whatever it held.
-				if _, err := c.store.Do(ctx, spigot.Op{Limit: l, Key: keys[hotKey], N: l.Capacity()}); err != nil {
-					b.Fatal(err)
-				}
+				useUp(b, c.store, l, keys[hotKey]) // whatever it held
 				rk.bench(b, m, l, p, goroutines, 1, false, func(ctx context.Context, i int) (spigot.Decision, error) {
 					return c.store.Do(ctx, spigot.Op{Limit: l, Key: keys[i], N: 1})
 				})

@@ -53,7 +53,7 @@ type benchKind struct {
 	// them.
 	admitting func(interval time.Duration) spigot.Limit
 	// denying is a limit that denies every request of one token, for an
-	// hour, once a Take of its capacity has emptied it.
+	// hour, once Capacity Takes of one token have used it up (see useUp).
 	denying spigot.Limit
 	// logLimit is a sliding log's limit, and 0 for other kinds.
 	logLimit int
@@ -177,7 +177,7 @@ func BenchmarkMemory(b *testing.B) {
 
 			denied := func() *memory.Store {
 				s := memory.New(memory.WithClock(newPacedClock(keysPace)))
-				mustTake(b, s, k.denying, keys[hotKey], k.denying.Capacity())
+				useUp(b, s, k.denying, keys[hotKey])
 				return s
 			}
 			b.Run("denied/serial", func(b *testing.B) {
@@ -247,6 +247,22 @@ func fillWalks(tb testing.TB, l spigot.Limit, keys []string) *memory.Store {
 	}
 	clk.t.Store(start + walks*n*step)
 	return s
+}
+
+// useUp sends Capacity Takes of one token of l on key, one after the other,
+// so that a sliding log holds that many instants (as it does under
+// attack), where one Take of them all would hold one instant (a run of
+// them, on Redis).
+func useUp(tb testing.TB, s spigot.Store, l spigot.Limit, key string) {
+	tb.Helper()
+	for range l.Capacity() {
+		if _, err := s.Do(context.Background(), spigot.Op{Limit: l, Key: key, N: 1}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if d, err := s.Do(context.Background(), spigot.Op{Limit: l, Key: key, Action: spigot.Peek, N: 1}); err != nil || d.Allowed() {
+		tb.Fatalf("%v: Peek(%q, 1) = %+v, %v after %d Takes; want denied", l, key, d, err, l.Capacity())
+	}
 }
 
 // liveHeap returns the bytes of the heap's live objects, after a
