@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,7 +120,7 @@ func BenchmarkRedisStores(b *testing.B) {
 			checkKeys(b, len(keys), srv)
 			m := &meter{serving: []string{srv.Addr}}
 
-			kinds := newRedisKinds(b, clients[len(clients)-1].store, keys)
+			kinds := newRedisKinds(b, srv, clients[len(clients)-1].store, keys)
 
 			for _, c := range clients {
 				warm(b, c.raw(bench.NoopSHA1))
@@ -161,7 +162,8 @@ const redisKindGoroutines = 64
 //   - keys=64: each goroutine sends its own key, mostly admitted, in the
 //     steady state of BenchmarkMemory's hot key: the store of each key is
 //     on its own pacedClock, a request every hotPace (a sliding log holds
-//     L−1 entries, and its oldest leaves at each request);
+//     L−1 entries, and its oldest leaves at each request); it reports
+//     what the server holds for a key then (see reportStored);
 //   - keys=100000: the goroutines walk manyKeys keys, every request
 //     admitted, on the server's clock; every key holds state, as for roomy
 //     (see deficit). The buckets and windows of BenchmarkMemory, with
@@ -176,16 +178,17 @@ const redisKindGoroutines = 64
 // A variant runs on every client library in turn, and they go on from the
 // states the one before left.
 type redisKinds struct {
+	srv    *testserver.Server
 	clocks map[string][]*pacedClock // kind name → a clock per key of keys=64
 	many   map[string]spigot.Limit  // kind name → its limit of keys=100000
 	other  atomic.Int64             // the requests of the other outcome
 }
 
-// newRedisKinds fills the keys of keys=100000 through s (the server's
+// newRedisKinds, for srv, fills the keys of keys=100000 through s (the server's
 // clock), for every kind that has the variant.
-func newRedisKinds(tb testing.TB, s spigot.Store, keys []string) *redisKinds {
+func newRedisKinds(tb testing.TB, srv *testserver.Server, s spigot.Store, keys []string) *redisKinds {
 	tb.Helper()
-	rk := &redisKinds{clocks: map[string][]*pacedClock{}, many: map[string]spigot.Limit{
+	rk := &redisKinds{srv: srv, clocks: map[string][]*pacedClock{}, many: map[string]spigot.Limit{
 		"token-bucket":   roomy, // fill has filled its keys
 		"leaky-bucket":   spigot.Must(spigot.NewLeakyBucket("bench-leaky", 1_000_000_000, spigot.PerSecond(1))),
 		"fixed-window":   spigot.Must(spigot.NewFixedWindow("bench-fixed-hour", spigot.PerHour(1_000_000_000), 0)),
@@ -232,6 +235,7 @@ func (rk *redisKinds) run(b *testing.B, m *meter, clients []benchClient, procs i
 				rk.bench(b, m, hot, p, goroutines, goroutines, true, func(ctx context.Context, i int) (spigot.Decision, error) {
 					return stores[i].Do(ctx, spigot.Op{Limit: hot, Key: keys[i], N: 1})
 				})
+				rk.reportStored(b, store.Key(pacedPrefix, hot, keys[0]))
 			})
 		}
 		if l, ok := rk.many[k.name]; ok {
@@ -252,6 +256,28 @@ func (rk *redisKinds) run(b *testing.B, m *meter, clients []benchClient, procs i
 				})
 			})
 		}
+	}
+}
+
+// reportStored reports what the server holds for the key named full:
+// the bytes of its value (value-B/key) and, by MEMORY USAGE, of the key
+// whole (stored-B/key).
+func (rk *redisKinds) reportStored(b *testing.B, full string) {
+	b.Helper()
+	for _, q := range []struct{ unit, cmd string }{{"value-B/key", "STRLEN"}, {"stored-B/key", "MEMORY"}} {
+		args := []string{q.cmd, full}
+		if q.cmd == "MEMORY" {
+			args = []string{"MEMORY", "USAGE", full}
+		}
+		reply, err := rk.srv.Do(args...)
+		if err != nil {
+			b.Fatalf("%s on %s: %v", strings.Join(args, " "), rk.srv.Addr, err)
+		}
+		n, err := strconv.Atoi(reply)
+		if err != nil {
+			b.Fatalf("%s = %q: %v", strings.Join(args, " "), reply, err)
+		}
+		b.ReportMetric(float64(n), q.unit)
 	}
 }
 
