@@ -453,3 +453,32 @@ func FuzzDemoConfig(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDemoRequest: whatever a client sends as the algorithm, the cost and
+// its key, a request is admitted (200), denied (429) or refused with a
+// message (400), as JSON, and a refused one charges nothing.
+func FuzzDemoRequest(f *testing.F) {
+	for _, s := range [][3]string{{"fixed-window", "1", "k"}, {"leaky-bucket", "3", "k"}, {"", "", "k"}, {"all", "1", "k"},
+		{"sliding-log", "1001", "k"}, {"token-bucket", "-1", "a b"}, {"Sliding-Log", "0", "k"}} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, algo, cost, key string) {
+		_, h := demoFixture(t)
+		r := httptest.NewRequest("POST", "/api/request", strings.NewReader(url.Values{"algo": {algo}, "cost": {cost}}.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.Header.Set("X-Demo-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		var body map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || w.Code != 200 && w.Code != 429 && w.Code != 400 {
+			t.Fatalf("algo %q, cost %q, key %q: %d %q", algo, cost, key, w.Code, w.Body)
+		}
+		if w.Code == 400 && keyPattern.MatchString(key) {
+			for _, a := range algorithms {
+				if _, _, st := call(t, h, "GET", "/api/state?algo="+a.name, key, nil); st["remaining"] != 10.0 {
+					t.Fatalf("algo %q, cost %q, key %q: refused, but %s has %v left, not 10", algo, cost, key, a.name, st["remaining"])
+				}
+			}
+		}
+	})
+}
