@@ -107,16 +107,6 @@ local function ceilms(lag, us)
 	return ms
 end
 
--- msafter returns us µs (at most 2^53 in magnitude) plus ms whole ms,
--- rounded up to the ms, or -1 (Never) past what a Go Duration holds.
-local function msafter(us, ms)
-	local r = ceildiv(us, 1000) + ms
-	if r > NEVER then
-		return -1
-	end
-	return r
-end
-
 local EXACT = 9007199254740992 -- 2^53: doubles hold every integer up to it
 
 -- exact returns x, the tonumber of the digits d (%-?%d+), when d is at most
@@ -132,12 +122,6 @@ local function exact(d, x)
 	return nil
 end
 
--- num returns the number of the digits d if it is at most 2^53 in
--- magnitude, and nil otherwise.
-local function num(d)
-	return exact(d, tonumber(d))
-end
-
 -- sum returns now + ms*1000 + us as a decimal string, exactly, when it is
 -- past 2^53, where doubles skip integers (now >= -2^53, 0 <= us < 1000).
 local function sum(now, ms, us)
@@ -151,98 +135,114 @@ local function sum(now, ms, us)
 	return string.format('%d%03d', hi, lo)
 end
 
--- at returns base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0) as
--- a decimal string, exactly.
-local function at(base, ms)
-	local x = base + ms * 1000
-	if x < EXACT then
-		return string.format('%d', x)
-	end
-	return sum(base, ms, 0)
-end
+-- The helpers of the kinds but the token bucket, created by others when a
+-- call first needs them (a closure made on every call costs the token
+-- bucket's path).
+local msafter, num, at, equals, untilms, readlog, version
 
--- equals reports whether full, of the digits fd (at most 18 of them), is
--- base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0), exactly.
-local function equals(fd, full, base, ms)
-	local x = base + ms * 1000
-	if full < EXACT and x < EXACT then
-		return full == x
-	end
-	return at(base, ms) == string.match(fd, '^0*(%d+)$')
-end
-
--- untilms returns the whole ms, rounded up, from now until full (whose
--- digits are fd, at most 18 of them), or -1 (Never) past what a Go
--- Duration holds.
-local function untilms(fd, full)
-	if full < EXACT then
-		return msafter(full - now, 0)
-	end
-	local q = quo(now, 1000)
-	local ms = tonumber(string.sub(fd, 1, -4)) - q + ceildiv(tonumber(string.sub(fd, -3)) - (now - q * 1000), 1000)
-	if ms > NEVER then
-		return -1
-	end
-	return ms
-end
-
--- readlog returns the instants and runs of a sliding log's entries e
--- (see the formats above), count tokens in all, or nil if e is not that.
-local function readlog(e, count)
-	local ts, rs, total, t, pos, len = {}, {}, 0, 0, 1, #e
-	while true do
-		local _, stop, d, x, r, sp = string.find(e, '^(%-?%d+)(x?)(%d*)( ?)', pos)
-		if not stop then
-			return nil
+local function others()
+	-- msafter returns us µs (at most 2^53 in magnitude) plus ms whole ms,
+	-- rounded up to the ms, or -1 (Never) past what a Go Duration holds.
+	msafter = function(us, ms)
+		local r = ceildiv(us, 1000) + ms
+		if r > NEVER then
+			return -1
 		end
-		local run = 1
-		if x == 'x' then
-			run = tonumber(r)
-			if not run or run < 1 then
+		return r
+	end
+
+	-- num returns the number of the digits d if it is at most 2^53 in
+	-- magnitude, and nil otherwise.
+	num = function(d)
+		return exact(d, tonumber(d))
+	end
+
+	-- at returns base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0) as
+	-- a decimal string, exactly.
+	at = function(base, ms)
+		local x = base + ms * 1000
+		if x < EXACT then
+			return string.format('%d', x)
+		end
+		return sum(base, ms, 0)
+	end
+
+	-- equals reports whether full, of the digits fd (at most 18 of them), is
+	-- base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0), exactly.
+	equals = function(fd, full, base, ms)
+		local x = base + ms * 1000
+		if full < EXACT and x < EXACT then
+			return full == x
+		end
+		return at(base, ms) == string.match(fd, '^0*(%d+)$')
+	end
+
+	-- untilms returns the whole ms, rounded up, from now until full (whose
+	-- digits are fd, at most 18 of them), or -1 (Never) past what a Go
+	-- Duration holds.
+	untilms = function(fd, full)
+		if full < EXACT then
+			return msafter(full - now, 0)
+		end
+		local q = quo(now, 1000)
+		local ms = tonumber(string.sub(fd, 1, -4)) - q + ceildiv(tonumber(string.sub(fd, -3)) - (now - q * 1000), 1000)
+		if ms > NEVER then
+			return -1
+		end
+		return ms
+	end
+
+	-- readlog returns the instants, runs and places in e of a sliding
+	-- log's entries e (see the formats above), count tokens in all, or nil
+	-- if e is not that. The pattern functions check its shape, so that one
+	-- pass reads it.
+	readlog = function(e, count)
+		if not string.find(e, '^%-?%d') or string.find(e, '[^%dx ]', 2) or string.find(e, '[ x][ x]') or string.find(e, '[ x]$')
+			or string.find(e, 'x%d+x') or string.find(e, '^%-?0%d') or string.find(e, '[ x]0') or string.find(e, 'x1 ') or string.find(e, 'x1$') then
+			return nil -- not single spaces between groups of digits[x digits]; a leading 0; a run of 1
+		end
+		local ts, rs, ps, total, t, n = {}, {}, {}, 0, 0, 0
+		for p, d, r in string.gmatch(e, '()(%d+)x?(%d*)') do
+			local v = tonumber(d)
+			if v >= EXACT and not exact(d, v) then
 				return nil
 			end
-		end
-		local v = num(d)
-		if not v then
-			return nil
-		end
-		if pos == 1 then
-			t = v
-		elseif string.byte(d, 1) == 45 or (t >= 0 and v > EXACT - t) then -- a '-', or past 2^53
-			return nil
-		else
-			t = t + v
-		end
-		if run > count - total then
-			return nil
-		end
-		total = total + run
-		ts[#ts + 1], rs[#rs + 1] = t, run
-		if sp == '' then
-			if stop ~= len then
+			if n == 0 then
+				t = v
+				if string.byte(e, 1) == 45 then
+					t = -v
+				end
+			elseif t >= 0 and v > EXACT - t then -- past 2^53
+				return nil
+			else
+				t = t + v
+			end
+			local run = 1
+			if r ~= '' then
+				run = tonumber(r)
+			end
+			if run > count - total then
 				return nil
 			end
-			break
-		elseif stop == len then
+			total, n = total + run, n + 1
+			ts[n], rs[n], ps[n] = t, run, p
+		end
+		if total ~= count then
 			return nil
 		end
-		pos = stop + 1
+		return ts, rs, ps
 	end
-	if total ~= count then
+
+	-- version returns the version of the format this script writes for the
+	-- kind tag, and nil for a kind it does not know.
+	version = function(tag)
+		if tag == 'tb' then
+			return 2
+		elseif tag == 'lb' or tag == 'fw' or tag == 'sw' or tag == 'sl' then
+			return 1
+		end
 		return nil
 	end
-	return ts, rs
-end
-
--- version returns the version of the format this script writes for the
--- kind tag, and nil for a kind it does not know.
-local function version(tag)
-	if tag == 'tb' then
-		return 2
-	elseif tag == 'lb' or tag == 'fw' or tag == 'sw' or tag == 'sl' then
-		return 1
-	end
-	return nil
 end
 
 -- pending holds, all or nothing, what each key will hold if the call is
@@ -263,14 +263,29 @@ for i = 1, nkeys do
 	repeat -- once: a key of a batch that fails breaks out, to the next key
 	local key, a = KEYS[i], 5 * i - 3
 	local action = ARGV[a]
-	local kind, act = string.match(action, '^(%l%l)%.(%l+)$')
-	if not version(kind) or (act ~= 'take' and act ~= 'peek' and act ~= 'takeupto' and act ~= 'refund' and act ~= 'reset') then
-		return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
+	local kind, act = 'tb', nil
+	if action == 'tb.take' then
+		act = 'take'
+	elseif action == 'tb.peek' then
+		act = 'peek'
+	elseif action == 'tb.takeupto' then
+		act = 'takeupto'
+	elseif action == 'tb.refund' then
+		act = 'refund'
+	elseif action == 'tb.reset' then
+		act = 'reset'
+	else
+		if not version then
+			others()
+		end
+		kind, act = string.match(action, '^(%l%l)%.(%l+)$')
+		if not version(kind) or (act ~= 'take' and act ~= 'peek' and act ~= 'takeupto' and act ~= 'refund' and act ~= 'reset') then
+			return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
+		end
 	end
-	local leaky = kind == 'lb'
-	local width = 4
-	if leaky then
-		width = 5
+	local leaky, width = false, 4
+	if kind == 'lb' then
+		leaky, width = true, 5
 	end
 	local p1, p2, p3 = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 	local n = tonumber(ARGV[a + 4])
@@ -300,13 +315,16 @@ for i = 1, nkeys do
 	local sk, full, fd
 	local s, t, sc -- a bucket's stamp, tokens and scale
 	local f1, f2, f3, f4, f5 -- a window's stamp, start, window, count, prev; a log's stamp
-	local ts, rs -- a log's instants and runs
+	local ts, rs, ps, le -- a log's instants, runs, places in le, its entries
 	if v then
 		local sd, td, cd
 		fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
 		if fd then
 			sk = 'tb'
 		else
+			if not version then
+				others()
+			end
 			local tag, ver, rest
 			tag, ver, fd, rest = string.match(v, '^(%l+)/(%d+) (%-?%d+)(.*)$')
 			if not tag then -- before versions: "tokens stamp scale [fullat]"
@@ -325,7 +343,8 @@ for i = 1, nkeys do
 					if d1 then
 						f1, f4 = num(d1), tonumber(d2)
 						if f1 and f4 >= 1 and f4 <= 1000 then
-							ts, rs = readlog(e, f4)
+							ts, rs, ps = readlog(e, f4)
+							le = e
 							sk = ts and tag
 						end
 					end
@@ -333,7 +352,7 @@ for i = 1, nkeys do
 					local d1, d2, d3, d4, d5
 					if tag == 'fw' then
 						d1, d2, d3, d4 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-						d5 = '0'
+						d5 = d4 and '0'
 					else
 						d1, d2, d3, d4, d5 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
 					end
@@ -357,9 +376,9 @@ for i = 1, nkeys do
 		end
 		if sk then
 			full = tonumber(fd)
-			if sk ~= 'x' and #fd > 18 and not (#fd == 19 and string.byte(fd, 1) == 45) then -- more than 18 digits
+			if #fd > 18 and sk ~= 'x' and not (#fd == 19 and string.byte(fd, 1) == 45) then -- more than 18 digits
 				full = nil
-			elseif full and sk ~= kind and not (sk == 'old' and kind == 'tb') then -- another kind's: within 2^53
+			elseif sk ~= kind and not (sk == 'old' and kind == 'tb') then -- another kind's: within 2^53
 				full = exact(fd, full)
 			end
 		end
@@ -505,14 +524,16 @@ for i = 1, nkeys do
 			elseif fullat >= EXACT then
 				digits = sum(now, ms, us)
 			end
-			local tag = 'tb/2'
 			if leaky then
-				tag = 'lb/1'
-			end
-			if digits then
-				sv = string.format('%s %s %d %d %d', tag, digits, stamp, tokens, scale)
+				if digits then
+					sv = string.format('lb/1 %s %d %d %d', digits, stamp, tokens, scale)
+				elseif fullat > now then
+					sv = string.format('lb/1 %d %d %d %d', fullat, stamp, tokens, scale)
+				end
+			elseif digits then
+				sv = string.format('tb/2 %s %d %d %d', digits, stamp, tokens, scale)
 			elseif fullat > now then
-				sv = string.format('%s %d %d %d %d', tag, fullat, stamp, tokens, scale)
+				sv = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
 			end
 		end
 	elseif kind ~= 'sl' then
@@ -653,7 +674,7 @@ for i = 1, nkeys do
 		limit = p1
 		local stamp, first, count = now, 1, 0
 		if not sk then
-			ts, rs = {}, {}
+			ts, rs, le = {}, {}, nil
 		elseif sk == 'sl' and equals(fd, full, ts[#ts], wms) then -- a log of this window
 			if f1 > now then
 				stamp = f1
@@ -669,7 +690,7 @@ for i = 1, nkeys do
 		elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
 			blocked = true
 		else
-			ts, rs = {}, {}
+			ts, rs, le = {}, {}, nil
 		end
 		if not blocked then
 			-- retry returns the ms from now until k ≤ limit more tokens fit:
@@ -683,12 +704,17 @@ for i = 1, nkeys do
 					idx = idx - rs[g]
 				end
 			end
+			-- dirty is the first group of the log as read that changed.
+			local dirty = #ts + 1
 			-- add appends k tokens at stamp.
 			local function add(k)
 				if k > 0 then
 					local last = #ts
 					if last >= first and ts[last] == stamp then
 						rs[last] = rs[last] + k
+						if last < dirty then
+							dirty = last
+						end
 					else
 						ts[last + 1], rs[last + 1] = stamp, k
 					end
@@ -733,6 +759,9 @@ for i = 1, nkeys do
 				moved, count = k, count - k
 				while k > 0 do
 					local last = #ts
+					if last < dirty then
+						dirty = last
+					end
 					if rs[last] > k then
 						rs[last], k = rs[last] - k, 0
 					else
@@ -759,17 +788,30 @@ for i = 1, nkeys do
 						if ms < 0 then
 							ms = NEVER
 						end
-						local parts, prior = {}, nil
-						for g = first, #ts do
-							local x = ts[g]
-							if prior then
-								x = ts[g] - prior
+						-- The first group's instant, the groups as read that did
+						-- not change (copied), then the others' distances.
+						local parts = {string.format('%d', ts[first])}
+						if rs[first] > 1 then
+							parts[1] = string.format('%dx%d', ts[first], rs[first])
+						end
+						local g = first + 1
+						if le and g < dirty and g <= #ts then
+							local upto = dirty - 1
+							if upto > #ts then
+								upto = #ts
 							end
-							prior = ts[g]
-							if rs[g] > 1 then
-								parts[#parts + 1] = string.format('%dx%d', x, rs[g])
+							if ps[upto + 1] then
+								parts[2] = string.sub(le, ps[g], ps[upto + 1] - 2)
 							else
-								parts[#parts + 1] = string.format('%d', x)
+								parts[2] = string.sub(le, ps[g])
+							end
+							g = upto + 1
+						end
+						for h = g, #ts do
+							if rs[h] > 1 then
+								parts[#parts + 1] = string.format('%dx%d', ts[h] - ts[h - 1], rs[h])
+							else
+								parts[#parts + 1] = string.format('%d', ts[h] - ts[h - 1])
 							end
 						end
 						sv = string.format('sl/1 %s %d %d ', at(last, wms), stamp, count) .. table.concat(parts, ' ')

@@ -42,9 +42,11 @@ var tags = [...]string{
 //     count (1 to spigot.MaxLog, no sign) is the number of tokens in the
 //     log, and entries its instants in groups of equal ones, oldest
 //     first, separated by single spaces: the first group's instant, then
-//     each group's distance from the group before it (digits, no sign),
-//     each followed by "x<run>" when the group has more than one token
-//     (run ≥ 1, and the runs sum to count); every instant is at most
+//     each group's distance from the group before it (1 or more, no
+//     sign), each followed by "x<run>" when the group has more than one
+//     token (run ≥ 2, and the runs sum to count); no number of the entries
+//     has a leading zero (but the instant 0), so that the script can copy
+//     the groups it does not change; every instant is at most
 //     spigot.MaxExact in magnitude.
 //   - "<tokens> <stamp> <scale> <fullat>" and "<tokens> <stamp> <scale>",
 //     the formats before versions: a token bucket's state of Kind 0, the
@@ -209,11 +211,14 @@ func parseLog(f string, count int64) ([]int64, bool) {
 		}
 		x, ok := exactInt(d)
 		switch {
-		case !ok:
+		case !ok || many && (r[0] == '0' || r == "1"): // a run is 2 or more, without leading zeros
 			return nil, false
 		case i == 0:
+			if digits := strings.TrimPrefix(d, "-"); len(digits) > 1 && digits[0] == '0' {
+				return nil, false
+			}
 			at = x
-		case d[0] == '-' || at >= 0 && x > spigot.MaxExact-at:
+		case d[0] == '-' || d[0] == '0' || at >= 0 && x > spigot.MaxExact-at: // a distance is 1 or more
 			return nil, false
 		default:
 			at += x

@@ -127,7 +127,7 @@ func FuzzParseState(f *testing.F) {
 	f.Add("lb/1 5 6 7 8")
 	f.Add("fw/1 5 6 7 8 9")
 	f.Add("sw/1 5 6 7 8 9 10")
-	f.Add("sl/1 5 6 4 7 0x2 1")
+	f.Add("sl/1 5 6 4 7 1x2 1")
 	f.Fuzz(func(t *testing.T, v string) {
 		for _, reader := range readers {
 			s, err := wire.ParseState(v, reader)
@@ -217,7 +217,12 @@ func TestParseStateKinds(t *testing.T) {
 		{"sw/1 20 5 0 1000 3 +4", sw, spigot.State{}},
 		{"sw/2 20 5 0 1000 3 4", sw, spigot.State{Kind: wire.OtherKind, FullAt: 20}},
 		{"sl/1 30 9 1 7", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{7}}},
-		{"sl/1 30 9 4 -7x2 3 0", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
+		{"sl/1 30 9 4 -7x2 3x2", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
+		{"sl/1 30 9 4 -7x2 3 0", sl, spigot.State{}}, // a distance of 0
+		{"sl/1 30 9 3 5 07x2", sl, spigot.State{}},   // a leading zero
+		{"sl/1 30 9 3 05 7x2", sl, spigot.State{}},
+		{"sl/1 30 9 3 5 7x02", sl, spigot.State{}},
+		{"sl/1 30 9 3 0 7x2", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{0, 7, 7}}},
 		{"sl/1 30 9 6 5 1x3 2x2", tb, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5, 6, 6, 6, 8, 8}}},
 		{"sl/1 30 9 2 9007199254740991 1", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{max53 - 1, max53}}},
 		{"sl/1 30 9 2 9007199254740991 2", sl, spigot.State{}}, // past 2^53
@@ -233,9 +238,11 @@ func TestParseStateKinds(t *testing.T) {
 		{"sl/1 30 9 0 ", sl, spigot.State{}},
 		{"sl/1 30 9 1001 0x1001", sl, spigot.State{}}, // past MaxLog
 		{"sl/1 30 9 1000 0x1000", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
+		{"sl/1 30 9 2 5x2x1", sl, spigot.State{}},
 		{"sl/1 30 9 -1 5", sl, spigot.State{}},
 		{"sl/1 30 9 1", sl, spigot.State{}},
-		{"sl/1 30 9 1 5x1", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5}}},
+		{"sl/1 30 9 1 5x1", sl, spigot.State{}}, // a run of 1
+		{"sl/1 30 9 12 5x12", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: slices.Repeat([]int64{5}, 12)}},
 		{"sl/1 30 9 1 5x99999999999999999999", sl, spigot.State{}},
 		{"sl/3 30", sl, spigot.State{Kind: wire.OtherKind, FullAt: 30}},
 		{"fw/1 0000000000000000005 5 0 1000 3", tb, spigot.State{}}, // 19 digits

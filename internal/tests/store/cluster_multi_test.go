@@ -2,13 +2,16 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store/memory"
 )
 
 // testClusterSeveral: several limits on one request, and batches, on a
@@ -113,5 +116,71 @@ func testClusterSeveral(t *testing.T, cl *testserver.Cluster) {
 				}
 			}
 		}
+	}
+}
+
+// testClusterKinds: limits of every kind on one request, all or nothing,
+// on keys of one slot (WithKeyHashTags and one tag), and in batches over
+// every primary, on a fake clock: every decision is the memory store's on
+// the same clock, field by field (a leaky bucket's Delay too), and so is
+// what a Peek of each key finds after each round.
+func testClusterKinds(t *testing.T, cl *testserver.Cluster) {
+	ctx := context.Background()
+	limits := []spigot.Limit{
+		spigot.MustBucket("k-tb", 5, spigot.PerMinute(5)),
+		spigot.Must(spigot.NewLeakyBucket("k-lb", 4, spigot.PerSecond(2))),
+		spigot.Must(spigot.NewFixedWindow("k-fw", spigot.PerMinute(6), 20*time.Second)),
+		spigot.Must(spigot.NewSlidingWindow("k-sw", spigot.PerMinute(5))),
+		spigot.Must(spigot.NewSlidingLog("k-sl", spigot.PerMinute(4))),
+	}
+	for _, ps := range protoStores {
+		t.Run(ps.name, func(t *testing.T) {
+			clk := clocktest.New(t0)
+			remote := ps.new(t, cl.Addrs(), storeOpts{clock: clk, prefix: prefix(t), tags: true})
+			mem := memory.New(memory.WithClock(clk))
+			// check applies ops on both stores, compares, and returns
+			// whether the memory store denied any.
+			check := func(round int, what string, mode spigot.Mode, ops []spigot.Op) bool {
+				t.Helper()
+				want, got := make([]spigot.Decision, len(ops)), make([]spigot.Decision, len(ops))
+				if err := mem.DoMulti(ctx, mode, ops, want); err != nil {
+					t.Fatalf("round %d: %s: memory: %v", round, what, err)
+				}
+				if err := remote.DoMulti(ctx, mode, ops, got); err != nil {
+					t.Fatalf("round %d: %s: %v", round, what, err)
+				}
+				for i := range ops {
+					if d := diffDecisions(got[i], want[i]); d != "" {
+						t.Errorf("round %d: %s, %v: %s", round, what, ops[i], d)
+					}
+				}
+				d, _ := spigot.Combine(want)
+				return !d.Allowed()
+			}
+			denied, delayed := 0, 0
+			for round := range 40 {
+				clk.Advance(time.Duration(round%7) * 900 * time.Millisecond)
+				var one, spread, peeks []spigot.Op
+				for i, l := range limits {
+					a := []spigot.Action{spigot.Take, spigot.Take, spigot.TakeUpTo, spigot.Take, spigot.Refund, spigot.Peek}[(round+i)%6]
+					one = append(one, spigot.Op{Limit: l, Key: fmt.Sprintf("{tenant-7}:%d", round%3), Action: a, N: int64(1 + (round+i)%2)})
+					spread = append(spread, spigot.Op{Limit: l, Key: fmt.Sprintf("user-%d-%d", i, round%4), Action: a, N: 1})
+				}
+				if check(round, "all or nothing in one slot", spigot.AllOrNothing, one) {
+					denied++
+				}
+				check(round, "a batch over every primary", spigot.Independent, spread)
+				for _, op := range append(one, spread...) {
+					peeks = append(peeks, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Peek, N: 1})
+				}
+				check(round, "peeks", spigot.Independent, peeks)
+				if d, err := mem.Do(ctx, spigot.Op{Limit: limits[1], Key: one[1].Key, Action: spigot.Peek, N: 1}); err == nil && d.Delay > 0 {
+					delayed++
+				}
+			}
+			if denied == 0 || delayed == 0 {
+				t.Errorf("%d all-or-nothing calls in one slot were denied, %d peeks of the leaky bucket delayed; the test means both", denied, delayed)
+			}
+		})
 	}
 }

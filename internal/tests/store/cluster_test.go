@@ -44,6 +44,7 @@ func TestCluster(t *testing.T) {
 			t.Run("limits-on-every-primary", func(t *testing.T) { testClusterLimits(t, cl) })
 			t.Run("hash-tag", func(t *testing.T) { testClusterHashTag(t, cl) })
 			t.Run("several-limits", func(t *testing.T) { testClusterSeveral(t, cl) })
+			t.Run("kinds-in-one-slot", func(t *testing.T) { testClusterKinds(t, cl) })
 			t.Run("manual-failover", func(t *testing.T) { testClusterManualFailover(t, cl) })
 			t.Run("takeover", func(t *testing.T) { testClusterManualFailover(t, cl, "TAKEOVER") })
 			t.Run("kill-primary", func(t *testing.T) { testClusterKillPrimary(t, cl) })
@@ -129,20 +130,38 @@ func keyOwner(t *testing.T, cl *testserver.Cluster, full string) *testserver.Ser
 // primaries at once; each key admits exactly its capacity, and its state
 // is on the primary that CLUSTER KEYSLOT names.
 func testClusterLimits(t *testing.T, cl *testserver.Cluster) {
-	b := spigot.MustBucket("spread", 40, spigot.Per(1, 24*time.Hour))
-	keys, owners := spreadKeys(t, cl, prefix(t), b, 3)
-	var stores []spigot.Store
-	for _, ps := range protoStores {
-		for range 2 {
-			stores = append(stores, ps.new(t, cl.Addrs(), storeOpts{prefix: prefix(t)}))
-		}
+	for _, b := range spreadLimits(time.Now()) {
+		t.Run(b.Kind().String(), func(t *testing.T) {
+			keys, owners := spreadKeys(t, cl, prefix(t), b, 3)
+			var stores []spigot.Store
+			for _, ps := range protoStores {
+				for range 2 {
+					stores = append(stores, ps.new(t, cl.Addrs(), storeOpts{prefix: prefix(t)}))
+				}
+			}
+			hammerKeys(t, stores, b, keys, 24, 4)
+			for _, k := range keys {
+				full := store.Key(prefix(t), b, k)
+				if !exists(t, owners[k].Addr, full) {
+					t.Errorf("key %s is not on %s, the primary of its slot", full, owners[k].Addr)
+				}
+			}
+		})
 	}
-	hammerKeys(t, stores, b, keys, 24, 4)
-	for _, k := range keys {
-		full := store.Key(prefix(t), b, k)
-		if !exists(t, owners[k].Addr, full) {
-			t.Errorf("key %s is not on %s, the primary of its slot", full, owners[k].Addr)
-		}
+}
+
+// spreadLimits are limits of every kind that admit 40 in a day and
+// nothing more during a test that starts at now: the fixed window's
+// windows start 12 hours before now.
+func spreadLimits(now time.Time) []spigot.Limit {
+	day := 24 * time.Hour
+	offset := now.Add(12 * time.Hour).Sub(now.Truncate(day)).Truncate(time.Millisecond)
+	return []spigot.Limit{
+		spigot.MustBucket("spread", 40, spigot.Per(1, day)),
+		spigot.Must(spigot.NewLeakyBucket("spread-lb", 40, spigot.Per(1, day))),
+		spigot.Must(spigot.NewFixedWindow("spread-fw", spigot.Per(40, day), offset)),
+		spigot.Must(spigot.NewSlidingWindow("spread-sw", spigot.Per(40, day))),
+		spigot.Must(spigot.NewSlidingLog("spread-sl", spigot.Per(40, day))),
 	}
 }
 

@@ -36,6 +36,14 @@ import (
 //go:embed testdata/spigot-v1.lua
 var scriptV1 string
 
+// testdata/spigot-v2.lua is the script before the kinds besides the token
+// bucket (git show 9e09a20:internal/wire/spigot.lua): today's arguments
+// and replies for a token bucket; it stores "tb/2 …", and reads any other
+// "<kind>/<version> <fullat> …" by its FullAt alone.
+//
+//go:embed testdata/spigot-v2.lua
+var scriptV2 string
+
 // slackMs is the TTL slack, in ms, of a store with WithClock, which the
 // tests here pass to the script before operations too.
 var slackMs = wire.ClockTTLSlack.Milliseconds()
@@ -468,4 +476,130 @@ func testStoredFormat(t *testing.T, ps protoStore, srv *testserver.Server) {
 func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
 	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
 	return s, d
+}
+
+// runV2 runs the script before the other kinds (testdata/spigot-v2.lua,
+// which takes the same arguments for a token bucket) on key, at the store's
+// clock, for op, and returns its decision, or its error.
+func runV2(c goredis.UniversalClient, key string, op spigot.Op, now time.Time) (spigot.Decision, error) {
+	clk := clocktest.New(now)
+	argv := wire.NewArgs(clk).Op(op)
+	args := make([]any, len(argv))
+	for i, a := range argv {
+		args[i] = a
+	}
+	reply, err := c.Eval(context.Background(), scriptV2, []string{key}, args...).Result()
+	if err != nil {
+		return spigot.Decision{}, err
+	}
+	return wire.Decode(reply)
+}
+
+// applyV2 is the Go model of the script before the other kinds: Op.Apply
+// on the states it reads, a token bucket's as today's script does, and a
+// state of any other kind (today's lb/1, fw/1, sw/1, sl/1) by its FullAt
+// alone, which must be within 2^53 (or it is unreadable: ok is false).
+func applyV2(s spigot.State, op spigot.Op, now time.Time) (next spigot.State, d spigot.Decision, ok bool) {
+	if s.Kind != 0 && s.Kind != spigot.TokenBucket {
+		if s.FullAt > spigot.MaxExact || s.FullAt < -spigot.MaxExact {
+			return s, spigot.Decision{}, false
+		}
+		s = spigot.State{Kind: wire.OtherKind, FullAt: s.FullAt}
+	}
+	next, d = apply(op, s, now)
+	if next.Kind == wire.OtherKind { // a Peek or Refund that left it: the key is untouched
+		return next, d, true
+	}
+	return next, d, true
+}
+
+// testRollingDeployKinds: the script before the other kinds (v2) and
+// today's, in turns on the same keys of one server, as during a rolling
+// deploy to them: limits of every kind, a name whose config changes kind,
+// the old script running the token buckets' operations now and then. The
+// old script reads the new kinds' states by their FullAt alone (a token
+// bucket full again then, not sooner); today's reads the old one's states
+// as its own. No step refills a key: each decision is Op.Apply's on the
+// state the script that runs it reads, and the server holds that state
+// after it (a state the old script left untouched where Apply left the
+// state of another kind as it was).
+func testRollingDeployKinds(t *testing.T, ps protoStore, srv *testserver.Server) {
+	const (
+		seeds = 24
+		steps = 300
+	)
+	raw := testclient.GoRedis(t, srv.Addr)
+	runs := map[string]int{}
+	for seed := range uint64(seeds) {
+		clk := clocktest.New(t0)
+		p := fmt.Sprintf("%s-%d:", t.Name(), seed)
+		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
+		// A token bucket beside each other kind in turn.
+		g := newDiffGen(100+seed, false, spigot.TokenBucket, allKinds[1+seed%4])
+		m := model{}
+		for i := range steps {
+			o := g.next()
+			clk.Advance(o.step)
+			now := clk.Now()
+			key := store.Key(p, o.op.Limit, o.op.Key)
+			old := o.op.Limit.Kind() == spigot.TokenBucket && g.rng.IntN(2) == 0
+			before, hadState := m[key]
+			state := "none"
+			if hadState {
+				state = formatState(before)
+			}
+			var got spigot.Decision
+			if old {
+				g.history = append(g.history, fmt.Sprintf("  step %d at %s on %s: spigot-v2.lua %v", i, now.Format("15:04:05.000000"), state, o))
+				next, want, readable := applyV2(before, o.op, now)
+				d, err := runV2(raw, key, o.op, now)
+				switch {
+				case !readable:
+					if err == nil || !strings.Contains(err.Error(), "unreadable state") {
+						g.fail(t, i, "%v: spigot-v2.lua on %s = %s, %v; want an unreadable state", o, state, show(d), err)
+					}
+					continue
+				case err != nil:
+					g.fail(t, i, "%v: spigot-v2.lua: %v", o, err)
+				case diffDecisions(d, want) != "":
+					g.fail(t, i, "%v: spigot-v2.lua and the model: %s", o, diffDecisions(d, want))
+				}
+				switch {
+				case next.Kind == wire.OtherKind: // untouched
+				case next.IsZero():
+					delete(m, key)
+				default:
+					m[key] = next
+				}
+				got = d
+				if hadState && before.Kind != spigot.TokenBucket && before.Kind != 0 {
+					runs["v2 on "+before.Kind.String()]++
+				}
+			} else {
+				g.history = append(g.history, fmt.Sprintf("  step %d at %s on %s: %v", i, now.Format("15:04:05.000000"), state, o))
+				want := m.apply(key, o.op, now)
+				var err error
+				got, err = s.Do(context.Background(), o.op)
+				if err != nil {
+					g.fail(t, i, "%v: %v", o, err)
+				}
+				if problem := diffDecisions(got, want); problem != "" {
+					g.fail(t, i, "%v: the script and Op.Apply: %s", o, problem)
+				}
+				if hadState && before.Kind != o.op.Limit.Kind() {
+					runs["today on another kind"]++
+				}
+			}
+			g.history[len(g.history)-1] += " = " + show(got)
+			if problem := m.checkStored(t, raw, key, now); problem != "" {
+				g.fail(t, i, "%v: %s", o, problem)
+			}
+			g.record(o, got)
+		}
+	}
+	for _, what := range []string{"v2 on LeakyBucket", "v2 on FixedWindow", "v2 on SlidingWindow", "v2 on SlidingLog", "today on another kind"} {
+		if runs[what] == 0 {
+			t.Errorf("no step ran %s; the test means to (%v)", what, runs)
+		}
+	}
 }

@@ -170,6 +170,14 @@ var storedLimits = []spigot.Limit{
 	spigot.MustBucket("v", 1<<53/3, spigot.Per(1, 3*time.Microsecond)),
 	spigot.MustBucket("v", 0, spigot.PerSecond(1)),
 	spigot.MustBucket("v", 3, spigot.Per(1, 3*time.Microsecond)),
+	spigot.Must(spigot.NewLeakyBucket("v", 10, spigot.PerSecond(3))),
+	spigot.Must(spigot.NewLeakyBucket("v", 1<<53, spigot.Per(1, time.Microsecond))),
+	spigot.Must(spigot.NewFixedWindow("v", spigot.Per(10, 20*time.Second), 0)),
+	spigot.Must(spigot.NewFixedWindow("v", spigot.Per(1<<53, 20*time.Second), 7*time.Second)),
+	spigot.Must(spigot.NewSlidingWindow("v", spigot.Per(10, 20*time.Second))),
+	spigot.Must(spigot.NewSlidingWindow("v", spigot.Per(1<<53/20_000, 20*time.Second))),
+	spigot.Must(spigot.NewSlidingLog("v", spigot.Per(10, 20*time.Second))),
+	spigot.Must(spigot.NewSlidingLog("v", spigot.Per(3, 2*time.Second))),
 }
 
 // storedValue returns a random value for a key: states of every format
@@ -197,8 +205,62 @@ func storedValue(rng *rand.Rand, now int64) string {
 		}
 		return pick("1", "2", "3", "1000", "1000000", "2000000", "3000000")
 	}
+	// An instant near now, or a number of any kind.
+	near := func() string {
+		if rng.IntN(3) == 0 {
+			return num()
+		}
+		return strconv.FormatInt(now+rng.Int64N(40_000_000)-20_000_000, 10)
+	}
+	// A window near the limits' (20 s, 2 s), or a number of any kind.
+	window := func() string {
+		if rng.IntN(4) == 0 {
+			return num()
+		}
+		return pick("20000000", "2000000", "1000")
+	}
 	var v string
-	switch rng.IntN(10) {
+	switch rng.IntN(16) {
+	case 10:
+		v = fmt.Sprintf("lb/1 %s %s %s %s", near(), near(), num(), pick("333334", "1", "3", num()))
+	case 11:
+		// A window that starts where one of 20 s does (or not).
+		start := now - now%20_000_000 - 20_000_000*rng.Int64N(3) + 7_000_000*rng.Int64N(2)
+		v = fmt.Sprintf("fw/1 %s %s %d %s %s", near(), near(), start, window(), pick("0", "3", "10", "11", num()))
+	case 12:
+		start := now - now%20_000_000 - 20_000_000*rng.Int64N(3)
+		v = fmt.Sprintf("sw/1 %s %s %d %s %s %s", near(), near(), start, window(), pick("0", "3", "10", num()), pick("0", "4", "10", num()))
+	case 13, 14:
+		// A log of 1 to 12 tokens, its FullAt its last entry plus 20 s or
+		// 2 s (or not).
+		count := 1 + rng.IntN(12)
+		at := now - rng.Int64N(25_000_000)
+		var entries []string
+		last, left := at, count
+		for i := 0; left > 0; i++ {
+			run := 1 + rng.IntN(left)
+			if rng.IntN(2) == 0 {
+				run = 1
+			}
+			d := at
+			if i > 0 {
+				d = rng.Int64N(3_000_000)
+				last += d
+			}
+			g := strconv.FormatInt(d, 10)
+			if run > 1 || rng.IntN(8) == 0 {
+				g += "x" + strconv.Itoa(run)
+			}
+			entries = append(entries, g)
+			left -= run
+		}
+		full := strconv.FormatInt(last+[]int64{20_000_000, 2_000_000, 1_000_000}[rng.IntN(3)], 10)
+		if rng.IntN(8) == 0 {
+			full = num()
+		}
+		v = fmt.Sprintf("sl/1 %s %s %d %s", full, near(), count, strings.Join(entries, " "))
+	case 15:
+		v = fmt.Sprintf("%s/%s %s", pick("lb", "fw", "sw", "sl"), pick("0", "1", "2", "01"), num())
 	case 0, 1, 2:
 		v = fmt.Sprintf("tb/2 %s %s %s %s", num(), num(), num(), num())
 	case 3:
@@ -300,9 +362,9 @@ func checkStoredValue(t testing.TB, s spigot.Store, raw goredis.UniversalClient,
 	}
 	v, ok := getValue(t, raw, key)
 	switch {
-	case op.Action == spigot.Peek:
+	case op.Action == spigot.Peek || isBlocked(op.Limit, state, now) && op.Action != spigot.Reset:
 		if !ok || v != value {
-			t.Fatalf("Peek on %q left %q (%v); want it untouched", value, v, ok)
+			t.Fatalf("%v on %q left %q (%v); want it untouched", op, value, v, ok)
 		}
 	case next.IsZero():
 		if ok {
@@ -329,7 +391,7 @@ func testStoredValues(t *testing.T, ps protoStore, srv *testserver.Server) {
 		}
 		checkStoredValue(t, s, raw, p, v, storedOp(rng, fmt.Sprint(i%50)), clk.Now(), i%3 == 0)
 	}
-	if unreadable < 300 || unreadable > 1200 {
+	if unreadable < 250 || unreadable > 1200 {
 		t.Errorf("%d of 1500 values were unreadable; the corpus means to have both kinds in numbers", unreadable)
 	}
 }
@@ -349,6 +411,11 @@ func FuzzStoredValue(f *testing.F) {
 	for _, v := range []string{
 		"1 2 3 -", "tb/2 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " 0 2000000", "xx/1 " + fmt.Sprint(T+86_400_000_000),
 		"tb/2 18014398509481984 9007199254740992 9007199254740992 1", "5 6 7", "tb/9 1 x", "garbage",
+		"lb/1 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " 0 333334",
+		"fw/1 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-T%20_000_000) + " 20000000 4",
+		"sw/1 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-T%20_000_000) + " 20000000 4 9",
+		"sl/1 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " 4 " + fmt.Sprint(T-1e6) + "x2 500000 500000",
+		"sl/1 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " 4 " + fmt.Sprint(T-1e6) + "x2 500000",
 	} {
 		f.Add(v, uint8(0), int64(1), int64(0), uint8(0), false)
 	}
