@@ -285,8 +285,9 @@ func TestDemoBrowserAlgorithms(t *testing.T) {
 		case "fixed-window":
 			b.do(t, "the fixed window's state", waitFor(`document.getElementById("detail").textContent === "10 of 10 taken in this window of 1 s; the next starts in 990 ms"`))
 		case "sliding-log":
-			b.do(t, "the sliding log's entries", waitFor(`document.getElementById("detail").textContent.endsWith("Entries leave in 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms, 980 ms")`))
+			b.do(t, "the sliding log's entries", waitFor(`document.getElementById("detail").textContent.endsWith("the oldest leaves in 980 ms. Entries leave in 980 ms ×10")`))
 		}
+		b.screenshot(t, "demo-"+a.name+"-1280x800.png")
 	}
 
 	b.choose(t, "all")
@@ -313,11 +314,23 @@ func TestDemoBrowserAlgorithms(t *testing.T) {
 		t.Errorf("all five: the leaky bucket waits %q, want %q", waits, want)
 	}
 
+	b.screenshot(t, "demo-all-1280x800.png")
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errors {
+		t.Errorf("the page logged an error: %s", e)
+	}
+}
+
+// screenshot keeps a picture of the page in the screenshots' directory,
+// and logs its path.
+func (b *browser) screenshot(t *testing.T, name string) {
+	t.Helper()
 	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(os.TempDir(), "spigot-demo-screenshots", "demo-all-1280x800.png")
+	file := filepath.Join(os.TempDir(), "spigot-demo-screenshots", name)
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -325,9 +338,4 @@ func TestDemoBrowserAlgorithms(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s", file)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, e := range b.errors {
-		t.Errorf("the page logged an error: %s", e)
-	}
 }

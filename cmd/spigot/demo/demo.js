@@ -160,6 +160,18 @@
     return (t.length > 12 ? "…, " : "") + shown.join(", ");
   }
 
+  // runs lists times, a run of equal ones once with its count: "980 ms ×10".
+  function runs(ms) {
+    const out = [];
+    for (let i = 0; i < ms.length; ) {
+      let j = i;
+      while (j < ms.length && ms[j] === ms[i]) j++;
+      out.push(seconds(ms[i]) + (j - i > 1 ? " ×" + (j - i) : ""));
+      i = j;
+    }
+    return out.join(", ");
+  }
+
   function drawSingle(name) {
     const st = states[name];
     const info = ALGOS[name];
@@ -182,7 +194,7 @@
     $("tokens").textContent = st.remaining + " / " + st.capacity;
     $("refill").textContent = seconds(st.refill_ms);
     let detail = st.detail;
-    if (st.log_ms && st.log_ms.length) detail += ". Entries leave in " + st.log_ms.map(seconds).join(", ");
+    if (st.log_ms && st.log_ms.length) detail += ". Entries leave in " + runs(st.log_ms);
     $("detail").textContent = detail;
   }
 
