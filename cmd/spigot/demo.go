@@ -170,7 +170,7 @@ var defaultDemoLimits = func() *demoLimits {
 // algorithm.
 func newDemoLimits(capacity int64, rate spigot.Rate) (*demoLimits, error) {
 	// The window is capacity ÷ rate, rounded up to the millisecond.
-	window := time.Duration(capacity) * rate.Period / time.Duration(rate.Tokens)
+	window := refillTime(capacity, rate)
 	window = (window + time.Millisecond - 1).Truncate(time.Millisecond)
 	var ls demoLimits
 	for i, a := range algorithms {
@@ -185,6 +185,15 @@ func newDemoLimits(capacity int64, rate spigot.Rate) (*demoLimits, error) {
 		ls[i] = l
 	}
 	return &ls, nil
+}
+
+// refillTime returns how long rate takes to refill capacity, rounded
+// down to the nanosecond: capacity × rate.Period ÷ rate.Tokens, without
+// overflow for the demo's limits (at most 100 tokens, at least 1 an
+// hour).
+func refillTime(capacity int64, rate spigot.Rate) time.Duration {
+	per, rem := rate.Period/time.Duration(rate.Tokens), rate.Period%time.Duration(rate.Tokens)
+	return time.Duration(capacity)*per + time.Duration(capacity)*rem/time.Duration(rate.Tokens)
 }
 
 func newDemo(s spigot.Store, h *hybrid.Store, name string, c clock.Clock) *demoServer {
@@ -471,7 +480,7 @@ func (d *demoServer) stateOf(ctx context.Context, key string, l spigot.Limit) (d
 	}
 	switch l.Kind() {
 	case spigot.TokenBucket, spigot.LeakyBucket:
-		st.RefillMs = (time.Duration(c) * rate.Period / time.Duration(rate.Tokens)).Milliseconds()
+		st.RefillMs = refillTime(c, rate).Milliseconds()
 		// The bucket lacks ResetAfter × rate tokens (ResetAfter is rounded
 		// up to the ms), but holds at least its whole Remaining.
 		st.Tokens = max(float64(c)-p.ResetAfter.Seconds()*perSecond, float64(p.Remaining))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io/fs"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -127,7 +128,10 @@ func TestDemoConfig(t *testing.T) {
 		{"5", "fast", 400, `rate "fast": want tokens/period`},
 		{"5", "", 400, `rate ""`},
 		{"20", "2/s", 200, "6"}, // the 6 tokens carry over
-		{"4", "2/s", 200, "4"},  // clamped to the new capacity
+		// 1 token in 1000s: windows of 100 in 100000s (capacity × the
+		// period, 9e20 ns, is more than a time.Duration holds).
+		{"100", "9000000/2500000h", 200, "6"},
+		{"4", "2/s", 200, "4"}, // clamped to the new capacity
 	} {
 		status, _, body := call(t, h, "POST", "/api/config", "k", url.Values{"capacity": {c.capacity}, "rate": {c.rate}})
 		got := ""
@@ -432,7 +436,7 @@ func TestDemoAlgorithms(t *testing.T) {
 // answers with five limits within its bounds, or a 400 that changes
 // nothing.
 func FuzzDemoConfig(f *testing.F) {
-	for _, s := range [][2]string{{"10", "1/s"}, {"100", "1/h"}, {"1", "100/s"}, {"7", "3/7ms"}, {"0", "x"}, {"5", "9223372036854775807/s"}} {
+	for _, s := range [][2]string{{"10", "1/s"}, {"100", "1/h"}, {"1", "100/s"}, {"7", "3/7ms"}, {"0", "x"}, {"5", "9223372036854775807/s"}, {"100", "2500000/2500000h"}, {"100", "9000000/2500000h"}} {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, capacity, rate string) {
@@ -447,8 +451,14 @@ func FuzzDemoConfig(f *testing.F) {
 			if l.Kind() != algorithms[i].kind || l.Capacity() < 1 || l.Capacity() > demoMaxCapacity {
 				t.Fatalf("demoLimit(%q, %q): limit %d is %v", capacity, rate, i, l)
 			}
-			if w := l.Window(); l.Kind() != spigot.TokenBucket && l.Kind() != spigot.LeakyBucket && (w < time.Millisecond || w > 101*time.Hour) {
-				t.Fatalf("demoLimit(%q, %q): %v has a window of %v", capacity, rate, l, w)
+			// A window is capacity ÷ rate, rounded up to the ms: from 10ms
+			// (1 at 100/s) to 100h (100 at 1/h).
+			r := ls[0].Rate()
+			exact := new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(l.Capacity()), big.NewInt(int64(r.Period))), big.NewInt(r.Tokens))
+			if w := l.Window(); l.Kind() != spigot.TokenBucket && l.Kind() != spigot.LeakyBucket &&
+				(w < 10*time.Millisecond || w > 100*time.Hour || new(big.Rat).SetInt64(int64(w)).Cmp(exact) < 0 ||
+					new(big.Rat).SetInt64(int64(w-time.Millisecond)).Cmp(exact) >= 0) {
+				t.Fatalf("demoLimit(%q, %q): %v has a window of %v, want %v ns rounded up to the ms", capacity, rate, l, w, exact.FloatString(0))
 			}
 		}
 	})
