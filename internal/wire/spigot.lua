@@ -135,116 +135,6 @@ local function sum(now, ms, us)
 	return string.format('%d%03d', hi, lo)
 end
 
--- The helpers of the kinds but the token bucket, created by others when a
--- call first needs them (a closure made on every call costs the token
--- bucket's path).
-local msafter, num, at, equals, untilms, readlog, version
-
-local function others()
-	-- msafter returns us µs (at most 2^53 in magnitude) plus ms whole ms,
-	-- rounded up to the ms, or -1 (Never) past what a Go Duration holds.
-	msafter = function(us, ms)
-		local r = ceildiv(us, 1000) + ms
-		if r > NEVER then
-			return -1
-		end
-		return r
-	end
-
-	-- num returns the number of the digits d if it is at most 2^53 in
-	-- magnitude, and nil otherwise.
-	num = function(d)
-		return exact(d, tonumber(d))
-	end
-
-	-- at returns base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0) as
-	-- a decimal string, exactly.
-	at = function(base, ms)
-		local x = base + ms * 1000
-		if x < EXACT then
-			return string.format('%d', x)
-		end
-		return sum(base, ms, 0)
-	end
-
-	-- equals reports whether full, of the digits fd (at most 18 of them), is
-	-- base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0), exactly.
-	equals = function(fd, full, base, ms)
-		local x = base + ms * 1000
-		if full < EXACT and x < EXACT then
-			return full == x
-		end
-		return at(base, ms) == string.match(fd, '^0*(%d+)$')
-	end
-
-	-- untilms returns the whole ms, rounded up, from now until full (whose
-	-- digits are fd, at most 18 of them), or -1 (Never) past what a Go
-	-- Duration holds.
-	untilms = function(fd, full)
-		if full < EXACT then
-			return msafter(full - now, 0)
-		end
-		local q = quo(now, 1000)
-		local ms = tonumber(string.sub(fd, 1, -4)) - q + ceildiv(tonumber(string.sub(fd, -3)) - (now - q * 1000), 1000)
-		if ms > NEVER then
-			return -1
-		end
-		return ms
-	end
-
-	-- readlog returns the instants, runs and places in e of a sliding
-	-- log's entries e (see the formats above), count tokens in all, or nil
-	-- if e is not that. The pattern functions check its shape, so that one
-	-- pass reads it.
-	readlog = function(e, count)
-		if not string.find(e, '^%-?%d') or string.find(e, '[^%dx ]', 2) or string.find(e, '[ x][ x]') or string.find(e, '[ x]$')
-			or string.find(e, 'x%d+x') or string.find(e, '^%-?0%d') or string.find(e, '[ x]0') or string.find(e, 'x1 ') or string.find(e, 'x1$') then
-			return nil -- not single spaces between groups of digits[x digits]; a leading 0; a run of 1
-		end
-		local ts, rs, ps, total, t, n = {}, {}, {}, 0, 0, 0
-		for p, d, r in string.gmatch(e, '()(%d+)x?(%d*)') do
-			local v = tonumber(d)
-			if v >= EXACT and not exact(d, v) then
-				return nil
-			end
-			if n == 0 then
-				t = v
-				if string.byte(e, 1) == 45 then
-					t = -v
-				end
-			elseif t >= 0 and v > EXACT - t then -- past 2^53
-				return nil
-			else
-				t = t + v
-			end
-			local run = 1
-			if r ~= '' then
-				run = tonumber(r)
-			end
-			if run > count - total then
-				return nil
-			end
-			total, n = total + run, n + 1
-			ts[n], rs[n], ps[n] = t, run, p
-		end
-		if total ~= count then
-			return nil
-		end
-		return ts, rs, ps
-	end
-
-	-- version returns the version of the format this script writes for the
-	-- kind tag, and nil for a kind it does not know.
-	version = function(tag)
-		if tag == 'tb' then
-			return 2
-		elseif tag == 'lb' or tag == 'fw' or tag == 'sw' or tag == 'sl' then
-			return 1
-		end
-		return nil
-	end
-end
-
 -- pending holds, all or nothing, what each key will hold if the call is
 -- kept: {state, ms} or {false} for none; reply holds, with several keys,
 -- the decisions so far. With one key both stay nil, and in a batch
@@ -275,11 +165,8 @@ for i = 1, nkeys do
 	elseif action == 'tb.reset' then
 		act = 'reset'
 	else
-		if not version then
-			others()
-		end
 		kind, act = string.match(action, '^(%l%l)%.(%l+)$')
-		if not version(kind) or (act ~= 'take' and act ~= 'peek' and act ~= 'takeupto' and act ~= 'refund' and act ~= 'reset') then
+		if (kind ~= 'lb' and kind ~= 'fw' and kind ~= 'sw' and kind ~= 'sl') or (act ~= 'take' and act ~= 'peek' and act ~= 'takeupto' and act ~= 'refund' and act ~= 'reset') then
 			return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
 		end
 	end
@@ -322,9 +209,64 @@ for i = 1, nkeys do
 		if fd then
 			sk = 'tb'
 		else
-			if not version then
-				others()
+			-- num returns the number of the digits d if it is at most 2^53 in
+			-- magnitude, and nil otherwise.
+			local function num(d)
+				return exact(d, tonumber(d))
 			end
+
+			-- readlog returns the instants, runs and places in e of a sliding
+			-- log's entries e (see the formats above), count tokens in all, or nil
+			-- if e is not that. The pattern functions check its shape, so that one
+			-- pass reads it.
+			local function readlog(e, count)
+				if not string.find(e, '^%-?%d') or string.find(e, '[^%dx ]', 2) or string.find(e, '[ x][ x]') or string.find(e, '[ x]$')
+					or string.find(e, 'x%d+x') or string.find(e, '^%-?0%d') or string.find(e, '[ x]0') or string.find(e, 'x1 ') or string.find(e, 'x1$') then
+					return nil -- not single spaces between groups of digits[x digits]; a leading 0; a run of 1
+				end
+				local ts, rs, ps, total, t, n = {}, {}, {}, 0, 0, 0
+				for p, d, r in string.gmatch(e, '()(%d+)x?(%d*)') do
+					local v = tonumber(d)
+					if v >= EXACT and not exact(d, v) then
+						return nil
+					end
+					if n == 0 then
+						t = v
+						if string.byte(e, 1) == 45 then
+							t = -v
+						end
+					elseif t >= 0 and v > EXACT - t then -- past 2^53
+						return nil
+					else
+						t = t + v
+					end
+					local run = 1
+					if r ~= '' then
+						run = tonumber(r)
+					end
+					if run > count - total then
+						return nil
+					end
+					total, n = total + run, n + 1
+					ts[n], rs[n], ps[n] = t, run, p
+				end
+				if total ~= count then
+					return nil
+				end
+				return ts, rs, ps
+			end
+
+			-- version returns the version of the format this script writes for the
+			-- kind tag, and nil for a kind it does not know.
+			local function version(tag)
+				if tag == 'tb' then
+					return 2
+				elseif tag == 'lb' or tag == 'fw' or tag == 'sw' or tag == 'sl' then
+					return 1
+				end
+				return nil
+			end
+
 			local tag, ver, rest
 			tag, ver, fd, rest = string.match(v, '^(%l+)/(%d+) (%-?%d+)(.*)$')
 			if not tag then -- before versions: "tokens stamp scale [fullat]"
@@ -536,308 +478,355 @@ for i = 1, nkeys do
 				sv = string.format('tb/2 %d %d %d %d', fullat, stamp, tokens, scale)
 			end
 		end
-	elseif kind ~= 'sl' then
-		-- A fixed or sliding window: limit, window, offset.
-		local w, off = p2, p3
-		local fixed = kind == 'fw'
-		limit = p1
-		local rr = math.fmod(now, w) - off -- (now - off) mod w
-		while rr < 0 do
-			rr = rr + w
-		end
-		local start, stamp, cur, prev = now - rr, now, 0, 0
-		if not sk then
-		elseif sk == kind and f3 == w and (math.fmod(f2, w) == off or math.fmod(f2, w) + w == off) then
-			if f1 > now then
-				stamp = f1
-			end
-			local d = f2 - start
-			if d == 0 then
-				cur, prev = f4, f5
-			elseif d == -w then -- the previous window
-				prev = f4
-			elseif f2 > start then -- the clock stepped back: still its window
-				start, cur, prev = f2, f4, f5
-			end
-			if cur < 0 then cur = 0 elseif cur > limit then cur = limit end
-			if prev < 0 then prev = 0 elseif prev > limit then prev = limit end
-			if fixed then
-				prev = 0
-			end
-		elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
-			blocked = true
-		end
-		if not blocked then
-			-- The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤
-			-- limit×wms. e is the whole ms since start (0 if the clock is
-			-- behind it).
-			local wms = w / 1000
-			local e = now - start
-			if e < 0 then
-				e = 0
-			end
-			e = quo(e, 1000)
-			if e > wms then
-				e = wms
-			end
-			local used = cur + ceildiv(prev * (wms - e), wms)
-			-- retry returns the ms from now until k ≤ limit more tokens fit.
-			local function wretry(k)
-				local free = limit - cur - k
-				if free >= 0 then -- prev's weight falls enough in this window
-					return msafter(start - now, wms - quo(free * wms, prev))
-				elseif fixed then
-					return msafter(start - now, wms)
-				end
-				return msafter(start - now, wms + wms - quo((limit - k) * wms, cur))
-			end
-
-			if act == 'take' or act == 'peek' then
-				local free = limit - cur - n
-				if n > limit then
-					retry = -1
-				elseif n == 0 or (free >= 0 and (prev == 0 or prev * (wms - e) <= free * wms)) then -- a Take of 0 is allowed, even over the limit
-					if act == 'take' then
-						cur = cur + n
-						moved = n
-					end
-				else
-					retry = wretry(n)
-				end
-				if retry ~= 0 and act == 'take' then
-					denied = true
-				end
-			elseif act == 'takeupto' then
-				local k = limit - used
-				if k < 0 then
-					k = 0
-				end
-				if n < k then
-					k = n
-				end
-				if k > 0 or n == 0 then
-					cur = cur + k
-					moved = k
-				else
-					retry = wretry(1)
-					denied = true
-				end
-			elseif act == 'refund' then
-				local k = n
-				if cur < k then
-					k = cur
-				end
-				cur = cur - k
-				local j = n - k
-				if prev < j then
-					j = prev
-				end
-				prev = prev - j
-				moved = k + j
-			else -- reset
-				moved, remaining = used, limit
-				if limit < used then
-					moved = limit
-				end
-			end
-			if act ~= 'reset' then
-				remaining = limit - cur - ceildiv(prev * (wms - e), wms)
-				if remaining < 0 then
-					remaining = 0
-				end
-				local k = 0 -- the windows from start until the counts no longer matter
-				if cur > 0 and not fixed then
-					k = 2
-				elseif cur > 0 or (prev > 0 and e < wms) then
-					k = 1
-				end
-				if k > 0 then
-					reset = msafter(start - now, k * wms)
-					if write then
-						ms = reset
-						if ms < 0 then
-							ms = NEVER
-						end
-						if fixed then
-							sv = string.format('fw/1 %s %d %d %d %d', at(start, k * wms), stamp, start, w, cur)
-						else
-							sv = string.format('sw/1 %s %d %d %d %d %d', at(start, k * wms), stamp, start, w, cur, prev)
-						end
-					end
-				end
-			end
-		end
 	else
-		-- A sliding log: limit, window.
-		local w = p2
-		local wms = w / 1000
-		limit = p1
-		local stamp, first, count = now, 1, 0
-		if not sk then
-			ts, rs, le = {}, {}, nil
-		elseif sk == 'sl' and equals(fd, full, ts[#ts], wms) then -- a log of this window
-			if f1 > now then
-				stamp = f1
+		-- msafter returns us µs (at most 2^53 in magnitude) plus ms whole ms,
+		-- rounded up to the ms, or -1 (Never) past what a Go Duration holds.
+		local function msafter(us, ms)
+			local r = ceildiv(us, 1000) + ms
+			if r > NEVER then
+				return -1
 			end
-			-- The tokens older than a window have left it: the first groups,
-			-- at or before now − w.
-			while first <= #ts and ts[first] <= now - w do
-				first = first + 1
-			end
-			for g = first, #ts do
-				count = count + rs[g]
-			end
-		elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
-			blocked = true
-		else
-			ts, rs, le = {}, {}, nil
+			return r
 		end
-		if not blocked then
-			-- retry returns the ms from now until k ≤ limit more tokens fit:
-			-- until the entry that must leave for them is a window old.
-			local function lretry(k)
-				local idx = count + k - limit - 1
-				for g = first, #ts do
-					if idx < rs[g] then
-						return msafter(ts[g] - now, wms)
+
+		-- at returns base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0) as
+		-- a decimal string, exactly.
+		local function at(base, ms)
+			local x = base + ms * 1000
+			if x < EXACT then
+				return string.format('%d', x)
+			end
+			return sum(base, ms, 0)
+		end
+
+		-- equals reports whether full, of the digits fd (at most 18 of them), is
+		-- base + ms*1000 (base at most 2^53 in magnitude, ms ≥ 0), exactly.
+		local function equals(fd, full, base, ms)
+			local x = base + ms * 1000
+			if full < EXACT and x < EXACT then
+				return full == x
+			end
+			return at(base, ms) == string.match(fd, '^0*(%d+)$')
+		end
+
+		-- untilms returns the whole ms, rounded up, from now until full (whose
+		-- digits are fd, at most 18 of them), or -1 (Never) past what a Go
+		-- Duration holds.
+		local function untilms(fd, full)
+			if full < EXACT then
+				return msafter(full - now, 0)
+			end
+			local q = quo(now, 1000)
+			local ms = tonumber(string.sub(fd, 1, -4)) - q + ceildiv(tonumber(string.sub(fd, -3)) - (now - q * 1000), 1000)
+			if ms > NEVER then
+				return -1
+			end
+			return ms
+		end
+
+		if kind ~= 'sl' then
+			-- A fixed or sliding window: limit, window, offset.
+			local w, off = p2, p3
+			local fixed = kind == 'fw'
+			limit = p1
+			local rr = math.fmod(now, w) - off -- (now - off) mod w
+			while rr < 0 do
+				rr = rr + w
+			end
+			local start, stamp, cur, prev = now - rr, now, 0, 0
+			if not sk then
+			elseif sk == kind and f3 == w and (math.fmod(f2, w) == off or math.fmod(f2, w) + w == off) then
+				if f1 > now then
+					stamp = f1
+				end
+				local d = f2 - start
+				if d == 0 then
+					cur, prev = f4, f5
+				elseif d == -w then -- the previous window
+					prev = f4
+				elseif f2 > start then -- the clock stepped back: still its window
+					start, cur, prev = f2, f4, f5
+				end
+				if cur < 0 then cur = 0 elseif cur > limit then cur = limit end
+				if prev < 0 then prev = 0 elseif prev > limit then prev = limit end
+				if fixed then
+					prev = 0
+				end
+			elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
+				blocked = true
+			end
+			if not blocked then
+				-- The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤
+				-- limit×wms. e is the whole ms since start (0 if the clock is
+				-- behind it).
+				local wms = w / 1000
+				local e = now - start
+				if e < 0 then
+					e = 0
+				end
+				e = quo(e, 1000)
+				if e > wms then
+					e = wms
+				end
+				local used = cur + ceildiv(prev * (wms - e), wms)
+				-- retry returns the ms from now until k ≤ limit more tokens fit.
+				local function wretry(k)
+					local free = limit - cur - k
+					if free >= 0 then -- prev's weight falls enough in this window
+						return msafter(start - now, wms - quo(free * wms, prev))
+					elseif fixed then
+						return msafter(start - now, wms)
 					end
-					idx = idx - rs[g]
+					return msafter(start - now, wms + wms - quo((limit - k) * wms, cur))
+				end
+
+				if act == 'take' or act == 'peek' then
+					local free = limit - cur - n
+					if n > limit then
+						retry = -1
+					elseif n == 0 or (free >= 0 and (prev == 0 or prev * (wms - e) <= free * wms)) then -- a Take of 0 is allowed, even over the limit
+						if act == 'take' then
+							cur = cur + n
+							moved = n
+						end
+					else
+						retry = wretry(n)
+					end
+					if retry ~= 0 and act == 'take' then
+						denied = true
+					end
+				elseif act == 'takeupto' then
+					local k = limit - used
+					if k < 0 then
+						k = 0
+					end
+					if n < k then
+						k = n
+					end
+					if k > 0 or n == 0 then
+						cur = cur + k
+						moved = k
+					else
+						retry = wretry(1)
+						denied = true
+					end
+				elseif act == 'refund' then
+					local k = n
+					if cur < k then
+						k = cur
+					end
+					cur = cur - k
+					local j = n - k
+					if prev < j then
+						j = prev
+					end
+					prev = prev - j
+					moved = k + j
+				else -- reset
+					moved, remaining = used, limit
+					if limit < used then
+						moved = limit
+					end
+				end
+				if act ~= 'reset' then
+					remaining = limit - cur - ceildiv(prev * (wms - e), wms)
+					if remaining < 0 then
+						remaining = 0
+					end
+					local k = 0 -- the windows from start until the counts no longer matter
+					if cur > 0 and not fixed then
+						k = 2
+					elseif cur > 0 or (prev > 0 and e < wms) then
+						k = 1
+					end
+					if k > 0 then
+						reset = msafter(start - now, k * wms)
+						if write then
+							ms = reset
+							if ms < 0 then
+								ms = NEVER
+							end
+							if fixed then
+								sv = string.format('fw/1 %s %d %d %d %d', at(start, k * wms), stamp, start, w, cur)
+							else
+								sv = string.format('sw/1 %s %d %d %d %d %d', at(start, k * wms), stamp, start, w, cur, prev)
+							end
+						end
+					end
 				end
 			end
-			-- dirty is the first group of the log as read that changed.
-			local dirty = #ts + 1
-			-- add appends k tokens at stamp.
-			local function add(k)
-				if k > 0 then
-					local last = #ts
-					if last >= first and ts[last] == stamp then
-						rs[last] = rs[last] + k
+		else
+			-- A sliding log: limit, window.
+			local w = p2
+			local wms = w / 1000
+			limit = p1
+			local stamp, first, count = now, 1, 0
+			if not sk then
+				ts, rs, le = {}, {}, nil
+			elseif sk == 'sl' and equals(fd, full, ts[#ts], wms) then -- a log of this window
+				if f1 > now then
+					stamp = f1
+				end
+				-- The tokens older than a window have left it: the first groups,
+				-- at or before now − w.
+				while first <= #ts and ts[first] <= now - w do
+					first = first + 1
+				end
+				for g = first, #ts do
+					count = count + rs[g]
+				end
+			elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
+				blocked = true
+			else
+				ts, rs, le = {}, {}, nil
+			end
+			if not blocked then
+				-- retry returns the ms from now until k ≤ limit more tokens fit:
+				-- until the entry that must leave for them is a window old.
+				local function lretry(k)
+					local idx = count + k - limit - 1
+					for g = first, #ts do
+						if idx < rs[g] then
+							return msafter(ts[g] - now, wms)
+						end
+						idx = idx - rs[g]
+					end
+				end
+				-- dirty is the first group of the log as read that changed.
+				local dirty = #ts + 1
+				-- add appends k tokens at stamp.
+				local function add(k)
+					if k > 0 then
+						local last = #ts
+						if last >= first and ts[last] == stamp then
+							rs[last] = rs[last] + k
+							if last < dirty then
+								dirty = last
+							end
+						else
+							ts[last + 1], rs[last + 1] = stamp, k
+						end
+						count = count + k
+					end
+				end
+
+				if act == 'take' or act == 'peek' then
+					if n > limit then
+						retry = -1
+					elseif n == 0 or count + n <= limit then -- a Take of 0 is allowed, even over the limit
+						if act == 'take' then
+							add(n)
+							moved = n
+						end
+					else
+						retry = lretry(n)
+					end
+					if retry ~= 0 and act == 'take' then
+						denied = true
+					end
+				elseif act == 'takeupto' then
+					local k = limit - count
+					if k < 0 then
+						k = 0
+					end
+					if n < k then
+						k = n
+					end
+					if k > 0 or n == 0 then
+						add(k)
+						moved = k
+					else
+						retry = lretry(1)
+						denied = true
+					end
+				elseif act == 'refund' then -- the most recent first
+					local k = n
+					if count < k then
+						k = count
+					end
+					moved, count = k, count - k
+					while k > 0 do
+						local last = #ts
 						if last < dirty then
 							dirty = last
 						end
-					else
-						ts[last + 1], rs[last + 1] = stamp, k
-					end
-					count = count + k
-				end
-			end
-
-			if act == 'take' or act == 'peek' then
-				if n > limit then
-					retry = -1
-				elseif n == 0 or count + n <= limit then -- a Take of 0 is allowed, even over the limit
-					if act == 'take' then
-						add(n)
-						moved = n
-					end
-				else
-					retry = lretry(n)
-				end
-				if retry ~= 0 and act == 'take' then
-					denied = true
-				end
-			elseif act == 'takeupto' then
-				local k = limit - count
-				if k < 0 then
-					k = 0
-				end
-				if n < k then
-					k = n
-				end
-				if k > 0 or n == 0 then
-					add(k)
-					moved = k
-				else
-					retry = lretry(1)
-					denied = true
-				end
-			elseif act == 'refund' then -- the most recent first
-				local k = n
-				if count < k then
-					k = count
-				end
-				moved, count = k, count - k
-				while k > 0 do
-					local last = #ts
-					if last < dirty then
-						dirty = last
-					end
-					if rs[last] > k then
-						rs[last], k = rs[last] - k, 0
-					else
-						k = k - rs[last]
-						ts[last], rs[last] = nil, nil
-					end
-				end
-			else -- reset
-				moved, remaining = count, limit
-				if limit < count then
-					moved = limit
-				end
-			end
-			if act ~= 'reset' then
-				remaining = limit - count
-				if remaining < 0 then
-					remaining = 0
-				end
-				if count > 0 then
-					local last = ts[#ts]
-					reset = msafter(last - now, wms)
-					if write then
-						ms = reset
-						if ms < 0 then
-							ms = NEVER
+						if rs[last] > k then
+							rs[last], k = rs[last] - k, 0
+						else
+							k = k - rs[last]
+							ts[last], rs[last] = nil, nil
 						end
-						-- The first group's instant, the groups as read that did
-						-- not change (copied), then the others' distances.
-						local parts = {string.format('%d', ts[first])}
-						if rs[first] > 1 then
-							parts[1] = string.format('%dx%d', ts[first], rs[first])
-						end
-						local g = first + 1
-						if le and g < dirty and g <= #ts then
-							local upto = dirty - 1
-							if upto > #ts then
-								upto = #ts
+					end
+				else -- reset
+					moved, remaining = count, limit
+					if limit < count then
+						moved = limit
+					end
+				end
+				if act ~= 'reset' then
+					remaining = limit - count
+					if remaining < 0 then
+						remaining = 0
+					end
+					if count > 0 then
+						local last = ts[#ts]
+						reset = msafter(last - now, wms)
+						if write then
+							ms = reset
+							if ms < 0 then
+								ms = NEVER
 							end
-							if ps[upto + 1] then
-								parts[2] = string.sub(le, ps[g], ps[upto + 1] - 2)
-							else
-								parts[2] = string.sub(le, ps[g])
+							-- The first group's instant, the groups as read that did
+							-- not change (copied), then the others' distances.
+							local parts = {string.format('%d', ts[first])}
+							if rs[first] > 1 then
+								parts[1] = string.format('%dx%d', ts[first], rs[first])
 							end
-							g = upto + 1
-						end
-						for h = g, #ts do
-							if rs[h] > 1 then
-								parts[#parts + 1] = string.format('%dx%d', ts[h] - ts[h - 1], rs[h])
-							else
-								parts[#parts + 1] = string.format('%d', ts[h] - ts[h - 1])
+							local g = first + 1
+							if le and g < dirty and g <= #ts then
+								local upto = dirty - 1
+								if upto > #ts then
+									upto = #ts
+								end
+								if ps[upto + 1] then
+									parts[2] = string.sub(le, ps[g], ps[upto + 1] - 2)
+								else
+									parts[2] = string.sub(le, ps[g])
+								end
+								g = upto + 1
 							end
+							for h = g, #ts do
+								if rs[h] > 1 then
+									parts[#parts + 1] = string.format('%dx%d', ts[h] - ts[h - 1], rs[h])
+								else
+									parts[#parts + 1] = string.format('%d', ts[h] - ts[h - 1])
+								end
+							end
+							sv = string.format('sl/1 %s %d %d ', at(last, wms), stamp, count) .. table.concat(parts, ' ')
 						end
-						sv = string.format('sl/1 %s %d %d ', at(last, wms), stamp, count) .. table.concat(parts, ' ')
 					end
 				end
 			end
 		end
-	end
 
-	if blocked then
-		-- A state of another kind, or of other windows, before its FullAt:
-		-- the limit is used up until then. Only a Reset changes it.
-		local until_ = untilms(fd, full)
-		reset, write = until_, false
-		if act == 'take' or act == 'peek' or act == 'takeupto' then
-			if n == 0 then
-			elseif n > limit and act ~= 'takeupto' then
-				retry = -1
-			else
-				retry = until_
+		if blocked then
+			-- A state of another kind, or of other windows, before its FullAt:
+			-- the limit is used up until then. Only a Reset changes it.
+			local until_ = untilms(fd, full)
+			reset, write = until_, false
+			if act == 'take' or act == 'peek' or act == 'takeupto' then
+				if n == 0 then
+				elseif n > limit and act ~= 'takeupto' then
+					retry = -1
+				else
+					retry = until_
+				end
+				if retry ~= 0 and act ~= 'peek' then
+					denied = true
+				end
+			elseif act == 'reset' then
+				moved, remaining, reset, write = limit, limit, 0, true
 			end
-			if retry ~= 0 and act ~= 'peek' then
-				denied = true
-			end
-		elseif act == 'reset' then
-			moved, remaining, reset, write = limit, limit, 0, true
 		end
 	end
 
