@@ -3,8 +3,9 @@
 //
 // It runs spigot's model (spigot.Op.Apply) on a sharded map, so parallel callers
 // on different keys rarely contend on a lock, and an operation on a key that
-// already has state allocates nothing. A key's state is forgotten once its
-// bucket is full again, so idle keys cost nothing; WithMaxKeys caps the
+// already has state allocates nothing (but for a sliding log whose log
+// outgrows its array). A key's state is forgotten once its limit is whole
+// again (State.FullAt), so idle keys cost nothing; WithMaxKeys caps the
 // number of keys held at once against floods of distinct keys. It starts no
 // goroutine and needs no Close.
 //
