@@ -126,7 +126,8 @@
 //
 // The pattern must make at least one request and at most 10,000,000
 // (-burst plus -n), and the last one must come within the longest
-// time.Duration (about 292 years). The rate must refill 1 token or more
+// time.Duration (about 292 years), and for a leaky bucket so must its
+// departure, up to the time the queue takes to drain after it. The rate must refill 1 token or more
 // over a period of at least 1µs and a whole number of µs. For spigot's
 // exact arithmetic (see spigot.NewBucket), the rate in tokens per µs, as a
 // fraction in lowest terms, must have a numerator and a denominator of at

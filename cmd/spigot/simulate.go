@@ -39,6 +39,9 @@ func (f *algoFlag) Set(s string) error {
 	return nil
 }
 
+// leaky reports whether -algo names the leaky bucket, alone or among all.
+func (f *algoFlag) leaky() bool { return f.name == "leaky-bucket" || f.name == "all" }
+
 // chosen returns the algorithms -algo names.
 func (f *algoFlag) chosen() []algorithm {
 	if f.name == "all" {
@@ -182,6 +185,17 @@ func (f *simFlags) limits() ([]sim, error) {
 	if buckets {
 		if err := f.exact(); err != nil {
 			return nil, err
+		}
+	}
+	if f.algo.leaky() {
+		// The last request waits at most the time the queue takes to
+		// drain: capacity × period ÷ tokens.
+		last := new(big.Int).Mul(big.NewInt(int64(f.n)), big.NewInt(int64(f.every)))
+		drain := new(big.Int).Mul(big.NewInt(f.capacity), big.NewInt(int64(r.Period)))
+		drain.Quo(drain, big.NewInt(r.Tokens))
+		if last.Add(last, drain).Cmp(big.NewInt(math.MaxInt64)) > 0 {
+			return bad("-n %d, -every %v and -capacity %d: the leaky bucket's last request could leave after %v, the longest time the simulation counts; lower -n, -every or -capacity",
+				f.n, f.every, f.capacity, time.Duration(math.MaxInt64))
 		}
 	}
 	sims := make([]sim, len(algos))

@@ -279,6 +279,11 @@ func TestSimulateAlgoInvalid(t *testing.T) {
 			"a sliding window's exact arithmetic needs the token count × the window in ms to be at most 2^53; lower the token count to at most 104249991, or shorten the period\n"},
 		{[]string{"-algo", "fixed-window", "-rate", "9007199254740993/s"}, "spigot simulate: -rate 9007199254740993/s: a window's limit must be at most 2^53\n"},
 		{[]string{"-algo", "leaky-bucket", "-capacity", "-1"}, "spigot simulate: -capacity -1: must be 0 or more\n"},
+		// The fourth request comes at 9.2e18 ns, and the queue drains in
+		// 9e18 ns: a departure beyond the longest time.Duration.
+		{[]string{"-algo", "leaky-bucket", "-capacity", "3", "-rate", "1/3000000000000000us", "-burst", "0", "-n", "4", "-every", "2300000000000000us"},
+			"spigot simulate: -n 4, -every 638888h53m20s and -capacity 3: the leaky bucket's last request could leave after 2562047h47m16.854775807s, " +
+				"the longest time the simulation counts; lower -n, -every or -capacity\n"},
 		{[]string{"-algo", "all", "-capacity", "2502000", "-rate", "1/h"}, "spigot simulate: -capacity 2502000 is too large for -rate 1/h: " +
 			"spigot's exact arithmetic needs -capacity × 3600000000 (the denominator of the rate in tokens per µs, 1/3600000000) " +
 			"to be at most 2^53; lower -capacity to at most 2501999, or use a -rate that is a simpler fraction of tokens per µs\n"},
