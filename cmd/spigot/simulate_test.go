@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -346,33 +347,36 @@ func FuzzBusiest(f *testing.F) {
 	})
 }
 
-// FuzzSimulateFlags: whatever the algorithm, rate and offset, simulate
-// either runs (exit 0) or rejects the command line with one line that
-// starts with its name (exit 2); it never finds the model beyond its
-// bounds (exit 1) nor panics.
+// FuzzSimulateFlags: whatever the algorithm, rate, offset, capacity and
+// spacing, simulate either runs (exit 0) and prints no negative time, or
+// rejects the command line with one line that starts with its name (exit
+// 2); it never finds the model beyond its bounds (exit 1) nor panics.
 func FuzzSimulateFlags(f *testing.F) {
-	for _, s := range []struct{ algo, rate, offset, capacity string }{
-		{"all", "10/s", "10ms", "10"},
-		{"fixed-window", "3/s", "-200ms", "0"},
-		{"leaky-bucket", "7/10s", "0", "3"},
-		{"sliding-log", "1000/ms", "0", "1"},
-		{"sliding-window", "5/1500ms", "0", "1"},
-		{"all", "1/us", "0", "10"},
-		{"token-bucket", "x/s", "1h", "-1"},
+	for _, s := range []struct{ algo, rate, offset, capacity, every string }{
+		{"all", "10/s", "10ms", "10", "1ms"},
+		{"fixed-window", "3/s", "-200ms", "0", "200ms"},
+		{"leaky-bucket", "7/10s", "0", "3", "1s"},
+		{"sliding-log", "1000/ms", "0", "1", "7ms"},
+		{"sliding-window", "5/1500ms", "0", "1", "7ms"},
+		{"all", "1/us", "0", "10", "7ms"},
+		{"token-bucket", "x/s", "1h", "-1", "7ms"},
+		{"leaky-bucket", "1/3000000000000000us", "0", "3", "2300000000000000us"},
 	} {
-		f.Add(s.algo, s.rate, s.offset, s.capacity, uint8(5), uint8(5))
+		f.Add(s.algo, s.rate, s.offset, s.capacity, s.every, uint8(5), uint8(5))
 	}
-	f.Fuzz(func(t *testing.T, algo, rate, offset, capacity string, burst, n uint8) {
-		args := []string{"simulate", "-quiet", "-algo", algo, "-rate", rate, "-offset", offset, "-capacity", capacity,
-			"-burst", itoa(int(burst)), "-n", itoa(int(n)), "-every", "7ms"}
-		_, errOut, code := runCmd(t, args...)
+	negative := regexp.MustCompile(`(^|\s)-[0-9]`)
+	f.Fuzz(func(t *testing.T, algo, rate, offset, capacity, every string, burst, n uint8) {
+		args := []string{"simulate", "-algo", algo, "-rate", rate, "-offset", offset, "-capacity", capacity,
+			"-burst", strconv.Itoa(int(burst)), "-n", strconv.Itoa(int(n)), "-every", every}
+		out, errOut, code := runCmd(t, args...)
 		switch {
 		case code == 0 && errOut == "":
+			if m := negative.FindString(out); m != "" {
+				t.Fatalf("spigot %q: a negative time in the output: %q", args, out)
+			}
 		case code == 2 && strings.HasPrefix(errOut, "spigot simulate: ") && strings.Count(errOut, "\n") <= 2:
 		default:
 			t.Fatalf("spigot %q: exit %d, stderr %q", args, code, errOut)
 		}
 	})
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
