@@ -1,7 +1,10 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"math/rand/v2"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -89,6 +92,22 @@ func TestSimulateAll(t *testing.T) {
 		}
 		if g != w {
 			t.Errorf("line %d: got %q, want %q", i+1, g, w)
+		}
+	}
+	// The package doc, -h and the README show this command.
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	help, _, _ := runCmd(t, "simulate", "-h")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := strings.Join(args[1:], " ")
+	for name, text := range map[string]string{"the package doc": f.Doc.Text(), "simulate -h": help, "README.md": string(readme)} {
+		if !strings.Contains(strings.Join(strings.Fields(text), " "), shown) {
+			t.Errorf("%s does not show %q", name, shown)
 		}
 	}
 	// -quiet leaves out the timeline, and nothing else.
