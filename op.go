@@ -355,7 +355,10 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 		return d, nil
 	}
 	if full := max(t+d.ResetAfter.Microseconds(), stamp); full > t {
-		*s = State{Kind: b.kind, Stamp: stamp, FullAt: full, Tokens: tokens, Scale: b.scale}
+		if s.Kind != b.kind || s.Start|s.Window|s.Count|s.Prev != 0 || s.Log != nil {
+			*s = State{}
+		}
+		s.Kind, s.Stamp, s.FullAt, s.Tokens, s.Scale = b.kind, stamp, full, tokens, b.scale
 	} else { // full, and nothing to remember: as if never seen
 		*s = State{}
 	}
