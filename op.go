@@ -474,7 +474,10 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 		return d
 	}
 	if full > t {
-		*s = State{Kind: b.kind, Stamp: stamp, FullAt: full, Start: start, Window: w, Count: cur, Prev: prev}
+		if s.Kind != b.kind || s.Tokens|s.Scale != 0 || s.Log != nil {
+			*s = State{}
+		}
+		s.Kind, s.Stamp, s.FullAt, s.Start, s.Window, s.Count, s.Prev = b.kind, stamp, full, start, w, cur, prev
 	} else {
 		*s = State{}
 	}
