@@ -495,8 +495,14 @@ func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
 		stamp = max(s.Stamp, t)
 		log = s.Log
 		// The tokens older than a window have left it: the entries at or
-		// before t−w, the first ones, since the log is in order.
-		old, _ := slices.BinarySearch(log, t-w+1)
+		// before t−w, the first ones, since the log is in order. (The
+		// expired prefix, read one by one: each entry leaves once, and a
+		// log out of order, which only a store's value can hold, is read
+		// as the script reads it, by its prefix.)
+		old := 0
+		for old < len(log) && log[old] <= t-w {
+			old++
+		}
 		if old > 0 && action != Peek {
 			log = log[:copy(log, log[old:])]
 		} else {
