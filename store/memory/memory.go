@@ -236,6 +236,9 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 		p := &keys[j]
 		if e := s.shards[p.h&s.mask].find(p.h, p.name, p.key); e != nil {
 			p.state = e.state
+			// Apply reuses a log's array, and a batch denied keeps the
+			// entry's state: its own copy.
+			p.state.Log = slices.Clone(e.state.Log)
 		}
 	}
 	denied := false
