@@ -10,13 +10,14 @@
 // scaled units, with a tag and a version for each kind of limit (a token
 // bucket's is "tb/2 <fullat> <stamp> <tokens> <scale>", a leaky bucket's
 // "lb/1 …", a fixed window's "fw/1 …", a sliding window's "sw/1 …", and a
-// sliding log's "sl/1 <fullat> <stamp> <count> <entries>", its instants
-// as distances from one another, with a run length for tokens taken at
-// one instant), and deletes it, or lets its TTL drop it, once the state no
-// longer matters (spigot.State.FullAt). The format is versioned so that a
-// rolling deploy can mix versions on one server: the script reads every
-// earlier format, and reads a state of another kind, or of a later
-// version, by its FullAt alone, never as a full limit. (A script from
+// sliding log's "sl/2 <fullat> <stamp> <base> <width> <entries>", its
+// instants as offsets from base in a fixed number of digits, so that the
+// script reads only the entries it needs), and deletes it, or lets its
+// TTL drop it, once the state no longer matters (spigot.State.FullAt).
+// The format is versioned so that a rolling deploy can mix versions on
+// one server: the script reads every earlier format (but the sliding
+// log's sl/1, never released), and reads a state of another kind, or
+// of a later version, by its FullAt alone, never as a full limit. (A script from
 // before the format had a tag reads a tagged state as a full limit.) Each
 // field is a decimal integer within 2^53 (spigot.MaxExact), where the
 // script's numbers are exact; the FullAt of a state read by a limit of its

@@ -40,10 +40,13 @@
 --   "lb/1 <fullat> <stamp> <tokens> <scale>"           a leaky bucket
 --   "fw/1 <fullat> <stamp> <start> <window> <count>"   a fixed window
 --   "sw/1 <fullat> <stamp> <start> <window> <count> <prev>"
---   "sl/1 <fullat> <stamp> <count> <entries>"          a sliding log: the
---      instants of its tokens in groups of equal ones, the first group's
---      instant then each one's distance from the one before, each with
---      "x<run>" for a group of more than one token.
+--   "sl/2 <fullat> <stamp> <base> <width> <entries>"   a sliding log: one
+--      entry a token, each the offset of its instant from base in exactly
+--      width digits (1 to 15), written together: the script reads only
+--      the entries it needs (the ones that left, from the front; the one a
+--      RetryAfter counts from; the last), appends and drops with string.sub
+--      and string.rep, and rewrites them all only when a new entry would not
+--      fit the width (a rebase, about once in ten windows' worth of entries).
 -- The format before versions, "<tokens> <stamp> <scale> [<fullat>]", is a
 -- token bucket's; a state of another kind or of a later version is read
 -- by its FullAt alone (as the bucket that is full again then, and not
@@ -202,7 +205,7 @@ for i = 1, nkeys do
 	local sk, full, fd
 	local s, t, sc -- a bucket's stamp, tokens and scale
 	local f1, f2, f3, f4, f5 -- a window's stamp, start, window, count, prev; a log's stamp
-	local ts, rs, ps, le -- a log's instants, runs, places in le, its entries
+	local lb, lw, le, lk -- a log's base, width, entries and number of them
 	if v then
 		local sd, td, cd
 		fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
@@ -215,53 +218,12 @@ for i = 1, nkeys do
 				return exact(d, tonumber(d))
 			end
 
-			-- readlog returns the instants, runs and places in e of a sliding
-			-- log's entries e (see the formats above), count tokens in all, or nil
-			-- if e is not that. The pattern functions check its shape, so that one
-			-- pass reads it.
-			local function readlog(e, count)
-				if not string.find(e, '^%-?%d') or string.find(e, '[^%dx ]', 2) or string.find(e, '[ x][ x]') or string.find(e, '[ x]$')
-					or string.find(e, 'x%d+x') or string.find(e, '^%-?0%d') or string.find(e, '[ x]0') or string.find(e, 'x1 ') or string.find(e, 'x1$') then
-					return nil -- not single spaces between groups of digits[x digits]; a leading 0; a run of 1
-				end
-				local ts, rs, ps, total, t, n = {}, {}, {}, 0, 0, 0
-				for p, d, r in string.gmatch(e, '()(%d+)x?(%d*)') do
-					local v = tonumber(d)
-					if v >= EXACT and not exact(d, v) then
-						return nil
-					end
-					if n == 0 then
-						t = v
-						if string.byte(e, 1) == 45 then
-							t = -v
-						end
-					elseif t >= 0 and v > EXACT - t then -- past 2^53
-						return nil
-					else
-						t = t + v
-					end
-					local run = 1
-					if r ~= '' then
-						run = tonumber(r)
-					end
-					if run > count - total then
-						return nil
-					end
-					total, n = total + run, n + 1
-					ts[n], rs[n], ps[n] = t, run, p
-				end
-				if total ~= count then
-					return nil
-				end
-				return ts, rs, ps
-			end
-
 			-- version returns the version of the format this script writes for the
 			-- kind tag, and nil for a kind it does not know.
 			local function version(tag)
-				if tag == 'tb' then
+				if tag == 'tb' or tag == 'sl' then
 					return 2
-				elseif tag == 'lb' or tag == 'fw' or tag == 'sw' or tag == 'sl' then
+				elseif tag == 'lb' or tag == 'fw' or tag == 'sw' then
 					return 1
 				end
 				return nil
@@ -276,18 +238,20 @@ for i = 1, nkeys do
 					fd = td and '0' -- stored before FullAt: unknown
 				end
 				sk = td and 'old'
-			elseif ver == '1' and tag ~= 'tb' and version(tag) then
+			elseif tag ~= 'tb' and version(tag) and ver == string.format('%d', version(tag)) then
 				if tag == 'lb' then
 					sd, td, cd = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+)$')
 					sk = sd and tag
 				elseif tag == 'sl' then
-					local d1, d2, e = string.match(rest, '^ (%-?%d+) (%d+) (.*)$')
+					-- The whole value's checks are patterns and lengths (C); the
+					-- entries are read one by one only where the log needs them.
+					local d1, d2, d3, e = string.match(rest, '^ (%-?%d+) (%-?%d+) ([1-9]%d?) (%d+)$')
 					if d1 then
-						f1, f4 = num(d1), tonumber(d2)
-						if f1 and f4 >= 1 and f4 <= 1000 then
-							ts, rs, ps = readlog(e, f4)
-							le = e
-							sk = ts and tag
+						f1, lb, lw = num(d1), num(d2), tonumber(d3)
+						if f1 and lb and lw <= 15 and math.fmod(#e, lw) == 0 and #e <= 1000 * lw
+							and lb <= EXACT - tonumber('1' .. string.rep('0', lw)) + 1 then
+							le, lk = e, #e / lw
+							sk = tag
 						end
 					end
 				else
@@ -656,58 +620,42 @@ for i = 1, nkeys do
 				end
 			end
 		else
-			-- A sliding log: limit, window.
+			-- A sliding log: limit, window. Its entries le are read where needed:
+			-- entry i (0 the first) is lb + the width lw digits at i × lw.
 			local w = p2
 			local wms = w / 1000
 			limit = p1
-			local stamp, first, count = now, 1, 0
+			local function entry(i)
+				return lb + tonumber(string.sub(le, i * lw + 1, i * lw + lw))
+			end
+			local stamp, first, count = now, 0, 0 -- first: the entries that left
 			if not sk then
-				ts, rs, le = {}, {}, nil
-			elseif sk == 'sl' and equals(fd, full, ts[#ts], wms) then -- a log of this window
+				le = nil
+			elseif sk == 'sl' and equals(fd, full, entry(lk - 1), wms) then -- a log of this window
 				if f1 > now then
 					stamp = f1
 				end
-				-- The tokens older than a window have left it: the first groups,
-				-- at or before now − w.
-				while first <= #ts and ts[first] <= now - w do
+				-- The tokens older than a window have left it: the first entries,
+				-- at or before now − w (read up to the first one after it).
+				local cut = now - w
+				while first < lk and entry(first) <= cut do
 					first = first + 1
 				end
-				for g = first, #ts do
-					count = count + rs[g]
-				end
+				count = lk - first
 			elseif full > now and full ~= 0 then -- another kind or window: used up until its FullAt
 				blocked = true
 			else
-				ts, rs, le = {}, {}, nil
+				le = nil
 			end
 			if not blocked then
 				-- retry returns the ms from now until k ≤ limit more tokens fit:
 				-- until the entry that must leave for them is a window old.
 				local function lretry(k)
-					local idx = count + k - limit - 1
-					for g = first, #ts do
-						if idx < rs[g] then
-							return msafter(ts[g] - now, wms)
-						end
-						idx = idx - rs[g]
-					end
+					return msafter(entry(first + count + k - limit - 1) - now, wms)
 				end
-				-- dirty is the first group of the log as read that changed.
-				local dirty = #ts + 1
-				-- add appends k tokens at stamp.
+				local added = 0 -- the tokens appended at stamp
 				local function add(k)
-					if k > 0 then
-						local last = #ts
-						if last >= first and ts[last] == stamp then
-							rs[last] = rs[last] + k
-							if last < dirty then
-								dirty = last
-							end
-						else
-							ts[last + 1], rs[last + 1] = stamp, k
-						end
-						count = count + k
-					end
+					added, count = added + k, count + k
 				end
 
 				if act == 'take' or act == 'peek' then
@@ -739,24 +687,12 @@ for i = 1, nkeys do
 						retry = lretry(1)
 						denied = true
 					end
-				elseif act == 'refund' then -- the most recent first
+				elseif act == 'refund' then -- the most recent first: dropped from the end
 					local k = n
 					if count < k then
 						k = count
 					end
 					moved, count = k, count - k
-					while k > 0 do
-						local last = #ts
-						if last < dirty then
-							dirty = last
-						end
-						if rs[last] > k then
-							rs[last], k = rs[last] - k, 0
-						else
-							k = k - rs[last]
-							ts[last], rs[last] = nil, nil
-						end
-					end
 				else -- reset
 					moved, remaining = count, limit
 					if limit < count then
@@ -769,40 +705,58 @@ for i = 1, nkeys do
 						remaining = 0
 					end
 					if count > 0 then
-						local last = ts[#ts]
+						local old = count - added -- the entries kept, from first
+						local last = stamp
+						if added == 0 then
+							last = entry(first + old - 1)
+						end
 						reset = msafter(last - now, wms)
 						if write then
 							ms = reset
 							if ms < 0 then
 								ms = NEVER
 							end
-							-- The first group's instant, the groups as read that did
-							-- not change (copied), then the others' distances.
-							local parts = {string.format('%d', ts[first])}
-							if rs[first] > 1 then
-								parts[1] = string.format('%dx%d', ts[first], rs[first])
-							end
-							local g = first + 1
-							if le and g < dirty and g <= #ts then
-								local upto = dirty - 1
-								if upto > #ts then
-									upto = #ts
+							local body
+							local off = stamp - (lb or 0)
+							if added == 0 or (le and off >= 0 and off < tonumber('1' .. string.rep('0', lw))) then
+								-- The entries kept, copied, and the new ones in the same width.
+								body = ''
+								if le then
+									body = string.sub(le, first * lw + 1, (first + old) * lw)
 								end
-								if ps[upto + 1] then
-									parts[2] = string.sub(le, ps[g], ps[upto + 1] - 2)
-								else
-									parts[2] = string.sub(le, ps[g])
+								if added > 0 then
+									body = body .. string.rep(string.format('%0' .. lw .. 'd', off), added)
 								end
-								g = upto + 1
-							end
-							for h = g, #ts do
-								if rs[h] > 1 then
-									parts[#parts + 1] = string.format('%dx%d', ts[h] - ts[h - 1], rs[h])
-								else
-									parts[#parts + 1] = string.format('%d', ts[h] - ts[h - 1])
+							else
+								-- A rebase: from the least instant, one digit more than the
+								-- span needs (wire.FormatState's logBase).
+								local xs, lo, hi = {}, stamp, stamp
+								for i = 1, old do
+									local x = entry(first + i - 1)
+									xs[i] = x
+									if x < lo then
+										lo = x
+									end
+									if x > hi then
+										hi = x
+									end
 								end
+								lw = #string.format('%d', hi - lo)
+								if lw < 15 then
+									lw = lw + 1
+								end
+								lb = lo
+								local top = EXACT - tonumber('1' .. string.rep('0', lw)) + 1
+								if lb > top then
+									lb = top
+								end
+								local f = '%0' .. lw .. 'd'
+								for i = 1, old do
+									xs[i] = string.format(f, xs[i] - lb)
+								end
+								body = table.concat(xs) .. string.rep(string.format(f, stamp - lb), added)
 							end
-							sv = string.format('sl/1 %s %d %d ', at(last, wms), stamp, count) .. table.concat(parts, ' ')
+							sv = string.format('sl/2 %s %d %d %d ', at(last, wms), stamp, lb, lw) .. body
 						end
 					end
 				end

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -22,7 +23,7 @@ var tags = [...]string{
 	spigot.TokenBucket:   "tb/2",
 	spigot.FixedWindow:   "fw/1",
 	spigot.SlidingWindow: "sw/1",
-	spigot.SlidingLog:    "sl/1",
+	spigot.SlidingLog:    "sl/2",
 	spigot.LeakyBucket:   "lb/1",
 }
 
@@ -38,16 +39,18 @@ var tags = [...]string{
 //   - "fw/1 <fullat> <stamp> <start> <window> <count>": a fixed window's.
 //   - "sw/1 <fullat> <stamp> <start> <window> <count> <prev>": a sliding
 //     window's.
-//   - "sl/1 <fullat> <stamp> <count> <entries>": a sliding log's, where
-//     count (1 to spigot.MaxLog, no sign) is the number of tokens in the
-//     log, and entries its instants in groups of equal ones, oldest
-//     first, separated by single spaces: the first group's instant, then
-//     each group's distance from the group before it (1 or more, no
-//     sign), each followed by "x<run>" when the group has more than one
-//     token (run ≥ 2, and the runs sum to count); no number of the entries
-//     has a leading zero (but the instant 0), so that the script can copy
-//     the groups it does not change; every instant is at most
-//     spigot.MaxExact in magnitude.
+//   - "sl/2 <fullat> <stamp> <base> <width> <entries>": a sliding log's,
+//     one entry a token, in the order of its Log: each entry the offset of
+//     its instant from base, in exactly width digits (1 to 15, zero-padded,
+//     width without a leading zero), the entries written together without
+//     separators, 1 to spigot.MaxLog of them (so the entries' length is a
+//     multiple of width). base is at most spigot.MaxExact in magnitude, and
+//     base + 10^width − 1 at most spigot.MaxExact, so that every instant
+//     the entries can hold is. The script reads an entry only when it
+//     needs it (the ones that left the window, from the front, the one a
+//     denial's RetryAfter counts from, the last), so a log is read as it
+//     is written, in order or not: the syntax and these bounds, checked on
+//     the whole value, are all that makes one readable.
 //   - "<tokens> <stamp> <scale> <fullat>" and "<tokens> <stamp> <scale>",
 //     the formats before versions: a token bucket's state of Kind 0, the
 //     second with a FullAt of 0 (unknown).
@@ -173,19 +176,13 @@ func known2(kind spigot.Kind, full, rest string) (spigot.State, error) {
 		}
 		s.Stamp, s.Start, s.Window, s.Count, s.Prev = v[0], v[1], v[2], v[3], v[4]
 	case spigot.SlidingLog:
-		x := strings.SplitN(f, " ", 3)
-		if len(x) != 3 {
+		x := strings.SplitN(f, " ", 4)
+		if len(x) != 4 {
 			return bad, ErrUnreadable
 		}
 		var ok bool
-		if s.Stamp, ok = exactInt(x[0]); !ok || !isDigits(x[1]) {
-			return bad, ErrUnreadable
-		}
-		count, ok := exactInt(x[1])
-		if !ok || count < 1 || count > spigot.MaxLog {
-			return bad, ErrUnreadable
-		}
-		if s.Log, ok = parseLog(x[2], count); !ok {
+		s.Log, _ = parseLog(x[1], x[2], x[3])
+		if s.Stamp, ok = exactInt(x[0]); !ok || s.Log == nil {
 			return bad, ErrUnreadable
 		}
 	}
@@ -196,41 +193,47 @@ func known2(kind spigot.Kind, full, rest string) (spigot.State, error) {
 	return s, nil
 }
 
-// parseLog returns the instants of a sliding log's entries, count of them.
-func parseLog(f string, count int64) ([]int64, bool) {
-	log := make([]int64, 0, count)
-	var at int64
-	for i, g := range strings.Split(f, " ") {
-		d, r, many := strings.Cut(g, "x")
-		run := int64(1)
-		if many {
-			var ok bool
-			if run, ok = exactInt(r); !ok || !isDigits(r) || run < 1 {
-				return nil, false
-			}
-		}
-		x, ok := exactInt(d)
-		switch {
-		case !ok || many && (r[0] == '0' || r == "1"): // a run is 2 or more, without leading zeros
-			return nil, false
-		case i == 0:
-			if digits := strings.TrimPrefix(d, "-"); len(digits) > 1 && digits[0] == '0' {
-				return nil, false
-			}
-			at = x
-		case d[0] == '-' || d[0] == '0' || at >= 0 && x > spigot.MaxExact-at: // a distance is 1 or more
-			return nil, false
-		default:
-			at += x
-		}
-		if run > count-int64(len(log)) {
-			return nil, false
-		}
-		for range run {
-			log = append(log, at)
-		}
+// parseLog returns the instants of a sliding log's entries e, offsets
+// from base of width digits each, or nil if they are not that.
+func parseLog(base, width, e string) ([]int64, bool) {
+	b, ok := exactInt(base)
+	if !ok || !isDigits(width) || width[0] == '0' || len(width) > 2 || !isDigits(e) {
+		return nil, false
 	}
-	return log, int64(len(log)) == count
+	w, _ := strconv.Atoi(width)
+	if w > 15 || len(e)%w != 0 || len(e)/w > spigot.MaxLog || b > spigot.MaxExact-pow10(w)+1 {
+		return nil, false
+	}
+	log := make([]int64, 0, len(e)/w)
+	for i := 0; i < len(e); i += w {
+		o, _ := strconv.ParseInt(e[i:i+w], 10, 64) // at most 15 digits
+		log = append(log, b+o)
+	}
+	return log, true
+}
+
+// pow10 returns 10^n.
+func pow10(n int) int64 {
+	p := int64(1)
+	for range n {
+		p *= 10
+	}
+	return p
+}
+
+// logBase returns the base and width of the entries of a log whose least
+// instant is lo and greatest hi, as FormatState writes them and as the
+// script does when it rebases a log: base lo, and one digit more than
+// hi − lo has (at most 15), so that later entries fit for a while; or,
+// where base + 10^width − 1 would pass spigot.MaxExact, the base that ends
+// the width's span at it.
+func logBase(lo, hi int64) (base int64, width int) {
+	width = len(strconv.FormatInt(hi-lo, 10))
+	if width < 15 {
+		width++
+	}
+	base = min(lo, spigot.MaxExact-pow10(width)+1)
+	return base, width
 }
 
 // bucket returns the token or leaky bucket's State of the fields' digits.
@@ -303,8 +306,14 @@ func isDigits(d string) bool {
 
 // FormatState returns the value the script stores for s, a state of Kind
 // TokenBucket, LeakyBucket, FixedWindow, SlidingWindow or SlidingLog (as
-// ParseState describes them; a sliding log's equal instants grouped). It
-// returns "" for any other Kind.
+// ParseState describes them). It returns "" for any other Kind. A sliding
+// log has many values that read as the same State (any base and width
+// that hold its entries): FormatState's has the least instant as its base
+// and one digit more than the span of its instants needs, as the script
+// writes a log it rebases (when an entry would not fit); between
+// rebases the script keeps the base and width it read, and only
+// ParseState of its value is the State (a log whose instants span 10^15
+// µs or more, some 31 years, has no value).
 func FormatState(s spigot.State) string {
 	if int(s.Kind) >= len(tags) || tags[s.Kind] == "" {
 		return ""
@@ -329,22 +338,19 @@ func FormatState(s spigot.State) string {
 			num(s.Prev)
 		}
 	case spigot.SlidingLog:
-		num(int64(len(s.Log)))
-		for i := 0; i < len(s.Log); {
-			j := i + 1
-			for j < len(s.Log) && s.Log[j] == s.Log[i] {
-				j++
+		if len(s.Log) == 0 {
+			break
+		}
+		base, width := logBase(slices.Min(s.Log), slices.Max(s.Log))
+		num(base)
+		num(int64(width))
+		b = append(b, ' ')
+		for _, x := range s.Log {
+			o := strconv.FormatInt(x-base, 10)
+			for range width - len(o) {
+				b = append(b, '0')
 			}
-			if i == 0 {
-				num(s.Log[i])
-			} else {
-				num(s.Log[i] - s.Log[i-1])
-			}
-			if j-i > 1 {
-				b = append(b, 'x')
-				b = strconv.AppendInt(b, int64(j-i), 10)
-			}
-			i = j
+			b = append(b, o...)
 		}
 	}
 	return string(b)

@@ -142,7 +142,10 @@ func BenchmarkScript(b *testing.B) {
 						call()
 					}
 					if bc.l.Kind() == spigot.SlidingLog {
-						if v, _ := getValue(b, c, key); !strings.HasPrefix(v, "sl/1 ") || !strings.Contains(v, fmt.Sprintf(" %d ", bc.l.Capacity())) {
+						if v, _ := getValue(b, c, key); func() bool {
+							s, err := wire.ParseState(v, spigot.SlidingLog)
+							return err != nil || int64(len(s.Log)) != bc.l.Capacity()
+						}() {
 							b.Fatalf("the log holds %q; want %d tokens", v, bc.l.Capacity())
 						}
 					}
