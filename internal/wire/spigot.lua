@@ -205,7 +205,7 @@ for i = 1, nkeys do
 	local sk, full, fd
 	local s, t, sc -- a bucket's stamp, tokens and scale
 	local f1, f2, f3, f4, f5 -- a window's stamp, start, window, count, prev; a log's stamp
-	local lb, lw, le, lk -- a log's base, width, entries and number of them
+	local lb, lw, le, lp, lk -- a log's base, width, value, the place of its entries in it (after lp), their number
 	if v then
 		local sd, td, cd
 		fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
@@ -229,8 +229,10 @@ for i = 1, nkeys do
 				return nil
 			end
 
-			local tag, ver, rest
-			tag, ver, fd, rest = string.match(v, '^(%l+)/(%d+) (%-?%d+)(.*)$')
+			-- (The fields after the FullAt start at rp: a log's entries are read
+			-- in place, never copied whole.)
+			local tag, ver, rest, rp
+			tag, ver, fd, rp = string.match(v, '^(%l+)/(%d+) (%-?%d+)()')
 			if not tag then -- before versions: "tokens stamp scale [fullat]"
 				td, sd, cd, fd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
 				if not td then
@@ -239,18 +241,22 @@ for i = 1, nkeys do
 				end
 				sk = td and 'old'
 			elseif tag ~= 'tb' and version(tag) and ver == string.format('%d', version(tag)) then
+				if tag ~= 'sl' then
+					rest = string.sub(v, rp)
+				end
 				if tag == 'lb' then
 					sd, td, cd = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+)$')
 					sk = sd and tag
 				elseif tag == 'sl' then
 					-- The whole value's checks are patterns and lengths (C); the
 					-- entries are read one by one only where the log needs them.
-					local d1, d2, d3, e = string.match(rest, '^ (%-?%d+) (%-?%d+) ([1-9]%d?) (%d+)$')
+					local d1, d2, d3, ep = string.match(v, '^ (%-?%d+) (%-?%d+) ([1-9]%d?) ()', rp)
 					if d1 then
+						local len = #v - ep + 1
 						f1, lb, lw = num(d1), num(d2), tonumber(d3)
-						if f1 and lb and lw <= 15 and math.fmod(#e, lw) == 0 and #e <= 1000 * lw
-							and lb <= EXACT - tonumber('1' .. string.rep('0', lw)) + 1 then
-							le, lk = e, #e / lw
+						if f1 and lb and lw <= 15 and len > 0 and math.fmod(len, lw) == 0 and len <= 1000 * lw
+							and lb <= EXACT - tonumber('1' .. string.rep('0', lw)) + 1 and string.find(v, '^[0-9]*$', ep) then -- anchored, a range: the fastest scan (%d calls isdigit)
+							le, lp, lk = v, ep - 1, len / lw
 							sk = tag
 						end
 					end
@@ -267,7 +273,7 @@ for i = 1, nkeys do
 						sk = f1 and f2 and f3 and f4 and f5 and tag
 					end
 				end
-			elseif (rest == '' or string.byte(rest, 1) == 32) and not (version(tag) and tonumber(ver) <= version(tag)) then
+			elseif (rp > #v or string.byte(v, rp) == 32) and not (version(tag) and tonumber(ver) <= version(tag)) then
 				sk = 'x' -- (a known kind at this version or before: a format this script reads, broken)
 			end
 		end
@@ -626,7 +632,7 @@ for i = 1, nkeys do
 			local wms = w / 1000
 			limit = p1
 			local function entry(i)
-				return lb + tonumber(string.sub(le, i * lw + 1, i * lw + lw))
+				return lb + tonumber(string.sub(le, lp + i * lw + 1, lp + i * lw + lw))
 			end
 			local stamp, first, count = now, 0, 0 -- first: the entries that left
 			if not sk then
@@ -722,7 +728,7 @@ for i = 1, nkeys do
 								-- The entries kept, copied, and the new ones in the same width.
 								body = ''
 								if le then
-									body = string.sub(le, first * lw + 1, (first + old) * lw)
+									body = string.sub(le, lp + first * lw + 1, lp + (first + old) * lw)
 								end
 								if added > 0 then
 									body = body .. string.rep(string.format('%0' .. lw .. 'd', off), added)
