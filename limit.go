@@ -169,9 +169,12 @@ func (k Kind) String() string {
 }
 
 // MaxLog is the largest limit of a sliding log. Its state holds one
-// instant (8 bytes in memory, a few bytes in Redis) for each token taken
-// in the last window, and a request reads it whole on Redis, so the bound
-// keeps what one key costs a store small.
+// instant for each token taken in the last window, so the bound keeps what
+// one key costs a store small: at the cap, about 10 KB of memory a key and
+// twice a token bucket's time a request in the memory store, and about 7
+// KB a key and five times a token bucket's server time a request in Redis
+// (which copies the value, though it reads only the entries a request
+// needs).
 const MaxLog = 1000
 
 // NewBucket returns a token bucket named name that holds up to capacity
@@ -306,8 +309,8 @@ func NewSlidingWindow(name string, rate Rate) (Limit, error) {
 // tokens in the log are a whole window old.
 //
 // Its state keeps the instant of each token taken in the last window:
-// State.Log, 8 bytes a token in memory, and a few bytes a token in Redis,
-// where every request reads it whole. A limit is at most MaxLog tokens.
+// State.Log, 8 bytes a token in memory, and a few bytes a token in Redis.
+// A limit is at most MaxLog tokens.
 //
 // It rejects, with an error that wraps ErrInvalidLimit, what
 // NewFixedWindow rejects, and a rate of more than MaxLog tokens.
