@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -55,6 +56,76 @@ const (
 	hReset      = "X-Ratelimit-Reset"
 	hRetryAfter = "Retry-After"
 )
+
+// setHeaders sets in h the rate-limit headers of the decisions out on
+// limits, of which limits[by] decided d. It builds every value in one
+// buffer: one allocation for the values and one for their slices.
+func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spigot.Decision, by int, d spigot.Decision) {
+	var buf [512]byte
+	var keys [6]string
+	var ends [6]int
+	b, n := buf[:0], 0
+	if m.headers&IETF != 0 {
+		for i := range limits {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			if p := m.rules[i].policy; p != "" {
+				b = append(b, p...)
+			} else {
+				b = policyItem(b, limits[i])
+			}
+		}
+		keys[n], ends[n], n = hPolicy, len(b), n+1
+		members := 0
+		for i, d := range out {
+			if d.Degraded() {
+				continue
+			}
+			if members++; members > 1 {
+				b = append(b, ", "...)
+			}
+			b = appendSFString(b, limits[i].Name())
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, d.Remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, seconds(d.ResetAfter), 10)
+		}
+		if members > 0 {
+			keys[n], ends[n], n = hRateLimit, len(b), n+1
+		}
+	}
+	if m.headers&Legacy != 0 {
+		decided := out[by]
+		b = strconv.AppendInt(b, limits[by].Capacity(), 10)
+		keys[n], ends[n], n = hLimit, len(b), n+1
+		if !decided.Degraded() {
+			b = strconv.AppendInt(b, decided.Remaining, 10)
+			keys[n], ends[n], n = hRemaining, len(b), n+1
+			reset := decided.ResetAfter
+			if m.epoch {
+				reset += time.Duration(m.clock.Now().UnixNano())
+			}
+			b = strconv.AppendInt(b, seconds(reset), 10)
+			keys[n], ends[n], n = hReset, len(b), n+1
+		}
+	}
+	if !d.Allowed() && d.RetryAfter != spigot.Never {
+		b = strconv.AppendInt(b, max(seconds(d.RetryAfter), 1), 10)
+		keys[n], ends[n], n = hRetryAfter, len(b), n+1
+	}
+	if n == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, n)
+	from := 0
+	for i := range n {
+		vals[i] = all[from:ends[i]]
+		from = ends[i]
+		h[keys[i]] = vals[i : i+1 : i+1]
+	}
+}
 
 // policyItem returns the RateLimit-Policy member of l: "name";q=…;w=….
 func policyItem(b []byte, l spigot.Limit) []byte {

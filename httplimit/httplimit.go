@@ -2,11 +2,8 @@ package httplimit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -246,9 +243,7 @@ func New(s spigot.Store, opts ...Option) *Middleware {
 		m.deny = m.defaultDeny
 	}
 	if m.keyErr == nil {
-		m.keyErr = func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
+		m.keyErr = keyError
 	}
 	if m.storeErr == nil {
 		m.storeErr = failSafe
@@ -438,132 +433,6 @@ func (ru *rule) limitFor(r *http.Request, i int) (spigot.Limit, error) {
 		return l, fmt.Errorf("spigot: httplimit: rule %d chose the zero Limit: %w", i, spigot.ErrInvalidLimit)
 	}
 	return l, nil
-}
-
-// setHeaders sets in h the rate-limit headers of the decisions out on
-// limits, of which limits[by] decided d. It builds every value in one
-// buffer: one allocation for the values and one for their slices.
-func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spigot.Decision, by int, d spigot.Decision) {
-	var buf [512]byte
-	var keys [6]string
-	var ends [6]int
-	b, n := buf[:0], 0
-	if m.headers&IETF != 0 {
-		for i := range limits {
-			if i > 0 {
-				b = append(b, ", "...)
-			}
-			if p := m.rules[i].policy; p != "" {
-				b = append(b, p...)
-			} else {
-				b = policyItem(b, limits[i])
-			}
-		}
-		keys[n], ends[n], n = hPolicy, len(b), n+1
-		members := 0
-		for i, d := range out {
-			if d.Degraded() {
-				continue
-			}
-			if members++; members > 1 {
-				b = append(b, ", "...)
-			}
-			b = appendSFString(b, limits[i].Name())
-			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, d.Remaining, 10)
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, seconds(d.ResetAfter), 10)
-		}
-		if members > 0 {
-			keys[n], ends[n], n = hRateLimit, len(b), n+1
-		}
-	}
-	if m.headers&Legacy != 0 {
-		decided := out[by]
-		b = strconv.AppendInt(b, limits[by].Capacity(), 10)
-		keys[n], ends[n], n = hLimit, len(b), n+1
-		if !decided.Degraded() {
-			b = strconv.AppendInt(b, decided.Remaining, 10)
-			keys[n], ends[n], n = hRemaining, len(b), n+1
-			reset := decided.ResetAfter
-			if m.epoch {
-				reset += time.Duration(m.clock.Now().UnixNano())
-			}
-			b = strconv.AppendInt(b, seconds(reset), 10)
-			keys[n], ends[n], n = hReset, len(b), n+1
-		}
-	}
-	if !d.Allowed() && d.RetryAfter != spigot.Never {
-		b = strconv.AppendInt(b, max(seconds(d.RetryAfter), 1), 10)
-		keys[n], ends[n], n = hRetryAfter, len(b), n+1
-	}
-	if n == 0 {
-		return
-	}
-	all := string(b)
-	vals := make([]string, n)
-	from := 0
-	for i := range n {
-		vals[i] = all[from:ends[i]]
-		from = ends[i]
-		h[keys[i]] = vals[i : i+1 : i+1]
-	}
-}
-
-// failSafe is the error handler of WithErrorHandler's doc.
-func failSafe(w http.ResponseWriter, r *http.Request, _ error) (serve bool) {
-	const msg = "rate limiter unavailable"
-	h := w.Header()
-	h.Set("Retry-After", "1")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	if wantsJSON(r) {
-		h.Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintf(w, "{\"error\":%q,\"retry_after\":1}\n", msg)
-		return false
-	}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	fmt.Fprintf(w, "%s: retry in 1s\n", msg)
-	return false
-}
-
-// wantsJSON reports whether r's Accept names a JSON type: the default
-// answers then have a JSON body.
-func wantsJSON(r *http.Request) bool { return strings.Contains(r.Header.Get("Accept"), "json") }
-
-// defaultDeny is the deny handler of WithDenyHandler's doc.
-func (m *Middleware) defaultDeny(w http.ResponseWriter, r *http.Request, res *Result) {
-	d := res.Decisions
-	status, msg := http.StatusTooManyRequests, "too many requests"
-	if d.RetryAfter == spigot.Never {
-		status, msg = m.never, "request exceeds the limit"
-	}
-	name := res.Limits[d.By].Name()
-	h := w.Header()
-	h.Set("X-Content-Type-Options", "nosniff")
-	if wantsJSON(r) {
-		h.Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		body := struct {
-			Error      string `json:"error"`
-			Limit      string `json:"limit"`
-			RetryAfter int64  `json:"retry_after,omitempty"`
-		}{msg, name, 0}
-		if d.RetryAfter != spigot.Never {
-			body.RetryAfter = max(seconds(d.RetryAfter), 1)
-		}
-		json.NewEncoder(w).Encode(body)
-		return
-	}
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(status)
-	if d.RetryAfter == spigot.Never {
-		fmt.Fprintf(w, "%s (%s): the request costs more than the limit ever holds\n", msg, name)
-		return
-	}
-	fmt.Fprintf(w, "%s (%s): retry in %ds\n", msg, name, max(seconds(d.RetryAfter), 1))
 }
 
 // Reset fills again, for r's key, the limit l of the rule that applies it:
