@@ -9,6 +9,33 @@ import (
 	"github.com/spigot-go/spigot"
 )
 
+// A RequestError is what a key error handler (see WithKeyErrorHandler)
+// receives when the middleware cannot read what a rule needs from a
+// request: its key, its cost, or the limit its func chooses. Err is the
+// cause, which may hold the client's input and Go internals: log it, do
+// not send it to the client.
+type RequestError struct {
+	// Rule is the index of the rule, in the order of New's options.
+	Rule int
+	// Limit is the name of the rule's limit, or "" when it could not be
+	// chosen.
+	Limit string
+	// Part is what could not be read: "key", "cost" or "limit".
+	Part string
+	// Err is why.
+	Err error
+}
+
+func (e *RequestError) Error() string {
+	if e.Limit == "" {
+		return fmt.Sprintf("spigot: httplimit: rule %d: the request's %s: %v", e.Rule, e.Part, e.Err)
+	}
+	return fmt.Sprintf("spigot: httplimit: rule %d (%s): the request's %s: %v", e.Rule, e.Limit, e.Part, e.Err)
+}
+
+// Unwrap returns e.Err.
+func (e *RequestError) Unwrap() error { return e.Err }
+
 // keyError is the key error handler of WithKeyErrorHandler's doc.
 func keyError(w http.ResponseWriter, _ *http.Request, err error) {
 	http.Error(w, err.Error(), http.StatusBadRequest)
