@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 type Middleware struct {
 	store    spigot.Store
 	rules    []rule
-	cost     func(*http.Request) (int64, error)
+	cost     func(*http.Request) (int64, error) // WithCost's, or nil: 1
 	headers  Headers
 	epoch    bool
 	clock    clock.Clock
@@ -31,23 +32,39 @@ type Middleware struct {
 	pool     sync.Pool // of *scratch
 }
 
-// A rule is one limit applied to requests, by one key.
+// A rule is one limit applied to the requests it matches, by one key, at
+// one cost.
 type rule struct {
-	limit  spigot.Limit // the zero Limit when choose is set
-	choose func(*http.Request) (spigot.Limit, error)
-	key    KeyFunc
-	policy string // limit's RateLimit-Policy member, made once
+	limit   spigot.Limit // the zero Limit when choose is set
+	choose  func(*http.Request) (spigot.Limit, error)
+	key     KeyFunc
+	policy  string          // limit's RateLimit-Policy member, made once
+	on      []*http.ServeMux // On's patterns, one mux each; nil: every request
+	methods []string         // Methods'; nil: every method
+	when    []func(*http.Request) bool
+	cost    func(*http.Request) (int64, error) // Cost's, or nil
+	weight  int64                              // Weight's, or 0
 }
 
 // An Option configures a Middleware: a rule (By, ByFunc) or a setting.
 type Option func(*Middleware)
 
-// By adds a rule: every request takes its cost from limit, for the key
-// that key returns (ClientIP() when key is nil). With several rules, a
-// request takes from all of them or from none (see New).
-func By(limit spigot.Limit, key KeyFunc) Option {
+// A RuleOption narrows a rule to some requests (On, Methods, If) or sets
+// what they cost it (Cost, Weight). A rule with several applies to the
+// requests that every one of them selects.
+type RuleOption func(*rule)
+
+// By adds a rule: every request it applies to (every request, unless opts
+// narrow it) takes its cost from limit, for the key that key returns
+// (ClientIP() when key is nil). A request takes from every rule that
+// applies to it, all or nothing (see New).
+func By(limit spigot.Limit, key KeyFunc, opts ...RuleOption) Option {
 	return func(m *Middleware) {
-		m.rules = append(m.rules, rule{limit: limit, key: key})
+		ru := rule{limit: limit, key: key}
+		for _, o := range opts {
+			o(&ru)
+		}
+		m.rules = append(m.rules, ru)
 	}
 }
 
@@ -57,20 +74,122 @@ func By(limit spigot.Limit, key KeyFunc) Option {
 // limits of one name share each key's tokens, so that a client who
 // upgrades keeps what it has. An error from choose is a key error (see
 // WithKeyErrorHandler).
-func ByFunc(choose func(r *http.Request) (spigot.Limit, error), key KeyFunc) Option {
+func ByFunc(choose func(r *http.Request) (spigot.Limit, error), key KeyFunc, opts ...RuleOption) Option {
+	if choose == nil {
+		panic("spigot: httplimit: ByFunc: nil func")
+	}
 	return func(m *Middleware) {
-		if choose == nil {
-			panic("spigot: httplimit: ByFunc: nil func")
+		ru := rule{choose: choose, key: key}
+		for _, o := range opts {
+			o(&ru)
 		}
-		m.rules = append(m.rules, rule{choose: choose, key: key})
+		m.rules = append(m.rules, ru)
 	}
 }
 
-// WithCost makes each request cost what f returns, instead of 1: the rows
-// it asks for, say. A cost of 0 (health checks) passes the request
-// through without touching the store, and sends no headers. An error, or
-// a negative cost, is a key error (see WithKeyErrorHandler). It panics if
-// f is nil.
+// On narrows a rule to the requests that one of patterns matches, as
+// http.ServeMux matches them (Go 1.22 patterns: "POST /login",
+// "/export/", "GET api.example.com/{tenant}/"), wherever the middleware
+// sits: around a whole mux, or around one handler. A request that the
+// mux would redirect (to clean its path, or to add a trailing slash) is
+// not matched: the request that follows the redirect is. It panics on a
+// pattern that http.ServeMux rejects.
+func On(patterns ...string) RuleOption {
+	muxes := make([]*http.ServeMux, len(patterns))
+	for i, p := range patterns {
+		muxes[i] = patternMux(p)
+	}
+	return func(ru *rule) { ru.on = append(ru.on, muxes...) }
+}
+
+// patternMux returns a mux that routes p, and only p, to matched.
+func patternMux(p string) (mux *http.ServeMux) {
+	defer func() {
+		if e := recover(); e != nil {
+			panic(fmt.Sprintf("spigot: httplimit: On(%q): %v", p, e))
+		}
+	}()
+	mux = http.NewServeMux()
+	mux.Handle(p, matched)
+	return mux
+}
+
+// matched is the handler of On's muxes: a mux that returns it matched.
+var matched = &matchedHandler{}
+
+type matchedHandler struct{}
+
+func (*matchedHandler) ServeHTTP(http.ResponseWriter, *http.Request) {}
+
+// Methods narrows a rule to the requests of the given methods ("POST",
+// "DELETE"), compared exactly, as net/http reads them.
+func Methods(methods ...string) RuleOption {
+	ms := slices.Clone(methods)
+	return func(ru *rule) { ru.methods = append(ru.methods, ms...) }
+}
+
+// If narrows a rule to the requests for which match returns true: those
+// with an API key, say. match must be quick, must not read the body, and
+// must be safe for concurrent use. It panics if match is nil.
+func If(match func(r *http.Request) bool) RuleOption {
+	if match == nil {
+		panic("spigot: httplimit: If: nil func")
+	}
+	return func(ru *rule) { ru.when = append(ru.when, match) }
+}
+
+// Cost makes each request cost the rule what f returns, instead of what
+// WithCost says (1 by default): the rows an export asks for, say. A cost
+// of 0 leaves the rule out for that request. An error, or a negative
+// cost, is a key error (see WithKeyErrorHandler). It panics if f is nil.
+func Cost(f func(r *http.Request) (int64, error)) RuleOption {
+	if f == nil {
+		panic("spigot: httplimit: Cost: nil func")
+	}
+	return func(ru *rule) { ru.cost, ru.weight = f, 0 }
+}
+
+// Weight makes each request cost the rule n tokens, instead of what
+// WithCost says (1 by default): for a route that is n times as expensive
+// as the others. It panics unless n ≥ 1.
+func Weight(n int64) RuleOption {
+	if n < 1 {
+		panic(fmt.Sprintf("spigot: httplimit: Weight(%d): want 1 or more", n))
+	}
+	return func(ru *rule) { ru.cost, ru.weight = nil, n }
+}
+
+// applies reports whether the rule applies to r.
+func (ru *rule) applies(r *http.Request) bool {
+	if ru.methods != nil && !slices.Contains(ru.methods, r.Method) {
+		return false
+	}
+	if ru.on != nil {
+		hit := false
+		for _, mux := range ru.on {
+			if h, _ := mux.Handler(r); h == http.Handler(matched) {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return false
+		}
+	}
+	for _, f := range ru.when {
+		if !f(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// WithCost makes each request cost every rule what f returns, instead of
+// 1, unless the rule has its own Cost or Weight. A request that costs 0
+// to every rule that applies to it (a health check, say) passes through
+// without touching the store, and gets no rate-limit headers. An error,
+// or a negative cost, is a key error (see WithKeyErrorHandler). f is
+// called at most once per request. It panics if f is nil.
 func WithCost(f func(r *http.Request) (int64, error)) Option {
 	if f == nil {
 		panic("spigot: httplimit: WithCost: nil func")
@@ -190,15 +309,15 @@ type Result struct {
 	// Route is the pattern of http.ServeMux that routed the request
 	// (Request.Pattern), or "".
 	Route string
-	// Limits and Keys are each rule's limit, as chosen for this request,
-	// and key, in the order of the rules.
+	// Limits, Keys and Costs are, for each rule that applied to the
+	// request (in the order of the rules), its limit as chosen for this
+	// request, its key, and the tokens the request asked of it.
 	Limits []spigot.Limit
 	Keys   []string
-	// Cost is the tokens the request asked of each limit.
-	Cost int64
+	Costs  []int64
 	// Decisions is the store's decision: the combined one, the index By
-	// of the limit that decided, and Each limit's (see spigot.Combine).
-	// With Err it is a denied, Degraded decision.
+	// (into Limits) of the limit that decided, and Each limit's (see
+	// spigot.Combine). With Err it is a denied, Degraded decision.
 	Decisions spigot.Decisions
 	// Latency is how long the store took to decide, when there is an
 	// observer; otherwise 0.
@@ -208,11 +327,14 @@ type Result struct {
 }
 
 // New returns a Middleware that limits requests by the rules among opts
-// (By, ByFunc), in s. A request takes its cost from every rule's limit,
-// for that rule's key, all or nothing: one that a limit denies is charged
-// to none of them, so that a flood stopped by the per-user limit does not
-// drain the per-address one. Several rules are one round trip to the store
-// (see spigot.DoMulti; on a Redis Cluster, see store/redis).
+// (By, ByFunc), in s: one policy for a whole service, or for one route.
+// A request takes its cost from every rule that applies to it, for that
+// rule's key, all or nothing: one that a limit denies is charged to none
+// of them, so that a flood stopped by the per-user limit does not drain
+// the per-address one. Every rule that applies is one round trip to the
+// store, together (see spigot.DoMulti; on a Redis Cluster, see
+// store/redis). A request that no rule applies to passes through
+// untouched.
 //
 // It panics (a programmer error) when s is nil, without a rule, or with a
 // rule of the zero Limit.
@@ -251,21 +373,26 @@ func New(s spigot.Store, opts ...Option) *Middleware {
 	n := len(m.rules)
 	m.pool.New = func() any {
 		s := &scratch{
+			rules:  make([]int, n),
 			limits: make([]spigot.Limit, n),
 			keys:   make([]string, n),
+			costs:  make([]int64, n),
 			ops:    make([]spigot.Op, n),
 			out:    make([]spigot.Decision, n),
 		}
-		s.res.Limits, s.res.Keys = s.limits, s.keys
 		return s
 	}
 	return m
 }
 
-// scratch is what one request needs, kept in a pool.
+// scratch is what one request needs, kept in a pool. The first n entries
+// of each slice are the rules that apply to the request.
 type scratch struct {
+	n      int
+	rules  []int // the index of each rule that applies
 	limits []spigot.Limit
 	keys   []string
+	costs  []int64
 	ops    []spigot.Op
 	out    []spigot.Decision
 	res    Result
@@ -275,9 +402,9 @@ type scratch struct {
 // ones the rules admit, with the rate-limit headers, and answers the
 // others with the deny handler. A request that a leaky bucket admits with
 // a Delay is held for that long, on the middleware's clock, and then
-// served; one whose client goes away first is refunded and not served. It panics if next is nil. It is the
-// middleware signature of most routers: with chi or gorilla/mux,
-// router.Use(mw.Wrap).
+// served; one whose client goes away first is refunded and not served. It
+// panics if next is nil. It is the middleware signature of most routers:
+// with chi or gorilla/mux, router.Use(mw.Wrap).
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if nilcheck.Nil(next) {
 		panic("spigot: httplimit: Wrap: nil Handler")
@@ -291,17 +418,22 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 
 // limit decides r and answers it unless it is to be served.
 func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) {
-	cost, err := m.costOf(r)
-	if err != nil {
-		m.keyErr(w, r, err)
-		return false
-	}
-	if cost == 0 {
-		return true
-	}
 	if len(m.rules) == 1 && m.observe == nil {
-		// The common case, kept on the stack: one limit, no observer.
-		l, k, err := m.rules[0].resolve(r, 0)
+		// The common case, kept on the stack: one rule, no observer.
+		ru := &m.rules[0]
+		if !ru.applies(r) {
+			return true
+		}
+		var c requestCost
+		cost, err := m.costOf(r, ru, 0, &c)
+		if err != nil {
+			m.keyErr(w, r, err)
+			return false
+		}
+		if cost == 0 {
+			return true
+		}
+		l, k, err := ru.resolve(r, 0)
 		if err != nil {
 			m.keyErr(w, r, err)
 			return false
@@ -314,52 +446,58 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 		}
 		s := m.pool.Get().(*scratch)
 		defer m.pool.Put(s)
-		s.limits[0], s.keys[0], s.out[0] = l, k, d
-		return m.finish(w, r, s, cost, 0, err)
+		s.n, s.rules[0], s.limits[0], s.keys[0], s.costs[0], s.out[0] = 1, 0, l, k, cost, d
+		return m.finish(w, r, s, 0, err)
 	}
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
-	if err := m.resolve(r, s, spigot.Take, cost); err != nil {
+	if err := m.resolve(r, s, spigot.Take); err != nil {
 		m.keyErr(w, r, err)
 		return false
+	}
+	if s.n == 0 {
+		return true
 	}
 	var start time.Time
 	if m.observe != nil {
 		start = time.Now()
 	}
-	if len(s.ops) == 1 {
+	var err error
+	if s.n == 1 {
 		s.out[0], err = m.store.Do(r.Context(), s.ops[0])
 	} else {
-		err = spigot.DoMulti(r.Context(), m.store, spigot.AllOrNothing, s.ops, s.out)
+		err = spigot.DoMulti(r.Context(), m.store, spigot.AllOrNothing, s.ops[:s.n], s.out[:s.n])
 	}
 	var latency time.Duration
 	if m.observe != nil {
 		latency = time.Since(start)
 	}
-	return m.finish(w, r, s, cost, latency, err)
+	return m.finish(w, r, s, latency, err)
 }
 
 // finish answers r, whose decisions (or store error) s holds, unless it
 // is to be served.
-func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, cost int64, latency time.Duration, err error) (serve bool) {
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, latency time.Duration, err error) (serve bool) {
+	n := s.n
+	limits, out := s.limits[:n], s.out[:n]
 	res := &s.res
-	*res = Result{Route: r.Pattern, Limits: s.limits, Keys: s.keys, Cost: cost, Latency: latency, Err: err}
+	*res = Result{Route: r.Pattern, Limits: limits, Keys: s.keys[:n], Costs: s.costs[:n], Latency: latency, Err: err}
 	if err != nil {
-		for i := range s.out {
-			s.out[i] = spigot.Failed()
+		for i := range out {
+			out[i] = spigot.Failed()
 		}
-		res.Decisions = spigot.Decisions{Decision: s.out[0], By: -1, Each: s.out}
+		res.Decisions = spigot.Decisions{Decision: out[0], By: -1, Each: out}
 		if m.observe != nil {
 			m.observe(r, res)
 		}
 		return m.storeErr(w, r, err)
 	}
-	d, by := spigot.Combine(s.out)
-	res.Decisions = spigot.Decisions{Decision: d, By: by, Each: s.out}
+	d, by := spigot.Combine(out)
+	res.Decisions = spigot.Decisions{Decision: d, By: by, Each: out}
 	if m.observe != nil {
 		m.observe(r, res)
 	}
-	m.setHeaders(w.Header(), s.limits, s.out, by, d)
+	m.setHeaders(w.Header(), limits, out, by, d)
 	if !d.Allowed() {
 		m.deny(w, r, res)
 		return false
@@ -378,30 +516,69 @@ func (m *Middleware) delay(r *http.Request, d time.Duration) (serve bool) {
 	return false
 }
 
-// costOf returns r's cost.
-func (m *Middleware) costOf(r *http.Request) (int64, error) {
-	if m.cost == nil {
-		return 1, nil
-	}
-	cost, err := m.cost(r)
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("spigot: httplimit: the request's cost: %w", err)
-	case cost < 0:
-		return 0, fmt.Errorf("spigot: httplimit: the request's cost: %w %d: a cost must be 0 or more", spigot.ErrInvalidCost, cost)
-	}
-	return cost, nil
+// requestCost is WithCost's cost of one request, read at most once.
+type requestCost struct {
+	read bool
+	n    int64
+	err  error
 }
 
-// resolve sets s's limits, keys and ops for r: action of n on each rule.
-func (m *Middleware) resolve(r *http.Request, s *scratch, action spigot.Action, n int64) error {
+// costOf returns what r costs rule i, ru: its Weight, its Cost, or
+// WithCost's, read once into c.
+func (m *Middleware) costOf(r *http.Request, ru *rule, i int, c *requestCost) (int64, error) {
+	var (
+		cost int64
+		err  error
+	)
+	switch {
+	case ru.weight > 0:
+		return ru.weight, nil
+	case ru.cost != nil:
+		cost, err = ru.cost(r)
+	case m.cost == nil:
+		return 1, nil
+	default:
+		if !c.read {
+			c.read = true
+			c.n, c.err = m.cost(r)
+		}
+		cost, err = c.n, c.err
+	}
+	switch {
+	case err != nil:
+	case cost < 0:
+		err = fmt.Errorf("%w %d: a cost must be 0 or more", spigot.ErrInvalidCost, cost)
+	default:
+		return cost, nil
+	}
+	return 0, &RequestError{Rule: i, Limit: ru.limit.Name(), Part: "cost", Err: err}
+}
+
+// resolve sets in s the rules that apply to r, with their limits, keys,
+// costs, and an op of action for each; a rule that r costs 0 is left out.
+func (m *Middleware) resolve(r *http.Request, s *scratch, action spigot.Action) error {
+	var c requestCost
+	s.n = 0
 	for i := range m.rules {
-		l, k, err := m.rules[i].resolve(r, i)
+		ru := &m.rules[i]
+		if !ru.applies(r) {
+			continue
+		}
+		cost, err := m.costOf(r, ru, i, &c)
 		if err != nil {
 			return err
 		}
-		s.limits[i], s.keys[i] = l, k
-		s.ops[i] = spigot.Op{Limit: l, Key: k, Action: action, N: n}
+		if cost == 0 {
+			continue
+		}
+		l, k, err := ru.resolve(r, i)
+		if err != nil {
+			return err
+		}
+		j := s.n
+		s.rules[j], s.limits[j], s.keys[j], s.costs[j] = i, l, k, cost
+		s.ops[j] = spigot.Op{Limit: l, Key: k, Action: action, N: cost}
+		s.n++
 	}
 	return nil
 }
@@ -413,10 +590,14 @@ func (ru *rule) resolve(r *http.Request, i int) (spigot.Limit, string, error) {
 		return l, "", err
 	}
 	k, err := ru.key(r)
-	if err == nil && len(k) > spigot.MaxKeyLen {
-		return l, "", fmt.Errorf("spigot: httplimit: the key of rule %d is %d bytes long, more than %d: %w", i, len(k), spigot.MaxKeyLen, spigot.ErrInvalidKey)
+	switch {
+	case err != nil:
+	case len(k) > spigot.MaxKeyLen:
+		err = fmt.Errorf("the key is %d bytes long, more than %d: %w", len(k), spigot.MaxKeyLen, spigot.ErrInvalidKey)
+	default:
+		return l, k, nil
 	}
-	return l, k, err
+	return l, "", &RequestError{Rule: i, Limit: l.Name(), Part: "key", Err: err}
 }
 
 // limitFor returns the limit of rule i for r: its own, or the one its
@@ -426,33 +607,36 @@ func (ru *rule) limitFor(r *http.Request, i int) (spigot.Limit, error) {
 		return ru.limit, nil
 	}
 	l, err := ru.choose(r)
-	if err != nil {
-		return l, fmt.Errorf("spigot: httplimit: choosing the limit of rule %d: %w", i, err)
+	if err == nil && l == (spigot.Limit{}) {
+		err = fmt.Errorf("the zero Limit: %w", spigot.ErrInvalidLimit)
 	}
-	if l == (spigot.Limit{}) {
-		return l, fmt.Errorf("spigot: httplimit: rule %d chose the zero Limit: %w", i, spigot.ErrInvalidLimit)
+	if err != nil {
+		return spigot.Limit{}, &RequestError{Rule: i, Part: "limit", Err: err}
 	}
 	return l, nil
 }
 
-// Reset fills again, for r's key, the limit l of the rule that applies it:
-// after a successful login, the per-user limit, so that the user's earlier
-// failures are forgiven. (Resetting the per-address limit too would let an
-// attacker with one account of its own reset its address's budget between
-// guesses at others.) It runs even when r's context is cancelled. It
-// returns an error when no rule applies l to r, and a key error as the
-// middleware would.
+// Reset fills again, for r's key, the limit l of a rule that applies to
+// r: after a successful login, the per-user limit, so that the user's
+// earlier failures are forgiven. (Resetting the per-address limit too
+// would let an attacker with one account of its own reset its address's
+// budget between guesses at others.) It runs even when r's context is
+// cancelled. It returns an error when no rule that applies to r has the
+// limit l, and a key error as the middleware would.
 func (m *Middleware) Reset(r *http.Request, l spigot.Limit) (spigot.Decision, error) {
 	for i := range m.rules {
 		ru := &m.rules[i]
+		if !ru.applies(r) {
+			continue
+		}
 		chosen, err := ru.limitFor(r, i)
 		if err != nil {
-			return spigot.Decision{}, err
+			return spigot.Decision{}, fmt.Errorf("spigot: httplimit: Reset: %w", err)
 		}
 		if chosen != l {
 			continue
 		}
-		k, err := ru.key(r)
+		_, k, err := ru.resolve(r, i)
 		if err != nil {
 			return spigot.Decision{}, fmt.Errorf("spigot: httplimit: Reset: %w", err)
 		}
@@ -461,24 +645,25 @@ func (m *Middleware) Reset(r *http.Request, l spigot.Limit) (spigot.Decision, er
 	return spigot.Decision{}, fmt.Errorf("spigot: httplimit: Reset: no rule applies %v to the request", l)
 }
 
-// Refund gives r's cost back to every rule's limit, for r's keys: for a
-// request that was admitted but then not served (the handler failed
-// before doing the work). It runs even when r's context is cancelled.
+// Refund gives back to every rule that applies to r what r cost it, for
+// r's keys: for a request that was admitted but then not served (the
+// handler failed before doing the work). It runs even when r's context
+// is cancelled.
 func (m *Middleware) Refund(r *http.Request) error {
-	cost, err := m.costOf(r)
-	if err != nil || cost == 0 {
-		return err
-	}
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
-	if err := m.resolve(r, s, spigot.Refund, cost); err != nil {
+	if err := m.resolve(r, s, spigot.Refund); err != nil {
 		return fmt.Errorf("spigot: httplimit: Refund: %w", err)
 	}
 	ctx := context.WithoutCancel(r.Context())
-	if len(s.ops) == 1 {
+	var err error
+	switch s.n {
+	case 0:
+		return nil
+	case 1:
 		_, err = m.store.Do(ctx, s.ops[0])
-	} else {
-		err = spigot.DoMulti(ctx, m.store, spigot.Independent, s.ops, s.out)
+	default:
+		err = spigot.DoMulti(ctx, m.store, spigot.Independent, s.ops[:s.n], s.out[:s.n])
 	}
 	if err != nil {
 		return fmt.Errorf("spigot: httplimit: Refund: %w", err)

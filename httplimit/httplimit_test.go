@@ -272,7 +272,7 @@ func TestDenyBody(t *testing.T) {
 	if w.Code != 503 || w.Body.String() != "slow down, 192.0.2.1\n" || w.Header().Get("Retry-After") != "60" {
 		t.Errorf("own deny handler: got %d %q, Retry-After %q; want 503 \"slow down, 192.0.2.1\\n\", 60", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
-	if got == nil || got.Decisions.Allowed() || got.Decisions.RetryAfter != time.Minute || got.Limits[0] != one || got.Cost != 1 {
+	if got == nil || got.Decisions.Allowed() || got.Decisions.RetryAfter != time.Minute || got.Limits[0] != one || got.Costs[0] != 1 {
 		t.Errorf("own deny handler saw %+v; want a denial of one, RetryAfter 1m, cost 1", got)
 	}
 }

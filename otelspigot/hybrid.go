@@ -89,7 +89,7 @@ func HTTPObserver(opts ...Option) func(*http.Request, *httplimit.Result) {
 			return
 		}
 		for i, l := range res.Limits {
-			in.decided(ctx, spigot.Op{Limit: l, Action: spigot.Take, N: res.Cost}, res.Decisions.Each[i], res.Route)
+			in.decided(ctx, spigot.Op{Limit: l, Action: spigot.Take, N: res.Costs[i]}, res.Decisions.Each[i], res.Route)
 		}
 	}
 }
