@@ -25,7 +25,8 @@ func (s *sink) WriteHeader(int)             {}
 
 // BenchmarkMiddleware measures a request through the middleware on the
 // memory store (op=middleware, one limit; op=middleware2, two;
-// op=observed, one with an observer that counts) against the
+// op=policy, one of three rules, the two others for routes that the
+// request is not on; op=observed, one with an observer that counts) against the
 // same handler calling the limiter by hand (op=hand: the store's cost, and
 // no headers): the difference is the middleware's own cost, keys and
 // headers. Compare in one run:
@@ -53,6 +54,9 @@ func BenchmarkMiddleware(b *testing.B) {
 		{"hand", hand},
 		{"middleware", httplimit.New(s, httplimit.By(roomy, nil)).Wrap(ok)},
 		{"middleware2", httplimit.New(s, httplimit.By(roomy, nil), httplimit.By(other, httplimit.Const("GET /"))).Wrap(ok)},
+		{"policy", httplimit.New(s, httplimit.By(roomy, nil),
+			httplimit.By(other, httplimit.FormValue("user"), httplimit.On("POST /login")),
+			httplimit.By(other, httplimit.Header("X-Api-Key"), httplimit.On("GET /export"), httplimit.Weight(10))).Wrap(ok)},
 		{"observed", httplimit.New(s, httplimit.By(roomy, nil), httplimit.WithObserver(func(_ *http.Request, res *httplimit.Result) {
 			if res.Decisions.Allowed() {
 				allowed.Add(1)

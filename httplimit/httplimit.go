@@ -102,15 +102,22 @@ func On(patterns ...string) RuleOption {
 	return func(ru *rule) { ru.on = append(ru.on, muxes...) }
 }
 
-// patternMux returns a mux that routes p, and only p, to matched.
-func patternMux(p string) (mux *http.ServeMux) {
-	defer func() {
-		if e := recover(); e != nil {
-			panic(fmt.Sprintf("spigot: httplimit: On(%q): %v", p, e))
-		}
+// patternMux returns a mux that routes p to matched, and every other
+// request to missed: a mux that matches no pattern allocates to say why.
+func patternMux(p string) *http.ServeMux {
+	mux := http.NewServeMux()
+	func() {
+		defer func() {
+			if e := recover(); e != nil {
+				panic(fmt.Sprintf("spigot: httplimit: On(%q): %v", p, e))
+			}
+		}()
+		mux.Handle(p, matched)
 	}()
-	mux = http.NewServeMux()
-	mux.Handle(p, matched)
+	func() {
+		defer func() { _ = recover() }() // p matches every request already
+		mux.Handle("/", http.NotFoundHandler())
+	}()
 	return mux
 }
 
