@@ -70,7 +70,7 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			if p := m.rules[i].policy; p != "" {
+			if p := m.policyOf(limits[i]); p != "" {
 				b = append(b, p...)
 			} else {
 				b = policyItem(b, limits[i])

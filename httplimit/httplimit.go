@@ -677,3 +677,14 @@ func (m *Middleware) Refund(r *http.Request) error {
 	}
 	return nil
 }
+
+// policyOf returns the RateLimit-Policy member of l made once for a rule
+// of that limit, or "" (a limit that a ByFunc chose).
+func (m *Middleware) policyOf(l spigot.Limit) string {
+	for i := range m.rules {
+		if ru := &m.rules[i]; ru.policy != "" && ru.limit == l {
+			return ru.policy
+		}
+	}
+	return ""
+}

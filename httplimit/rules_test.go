@@ -132,6 +132,9 @@ func TestOnePolicy(t *testing.T) {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		got := want{w.Code, strings.Join(members(w.Header().Get("Ratelimit")), " "), remaining(t, s, keys), w.Header().Get("Retry-After")}
+		if policy := strings.Join(members(w.Header().Get("Ratelimit-Policy")), " "); policy != st.want.members {
+			t.Errorf("step %d: %s %s: RateLimit-Policy %q; want the members %s", i+1, st.method, st.target, w.Header().Get("Ratelimit-Policy"), st.want.members)
+		}
 		if fmt.Sprint(got) != fmt.Sprint(st.want) {
 			t.Errorf("step %d: %s %s: got %v; want %v", i+1, st.method, st.target, got, st.want)
 		}
