@@ -5,16 +5,26 @@
 // limits outgoing calls, so that every replica of a service shares one
 // budget with a partner's API.
 //
-// The middleware works with any http.Handler: wrap a route's handler to
-// limit that route, or the whole mux. Its rules name the limits and how a
-// request is keyed; a request takes from every rule all or nothing, in one
-// round trip to the store:
+// A Middleware is one policy: rules, each a limit, a key, the requests it
+// applies to and what they cost it. Put it around a whole mux, for a
+// service, or around one handler, for a route. A request takes from every
+// rule that applies to it, all or nothing, in one round trip to the
+// store; a request that no rule applies to passes through untouched:
 //
-//	mw := httplimit.New(store,
+//	policy := httplimit.New(store,
 //		httplimit.By(perAddress, httplimit.ClientIP()),
-//		httplimit.By(perUser, httplimit.FormValue("user")),
+//		httplimit.By(perAccount, httplimit.FormValue("user"), httplimit.On("POST /login")),
+//		httplimit.By(perAPIKey, httplimit.Header("X-Api-Key"), httplimit.On("GET /export"), httplimit.Cost(rows)),
 //	)
-//	mux.Handle("POST /login", mw.Wrap(login))
+//	http.ListenAndServe(addr, policy.Wrap(mux))
+//
+// On matches a request as http.ServeMux would match the pattern, wherever
+// the middleware sits; Methods and If narrow a rule further; Cost and
+// Weight set what a request costs one rule, WithCost what it costs the
+// others (1 by default). A login that the per-account limit denies costs
+// the address nothing, and an export of 0 rows costs the API key nothing.
+// Middlewares nested anyway (one per router group, say) each decide on
+// their own rules, and merge their rate-limit headers.
 //
 // # Client addresses
 //
