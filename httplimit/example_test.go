@@ -157,7 +157,8 @@ func ExampleWithCost() {
 	// 400
 }
 
-// The denial's body is JSON when the client accepts JSON.
+// The denial's body is problem details (RFC 9457) in JSON when the client
+// accepts JSON.
 func ExampleWithDenyHandler() {
 	one := spigot.MustBucket("one", 1, spigot.PerMinute(1))
 	mw := httplimit.New(memory.New(), httplimit.By(one, nil))
@@ -181,7 +182,7 @@ func ExampleWithDenyHandler() {
 	fmt.Print(w.Code, " ", w.Header().Get("Retry-After"), " ", w.Body)
 	// Output:
 	// 200 hello
-	// 429 {"error":"too many requests","limit":"one","retry_after":60}
+	// 429 {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"too many requests (one): retry in 60s","violated-policies":["one"],"retry_after":60}
 	// 429 60 slow down: one
 }
 

@@ -27,7 +27,7 @@ func TestStoreErrorFailsSafe(t *testing.T) {
 		served int64
 	}{
 		{nil, "", 503, "rate limiter unavailable: retry in 1s\n", 0},
-		{nil, "application/json", 503, `{"error":"rate limiter unavailable","retry_after":1}` + "\n", 0},
+		{nil, "application/json", 503, `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiter unavailable: retry in 1s","retry_after":1}` + "\n", 0},
 		{[]httplimit.Option{httplimit.By(api, httplimit.Const("all"))}, "text/html", 503, "rate limiter unavailable: retry in 1s\n", 0},
 		{[]httplimit.Option{httplimit.WithErrorHandler(httplimit.FailOpen)}, "", 204, "", 1},
 	} {

@@ -248,16 +248,16 @@ func TestDenyBody(t *testing.T) {
 	}{
 		{"1", "", "text/plain; charset=utf-8", "too many requests (one): retry in 60s\n"},
 		{"1", "text/html", "text/plain; charset=utf-8", "too many requests (one): retry in 60s\n"},
-		{"1", "application/json", "application/json", `{"error":"too many requests","limit":"one","retry_after":60}` + "\n"},
-		{"1", "application/problem+json, */*", "application/json", `{"error":"too many requests","limit":"one","retry_after":60}` + "\n"},
+		{"1", "application/json", "application/json", `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"too many requests (one): retry in 60s","violated-policies":["one"],"retry_after":60}` + "\n"},
+		{"1", "application/problem+json, */*", "application/problem+json", `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"too many requests (one): retry in 60s","violated-policies":["one"],"retry_after":60}` + "\n"},
 		{"2", "", "text/plain; charset=utf-8", "request exceeds the limit (one): the request costs more than the limit ever holds\n"},
-		{"2", "application/json", "application/json", `{"error":"request exceeds the limit","limit":"one"}` + "\n"},
+		{"2", "application/json", "application/json", `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"request exceeds the limit (one): the request costs more than the limit ever holds","violated-policies":["one"]}` + "\n"},
 	} {
 		w := get(h, c.n, c.accept)
 		if w.Code != 429 || w.Header().Get("Content-Type") != c.wantType || w.Body.String() != c.wantBody {
 			t.Errorf("step %d: got %d %q %q; want 429 %q %q", i+1, w.Code, w.Header().Get("Content-Type"), w.Body, c.wantType, c.wantBody)
 		}
-		if c.wantType == "application/json" && !json.Valid(w.Body.Bytes()) {
+		if strings.HasSuffix(c.wantType, "json") && !json.Valid(w.Body.Bytes()) {
 			t.Errorf("step %d: the body is not JSON: %q", i+1, w.Body)
 		}
 	}
