@@ -31,7 +31,14 @@
 // ClientIP keys by the connection's peer, without its port. It reads
 // X-Forwarded-For or Forwarded only from proxies you name, walking back
 // from the nearest hop, so a client cannot choose its own key by sending
-// such a header; see ClientIP.
+// such a header; see ClientIP. A request from a named proxy that sends no
+// such header is keyed by the proxy's own address, and one whose every
+// hop is in a named network by the leftmost hop: a proxy that drops the
+// header puts all its clients in one bucket. RequireForwardedClient makes
+// such a request a key error (400) instead, so that no key is ever a
+// proxy's address; name only your proxies' networks with it:
+//
+//	httplimit.ClientIP(httplimit.TrustXForwardedFor(lb), httplimit.RequireForwardedClient())
 //
 // # What clients see
 //
@@ -61,12 +68,55 @@
 //
 // # Failures
 //
-// A request that has no key (a KeyFunc failed) is charged nothing and
+// A request that has no key (a KeyFunc failed), no cost (WithCost's func
+// failed) or no limit (a ByFunc's func failed) is charged nothing and
 // gets 400 (WithKeyErrorHandler), as does a key longer than
 // spigot.MaxKeyLen. FormValue reads at most MaxFormBytes of a body. When
 // the store fails, the request is not served: it gets 503 with
-// Retry-After, and the error goes to the observer (WithErrorHandler,
-// WithObserver; FailOpen serves it instead). Put a Redis store behind
-// store/hybrid to choose per limit between failing open, failing closed
-// and limiting in each process while Redis is down.
+// Retry-After: 1 and Cache-Control: no-store, and the error goes to the
+// observer (WithErrorHandler, WithObserver; FailOpen serves it instead).
+// Put a Redis store behind store/hybrid to choose per limit between
+// failing open, failing closed and limiting in each process while Redis
+// is down.
+//
+// Every error body the middleware writes by default, a denial's
+// included, is problem details (RFC 9457) in JSON when the request's
+// Accept prefers JSON, and otherwise one line of plain text, the
+// problem's detail. No body shows an error's text, a key, or what the
+// client sent. A denial is of the RateLimit draft's problem type
+// quota-exceeded, with the names of the limits that denied the request
+// in violated-policies and, when a wait can admit it, Retry-After's
+// seconds in retry_after:
+//
+//	HTTP/1.1 429 Too Many Requests
+//	Content-Type: application/problem+json
+//	Retry-After: 60
+//
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"too many requests (login-user): retry in 60s","violated-policies":["login-user"],"retry_after":60}
+//
+// or, in plain text:
+//
+//	too many requests (login-user): retry in 60s
+//
+// A request whose cost no wait can admit has the same type, without
+// retry_after, the status of WithNeverStatus, and the detail "request
+// exceeds the limit (rows): the request costs more than the limit ever
+// holds". A key error and a store failure are about:blank, titled by
+// their status; a key error's detail says what the request lacks, and
+// for which limit, when the error is a *RequestError:
+//
+//	{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request has no key for the limit \"login-user\""}
+//	{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiter unavailable: retry in 1s","retry_after":1}
+//
+// Each body has X-Content-Type-Options: nosniff. The JSON is sent as
+// application/problem+json, or as application/json to a client that
+// accepts only that. Each of text/plain, application/problem+json and
+// application/json takes the weight (q) of the most specific media range
+// of Accept that matches it (application/*+json matches problem+json;
+// q=0 refuses a type); JSON wins when its weight is higher than plain
+// text's, or equal and by a range at least as specific that is not */*
+// alone. So "application/json" and "application/json, text/plain, */*"
+// get JSON, and no Accept, "*/*" or a browser's Accept gets plain text, as
+// does a list that accepts none of them. Only the first 32 elements of
+// Accept are read, and a malformed one is ignored.
 package httplimit

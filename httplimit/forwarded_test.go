@@ -174,7 +174,9 @@ func FuzzForwardedSpoof(f *testing.F) {
 
 // FuzzClientIP: for any peer and any header, ClientIP never panics, and
 // gives either the canonical text of an address (of a network under
-// IPv6Prefix) or an error matching ErrNoKey. When every line of a
+// IPv6Prefix) or an error matching ErrNoKey; with RequireForwardedClient,
+// the same key when it is outside the trusted networks, and ErrNoKey
+// otherwise. When every line of a
 // Forwarded header is well-formed, it gives what a reading of the whole
 // header from the left does.
 func FuzzClientIP(f *testing.F) {
@@ -202,6 +204,17 @@ func FuzzClientIP(f *testing.F) {
 		httplimit.ClientIP(httplimit.TrustXForwardedFor(two...), httplimit.IPv6Prefix(64)),
 		httplimit.ClientIP(httplimit.TrustForwarded(two...), httplimit.IPv6Prefix(64)),
 	}
+	strictKeys := make([]httplimit.KeyFunc, len(keys))
+	for i := range keys {
+		opts := []httplimit.IPOption{httplimit.TrustXForwardedFor(two...), httplimit.RequireForwardedClient()}
+		if i&1 == 1 {
+			opts[0] = httplimit.TrustForwarded(two...)
+		}
+		if i&2 == 2 {
+			opts = append(opts, httplimit.IPv6Prefix(64))
+		}
+		strictKeys[i] = httplimit.ClientIP(opts...)
+	}
 	f.Fuzz(func(t *testing.T, peer, header string, opts byte) {
 		name := "X-Forwarded-For"
 		if opts&1 == 1 {
@@ -222,6 +235,16 @@ func FuzzClientIP(f *testing.F) {
 		} else if !isKey(got, prefix) {
 			t.Fatalf("key(%q, %s %q) = %q; want an address in canonical form", peer, name, lines, got)
 		}
+		// With RequireForwardedClient, the same key when it is outside
+		// the trusted networks, and no key otherwise.
+		strict, serr := strictKeys[opts&3](r)
+		if err == nil && !inside(got, two) {
+			if strict != got || serr != nil {
+				t.Fatalf("RequireForwardedClient: key(%q, %s %q) = %q, %v; want %q", peer, name, lines, strict, serr, got)
+			}
+		} else if !errors.Is(serr, httplimit.ErrNoKey) || strict != "" {
+			t.Fatalf("RequireForwardedClient: key(%q, %s %q) = %q, %v; want an error matching ErrNoKey (without it: %q, %v)", peer, name, lines, strict, serr, got, err)
+		}
 		if name != "Forwarded" {
 			return
 		}
@@ -234,6 +257,21 @@ func FuzzClientIP(f *testing.F) {
 			t.Fatalf("key(%q, Forwarded %q) = %q, %v; a reading from the left gives %q", peer, lines, got, err, want)
 		}
 	})
+}
+
+// inside reports whether the key k, an address or an IPv6 network, is in
+// one of the networks of trusted, none of which is longer than a /64.
+func inside(k string, trusted []netip.Prefix) bool {
+	a, err := netip.ParseAddr(k)
+	if err != nil {
+		a = netip.MustParsePrefix(k).Addr()
+	}
+	for _, p := range trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // isKey reports whether k is the canonical text of an address, or of an

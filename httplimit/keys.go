@@ -31,7 +31,8 @@ type IPOption func(*clientIP)
 type clientIP struct {
 	header  string // "" (none), "Forwarded" or "X-Forwarded-For"
 	trusted []netip.Prefix
-	v6bits  int // 0: the whole address
+	v6bits  int  // 0: the whole address
+	require bool // RequireForwardedClient
 }
 
 // TrustForwarded makes ClientIP read the client's address from the
@@ -70,6 +71,21 @@ func unmapBits(a netip.Addr) int {
 	return 0
 }
 
+// RequireForwardedClient makes ClientIP fail, with an error matching
+// ErrNoKey, when a request comes from a trusted proxy whose header names
+// no client outside the trusted networks: the header is missing, holds
+// no entry, or holds only trusted addresses. Without it, such a request
+// is keyed by the address of the proxy (or of the leftmost trusted hop),
+// so a proxy that stops writing the header puts all its clients in one
+// bucket; with it, they get the key error handler's 400, and the key is
+// never a trusted address. Name only your proxies' networks with it: a
+// client inside them, calling directly or through the proxies, has no key
+// either. It panics in ClientIP without TrustXForwardedFor or
+// TrustForwarded.
+func RequireForwardedClient() IPOption {
+	return func(c *clientIP) { c.require = true }
+}
+
 // IPv6Prefix makes ClientIP key an IPv6 client by the network of its
 // first bits bits, such as 64: one host usually holds a whole /64, and
 // could otherwise take a fresh bucket with each of its addresses. The key
@@ -94,8 +110,12 @@ func IPv6Prefix(bits int) IPOption {
 // proxies append, the last entry being the address the peer saw, and
 // skips every entry in a trusted network, up to MaxHops; the first address
 // it meets outside them is the client. When every entry is in a trusted
-// network, the leftmost is the client. Several lines of the header count
-// as one list, in order. What lies to the left of the client's entry was
+// network, the leftmost is the client. When the header has no entry (the
+// proxy sent none, or only empty lines), the client is the proxy itself:
+// if a proxy stops sending the header, as a misconfigured one does, all
+// its clients share its key, and one bucket. RequireForwardedClient makes
+// both of these an error instead. Several lines of the header count as
+// one list, in order. What lies to the left of the client's entry was
 // written by the client, or by proxies you do not trust, and is never
 // read, whatever it holds (an unterminated quoted string included), so a
 // client cannot choose its own key by sending the header. Without a
@@ -119,14 +139,20 @@ func IPv6Prefix(bits int) IPOption {
 // element that is not well-formed, such as one with an unterminated
 // quoted string, one without for= or with two); when the entry it stops
 // at is not an IP address ("unknown", an obfuscated identifier, garbage);
-// and past MaxHops trusted hops. When proxies are trusted, a peer without
-// an IP address (a proxy on a Unix socket) counts as a trusted proxy.
+// past MaxHops trusted hops; and, with RequireForwardedClient, when no
+// entry names a client outside the trusted networks. When proxies are
+// trusted, a peer without an IP address (a proxy on a Unix socket) counts
+// as a trusted proxy.
 //
-// ClientIP panics on an invalid option (see each option).
+// ClientIP panics on an invalid option (see each option), and on
+// RequireForwardedClient without a trusted network's header.
 func ClientIP(opts ...IPOption) KeyFunc {
 	c := &clientIP{}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.require && c.header == "" {
+		panic("spigot: httplimit: ClientIP: RequireForwardedClient without TrustXForwardedFor or TrustForwarded: no proxy is trusted")
 	}
 	return c.key
 }
@@ -183,6 +209,12 @@ func (c *clientIP) key(r *http.Request) (string, error) {
 	}
 	// Every hop is trusted: the request comes from inside, from the
 	// leftmost address.
+	switch {
+	case c.require && hops == 0:
+		return "", fmt.Errorf("%w: the trusted proxy %q sent no %s entry", ErrNoKey, clip(r.RemoteAddr), c.header)
+	case c.require:
+		return "", fmt.Errorf("%w: every address of the %s header is in a trusted network", ErrNoKey, c.header)
+	}
 	if !peer.IsValid() {
 		return "", fmt.Errorf("%w: the peer's address %q is not an IP address, and the %s header names no client", ErrNoKey, r.RemoteAddr, c.header)
 	}

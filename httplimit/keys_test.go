@@ -130,6 +130,57 @@ func TestClientIPSpoofing(t *testing.T) {
 	}
 }
 
+// TestClientIPRequireForwardedClient: a request from a trusted proxy is
+// keyed by the proxy's own address, or by the leftmost trusted hop, when
+// its header names no client outside the trusted networks; with
+// RequireForwardedClient it has no key instead, and the key is never a
+// trusted address.
+func TestClientIPRequireForwardedClient(t *testing.T) {
+	xff := httplimit.TrustXForwardedFor(proxies)
+	fwd := httplimit.TrustForwarded(proxies)
+	require := httplimit.RequireForwardedClient()
+	for i, c := range []struct {
+		name         string
+		opt          httplimit.IPOption
+		peer         string
+		header       string   // the header's name
+		values       []string // its lines
+		want, strict string   // without and with RequireForwardedClient; "" for ErrNoKey
+	}{
+		{"a client", xff, "10.0.0.1:80", "X-Forwarded-For", []string{"198.51.100.9"}, "198.51.100.9", "198.51.100.9"},
+		{"a client behind two proxies", xff, "10.0.0.1:80", "X-Forwarded-For", []string{"198.51.100.9, 10.0.0.2"}, "198.51.100.9", "198.51.100.9"},
+		{"no header", xff, "10.0.0.1:80", "X-Forwarded-For", nil, "10.0.0.1", ""},
+		{"an empty line", xff, "10.0.0.1:80", "X-Forwarded-For", []string{""}, "10.0.0.1", ""},
+		{"lines of spaces and tabs", xff, "10.0.0.1:80", "X-Forwarded-For", []string{" \t", "  "}, "10.0.0.1", ""},
+		{"an empty line after a client", xff, "10.0.0.1:80", "X-Forwarded-For", []string{"198.51.100.9", ""}, "198.51.100.9", "198.51.100.9"},
+		{"every hop trusted", xff, "10.0.0.1:80", "X-Forwarded-For", []string{"10.0.0.5"}, "10.0.0.5", ""},
+		{"every hop trusted, on two lines", xff, "10.0.0.1:80", "X-Forwarded-For", []string{"10.0.0.5", "10.0.0.6"}, "10.0.0.5", ""},
+		{"only the other header", xff, "10.0.0.1:80", "Forwarded", []string{"for=198.51.100.9"}, "10.0.0.1", ""},
+		{"an untrusted peer's header is ignored", xff, "203.0.113.7:80", "X-Forwarded-For", nil, "203.0.113.7", "203.0.113.7"},
+		{"a Unix socket's proxy", xff, "@", "X-Forwarded-For", []string{"198.51.100.9"}, "198.51.100.9", "198.51.100.9"},
+		{"a Unix socket's proxy without a header", xff, "@", "X-Forwarded-For", nil, "", ""},
+		{"garbage stays an error", xff, "10.0.0.1:80", "X-Forwarded-For", []string{"garbage"}, "", ""},
+
+		{"Forwarded: a client", fwd, "10.0.0.1:80", "Forwarded", []string{"for=198.51.100.9;proto=https"}, "198.51.100.9", "198.51.100.9"},
+		{"Forwarded: no header", fwd, "10.0.0.1:80", "Forwarded", nil, "10.0.0.1", ""},
+		{"Forwarded: an empty line", fwd, "10.0.0.1:80", "Forwarded", []string{""}, "10.0.0.1", ""},
+		{"Forwarded: empty elements", fwd, "10.0.0.1:80", "Forwarded", []string{" , ,", ","}, "10.0.0.1", ""},
+		{"Forwarded: every hop trusted", fwd, "10.0.0.1:80", "Forwarded", []string{"for=10.0.0.5, for=10.0.0.6"}, "10.0.0.5", ""},
+		{"Forwarded: only the other header", fwd, "10.0.0.1:80", "X-Forwarded-For", []string{"198.51.100.9"}, "10.0.0.1", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = c.peer
+			for _, v := range c.values {
+				r.Header.Add(c.header, v)
+			}
+			checkKey(t, i, httplimit.ClientIP(c.opt), r, c.want)
+			checkKey(t, i, httplimit.ClientIP(c.opt, require), r, c.strict)
+			checkKey(t, i, httplimit.ClientIP(require, c.opt, httplimit.IPv6Prefix(64)), r, c.strict)
+		})
+	}
+}
+
 // TestClientIPOptions panics on invalid options, naming them.
 func TestClientIPOptions(t *testing.T) {
 	for i, c := range []struct {
@@ -140,6 +191,8 @@ func TestClientIPOptions(t *testing.T) {
 		{func() { httplimit.IPv6Prefix(129) }, "IPv6Prefix(129)"},
 		{func() { httplimit.TrustXForwardedFor(netip.Prefix{}) }, "TrustXForwardedFor"},
 		{func() { httplimit.TrustForwarded(proxies, netip.Prefix{}) }, "TrustForwarded: proxy network 1"},
+		{func() { httplimit.ClientIP(httplimit.RequireForwardedClient()) }, "ClientIP: RequireForwardedClient without"},
+		{func() { httplimit.ClientIP(httplimit.RequireForwardedClient(), httplimit.IPv6Prefix(64)) }, "ClientIP: RequireForwardedClient without"},
 	} {
 		func() {
 			defer func() {
