@@ -211,13 +211,15 @@ func failSafe(w http.ResponseWriter, r *http.Request, _ error) (serve bool) {
 	return false
 }
 
-// writeText answers status with detail, on a line of plain text.
+// writeText answers status with detail, on a line of plain text. It
+// copies detail, which may stay on its caller's stack.
 func writeText(w http.ResponseWriter, status int, detail []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(detail, '\n'))
+	b := make([]byte, 0, len(detail)+1)
+	w.Write(append(append(b, detail...), '\n'))
 }
 
 // writeJSON answers status with the problem object b, which it closes, as
