@@ -27,7 +27,7 @@ func ExampleOn() {
 		httplimit.By(perAPIKey, httplimit.Header("X-Api-Key"), httplimit.On("GET /export"), httplimit.Cost(rows)),
 	)
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "wrong password", 401) })
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "wrong password", http.StatusUnauthorized) })
 	mux.HandleFunc("GET /export", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {})
 	h := policy.Wrap(mux)

@@ -38,7 +38,7 @@ type rule struct {
 	limit   spigot.Limit // the zero Limit when choose is set
 	choose  func(*http.Request) (spigot.Limit, error)
 	key     KeyFunc
-	policy  string          // limit's RateLimit-Policy member, made once
+	policy  string           // limit's RateLimit-Policy member, made once
 	on      []*http.ServeMux // On's patterns, one mux each; nil: every request
 	methods []string         // Methods'; nil: every method
 	when    []func(*http.Request) bool
@@ -247,10 +247,12 @@ func WithNeverStatus(code int) Option {
 // rate-limit headers, and Retry-After, are already set when f runs;
 // res.Decisions says which limit denied it and when to retry (RetryAfter
 // is spigot.Never when no wait can admit it). The default answers 429 Too
-// Many Requests (see WithNeverStatus) with a short body, in JSON when the
-// request's Accept names a JSON type and in plain text otherwise:
+// Many Requests (see WithNeverStatus) with problem details (RFC 9457) of
+// the RateLimit draft's type quota-exceeded, naming the limits that
+// denied the request, in JSON when the request's Accept prefers it and in
+// plain text otherwise (see Failures in the package doc):
 //
-//	{"error":"too many requests","limit":"login","retry_after":3}
+//	{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"too many requests (login): retry in 3s","violated-policies":["login"],"retry_after":3}
 //	too many requests (login): retry in 3s
 //
 // It panics if f is nil.
@@ -262,9 +264,17 @@ func WithDenyHandler(f func(w http.ResponseWriter, r *http.Request, res *Result)
 }
 
 // WithKeyErrorHandler replaces the response to a request that has no key,
-// or no cost: a KeyFunc, a ByFunc's choice or WithCost's func failed. The
-// request is charged nothing and not served. The default answers 400 Bad
-// Request with the error's text. It panics if f is nil.
+// no cost or no limit: a KeyFunc, WithCost's func or a ByFunc's choice
+// failed, and err is a *RequestError. The request is charged nothing and
+// not served. The default answers 400 Bad Request with problem details
+// (RFC 9457) that say what the request lacks and for which limit, in JSON
+// when the request's Accept prefers it and in plain text otherwise, and
+// never err's text (see Failures in the package doc):
+//
+//	{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request has no key for the limit \"login-user\""}
+//	the request has no key for the limit "login-user"
+//
+// It panics if f is nil.
 func WithKeyErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error)) Option {
 	if f == nil {
 		panic("spigot: httplimit: WithKeyErrorHandler: nil func")
@@ -279,9 +289,14 @@ func WithKeyErrorHandler(f func(w http.ResponseWriter, r *http.Request, err erro
 // false. The observer (see WithObserver) sees every store error first.
 //
 // The default fails safe: it serves nothing and answers 503 Service
-// Unavailable with Retry-After: 1, and a short body ("rate limiter
-// unavailable", in JSON when the request's Accept names a JSON type) that
-// never shows the error. FailOpen serves the request instead, unlimited:
+// Unavailable with Retry-After: 1 and a body that never shows the error,
+// problem details (RFC 9457) in JSON when the request's Accept prefers it
+// and plain text otherwise:
+//
+//	{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiter unavailable: retry in 1s","retry_after":1}
+//	rate limiter unavailable: retry in 1s
+//
+// FailOpen serves the request instead, unlimited:
 // use it only for limits whose job is fairness, never for login attempts
 // or quota-billed work. To keep limiting while Redis is down (in each
 // process), or to choose per limit, put the Redis store behind

@@ -330,8 +330,7 @@ func TestResetAndRefundApplying(t *testing.T) {
 	_, s := fixture()
 	a := spigot.MustBucket("a", 100, spigot.PerHour(1))
 	b := spigot.MustBucket("b", 100, spigot.PerHour(1))
-	var mw *httplimit.Middleware
-	mw = httplimit.New(s,
+	mw := httplimit.New(s,
 		httplimit.By(a, httplimit.Const("k")),
 		httplimit.By(b, httplimit.Const("k"), httplimit.On("POST /b"), httplimit.Weight(7)),
 	)
