@@ -203,6 +203,12 @@ type Observer struct {
 	// failed probe, and an error that matches spigot.ErrRequestFailed,
 	// which does not count against the breaker), with the time it took.
 	RemoteError func(ctx context.Context, op spigot.Op, err error, latency time.Duration)
+	// RemoteCall is called after every remote call, with its error (nil
+	// when the remote answered) and the time it took, before RemoteError
+	// and any transition it causes: for a histogram of the remote's
+	// latency. A DoMulti is one call, of its first op; a call that the
+	// caller gave up on is reported too, with the error it returned.
+	RemoteCall func(ctx context.Context, op spigot.Op, err error, latency time.Duration)
 	// Transition is called when the breaker changes state, in order, under
 	// the breaker's lock: it must not call the Store. Every transition is
 	// caused by a call: ctx is the context of the call whose remote
@@ -330,8 +336,8 @@ func WithMemory(n int) Option {
 	return func(s *Store) { s.memoryKeys = n }
 }
 
-// WithObserver sets the observer of decisions, remote errors and breaker
-// transitions.
+// WithObserver sets the observer of decisions, remote calls and errors,
+// and breaker transitions.
 func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 
 // WithClock sets the clock of the breaker's cooldown and of the guard
@@ -618,6 +624,9 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe
 		v, err = detached(rctx, f)
 	} else {
 		v, err = f(rctx)
+	}
+	if s.obs.RemoteCall != nil {
+		s.obs.RemoteCall(ctx, op, err, time.Since(start))
 	}
 	switch {
 	case err == nil:

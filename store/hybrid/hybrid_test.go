@@ -1020,6 +1020,106 @@ func TestObserverOptional(t *testing.T) {
 	}
 }
 
+// TestObserverRemoteCall: RemoteCall is told of every remote call, with
+// its op (a DoMulti's first), its error and a latency within the call's
+// own; RemoteError only of the failures the remote caused, not of a call
+// the caller gave up on. A call the open breaker spares is no call.
+func TestObserverRemoteCall(t *testing.T) {
+	type call struct {
+		key string
+		err error
+	}
+	var mu sync.Mutex
+	var calls, errs []call
+	var latency time.Duration
+	o := hybrid.Observer{
+		RemoteCall: func(_ context.Context, op spigot.Op, err error, d time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, call{op.Key, err})
+			latency = d
+		},
+		RemoteError: func(_ context.Context, op spigot.Op, err error, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, call{op.Key, err})
+		},
+	}
+	clk := clocktest.New(t0)
+	remote := newFakeRemote(t, clk)
+	// The fake remote's hang ignores its context: WithDetach.
+	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute),
+		hybrid.WithDetach(), hybrid.WithBreaker(2, sec), hybrid.WithObserver(o))
+	ops := []spigot.Op{{Limit: cap4, Key: "a", N: 1}, {Limit: cap4, Key: "b", N: 1}}
+	for i, c := range []struct {
+		mode   mode
+		multi  bool
+		cancel bool  // the caller gives up while the remote hangs
+		fails  bool  // whether the call returns an error
+		err    error // the error RemoteCall is told (errors.Is), nil for none
+		remote bool  // whether RemoteError is told too
+	}{
+		{mode: succeed},
+		{mode: unsupported, err: errors.ErrUnsupported, remote: true, fails: true}, // an answer
+		{mode: succeed, multi: true},
+		{mode: hang, cancel: true, err: context.Canceled, fails: true},
+		{mode: fail, err: errDown, remote: true},
+		{mode: fail, multi: true, err: errDown, remote: true}, // the breaker opens
+		{mode: succeed}, // open: no call
+	} {
+		remote.set(c.mode)
+		mu.Lock()
+		calls, errs, latency = nil, nil, -1
+		mu.Unlock()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			if c.multi {
+				done <- s.DoMulti(ctx, spigot.Independent, ops, make([]spigot.Decision, len(ops)))
+				return
+			}
+			_, err := s.Do(ctx, ops[0])
+			done <- err
+		}()
+		if c.cancel {
+			remote.waitHung(t, 1)
+			cancel()
+		}
+		err := <-done
+		elapsed := time.Since(start)
+		cancel()
+		if c.fails != (err != nil) {
+			t.Errorf("step %d: got error %v, want one: %v", i, err, c.fails)
+		}
+		mu.Lock()
+		gotCalls, gotErrs, gotLatency := calls, errs, latency
+		mu.Unlock()
+		wantCalls := 1
+		if i == 6 {
+			wantCalls = 0
+		}
+		if len(gotCalls) != wantCalls {
+			t.Fatalf("step %d: got calls %v, want %d", i, gotCalls, wantCalls)
+		}
+		if wantCalls == 0 {
+			continue
+		}
+		if got := gotCalls[0]; got.key != "a" || !errors.Is(got.err, c.err) || (c.err == nil) != (got.err == nil) {
+			t.Errorf("step %d: got call %+v, want key a, error %v", i, got, c.err)
+		}
+		if gotLatency < 0 || gotLatency > elapsed {
+			t.Errorf("step %d: got latency %v, want 0 to the call's %v", i, gotLatency, elapsed)
+		}
+		if c.remote != (len(gotErrs) == 1) || len(gotErrs) > 1 {
+			t.Errorf("step %d: got remote errors %v, want %v", i, gotErrs, c.remote)
+		}
+	}
+	if got := s.Circuit(); got != hybrid.CircuitOpen {
+		t.Errorf("got circuit %v, want open", got)
+	}
+}
+
 // TestNames: what String returns for each Policy, Circuit and Path, and
 // for a value that has no name.
 func TestNames(t *testing.T) {
@@ -1068,6 +1168,7 @@ func TestObserverContext(t *testing.T) {
 			record(ctx, "decision:"+p.String())
 		},
 		RemoteError: func(ctx context.Context, _ spigot.Op, _ error, _ time.Duration) { record(ctx, "error") },
+		RemoteCall:  func(ctx context.Context, _ spigot.Op, _ error, _ time.Duration) { record(ctx, "call") },
 		Transition: func(ctx context.Context, from, to hybrid.Circuit) {
 			record(ctx, from.String()+">"+to.String())
 		},
@@ -1083,11 +1184,11 @@ func TestObserverContext(t *testing.T) {
 		multi   bool
 		want    []string
 	}{
-		{succeed, 0, false, []string{"decision:remote@0"}},
-		{fail, 0, false, []string{"error@1", "closed>open@1", "decision:local@1"}},
-		{succeed, sec, false, []string{"open>half-open@2", "half-open>closed@2", "decision:remote@2"}},
-		{fail, 0, true, []string{"error@3", "closed>open@3", "decision:local@3", "decision:local@3"}},
-		{succeed, sec, true, []string{"open>half-open@4", "half-open>closed@4", "decision:remote@4", "decision:remote@4"}},
+		{succeed, 0, false, []string{"call@0", "decision:remote@0"}},
+		{fail, 0, false, []string{"call@1", "error@1", "closed>open@1", "decision:local@1"}},
+		{succeed, sec, false, []string{"open>half-open@2", "call@2", "half-open>closed@2", "decision:remote@2"}},
+		{fail, 0, true, []string{"call@3", "error@3", "closed>open@3", "decision:local@3", "decision:local@3"}},
+		{succeed, sec, true, []string{"open>half-open@4", "call@4", "half-open>closed@4", "decision:remote@4", "decision:remote@4"}},
 	} {
 		remote.set(c.mode)
 		clk.Advance(c.advance)
