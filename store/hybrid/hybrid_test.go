@@ -1058,6 +1058,7 @@ func TestObserverRemoteCall(t *testing.T) {
 		fails  bool  // whether the call returns an error
 		err    error // the error RemoteCall is told (errors.Is), nil for none
 		remote bool  // whether RemoteError is told too
+		open   bool  // the breaker is open: no call
 	}{
 		{mode: succeed},
 		{mode: unsupported, err: errors.ErrUnsupported, remote: true, fails: true}, // an answer
@@ -1065,7 +1066,7 @@ func TestObserverRemoteCall(t *testing.T) {
 		{mode: hang, cancel: true, err: context.Canceled, fails: true},
 		{mode: fail, err: errDown, remote: true},
 		{mode: fail, multi: true, err: errDown, remote: true}, // the breaker opens
-		{mode: succeed}, // open: no call
+		{mode: succeed, open: true},
 	} {
 		remote.set(c.mode)
 		mu.Lock()
@@ -1096,7 +1097,7 @@ func TestObserverRemoteCall(t *testing.T) {
 		gotCalls, gotErrs, gotLatency := calls, errs, latency
 		mu.Unlock()
 		wantCalls := 1
-		if i == 6 {
+		if c.open {
 			wantCalls = 0
 		}
 		if len(gotCalls) != wantCalls {
