@@ -44,6 +44,7 @@ package otelspigot
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"time"
 
@@ -53,6 +54,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/nilcheck"
@@ -78,6 +80,11 @@ const (
 	PathKey      = attribute.Key("spigot.path")
 	ErrorTypeKey = attribute.Key("error.type")
 	RouteKey     = attribute.Key("http.route")
+	// CircuitFromKey and CircuitToKey are the states of store/hybrid's
+	// breaker (closed, open, half-open) that a transition left and
+	// entered.
+	CircuitFromKey = attribute.Key("spigot.circuit.from")
+	CircuitToKey   = attribute.Key("spigot.circuit.to")
 )
 
 // An Option configures Wrap, HybridObserver, ObserveCircuit and
@@ -90,14 +97,16 @@ type config struct {
 }
 
 // WithMeterProvider records through mp instead of the global
-// MeterProvider (otel.GetMeterProvider).
+// MeterProvider (otel.GetMeterProvider). A nil mp means the global one.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) { c.mp = mp }
 }
 
-// WithTracerProvider turns on a span per operation (per DoMulti call),
-// through tp: spans are off by default. A span has the limit's name, the
-// action and the tokens, never the key.
+// WithTracerProvider makes Wrap's spans through tp instead of the global
+// TracerProvider (otel.GetTracerProvider). A nil tp means the global one.
+// Pass the no-op provider of go.opentelemetry.io/otel/trace/noop
+// (noop.NewTracerProvider()) to turn spans off: the Store then starts
+// none. The other functions of the package make no spans.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) { c.tp = tp }
 }
@@ -110,8 +119,24 @@ func newConfig(opts []Option) config {
 	if c.mp == nil {
 		c.mp = otel.GetMeterProvider()
 	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
 	return c
 }
+
+// unsetTracerProvider is what otel.GetTracerProvider returns until a
+// provider is set: a placeholder whose tracers make non-recording spans,
+// at the cost of an allocation or two each, until they delegate to the
+// provider set. It is nil if a provider was set before this package was
+// initialized.
+var unsetTracerProvider = func() trace.TracerProvider {
+	tp := otel.GetTracerProvider()
+	if t := reflect.TypeOf(tp); t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
+		return tp
+	}
+	return nil
+}()
 
 // instruments are the synchronous instruments of decisions and of the
 // store, and the attribute sets of each limit, made once.
@@ -124,7 +149,7 @@ type instruments struct {
 	mu     sync.RWMutex
 	limits map[limitKey]*limitAttrs
 	ops    [2][]metric.RecordOption // do, do_multi
-	errs   map[string][]metric.AddOption
+	errs   errorAttrs
 }
 
 // limitKey is a limit's name and route: a struct rather than the two
@@ -144,7 +169,7 @@ const maxLimits = 1000
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	m := mp.Meter(ScopeName)
-	in := &instruments{limits: make(map[limitKey]*limitAttrs), errs: make(map[string][]metric.AddOption)}
+	in := &instruments{limits: make(map[limitKey]*limitAttrs), errs: newErrorAttrs()}
 	var err, e error
 	in.decisions, e = m.Int64Counter("spigot.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions on operations that take tokens, by limit and outcome."))
@@ -207,40 +232,48 @@ func (in *instruments) decided(ctx context.Context, op spigot.Op, d spigot.Decis
 
 // failed records a store error of kind ErrorType(err).
 func (in *instruments) failed(ctx context.Context, err error) {
-	if !in.errors.Enabled(ctx) {
-		return
+	if in.errors.Enabled(ctx) {
+		in.errors.Add(ctx, 1, in.errs[errorKind(err)]...)
 	}
-	kind := ErrorType(err)
-	in.mu.RLock()
-	opts := in.errs[kind]
-	in.mu.RUnlock()
-	if opts == nil {
-		opts = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(ErrorTypeKey.String(kind)))}
-		in.mu.Lock()
-		in.errs[kind] = opts
-		in.mu.Unlock()
+}
+
+// errorTypes are the values of ErrorType, indexed by errorKind.
+var errorTypes = [...]string{"invalid", "unsupported", "canceled", "request", "unavailable"}
+
+// errorAttrs are the measurement options of each kind of error.
+type errorAttrs [len(errorTypes)][]metric.AddOption
+
+func newErrorAttrs() errorAttrs {
+	var a errorAttrs
+	for i, t := range errorTypes {
+		a[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(ErrorTypeKey.String(t)))}
 	}
-	in.errors.Add(ctx, 1, opts...)
+	return a
 }
 
 // ErrorType returns the kind of a store's error, as spigot.store.errors
-// counts it: "invalid" for bad input (spigot.ErrInvalidLimit,
+// and spigot.hybrid.remote.errors count it (their error.type):
+// "invalid" for bad input (spigot.ErrInvalidLimit, spigot.ErrInvalidKey,
 // spigot.ErrInvalidCost), "unsupported" (errors.ErrUnsupported),
 // "canceled" (the caller's context), "request" for an error about one
 // request (spigot.ErrRequestFailed), and "unavailable" for the others: the
-// store cannot serve requests now.
-func ErrorType(err error) string {
+// store cannot serve requests now (refused, reset or lost connections,
+// timeouts, a server that answers that it cannot serve any request).
+func ErrorType(err error) string { return errorTypes[errorKind(err)] }
+
+// errorKind returns the index in errorTypes of err's kind.
+func errorKind(err error) int {
 	switch {
 	case errors.Is(err, spigot.ErrInvalidLimit), errors.Is(err, spigot.ErrInvalidKey), errors.Is(err, spigot.ErrInvalidCost):
-		return "invalid"
+		return 0
 	case errors.Is(err, errors.ErrUnsupported):
-		return "unsupported"
+		return 1
 	case errors.Is(err, context.Canceled):
-		return "canceled"
+		return 2
 	case errors.Is(err, spigot.ErrRequestFailed):
-		return "request"
+		return 3
 	}
-	return "unavailable"
+	return 4
 }
 
 // A Store is a spigot.Store that records the metrics of the package doc
@@ -250,14 +283,17 @@ type Store struct {
 	next   spigot.Store
 	in     *instruments
 	tracer trace.Tracer // nil: no spans
-	off    bool         // no tracer, and every instrument is a no-op: pass through
+	// unset: tracer is the global provider's from before one was set: no
+	// spans until one is.
+	unset bool
+	off   bool // no tracer, and every instrument is a no-op: pass through
 }
 
 var _ spigot.Store = (*Store)(nil)
 
-// Wrap returns s with metrics (and, with WithTracerProvider, spans). It
-// panics if s is nil. An instrument the MeterProvider refuses is left out
-// (the provider reports why to otel's error handler).
+// Wrap returns s with metrics and spans. It panics if s is nil. An
+// instrument the MeterProvider refuses is left out (the provider reports
+// why to otel's error handler).
 func Wrap(s spigot.Store, opts ...Option) *Store {
 	if nilcheck.Nil(s) {
 		panic("spigot: otelspigot: Wrap: nil Store")
@@ -268,11 +304,22 @@ func Wrap(s spigot.Store, opts ...Option) *Store {
 		otel.Handle(err)
 	}
 	w := &Store{next: s, in: in}
-	if c.tp != nil {
+	if _, off := c.tp.(tracenoop.TracerProvider); !off {
 		w.tracer = c.tp.Tracer(ScopeName)
+		w.unset = c.tp == unsetTracerProvider
+		if _, off := w.tracer.(tracenoop.Tracer); off {
+			w.tracer = nil
+		}
 	}
 	w.off = w.tracer == nil && in.noop()
 	return w
+}
+
+// tracing reports whether calls are to have spans: they do with a tracer,
+// but the global provider's before one is set, whose spans record nothing
+// and would cost an allocation each.
+func (s *Store) tracing() bool {
+	return s.tracer != nil && (!s.unset || otel.GetTracerProvider() != unsetTracerProvider)
 }
 
 // noop reports whether every instrument is the no-op API's, which records
@@ -302,7 +349,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 
 func (s *Store) do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	var span trace.Span
-	if s.tracer != nil {
+	if s.tracing() {
 		ctx, span = s.tracer.Start(ctx, "spigot.Do", trace.WithAttributes(
 			LimitKey.String(op.Limit.Name()), attribute.String("spigot.action", op.Action.String()), attribute.Int64("spigot.tokens", op.N)))
 		defer span.End()
@@ -364,7 +411,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 
 func (s *Store) doMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
 	var span trace.Span
-	if s.tracer != nil {
+	if s.tracing() {
 		ctx, span = s.tracer.Start(ctx, "spigot.DoMulti", trace.WithAttributes(attribute.Int("spigot.ops", len(ops)),
 			attribute.Bool("spigot.all_or_nothing", mode == spigot.AllOrNothing)))
 		defer span.End()

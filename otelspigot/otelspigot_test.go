@@ -22,6 +22,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	oteltrace "go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
@@ -670,7 +671,8 @@ func TestHTTPObserver(t *testing.T) {
 }
 
 // TestSpans checks the span of each Do with WithTracerProvider, and that
-// there is none without it, even under a recording parent span.
+// there is none with the no-op TracerProvider, even under a recording
+// parent span.
 func TestSpans(t *testing.T) {
 	ctx := context.Background()
 	sr := tracetest.NewSpanRecorder()
@@ -737,10 +739,11 @@ func TestSpans(t *testing.T) {
 		t.Errorf("DoMulti: got %d spans, want a spigot.DoMulti span", len(spans))
 	}
 
-	// Without WithTracerProvider: no span, even within a recording span.
+	// With the no-op TracerProvider: no span, even within a recording span.
 	n := len(sr.Ended())
 	pctx, parent := tp.Tracer("test").Start(ctx, "parent")
-	otelspigot.Wrap(mem, otelspigot.WithMeterProvider(noop.NewMeterProvider())).Do(pctx, spigot.Op{Limit: login, Key: "z", N: 1})
+	otelspigot.Wrap(mem, otelspigot.WithMeterProvider(noop.NewMeterProvider()), otelspigot.WithTracerProvider(tracenoop.NewTracerProvider())).
+		Do(pctx, spigot.Op{Limit: login, Key: "z", N: 1})
 	parent.End()
 	if spans := sr.Ended(); len(spans) != n+1 || spans[n].Name() != "parent" {
 		t.Errorf("untraced: got %d spans after %d, want only the parent", len(spans), n)
