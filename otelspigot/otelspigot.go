@@ -1,6 +1,7 @@
-// Package otelspigot records OpenTelemetry metrics, and optionally
-// traces, of spigot's decisions: how much is denied and by which limit,
-// how slow the store is, and whether store/hybrid is on its fallback.
+// Package otelspigot records OpenTelemetry metrics and traces of spigot's
+// decisions: how much is denied and by which limit, how slow the store
+// is, and, for store/hybrid, whether the remote store fails, how the
+// breaker moves, and which requests the fallback decided.
 //
 // Wrap puts the instruments around any spigot.Store, so that it composes
 // with every store of spigot's and your own; the wrapped store does
@@ -14,16 +15,35 @@
 //
 // # Instruments
 //
-//	spigot.decisions        counter    {decision}  spigot.limit, spigot.outcome (allowed, denied, never)
-//	spigot.tokens.requested counter    {token}     spigot.limit
-//	spigot.store.duration   histogram  s           spigot.operation (do, do_multi)
-//	spigot.store.errors     counter    {error}     error.type (unavailable, request, invalid, unsupported, canceled)
-//	spigot.hybrid.decisions counter    {decision}  spigot.path (remote, local, fail-open, fail-closed, guard)
-//	spigot.hybrid.circuit   gauge      {state}     0 closed, 1 half-open, 2 open
+// Wrap (or HTTPObserver) records
+//
+//	spigot.decisions         counter    {decision}  spigot.limit, spigot.outcome (allowed, denied, never)
+//	spigot.tokens.requested  counter    {token}     spigot.limit
+//	spigot.store.duration    histogram  s           spigot.operation (do, do_multi)
+//	spigot.store.errors      counter    {error}     error.type (unavailable, request, invalid, unsupported, canceled)
+//
+// and HybridObserver and ObserveCircuit, for store/hybrid,
+//
+//	spigot.hybrid.decisions            counter    {decision}    spigot.path (remote, local, fail-open, fail-closed, guard)
+//	spigot.hybrid.remote.duration      histogram  s             (none)
+//	spigot.hybrid.remote.errors        counter    {error}       error.type (unavailable, request, unsupported, ...)
+//	spigot.hybrid.circuit.transitions  counter    {transition}  spigot.circuit.from, spigot.circuit.to (closed, open, half-open)
+//	spigot.hybrid.circuit              gauge      {state}       0 closed, 1 half-open, 2 open
 //
 // A decision counts each limit's own outcome: when several limits decide
 // one request all or nothing and one denies it, the others count it
-// allowed, though it took nothing from them.
+// allowed, though it took nothing from them. Refunds, resets and peeks
+// are timed, not counted as decisions. The histograms' bounds are
+// DurationBuckets, 50 µs to 1 s. ErrorType names the kind of an error.
+//
+// spigot.store.errors counts the errors the wrapped store returns. A
+// hybrid store returns none for an unavailable remote: its policy decides
+// instead, and the decision counts as any other. An outage behind
+// store/hybrid shows in its own instruments: remote errors of type
+// "unavailable", decisions whose path is not "remote", a transition from
+// closed to open (which the counter keeps, however short-lived the open
+// state a scrape of the gauge may miss), and the gauge at 2 until a probe
+// closes the breaker.
 //
 // HTTPObserver feeds spigot.decisions from httplimit's observer instead,
 // with the route (http.route) as an attribute: use it or Wrap, not both,
@@ -31,14 +51,45 @@
 //
 // Keys (client addresses, users) never become attribute values: their
 // number has no bound, and a metric backend pays for every distinct one.
-// Only limit names, outcomes, paths and routes do, whose number your
-// configuration bounds.
+// Only limit names, outcomes, paths, routes, kinds of error and states of
+// the breaker do, whose number your configuration bounds.
 //
-// With a no-op MeterProvider (go.opentelemetry.io/otel/metric/noop) the
-// wrapper passes every call straight through, with no allocation. The
-// global provider, until you set one, records nothing either, but is
-// asked on every call, since it starts recording once set: the wrapper
-// then reads no clock and allocates nothing.
+// # Prometheus
+//
+// Through the OpenTelemetry Prometheus exporter
+// (go.opentelemetry.io/otel/exporters/prometheus), a dot in a name or an
+// attribute becomes an underscore, a counter's name ends in _total and a
+// histogram's in _seconds: spigot_decisions_total{spigot_limit,
+// spigot_outcome}, spigot_store_duration_seconds_bucket,
+// spigot_store_errors_total{error_type}, spigot_hybrid_decisions_total
+// {spigot_path}, spigot_hybrid_remote_duration_seconds_bucket,
+// spigot_hybrid_remote_errors_total{error_type},
+// spigot_hybrid_circuit_transitions_total{spigot_circuit_from,
+// spigot_circuit_to} and spigot_hybrid_circuit. The repository's
+// docs/grafana holds a dashboard of them and the queries it makes.
+//
+// # Traces
+//
+// Wrap makes a span per call of the store (spigot.Do, spigot.DoMulti),
+// a child of the request's span, through the global TracerProvider
+// (otel.GetTracerProvider) unless WithTracerProvider names another. A
+// span has the limit's name, the action, the tokens and the outcome,
+// never the key; a failed call's span has the error and status Error.
+// Until a global provider is set the Store starts no span (one set later
+// is used from then on); to turn spans off, pass the no-op provider:
+//
+//	otelspigot.Wrap(s, otelspigot.WithTracerProvider(noop.NewTracerProvider())) // go.opentelemetry.io/otel/trace/noop
+//
+// # Cost
+//
+// With no-op MeterProvider and TracerProvider
+// (go.opentelemetry.io/otel/metric/noop, go.opentelemetry.io/otel/trace/noop)
+// the wrapper passes every call straight through, with no allocation. The
+// global providers, until you set them, record nothing either, but are
+// asked on every call, since they start recording once set: the wrapper
+// then reads no clock and allocates nothing. With the SDK, recording a
+// decision, an error or a transition allocates nothing once the limit's
+// attributes are built.
 package otelspigot
 
 import (
