@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/logging"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -27,19 +25,10 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/httplimit"
-	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/otelspigot"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
-	spigotredis "github.com/spigot-go/spigot/store/redis"
 )
-
-// TestMain turns off go-redis's logging and says how many tests were
-// skipped for want of a server binary.
-func TestMain(m *testing.M) {
-	goredis.SetLogger(&logging.VoidLogger{})
-	testserver.Main(m)
-}
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -474,98 +463,6 @@ func TestErrorType(t *testing.T) {
 			t.Errorf("step %d: ErrorType(%v): got %q, want %q", i, c.err, got, c.want)
 		}
 	}
-}
-
-// TestHybrid runs store/hybrid on a real redis-server through a failure:
-// remote, then local with the breaker open, then remote again once a probe
-// after the cooldown succeeds. The remote's timeout is generous: the
-// remote must decide every call while it is up, however loaded the
-// machine, and fails at once while it is down.
-func TestHybrid(t *testing.T) {
-	srv := testserver.Start(t, testserver.Redis)
-	ctx := context.Background()
-	mp, r := provider(t)
-	clk := clocktest.New(t0)
-	rdb := goredis.NewClient(&goredis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	defer rdb.Close()
-	h := hybrid.New(spigotredis.New(rdb), memory.New(memory.WithClock(clk)),
-		hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp))),
-		hybrid.WithBreaker(2, time.Second), hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute))
-	reg, err := otelspigot.ObserveCircuit(h, otelspigot.WithMeterProvider(mp))
-	if err != nil {
-		t.Fatalf("ObserveCircuit: %v", err)
-	}
-	defer func() {
-		if err := reg.Unregister(); err != nil {
-			t.Errorf("Unregister: %v", err)
-		}
-	}()
-	limit := spigot.MustBucket("hyb", 1000, spigot.PerSecond(1))
-	op := spigot.Op{Limit: limit, Key: "10.0.0.9", N: 1}
-	do := func(step int) {
-		t.Helper()
-		d, err := h.Do(ctx, op)
-		if err != nil || !d.Allowed() {
-			t.Fatalf("step %d: got %+v, %v, want allowed", step, d, err)
-		}
-	}
-	check := func(step int, paths map[string]int64, circuit int64) {
-		t.Helper()
-		m := collect(t, r)
-		if got := m.sums(t, "spigot.hybrid.decisions"); !mapsEqual(got, paths) {
-			t.Errorf("step %d: got decisions %v, want %v", step, got, paths)
-		}
-		if got, want := m.sums(t, "spigot.hybrid.circuit"), map[string]int64{"": circuit}; !mapsEqual(got, want) {
-			t.Errorf("step %d: got circuit %v, want %v", step, got, want)
-		}
-		if got := m["spigot.hybrid.decisions"].Unit; got != "{decision}" {
-			t.Errorf("step %d: got unit %q, want {decision}", step, got)
-		}
-		if got := m["spigot.hybrid.circuit"].Unit; got != "{state}" {
-			t.Errorf("step %d: got unit %q, want {state}", step, got)
-		}
-	}
-
-	// Step 0: the remote decides.
-	for range 3 {
-		do(0)
-	}
-	check(0, map[string]int64{"spigot.path=remote": 3}, 0)
-
-	// Step 1: the remote is down: two failures open the breaker, then the
-	// local store decides without asking it.
-	srv.Kill()
-	for range 4 {
-		do(1)
-	}
-	if c := h.Circuit(); c != hybrid.CircuitOpen {
-		t.Fatalf("step 1: got circuit %v, want open", c)
-	}
-	check(1, map[string]int64{"spigot.path=remote": 3, "spigot.path=local": 4}, 2)
-
-	// Step 2: the remote is back; past the cooldown a probe closes the
-	// breaker. A probe may fail on a connection the kill left in the pool:
-	// then the breaker opens for another cooldown, so try again.
-	srv.Restart()
-	local := int64(4)
-	for i := 0; h.Circuit() != hybrid.CircuitClosed; i++ {
-		if i == 20 {
-			t.Fatalf("step 2: circuit %v after %d probes, want closed", h.Circuit(), i)
-		}
-		clk.Advance(time.Second + time.Millisecond)
-		d, err := h.Do(ctx, op)
-		if err != nil || !d.Allowed() {
-			t.Fatalf("step 2: got %+v, %v, want allowed", d, err)
-		}
-		if h.Circuit() != hybrid.CircuitClosed {
-			local++
-		}
-	}
-	check(2, map[string]int64{"spigot.path=remote": 4, "spigot.path=local": local}, 0)
-
-	// Step 3: the remote decides again.
-	do(3)
-	check(3, map[string]int64{"spigot.path=remote": 5, "spigot.path=local": local}, 0)
 }
 
 // TestHybridObserverContext: HybridObserver records each decision in the
