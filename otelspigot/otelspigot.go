@@ -40,10 +40,10 @@
 // hybrid store returns none for an unavailable remote: its policy decides
 // instead, and the decision counts as any other. An outage behind
 // store/hybrid shows in its own instruments: remote errors of type
-// "unavailable", decisions whose path is not "remote", a transition from
-// closed to open (which the counter keeps, however short-lived the open
-// state a scrape of the gauge may miss), and the gauge at 2 until a probe
-// closes the breaker.
+// "unavailable", decisions whose path is not "remote", the gauge at 2
+// until a probe closes the breaker, and a transition from closed to open,
+// which the counter keeps even when the breaker closes again before the
+// gauge is read.
 //
 // HTTPObserver feeds spigot.decisions from httplimit's observer instead,
 // with the route (http.route) as an attribute: use it or Wrap, not both,
@@ -57,16 +57,20 @@
 // # Prometheus
 //
 // Through the OpenTelemetry Prometheus exporter
-// (go.opentelemetry.io/otel/exporters/prometheus), a dot in a name or an
-// attribute becomes an underscore, a counter's name ends in _total and a
-// histogram's in _seconds: spigot_decisions_total{spigot_limit,
-// spigot_outcome}, spigot_store_duration_seconds_bucket,
-// spigot_store_errors_total{error_type}, spigot_hybrid_decisions_total
-// {spigot_path}, spigot_hybrid_remote_duration_seconds_bucket,
-// spigot_hybrid_remote_errors_total{error_type},
-// spigot_hybrid_circuit_transitions_total{spigot_circuit_from,
-// spigot_circuit_to} and spigot_hybrid_circuit. The repository's
-// docs/grafana holds a dashboard of them and the queries it makes.
+// (go.opentelemetry.io/otel/exporters/prometheus, default options), a dot
+// in a name or an attribute becomes an underscore (spigot.limit is the
+// label spigot_limit, error.type is error_type), a counter's name ends in
+// _total and a histogram's in _seconds, which its series' names extend
+// with _bucket, _sum and _count:
+//
+//	spigot_decisions_total                   spigot_hybrid_decisions_total
+//	spigot_tokens_requested_total            spigot_hybrid_remote_duration_seconds
+//	spigot_store_duration_seconds            spigot_hybrid_remote_errors_total
+//	spigot_store_errors_total                spigot_hybrid_circuit_transitions_total
+//	                                         spigot_hybrid_circuit
+//
+// The repository's docs/grafana holds a dashboard of them, and the
+// queries it makes.
 //
 // # Traces
 //
