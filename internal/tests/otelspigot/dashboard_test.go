@@ -392,3 +392,34 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TestDocNames: the names otelspigot's package doc gives as Prometheus's
+// are those the exporter produces, all of them.
+func TestDocNames(t *testing.T) {
+	src, err := os.ReadFile("../../../otelspigot/otelspigot.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(src), "// # Prometheus\n")
+	section, _, ok2 := strings.Cut(section, "// # Traces\n")
+	if !ok || !ok2 {
+		t.Fatal("otelspigot.go: no section # Prometheus followed by # Traces in the package doc")
+	}
+	var doc []string
+	for _, line := range strings.Split(section, "\n") {
+		if strings.HasPrefix(line, "//\t") {
+			doc = append(doc, strings.Fields(strings.TrimPrefix(line, "//\t"))...)
+		}
+	}
+	sort.Strings(doc)
+	var want []string
+	for name := range exportedSeries(t) {
+		if !strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") {
+			want = append(want, strings.TrimSuffix(name, "_bucket"))
+		}
+	}
+	sort.Strings(want)
+	if !slices.Equal(doc, want) {
+		t.Errorf("the package doc names %v, the exporter %v", doc, want)
+	}
+}
