@@ -90,10 +90,16 @@ func BenchmarkWrap(b *testing.B) {
 // BenchmarkHybridObserver measures HybridObserver's cost on store/hybrid
 // whose remote and local stores are memory stores: no observer (the
 // baseline), HybridObserver on a no-op MeterProvider, and on the SDK's
-// with a ManualReader. Each Do is decided by the remote: a decision and a
-// timed remote call are recorded.
+// with a ManualReader, with its Decision function alone (decisions by
+// path only) and whole. Each Do is decided by the remote: a decision and
+// a timed remote call are recorded.
 func BenchmarkHybridObserver(b *testing.B) {
 	big := spigot.MustBucket("bench", 1<<30, spigot.PerSecond(1))
+	sdk := func() hybrid.Observer {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		return otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp))
+	}
 	for _, p := range []struct {
 		name string
 		opts func() []hybrid.Option
@@ -102,18 +108,17 @@ func BenchmarkHybridObserver(b *testing.B) {
 		{"noop", func() []hybrid.Option {
 			return []hybrid.Option{hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(noop.NewMeterProvider())))}
 		}},
-		{"sdk", func() []hybrid.Option {
-			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-			return []hybrid.Option{hybrid.WithObserver(otelspigot.HybridObserver(otelspigot.WithMeterProvider(mp)))}
+		{"sdk-decisions", func() []hybrid.Option {
+			return []hybrid.Option{hybrid.WithObserver(hybrid.Observer{Decision: sdk().Decision})}
 		}},
+		{"sdk", func() []hybrid.Option { return []hybrid.Option{hybrid.WithObserver(sdk())} }},
 	} {
 		newStore := func() spigot.Store {
 			clk := clocktest.New(time.Unix(1e9, 0))
 			return hybrid.New(memory.New(memory.WithClock(clk)), memory.New(memory.WithClock(clk)),
 				append([]hybrid.Option{hybrid.WithClock(clk), hybrid.WithTimeout(time.Minute)}, p.opts()...)...)
 		}
-		b.Run("provider="+p.name+"/serial", func(b *testing.B) {
+		b.Run("observer="+p.name+"/serial", func(b *testing.B) {
 			s := newStore()
 			ctx := context.Background()
 			op := spigot.Op{Limit: big, Key: "10.0.0.1", N: 1}
@@ -127,7 +132,7 @@ func BenchmarkHybridObserver(b *testing.B) {
 				}
 			}
 		})
-		b.Run("provider="+p.name+"/parallel", func(b *testing.B) {
+		b.Run("observer="+p.name+"/parallel", func(b *testing.B) {
 			s := newStore()
 			ctx := context.Background()
 			var id atomic.Int64
