@@ -28,14 +28,22 @@ import (
 	spigotredis "github.com/spigot-go/spigot/store/redis"
 )
 
+// A benchStore is a store spigot bench knows: its name, the client
+// library of a Redis-protocol one, and whether that client pipelines
+// concurrent requests (so that its ceiling is the pipelined one).
+type benchStore struct {
+	name, client string
+	pipelines    bool
+}
+
 // benchStores are the stores spigot bench knows, in the order it runs
-// them, with the client library of each Redis-protocol one.
-var benchStores = []struct{ name, client string }{
-	{"memory", ""},
-	{"redis", "go-redis"},
-	{"valkey", "valkey-go"},
-	{"rueidis", "rueidis"},
-	{"hybrid", "go-redis"},
+// them.
+var benchStores = []benchStore{
+	{"memory", "", false},
+	{"redis", "go-redis", false},
+	{"valkey", "valkey-go", true},
+	{"rueidis", "rueidis", true},
+	{"hybrid", "go-redis", false},
 }
 
 // benchFlags are spigot bench's flags, parsed and checked.
@@ -64,7 +72,7 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 	conc := fs.String("c", "1,16,64", "the concurrency `levels`: goroutines sending requests, comma-separated")
 	keys := fs.String("keys", "1,10000", "the key `counts`, comma-separated: 1 is one hot key")
 	cost := fs.Int64("cost", 1, "the tokens each request takes, 1 or more")
-	deny := fs.Float64("deny", 0, "the `share` of requests the bucket should deny, from 0 to below 1 (by choosing its rate from a first short run)")
+	deny := fs.Float64("deny", 0, "the `share` of requests to be denied, from 0 to below 1: that share of each goroutine's requests goes to keys whose bucket is empty")
 	duration := fs.Duration("duration", 2*time.Second, "how long each cell runs")
 	requests := fs.Int64("n", 0, "the `requests` each cell sends, instead of -duration")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of a table")
@@ -72,7 +80,8 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 	if err := parseFlags(fs, args, stdout, "usage: spigot bench [flags]\n\n"+
 		"Bench measures each store against a Redis or Valkey server (or cluster),\n"+
 		"beside its client sending spigot's script raw and the server's own\n"+
-		"ceiling (redis-benchmark), for every concurrency and key count.\n\n"); err != nil {
+		"ceiling (redis-benchmark), for every concurrency and key count.\n\n"+
+		benchWarningsHelp+"\n"); err != nil {
 		return nil, err
 	}
 	f := &benchFlags{addr: *addr, cost: *cost, deny: *deny, duration: *duration, requests: *requests, json: *jsonOut, plot: *plot}
@@ -97,6 +106,8 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 		return nil, fmt.Errorf("-cost %d: want 1 or more", f.cost)
 	case !(f.deny >= 0 && f.deny < 1):
 		return nil, fmt.Errorf("-deny %v: want a share from 0 to below 1, such as 0.2", f.deny)
+	case f.deny > 0 && !exhaustible(f.cost):
+		return nil, fmt.Errorf("-cost %d: too large for -deny, whose empty buckets hold one request's cost; want at most %d", f.cost, maxDenyCost)
 	case f.requests < 0:
 		return nil, fmt.Errorf("-n %d: want 1 or more requests", f.requests)
 	case f.requests == 0 && f.duration <= 0:
@@ -110,6 +121,37 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 	return f, nil
 }
 
+// benchWarningsHelp is what spigot bench -h says of the warnings.
+const benchWarningsHelp = `A row the figures of which may not be trusted carries a warning: a
+marker in the table's warn column, explained in a footnote, and in the
+JSON a "warnings" list of {"code", "detail"} on the cell or ceiling:
+
+  C above_ceiling        the row is faster than its own ceiling (unpipelined
+                         for go-redis, pipelined for valkey-go and rueidis):
+                         that ceiling did not measure the server's limit
+  B machine_busy         other work took 20% or more of the machine's CPUs
+                         while the row ran (Linux, rows of 0.5s or more;
+                         "other_cpu_pct"): its figures are unreliable
+  D deny_share_off       the share denied is more than 1 point from -deny's
+                         ("deny_share" beside "deny_asked")
+  U ceiling_unsaturated  in the ceiling's best run the server's main thread
+                         used less than 90% of a core: the client set it,
+                         and it is a floor of the server's ceiling
+
+The ceiling is the best of up to three redis-benchmark runs at each depth
+(50 connections from one thread, then from up to 4 threads, then 200),
+stopped at the first that saturates the server.
+`
+
+// maxDenyCost is the largest -cost that -deny takes: an empty bucket of
+// that many tokens, refilled one an hour, holds exactly.
+const maxDenyCost = spigot.MaxExact / int64(time.Hour/time.Microsecond)
+
+func exhaustible(cost int64) bool {
+	_, err := bench.Exhausted(cost)
+	return err == nil
+}
+
 func parseStores(s string) ([]string, error) {
 	if s == "all" {
 		var all []string
@@ -121,7 +163,7 @@ func parseStores(s string) ([]string, error) {
 	var out []string
 	for name := range strings.SplitSeq(s, ",") {
 		name = strings.TrimSpace(name)
-		if !slices.ContainsFunc(benchStores, func(st struct{ name, client string }) bool { return st.name == name }) {
+		if !slices.ContainsFunc(benchStores, func(st benchStore) bool { return st.name == name }) {
 			return nil, fmt.Errorf("-stores: unknown store %q; want memory, redis, valkey, rueidis, hybrid or all", name)
 		}
 		if !slices.Contains(out, name) {
@@ -183,14 +225,25 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 
 // target is one store to measure, and its raw baseline.
 type target struct {
-	name  string
-	store spigot.Store
-	raw   func(sha string, limit spigot.Limit, cost int64, keys []string) bench.Call
+	name      string
+	store     spigot.Store
+	raw       func(sha string, limit spigot.Limit, cost int64, keys []string) bench.Call
+	pipelines bool
 }
 
-// runBench measures what f says, and returns the report, with what it
-// measured so far when it fails or is interrupted.
+// runBench measures what f says, and returns the report, judged (see
+// bench.Judge), with what it measured so far when it fails or is
+// interrupted.
 func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Report, error) {
+	report, err := measure(ctx, f, stderr)
+	if report != nil {
+		bench.Judge(report)
+	}
+	return report, err
+}
+
+// measure is runBench before the report is judged.
+func measure(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Report, error) {
 	report := &bench.Report{Machine: machine()}
 	needServer := slices.ContainsFunc(f.stores, func(s string) bool { return s != "memory" })
 	var addrs []string
@@ -199,17 +252,18 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 	switch {
 	case !needServer:
 	case len(f.cluster) > 0:
-		primaries, err := clusterPrimaries(f.cluster)
+		primaries, replicas, err := clusterNodes(f.cluster)
 		if err != nil {
 			return nil, err
 		}
-		addrs, meter.Serving = f.cluster, primaries
+		addrs, meter.Serving, meter.Replicas = f.cluster, primaries, replicas
+		meter.Local = !slices.ContainsFunc(slices.Concat(primaries, replicas), func(a string) bool { return !bench.IsLocal(a) })
 		report.Server = fmt.Sprintf("a cluster of %d primaries (%s), seeds %s", len(primaries), strings.Join(primaries, ", "), strings.Join(f.cluster, ","))
 	case f.addr != "":
 		if err := resp.Ping(f.addr); err != nil {
 			return nil, fmt.Errorf("cannot reach a server at %s: %v", f.addr, err)
 		}
-		addrs, meter.Serving = []string{f.addr}, []string{f.addr}
+		addrs, meter.Serving, meter.Local = []string{f.addr}, []string{f.addr}, bench.IsLocal(f.addr)
 		report.Server = bench.Describe(f.addr)
 		ceilingTool = findBenchmarkTool(report.Server)
 	default:
@@ -218,7 +272,7 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 			return nil, err
 		}
 		defer srv.Close()
-		addrs, meter.Serving = []string{srv.Addr}, []string{srv.Addr}
+		addrs, meter.Serving, meter.Local = []string{srv.Addr}, []string{srv.Addr}, true
 		report.Server = srv.Name + " at " + srv.Addr + " (started by spigot bench)"
 		report.Miniredis = srv.Miniredis
 		ceilingTool = srv.Benchmark
@@ -252,7 +306,7 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 	}
 	withCeiling := ceilingTool != "" && len(addrs) == 1 // not on a cluster
 	if withCeiling {
-		cells += 2 * len(f.concurrency) // the ceilings, unpipelined and 16 deep
+		cells += len(ceilingDepths) * len(bench.CeilingPlan(1, runtime.NumCPU())) // the ceilings' runs, at most
 	}
 	progress := bench.NewProgress(stderr, cells)
 	defer progress.Finish()
@@ -262,7 +316,7 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 			for _, nkeys := range f.keys {
 				serving := meter
 				if t.name == "memory" {
-					serving = bench.Meter{}
+					serving = bench.Meter{Local: meter.Local}
 				}
 				for _, raw := range []bool{false, true} {
 					if raw && t.raw == nil {
@@ -292,7 +346,7 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 		}
 	}
 	if withCeiling {
-		report.Ceilings, err = ceilings(ctx, f, ceilingTool, addrs[0], progress)
+		report.Ceilings, err = ceilings(ctx, f, ceilingTool, addrs[0], meter.Local, progress)
 		if ctx.Err() != nil {
 			report.Interrupted = true
 		}
@@ -302,10 +356,9 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 				continue
 			}
 			for _, ce := range report.Ceilings {
-				if ce.Concurrency == c.Concurrency && ce.Pipeline == 1 {
+				if ce.Pipeline == 1 {
 					c.CeilingPct = bench.Pct(c.Throughput, ce.Throughput)
-				}
-				if ce.Concurrency == c.Concurrency && ce.Pipeline > 1 {
+				} else {
 					c.CeilingPipelinedPct = bench.Pct(c.Throughput, ce.Throughput)
 				}
 			}
@@ -314,49 +367,58 @@ func runBench(ctx context.Context, f *benchFlags, stderr io.Writer) (*bench.Repo
 	return report, err
 }
 
-// runCell measures one cell: on fresh keys of its own (seq names them),
-// with the bucket of f.deny chosen from a first short run.
+// runCell measures one cell on fresh keys of its own (seq names them).
+// With -deny, the share of requests it asks for goes to keys of their
+// own whose buckets are emptied first (bench.Exhausted, bench.Drain), so
+// that the share denied is exact whatever the machine's speed.
 func runCell(ctx context.Context, f *benchFlags, t target, raw bool, conc, nkeys, seq int, m *bench.Meter) (bench.Cell, error) {
+	name := t.name
+	if raw {
+		name += " raw"
+	}
+	cell := bench.Cell{Store: name, Baseline: raw, Concurrency: conc, Keys: nkeys, Cost: f.cost, Pipelines: t.pipelines}
 	spec := bench.Spec{Concurrency: conc, Keys: nkeys, Duration: f.duration, Requests: f.requests}
-	limit := bench.Roomy
 	call := func(limit spigot.Limit, keys []string) bench.Call {
 		if raw {
 			return t.raw(wire.SHA1(), limit, f.cost, keys)
 		}
 		return bench.Take(t.store, limit, f.cost, keys)
 	}
+	var exhausted spigot.Limit
+	var drained time.Time
 	if f.deny > 0 {
-		calib := spec
-		calib.Duration, calib.Requests = max(f.duration/10, 200*time.Millisecond), 0
-		if f.requests > 0 {
-			calib.Duration, calib.Requests = 0, max(f.requests/10, int64(conc))
-		}
-		r := bench.Run(ctx, call(bench.Roomy, cellKeys(seq, "calib", nkeys)), calib, nil)
-		if r.Err != nil {
-			return bench.Cell{Store: t.name}, fmt.Errorf("%s: %w", t.name, r.Err)
-		}
-		throughput := bench.Throughput(r.Ops, r.Elapsed)
-		run := f.duration
-		if run == 0 && throughput > 0 { // -n: the time the cell should take
-			run = time.Duration(float64(f.requests) / throughput * float64(time.Second))
-		}
 		var err error
-		if limit, err = bench.DenyingLimit(throughput/float64(nkeys), f.deny, f.cost, run); err != nil {
-			return bench.Cell{Store: t.name}, err
+		if exhausted, err = bench.Exhausted(f.cost); err != nil {
+			return cell, err
 		}
+		keys := cellKeys(seq, "deny", nkeys)
+		drained = time.Now()
+		if err := bench.Drain(ctx, bench.Take(t.store, exhausted, f.cost, keys), nkeys, max(conc, 16)); err != nil {
+			if ctx.Err() != nil {
+				return cell, nil
+			}
+			return cell, fmt.Errorf("%s: %w", name, err)
+		}
+		spec.Denied, spec.DenyShare = call(exhausted, keys), f.deny
+		cell.DenyAsked = f.deny
 	}
-	res := bench.Run(ctx, call(limit, cellKeys(seq, "run", nkeys)), spec, m)
-	cell := bench.Cell{
-		Store: t.name, Baseline: raw, Concurrency: conc, Keys: nkeys, Cost: f.cost,
-		Elapsed: res.Elapsed, Ops: res.Ops, Errors: res.Errors, Throughput: bench.Throughput(res.Ops, res.Elapsed),
-		Latency: res.Latency, AllocsPerOp: res.AllocsPerOp, Admitted: res.Admitted, Denied: res.Denied,
-		Primaries: res.Costs.Shares, RedirectsPerOp: res.Costs.RedirectsPerOp,
-	}
-	if raw {
-		cell.Store += " raw"
+	res := bench.Run(ctx, call(bench.Roomy, cellKeys(seq, "run", nkeys)), spec, m)
+	cell.Elapsed, cell.Ops, cell.Errors, cell.Throughput = res.Elapsed, res.Ops, res.Errors, bench.Throughput(res.Ops, res.Elapsed)
+	cell.Latency, cell.AllocsPerOp, cell.Admitted, cell.Denied = res.Latency, res.AllocsPerOp, res.Admitted, res.Denied
+	cell.Primaries, cell.RedirectsPerOp, cell.OtherCPUPct = res.Costs.Shares, res.Costs.RedirectsPerOp, res.OtherCPUPct
+	if decided := res.Admitted + res.Denied; f.deny > 0 && decided > 0 {
+		cell.DenyShare = float64(res.Denied) / float64(decided)
 	}
 	if !raw || f.deny > 0 {
-		cell.MaxAdmitted = bench.MaxAdmitted(limit, nkeys, f.cost, res.Elapsed)
+		cell.MaxAdmitted = bench.MaxAdmitted(bench.Roomy, nkeys, f.cost, res.Elapsed)
+		if f.deny > 0 {
+			// What the emptied buckets refilled since they were drained.
+			refilled := bench.MaxAdmitted(exhausted, nkeys, f.cost, time.Since(drained)) - int64(nkeys)
+			cell.MaxAdmitted += refilled
+			if res.DeniedAdmitted > refilled {
+				cell.Note = fmt.Sprintf("admitted %d on emptied buckets, more than they refilled (%d): a bug", res.DeniedAdmitted, refilled)
+			}
+		}
 		if cell.Admitted > cell.MaxAdmitted {
 			cell.Note = fmt.Sprintf("admitted %d, more than the bucket allows (%d): a bug", cell.Admitted, cell.MaxAdmitted)
 		}
@@ -410,41 +472,69 @@ func benchTargets(names, addrs []string, cluster bool) ([]target, func(), error)
 			remote := client("go-redis").Store.(*spigotredis.Store)
 			targets = append(targets, target{name: "hybrid", store: hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Second))})
 		default:
-			i := slices.IndexFunc(benchStores, func(st struct{ name, client string }) bool { return st.name == name })
+			i := slices.IndexFunc(benchStores, func(st benchStore) bool { return st.name == name })
 			c := client(benchStores[i].client)
-			targets = append(targets, target{name: name, store: c.Store, raw: c.Raw})
+			targets = append(targets, target{name: name, store: c.Store, raw: c.Raw, pipelines: benchStores[i].pipelines})
 		}
 	}
 	return targets, closeAll, nil
 }
 
-// ceilings runs redis-benchmark (or valkey-benchmark) at every
-// concurrency, unpipelined and pipelined 16 deep, on the first key count.
-func ceilings(ctx context.Context, f *benchFlags, tool, addr string, progress bench.Progress) ([]bench.Ceiling, error) {
+// ceilingDepths are the pipeline depths of the ceilings: none, and 16.
+var ceilingDepths = []int{1, 16}
+
+// ceilings searches, at each depth of ceilingDepths, for the server's
+// ceiling with redis-benchmark (or valkey-benchmark) at tool, by the runs
+// of bench.CeilingPlan on the first key count: it stops at the first run
+// that saturates the server, and keeps the best.
+func ceilings(ctx context.Context, f *benchFlags, tool, addr string, local bool, progress bench.Progress) ([]bench.Ceiling, error) {
 	var out []bench.Ceiling
-	for _, conc := range f.concurrency {
-		for _, p := range []int{1, 16} {
+	for _, p := range ceilingDepths {
+		var best bench.Ceiling
+		plan := bench.CeilingPlan(p, runtime.NumCPU())
+		for i, spec := range plan {
 			if ctx.Err() != nil {
-				return out, nil
+				break
 			}
-			n := f.requests
-			if n == 0 {
-				n = int64(f.duration.Seconds() * 20_000 * float64(p)) // about the cell's duration
+			if best.Saturated {
+				progress.Done() // a run not needed
+				continue
 			}
-			args, err := bench.CeilingArgs(addr, wire.SHA1(), bench.Roomy, f.cost, conc, p, f.keys[0], max(n, 10_000))
+			spec.Requests = ceilingRequests(f, p, best.Throughput)
+			args, err := bench.CeilingArgs(addr, wire.SHA1(), bench.Roomy, f.cost, spec, f.keys[0])
 			if err != nil {
 				return out, err
 			}
-			progress.Start(fmt.Sprintf("%s -c %d -P %d", filepath.Base(tool), conc, p))
-			rps, err := bench.RedisBenchmark(tool, args)
+			progress.Start(fmt.Sprintf("%s -c %d --threads %d -P %d", filepath.Base(tool), spec.Concurrency, spec.Threads, p))
+			c, err := bench.MeasureCeiling(tool, addr, spec, args, local)
 			progress.Done()
 			if err != nil {
 				return out, err
 			}
-			out = append(out, bench.Ceiling{Tool: filepath.Base(tool), Concurrency: conc, Pipeline: p, Throughput: rps})
+			c.Runs = i + 1
+			if c.Throughput > best.Throughput || best.Runs == 0 {
+				best = c
+			}
+			best.Runs = i + 1
+		}
+		if best.Runs > 0 {
+			out = append(out, best)
 		}
 	}
 	return out, nil
+}
+
+// ceilingRequests returns the requests of a ceiling's run at depth p: -n
+// (at least 10,000), or about -duration's worth at the best throughput
+// seen so far at that depth, or a guess for the first run.
+func ceilingRequests(f *benchFlags, p int, best float64) int64 {
+	if f.requests > 0 {
+		return max(f.requests, 10_000)
+	}
+	if best > 0 {
+		return max(int64(best*f.duration.Seconds()), 10_000)
+	}
+	return max(int64(f.duration.Seconds()*20_000*float64(min(p, 4))), 10_000)
 }
 
 // findBenchmarkTool returns the path of the benchmark tool of the server
@@ -463,9 +553,9 @@ func findBenchmarkTool(server string) string {
 	return ""
 }
 
-// clusterPrimaries returns the addresses of a cluster's primaries, from
-// CLUSTER NODES on the first seed that answers.
-func clusterPrimaries(seeds []string) ([]string, error) {
+// clusterNodes returns the addresses of a cluster's primaries and
+// replicas, from CLUSTER NODES on the first seed that answers.
+func clusterNodes(seeds []string) (primaries, replicas []string, err error) {
 	var lastErr error
 	for _, seed := range seeds {
 		nodes, err := resp.Do(seed, "CLUSTER", "NODES")
@@ -473,26 +563,31 @@ func clusterPrimaries(seeds []string) ([]string, error) {
 			lastErr = err
 			continue
 		}
-		var primaries []string
 		for line := range strings.SplitSeq(strings.TrimSpace(nodes), "\n") {
 			fields := strings.Fields(line)
 			if len(fields) < 3 {
 				continue
 			}
 			flags := strings.Split(fields[2], ",")
-			if !slices.Contains(flags, "master") || slices.Contains(flags, "fail") || slices.Contains(flags, "fail?") {
+			if slices.Contains(flags, "fail") || slices.Contains(flags, "fail?") {
 				continue
 			}
 			addr, _, _ := strings.Cut(fields[1], "@")
-			primaries = append(primaries, addr)
+			switch {
+			case slices.Contains(flags, "master"):
+				primaries = append(primaries, addr)
+			case slices.Contains(flags, "slave") || slices.Contains(flags, "replica"):
+				replicas = append(replicas, addr)
+			}
 		}
 		if len(primaries) == 0 {
-			return nil, fmt.Errorf("the cluster at %s has no primary", seed)
+			return nil, nil, fmt.Errorf("the cluster at %s has no primary", seed)
 		}
 		slices.Sort(primaries)
-		return primaries, nil
+		slices.Sort(replicas)
+		return primaries, replicas, nil
 	}
-	return nil, fmt.Errorf("cannot reach a cluster at %s: %v", strings.Join(seeds, ","), lastErr)
+	return nil, nil, fmt.Errorf("cannot reach a cluster at %s: %v", strings.Join(seeds, ","), lastErr)
 }
 
 // machine describes this machine for a report.

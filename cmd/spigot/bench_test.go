@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spigot-go/spigot/internal/bench"
 	"github.com/spigot-go/spigot/internal/testserver"
@@ -37,6 +39,9 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"-cost", "0"}, "-cost 0: want 1 or more"},
 		{[]string{"-deny", "1"}, "-deny 1: want a share from 0 to below 1"},
 		{[]string{"-deny", "-0.1"}, "-deny -0.1: want a share"},
+		{[]string{"-deny", "0.2", "-cost", "2501999"}, "stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 2501999 deny 0.2"},
+		{[]string{"-deny", "0.2", "-cost", "2502000"}, "-cost 2502000: too large for -deny, whose empty buckets hold one request's cost; want at most 2501999"},
+		{[]string{"-cost", "2502000"}, "stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 2502000 deny 0"},
 		{[]string{"-n", "-5"}, "-n -5: want 1 or more requests"},
 		{[]string{"-duration", "0s"}, "-duration 0s: want a positive duration, or -n"},
 		{[]string{"-plot", "out.pdf"}, `-plot "out.pdf": want a file ending in .svg or .png`},
@@ -87,8 +92,10 @@ func TestBenchUnreachable(t *testing.T) {
 
 // TestBenchEndToEnd runs spigot bench, short, against a real redis-server
 // started by the test: every store and its raw baseline in every cell,
-// the ceiling from redis-benchmark when it is installed, a bucket that
-// really limited, JSON that parses, and a plot.
+// the ceiling from redis-benchmark when it is installed, with whether it
+// saturated the server, the share of denials asked for exactly, warnings
+// by their rules, JSON that parses, and a plot. It asserts nothing of
+// the machine's speed or load.
 func TestBenchEndToEnd(t *testing.T) {
 	srv := testserver.Start(t, testserver.Redis)
 	dir := t.TempDir()
@@ -110,7 +117,7 @@ func TestBenchEndToEnd(t *testing.T) {
 		t.Fatalf("%d cells; want 32", len(r.Cells))
 	}
 	var names []string
-	var denied int64 // each cell's bucket comes from a first short run, so a cell that ran much slower than it may deny nothing: count them all
+	known := []string{bench.AboveCeiling, bench.MachineBusy, bench.DenyShareOff, bench.CeilingUnsaturated}
 	for _, c := range r.Cells {
 		if !slices.Contains(names, c.Store) {
 			names = append(names, c.Store)
@@ -121,25 +128,79 @@ func TestBenchEndToEnd(t *testing.T) {
 		if c.MaxAdmitted == 0 || c.Admitted > c.MaxAdmitted {
 			t.Errorf("%s c=%d keys=%d: admitted %d, bound %d; want a bound, kept", c.Store, c.Concurrency, c.Keys, c.Admitted, c.MaxAdmitted)
 		}
-		denied += c.Denied
+		// Half of each goroutine's requests, give or take one: at most 4
+		// of 400 off, within the tolerance.
+		if c.DenyAsked != 0.5 || c.Denied < 200-int64(c.Concurrency) || c.Denied > 200+int64(c.Concurrency) || c.DenyShare != float64(c.Denied)/400 {
+			t.Errorf("%s c=%d keys=%d: denied %d (share %v, asked %v); want 200 give or take %d", c.Store, c.Concurrency, c.Keys, c.Denied, c.DenyShare, c.DenyAsked, c.Concurrency)
+		}
 		if c.Throughput <= 0 || c.Latency.P50 <= 0 || c.Latency.Max < c.Latency.P99 {
 			t.Errorf("%s c=%d keys=%d: throughput %v, latency %+v", c.Store, c.Concurrency, c.Keys, c.Throughput, c.Latency)
 		}
-	}
-	if denied == 0 {
-		t.Errorf("nothing denied in %d cells with -deny 0.5", len(r.Cells))
+		if wantPipelines := c.Store == "valkey" || c.Store == "valkey raw" || c.Store == "rueidis" || c.Store == "rueidis raw"; c.Pipelines != wantPipelines {
+			t.Errorf("%s: pipelines %v; want %v", c.Store, c.Pipelines, wantPipelines)
+		}
+		for _, w := range c.Warnings {
+			if !slices.Contains(known, w.Code) || w.Code == bench.DenyShareOff || w.Code == bench.CeilingUnsaturated || w.Detail == "" {
+				t.Errorf("%s c=%d keys=%d: warning %+v", c.Store, c.Concurrency, c.Keys, w)
+			}
+		}
+		// A cell long enough to judge says what other work took, on Linux.
+		if runtime.GOOS == "linux" && c.Elapsed > time.Second && c.OtherCPUPct == nil {
+			t.Errorf("%s c=%d keys=%d: ran %v and says nothing of the machine's load", c.Store, c.Concurrency, c.Keys, c.Elapsed)
+		}
+		if c.OtherCPUPct != nil && (*c.OtherCPUPct < 0 || *c.OtherCPUPct > 100) {
+			t.Errorf("%s c=%d keys=%d: other work took %v%% of the machine", c.Store, c.Concurrency, c.Keys, *c.OtherCPUPct)
+		}
 	}
 	want := []string{"memory", "redis", "redis raw", "valkey", "valkey raw", "rueidis", "rueidis raw", "hybrid"}
 	if !slices.Equal(names, want) {
 		t.Errorf("stores %v; want %v", names, want)
 	}
 	if _, err := exec.LookPath("redis-benchmark"); err == nil {
-		if len(r.Ceilings) != 4 {
-			t.Errorf("%d ceilings; want 4 (-c 1 and 4, -P 1 and 16)", len(r.Ceilings))
+		if len(r.Ceilings) != 2 || r.Ceilings[0].Pipeline != 1 || r.Ceilings[1].Pipeline != 16 {
+			t.Errorf("ceilings %+v; want 2, -P 1 and 16", r.Ceilings)
+		}
+		for _, c := range r.Ceilings {
+			// The search stops at the first run that saturates the server.
+			unsaturated := slices.ContainsFunc(c.Warnings, func(w bench.Warning) bool { return w.Code == bench.CeilingUnsaturated })
+			if c.Runs < 1 || c.Runs > 3 || c.Threads < 1 || c.Concurrency < 50 || c.ServerCPUPct <= 0 ||
+				c.Saturated != (c.ServerCPUPct >= bench.SaturatedPct) || unsaturated == c.Saturated {
+				t.Errorf("ceiling %+v: want 1 to 3 runs, 50 connections or more, the server's CPU, saturated from %v%% and a warning when not", c, bench.SaturatedPct)
+			}
 		}
 		for _, c := range r.Cells {
 			if c.Store != "memory" && (c.CeilingPct <= 0 || c.CeilingPipelinedPct <= 0) {
 				t.Errorf("%s c=%d: %% of the ceiling %v and %v; want both", c.Store, c.Concurrency, c.CeilingPct, c.CeilingPipelinedPct)
+			}
+			own := c.CeilingPct
+			if c.Pipelines {
+				own = c.CeilingPipelinedPct
+			}
+			above := slices.ContainsFunc(c.Warnings, func(w bench.Warning) bool { return w.Code == bench.AboveCeiling })
+			if above != (own > 100) {
+				t.Errorf("%s c=%d: %v%% of its own ceiling, warnings %+v", c.Store, c.Concurrency, own, c.Warnings)
+			}
+		}
+	}
+	// The JSON names the fields of the deny share and the ceilings' saturation.
+	var raw struct {
+		Cells    []map[string]json.RawMessage `json:"cells"`
+		Ceilings []map[string]json.RawMessage `json:"ceilings"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range raw.Cells {
+		for _, k := range []string{"deny_asked", "deny_share"} {
+			if _, ok := c[k]; !ok {
+				t.Errorf("a cell has no %q: %s", k, c["store"])
+			}
+		}
+	}
+	for _, c := range raw.Ceilings {
+		for _, k := range []string{"threads", "server_cpu_pct", "saturated", "runs"} {
+			if _, ok := c[k]; !ok {
+				t.Errorf("a ceiling has no %q", k)
 			}
 		}
 	}

@@ -20,15 +20,21 @@ import (
 // shared machine changes much less than throughput. On a machine whose
 // cores the client and the servers share, throughput follows their sum.
 // With several serving servers (a cluster's primaries) it also counts the
-// scripts each one ran, to show how the requests spread. The zero Meter
-// reads the client only.
+// scripts each one ran, to show how the requests spread. It also reads
+// the whole machine's CPU time (where it can), so that a run can tell what
+// other work took. The zero Meter reads the client and the machine only.
 type Meter struct {
 	Serving  []string // the addresses of the servers that serve requests
 	Replicas []string // a cluster's replicas, metered apart
+	// Local is true when the servers run on this machine: their CPU
+	// time is then counted as the run's own, not as other work's.
+	Local bool
 }
 
 // A Reading is what a Meter read at one instant.
 type Reading struct {
+	At       time.Time     // when it was read
+	Machine  MachineCPU    // the whole machine's CPU time
 	Client   time.Duration // this process's CPU time
 	Server   time.Duration // the serving servers' CPU time
 	Replicas time.Duration // the replicas' CPU time
@@ -42,7 +48,7 @@ type Reading struct {
 
 // Read reads the meter now.
 func (m *Meter) Read() (Reading, error) {
-	r := Reading{Client: CPUTime()}
+	r := Reading{At: time.Now(), Machine: ReadMachineCPU(), Client: CPUTime()}
 	for _, addr := range m.Serving {
 		cpu, err := ServerCPU(addr)
 		if err != nil {
@@ -67,6 +73,16 @@ func (m *Meter) Read() (Reading, error) {
 		r.Replicas += cpu
 	}
 	return r, nil
+}
+
+// Own returns the CPU time that the client and, when m.Local, the
+// servers spent between start and end: what is not other work's.
+func (m *Meter) Own(start, end Reading) time.Duration {
+	own := end.Client - start.Client
+	if m.Local {
+		own += end.Server - start.Server + end.Replicas - start.Replicas
+	}
+	return own
 }
 
 // Costs are what n requests cost between two readings, per request.
@@ -126,6 +142,29 @@ func ServerCPU(addr string) (time.Duration, error) {
 	}
 	var d time.Duration
 	for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
+		sec, err := strconv.ParseFloat(info[f], 64)
+		if err != nil {
+			return 0, fmt.Errorf("spigot: bench: INFO cpu on %s: %s: %w", addr, f, err)
+		}
+		d += time.Duration(sec * float64(time.Second))
+	}
+	return d, nil
+}
+
+// ServerMainCPU returns the CPU time, system and user, of the main thread
+// of the server at addr so far (the thread that runs scripts), from INFO
+// cpu; the whole server's when INFO does not say (before Redis 6.2).
+func ServerMainCPU(addr string) (time.Duration, error) {
+	info, err := resp.Info(addr, "cpu")
+	if err != nil {
+		return 0, fmt.Errorf("spigot: bench: INFO cpu on %s: %w", addr, err)
+	}
+	fields := []string{"used_cpu_sys_main_thread", "used_cpu_user_main_thread"}
+	if info[fields[0]] == "" {
+		fields = []string{"used_cpu_sys", "used_cpu_user"}
+	}
+	var d time.Duration
+	for _, f := range fields {
 		sec, err := strconv.ParseFloat(info[f], 64)
 		if err != nil {
 			return 0, fmt.Errorf("spigot: bench: INFO cpu on %s: %s: %w", addr, f, err)

@@ -39,17 +39,26 @@ const notRepresentative = "miniredis: not representative"
 // allocs/op, errors, admitted, denied and "% ceiling" (the cell's
 // throughput as a percentage of the server's ceiling without and with
 // pipelining, "41% / 12%", or "-" where there is none). When a cell ran
-// on a cluster, the columns primaries (each primary's share of the
-// scripts, "p1 34% p2 33% p3 33%") and redirects/op follow; when a cell
-// has a note, or the server is miniredis, a last column note holds it
-// (on miniredis every row's note says "miniredis: not representative").
-// A raw baseline's row comes right under the row of its store at the
-// same concurrency and key count, its name indented ("  redis raw").
-// Rates are written with three significant digits ("48.2k", "1.23M")
-// and durations compactly ("35ns", "812µs", "1.2ms").
+// with -deny, the column "denied/asked" follows denied: the share of
+// requests denied and the share asked, "19.9%/20%". When a cell has a
+// warning, the column warn holds a marker for each ("C B"), or "-". When
+// a cell ran on a cluster, the columns primaries (each primary's share
+// of the scripts, "p1 34% p2 33% p3 33%") and redirects/op follow; when
+// a cell has a note, or the server is miniredis, a last column note holds
+// it (on miniredis every row's note says "miniredis: not
+// representative"). A raw baseline's row comes right under the row of
+// its store at the same concurrency and key count, its name indented
+// ("  redis raw"). Rates are written with three significant digits
+// ("48.2k", "1.23M") and durations compactly ("35ns", "812µs", "1.2ms").
 //
 // Below the table it writes the ceilings, when there are any, as a
-// table of tool, -c, -P and ops/s.
+// table of tool, -c, --threads, -P, ops/s, the server's main thread's
+// CPU ("server cpu", "97%"), saturated ("yes" or "no"), and warn when a
+// ceiling has a warning.
+//
+// Last, when any row has a warning, a footnote for each marker used:
+// "warnings:", then one line for each, its marker, its code and what it
+// means (see Warning), with the worst figure among the rows.
 //
 // It returns the error of the Write, wrapped.
 func WriteTable(w io.Writer, r *Report) error {
@@ -71,13 +80,22 @@ func WriteTable(w io.Writer, r *Report) error {
 	}
 
 	cells := tableOrder(r.Cells)
-	cluster, noted := false, r.Miniredis
+	cluster, noted, deny, warned := false, r.Miniredis, false, false
 	for _, c := range cells {
 		cluster = cluster || len(c.Primaries) > 0
 		noted = noted || c.Note != ""
+		deny = deny || c.DenyAsked > 0
+		warned = warned || len(c.Warnings) > 0
 	}
 	header := []string{"store", "conc", "keys", "ops/s", "p50", "p90", "p99", "p99.9", "max",
-		"allocs/op", "errors", "admitted", "denied", "% ceiling"}
+		"allocs/op", "errors", "admitted", "denied"}
+	if deny {
+		header = append(header, "denied/asked")
+	}
+	header = append(header, "% ceiling")
+	if warned {
+		header = append(header, "warn")
+	}
 	if cluster {
 		header = append(header, "primaries", "redirects/op")
 	}
@@ -105,7 +123,13 @@ func WriteTable(w io.Writer, r *Report) error {
 			strconv.FormatInt(c.Errors, 10),
 			strconv.FormatInt(c.Admitted, 10),
 			strconv.FormatInt(c.Denied, 10),
-			formatCeilingPct(c.CeilingPct, c.CeilingPipelinedPct),
+		}
+		if deny {
+			row = append(row, formatDenyShare(c))
+		}
+		row = append(row, formatCeilingPct(c.CeilingPct, c.CeilingPipelinedPct))
+		if warned {
+			row = append(row, markers(c.Warnings))
 		}
 		if cluster {
 			row = append(row, formatPrimaries(c.Primaries), formatRedirects(c))
@@ -118,18 +142,140 @@ func WriteTable(w io.Writer, r *Report) error {
 	writeTabular(&buf, table)
 
 	if len(r.Ceilings) > 0 {
-		buf.WriteString("\nceilings: the server's own throughput of EVALSHA of spigot's script\n")
-		table = [][]string{{"tool", "-c", "-P", "ops/s"}}
+		buf.WriteString("\nceilings: the server's own throughput of EVALSHA of spigot's script, the best run at each depth\n")
+		ceilingWarned := slices.ContainsFunc(r.Ceilings, func(c Ceiling) bool { return len(c.Warnings) > 0 })
+		header := []string{"tool", "-c", "--threads", "-P", "ops/s", "server cpu", "saturated"}
+		if ceilingWarned {
+			header = append(header, "warn")
+		}
+		table = [][]string{header}
 		for _, c := range r.Ceilings {
-			table = append(table, []string{c.Tool, strconv.Itoa(c.Concurrency), strconv.Itoa(c.Pipeline), formatRate(c.Throughput)})
+			saturated := "no"
+			if c.Saturated {
+				saturated = "yes"
+			}
+			row := []string{c.Tool, strconv.Itoa(c.Concurrency), strconv.Itoa(max(c.Threads, 1)), strconv.Itoa(c.Pipeline),
+				formatRate(c.Throughput), pct(c.ServerCPUPct), saturated}
+			if ceilingWarned {
+				row = append(row, markers(c.Warnings))
+			}
+			table = append(table, row)
 		}
 		writeTabular(&buf, table)
 	}
+	writeFootnotes(&buf, r)
 
 	if _, err := w.Write(buf.Bytes()); err != nil {
 		return fmt.Errorf("spigot: bench: table: %w", err)
 	}
 	return nil
+}
+
+// The markers of the warnings in a table, by code, in the order of their
+// footnotes.
+var warningMarkers = []struct{ code, marker string }{
+	{AboveCeiling, "C"},
+	{MachineBusy, "B"},
+	{DenyShareOff, "D"},
+	{CeilingUnsaturated, "U"},
+}
+
+// markers returns the markers of ws, space-separated, in the order of
+// warningMarkers, or "-" for none; "?" stands for a code it does not
+// know.
+func markers(ws []Warning) string {
+	var out []string
+	for _, m := range warningMarkers {
+		if slices.ContainsFunc(ws, func(w Warning) bool { return w.Code == m.code }) {
+			out = append(out, m.marker)
+		}
+	}
+	if slices.ContainsFunc(ws, func(w Warning) bool {
+		return !slices.ContainsFunc(warningMarkers, func(m struct{ code, marker string }) bool { return m.code == w.Code })
+	}) {
+		out = append(out, "?")
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, " ")
+}
+
+// writeFootnotes writes, when any cell or ceiling of r has a warning, a
+// line "warnings:" and one line for each marker used, with the worst
+// figure of the rows that have it.
+func writeFootnotes(buf *bytes.Buffer, r *Report) {
+	var notes []string
+	for _, m := range warningMarkers {
+		var n int
+		var worst float64
+		see := func(ws []Warning, figure float64) {
+			if slices.ContainsFunc(ws, func(w Warning) bool { return w.Code == m.code }) {
+				n++
+				worst = max(worst, figure)
+			}
+		}
+		for _, c := range r.Cells {
+			var figure float64
+			switch m.code {
+			case AboveCeiling:
+				figure = c.CeilingPct
+				if c.Pipelines {
+					figure = c.CeilingPipelinedPct
+				}
+			case MachineBusy:
+				if c.OtherCPUPct != nil {
+					figure = *c.OtherCPUPct
+				}
+			case DenyShareOff:
+				figure = 100 * math.Abs(c.DenyShare-c.DenyAsked)
+			}
+			see(c.Warnings, figure)
+		}
+		for _, c := range r.Ceilings {
+			var figure float64
+			switch m.code {
+			case MachineBusy:
+				if c.OtherCPUPct != nil {
+					figure = *c.OtherCPUPct
+				}
+			case CeilingUnsaturated:
+				figure = 100 - c.ServerCPUPct // the farthest from a core
+			}
+			see(c.Warnings, figure)
+		}
+		if n == 0 {
+			continue
+		}
+		var text string
+		switch m.code {
+		case AboveCeiling:
+			text = fmt.Sprintf("above its own ceiling (unpipelined for go-redis, pipelined for valkey-go and rueidis; up to %s): that ceiling is not the server's limit, or the load changed between the runs", pct(worst))
+		case MachineBusy:
+			text = fmt.Sprintf("other work took %s or more of the machine's CPUs while it ran (up to %s): its figures say as much of that work as of spigot", pct(BusyPct), pct(worst))
+		case DenyShareOff:
+			text = fmt.Sprintf("the share denied is more than %s from -deny's (up to %s points off; see denied/asked)", sharePct(DenyTolerance), strconv.FormatFloat(worst, 'f', 1, 64))
+		case CeilingUnsaturated:
+			text = fmt.Sprintf("the server's main thread used less than %s of a core (as little as %s): the client set that ceiling, a floor of the server's", pct(SaturatedPct), pct(100-worst))
+		}
+		notes = append(notes, fmt.Sprintf("  %s  %s: %s", m.marker, m.code, text))
+	}
+	if len(notes) == 0 {
+		return
+	}
+	buf.WriteString("\nwarnings:\n")
+	for _, n := range notes {
+		buf.WriteString(n + "\n")
+	}
+}
+
+// formatDenyShare returns "19.9%/20%": the share denied and the share
+// asked, or "-" for a cell without -deny.
+func formatDenyShare(c Cell) string {
+	if c.DenyAsked == 0 {
+		return "-"
+	}
+	return sharePct(c.DenyShare) + "/" + sharePct(c.DenyAsked)
 }
 
 // writeTabular writes rows aligned in columns two spaces apart, with no

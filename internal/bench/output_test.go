@@ -55,8 +55,8 @@ func sampleReport() *Report {
 			},
 		},
 		Ceilings: []Ceiling{
-			{Tool: "redis-benchmark", Concurrency: 64, Pipeline: 1, Throughput: 117_000},
-			{Tool: "redis-benchmark", Concurrency: 64, Pipeline: 16, Throughput: 389_000},
+			{Tool: "redis-benchmark", Concurrency: 50, Threads: 1, Pipeline: 1, Throughput: 117_000, ServerCPUPct: 96.4, Saturated: true, Runs: 1},
+			{Tool: "redis-benchmark", Concurrency: 200, Threads: 2, Pipeline: 16, Throughput: 389_000, ServerCPUPct: 99, Saturated: true, Runs: 3},
 		},
 	}
 }
@@ -142,9 +142,9 @@ func TestWriteTable(t *testing.T) {
 		t.Errorf("line before the ceilings: got %q want an empty line", lines[c-1])
 	}
 	ceilings := [][]string{
-		{"tool", "-c", "-P", "ops/s"},
-		{"redis-benchmark", "64", "1", "117k"},
-		{"redis-benchmark", "64", "16", "389k"},
+		{"tool", "-c", "--threads", "-P", "ops/s", "server cpu", "saturated"},
+		{"redis-benchmark", "50", "1", "1", "117k", "96%", "yes"},
+		{"redis-benchmark", "200", "2", "16", "389k", "99%", "yes"},
 	}
 	if got, want := len(lines)-c-1, len(ceilings); got != want {
 		t.Fatalf("ceilings: got %d lines want %d", got, want)
@@ -368,6 +368,11 @@ func TestWriteJSON(t *testing.T) {
 	r := sampleReport()
 	r.Miniredis = true
 	r.Interrupted = true
+	c3 := &r.Cells[3]
+	c3.DenyAsked, c3.DenyShare, c3.Pipelines, c3.OtherCPUPct = 0.25, 0.25, true, ptr(7.5)
+	c3.Warnings = []Warning{{Code: AboveCeiling, Detail: "…"}}
+	r.Ceilings[0].OtherCPUPct = ptr(2)
+	r.Ceilings[0].Warnings = []Warning{{Code: MachineBusy, Detail: "…"}}
 	var buf bytes.Buffer
 	if err := WriteJSON(&buf, r); err != nil {
 		t.Fatalf("WriteJSON: %v", err)
@@ -417,11 +422,12 @@ func TestWriteJSON(t *testing.T) {
 	}{
 		{"report", keys(raw.Report), []string{"ceilings", "cells", "interrupted", "machine", "miniredis", "server"}},
 		// The cluster cell, all fields set but baseline.
-		{"cell", keys(raw.Cells[3]), []string{"admitted", "allocs_per_op", "ceiling_pct", "ceiling_pipelined_pct", "concurrency", "cost", "denied", "elapsed_ns", "errors", "keys", "latency", "max_admitted", "note", "ops", "ops_per_sec", "primaries_pct", "redirects_per_op", "store"}},
+		{"cell", keys(raw.Cells[3]), []string{"admitted", "allocs_per_op", "ceiling_pct", "ceiling_pipelined_pct", "concurrency", "cost", "denied", "deny_asked", "deny_share", "elapsed_ns", "errors", "keys", "latency", "max_admitted", "note", "ops", "ops_per_sec", "other_cpu_pct", "pipelines", "primaries_pct", "redirects_per_op", "store", "warnings"}},
 		// The baseline, without the fields it leaves at 0.
 		{"baseline cell", keys(raw.Cells[2]), []string{"admitted", "allocs_per_op", "baseline", "ceiling_pct", "ceiling_pipelined_pct", "concurrency", "cost", "denied", "elapsed_ns", "errors", "keys", "latency", "ops", "ops_per_sec", "store"}},
 		{"latency", keys(raw.Latency), []string{"max_ns", "p50_ns", "p90_ns", "p999_ns", "p99_ns"}},
-		{"ceiling", keys(raw.Ceilings[0]), []string{"concurrency", "ops_per_sec", "pipeline", "tool"}},
+		{"ceiling", keys(raw.Ceilings[0]), []string{"concurrency", "ops_per_sec", "other_cpu_pct", "pipeline", "runs", "saturated", "server_cpu_pct", "threads", "tool", "warnings"}},
+		{"unwarned ceiling", keys(raw.Ceilings[1]), []string{"concurrency", "ops_per_sec", "pipeline", "runs", "saturated", "server_cpu_pct", "threads", "tool"}},
 	}
 	for _, c := range checks {
 		if !slices.Equal(c.got, c.want) {

@@ -28,6 +28,16 @@ type Spec struct {
 	// Requests requests in all.
 	Duration time.Duration
 	Requests int64
+	// Denied, with DenyShare above 0, is the call of the requests that
+	// must be denied (on keys whose limit is exhausted, by Drain): of
+	// each goroutine's requests, a share DenyShare, spread evenly, goes
+	// to Denied rather than to the call, on the same key index. The share
+	// is exact by construction, not by timing: after n requests a
+	// goroutine has sent DenyShare×n of them to Denied, give or take
+	// one, and the goroutines start at staggered points so that their
+	// roundings do not add up.
+	Denied    Call
+	DenyShare float64
 }
 
 // A Result is what Run measured.
@@ -37,6 +47,13 @@ type Result struct {
 	Latency                       Percentiles
 	AllocsPerOp                   float64
 	Costs                         Costs
+	// DeniedAdmitted counts the requests sent to Spec.Denied that were
+	// admitted (they are counted in Admitted too).
+	DeniedAdmitted int64
+	// OtherCPUPct is the share of the machine's CPUs that work other
+	// than the run's own took while it ran (see OtherPct and
+	// Meter.Local), or nil when it cannot be known.
+	OtherCPUPct *float64
 	// Err is the first error a call returned, or the meter's.
 	Err error
 	// Interrupted is true when ctx ended the run early.
@@ -66,6 +83,7 @@ func Run(ctx context.Context, call Call, spec Spec, m *Meter) Result {
 		ops       atomic.Int64
 		errs      atomic.Int64
 		admitted  atomic.Int64
+		wrongful  atomic.Int64 // admitted by Denied
 		first     atomic.Pointer[error]
 		wg        sync.WaitGroup
 	)
@@ -88,18 +106,36 @@ func Run(ctx context.Context, call Call, spec Spec, m *Meter) Result {
 	}
 	done := context.AfterFunc(ctx, func() { stop.Store(true) })
 	defer done()
+	// The share of Denied's requests in millionths, and each goroutine's
+	// running sum of it: a request goes to Denied when the sum passes a
+	// million.
+	var share int64
+	if spec.Denied != nil && spec.DenyShare > 0 {
+		share = min(int64(math.Round(spec.DenyShare*denyScale)), denyScale)
+	}
 	for g := range conc {
 		wg.Go(func() {
 			h := hists[g]
 			i := g % keys
-			var n, nerr, nok int64
+			var n, nerr, nok, nwrong int64
+			sum := int64(g) * denyScale / int64(conc) // staggered
 			for !stop.Load() {
 				if spec.Duration <= 0 && remaining.Add(-1) < 0 {
 					break
 				}
+				c, deny := call, false
+				if share > 0 {
+					if sum += share; sum >= denyScale {
+						sum -= denyScale
+						c, deny = spec.Denied, true
+					}
+				}
 				t0 := time.Now()
-				ok, err := call(ctx, i)
+				ok, err := c(ctx, i)
 				h.RecordValue(int64(time.Since(t0)))
+				if ok && err == nil && deny {
+					nwrong++
+				}
 				n++
 				switch {
 				case err != nil:
@@ -118,13 +154,14 @@ func Run(ctx context.Context, call Call, spec Spec, m *Meter) Result {
 			ops.Add(n)
 			errs.Add(nerr)
 			admitted.Add(nok)
+			wrongful.Add(nwrong)
 		})
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
-	res.Ops, res.Errors, res.Admitted = ops.Load(), errs.Load(), admitted.Load()
+	res.Ops, res.Errors, res.Admitted, res.DeniedAdmitted = ops.Load(), errs.Load(), admitted.Load(), wrongful.Load()
 	res.Denied = res.Ops - res.Errors - res.Admitted
 	if e := first.Load(); e != nil {
 		res.Err = *e
@@ -143,8 +180,14 @@ func Run(ctx context.Context, call Call, spec Spec, m *Meter) Result {
 		res.Err = err
 	}
 	res.Costs = Per(startReading, endReading, res.Ops)
+	if other, ok := OtherPct(startReading.Machine, endReading.Machine, m.Own(startReading, endReading), endReading.At.Sub(startReading.At)); ok {
+		res.OtherCPUPct = &other
+	}
 	return res
 }
+
+// denyScale is the unit of Run's running sums of DenyShare: a million.
+const denyScale = 1_000_000
 
 // PercentilesOf returns the p50, p90, p99, p99.9 and max of h, in
 // nanoseconds.
@@ -173,24 +216,48 @@ func Pct(x, of float64) float64 {
 // billion tokens, refilled a million a second.
 var Roomy = spigot.MustBucket("bench", 1_000_000_000, spigot.PerSecond(1_000_000))
 
-// DenyingLimit returns a limit under which a key sent perKey requests a
-// second for run, each of cost tokens, sees about share of them denied:
-// it refills (1-share)×perKey×cost tokens a second, and holds a twentieth
-// of what it refills over run (at least cost), so that its first burst
-// changes the share little. It fails for a share outside (0, 1) or a rate
-// spigot cannot hold exactly.
-func DenyingLimit(perKey, share float64, cost int64, run time.Duration) (spigot.Limit, error) {
-	if share <= 0 || share >= 1 || math.IsNaN(share) {
-		return spigot.Limit{}, fmt.Errorf("spigot: bench: a share of denials of %v: want above 0 and below 1", share)
+// Exhausted returns the limit of the keys that -deny sends requests to: a
+// bucket of cost tokens that refills one an hour. Once Drain has taken
+// each key's cost, every request of cost on it is denied, as a request
+// over a real limit is (the script reads the key, refills it and
+// denies), for an hour a token. It fails for a cost too large for a
+// bucket refilled one token an hour (more than 2^53 scaled units).
+func Exhausted(cost int64) (spigot.Limit, error) {
+	return spigot.NewBucket("bench-exhausted", max(cost, 1), spigot.PerHour(1))
+}
+
+// Drain sends call once on each of keys key indexes, from up to
+// concurrency goroutines, and fails unless every request was admitted:
+// with call a Take of cost on Exhausted(cost) keys, it empties them. It
+// stops at the first failure, and when ctx is done.
+func Drain(ctx context.Context, call Call, keys, concurrency int) error {
+	var (
+		next  atomic.Int64
+		first atomic.Pointer[error]
+		wg    sync.WaitGroup
+	)
+	for range max(1, min(concurrency, keys)) {
+		wg.Go(func() {
+			for first.Load() == nil && ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= keys {
+					return
+				}
+				ok, err := call(ctx, i)
+				if err == nil && !ok {
+					err = fmt.Errorf("spigot: bench: draining key %d: denied; want a full bucket", i)
+				}
+				if err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		})
 	}
-	if perKey <= 0 || math.IsInf(perKey, 0) || math.IsNaN(perKey) {
-		return spigot.Limit{}, fmt.Errorf("spigot: bench: %v requests a second on each key: want above 0", perKey)
+	wg.Wait()
+	if e := first.Load(); e != nil {
+		return *e
 	}
-	perSecond := (1 - share) * perKey * float64(max(cost, 1))
-	// Tokens per 1000 s, so that slow rates stay exact to a thousandth.
-	tokens := max(int64(math.Round(perSecond*1000)), 1)
-	capacity := max(int64(math.Ceil(perSecond*run.Seconds()/20)), max(cost, 1))
-	return spigot.NewBucket("bench", capacity, spigot.Per(tokens, 1000*time.Second))
+	return ctx.Err()
 }
 
 // MaxAdmitted returns the most requests of cost tokens that l admits on

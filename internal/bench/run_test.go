@@ -129,30 +129,117 @@ func TestPercentilesOf(t *testing.T) {
 	}
 }
 
-// TestDenyingLimit: the bucket that denies a share of a key's requests.
-func TestDenyingLimit(t *testing.T) {
+// TestRunDenyShare: with -deny, the share of requests sent to the
+// emptied buckets is exact by construction: to the request with one
+// goroutine, within one request a goroutine with more, and every one of
+// them denied.
+func TestRunDenyShare(t *testing.T) {
 	for i, c := range []struct {
-		perKey, share float64
-		cost          int64
-		want          string // the limit, or the error's start
+		conc, keys int
+		requests   int64
+		share      float64
+		denied     int64 // with one goroutine: exactly
 	}{
-		{100, 0.25, 1, "bench(cap 4, 75000/1000s)"}, // a twentieth of the 75 tokens of a second: 3.75
-		{100, 0.5, 3, "bench(cap 8, 150000/1000s)"}, // 150 tokens a second; a twentieth is 7.5
-		{0.001, 0.5, 1, "bench(cap 1, 1/1000s)"},    // the slowest: one token in 1000 s
-		{1e6, 0.9, 1, "bench(cap 5000, 100000000/1000s)"},
-		{100, 0, 1, "spigot: bench: a share of denials of 0"},
-		{100, 1, 1, "spigot: bench: a share of denials of 1"},
-		{100, math.NaN(), 1, "spigot: bench: a share of denials of NaN"},
-		{0, 0.5, 1, "spigot: bench: 0 requests a second"},
-		{math.Inf(1), 0.5, 1, "spigot: bench: +Inf requests a second"},
+		{1, 1, 1000, 0.2, 200},
+		{1, 10, 1000, 0.5, 500},
+		{1, 7, 999, 0.9, 899}, // floor(999×0.9)
+		{1, 3, 10, 0.05, 0},   // not yet a whole request
+		{4, 10, 1000, 0.2, -1},
+		{16, 5, 2000, 0.35, -1}, // more goroutines than keys
+		{64, 100, 100, 0.5, -1}, // about one request a goroutine: the staggered starts
 	} {
-		l, err := bench.DenyingLimit(c.perKey, c.share, c.cost, time.Second)
+		s := memory.New()
+		ex, err := bench.Exhausted(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		denyKeys := keys(c.keys)
+		for k := range denyKeys {
+			denyKeys[k] = "deny-" + denyKeys[k]
+		}
+		if err := bench.Drain(t.Context(), bench.Take(s, ex, 2, denyKeys), c.keys, 8); err != nil {
+			t.Fatalf("step %d: Drain: %v", i+1, err)
+		}
+		spec := bench.Spec{Concurrency: c.conc, Keys: c.keys, Requests: c.requests, Denied: bench.Take(s, ex, 2, denyKeys), DenyShare: c.share}
+		res := bench.Run(t.Context(), bench.Take(s, bench.Roomy, 2, keys(c.keys)), spec, nil)
+		if res.Err != nil || res.Ops != c.requests || res.Admitted+res.Denied != res.Ops || res.DeniedAdmitted != 0 {
+			t.Fatalf("step %d: got ops %d, admitted %d, denied %d, admitted on emptied keys %d, err %v; want %d ops, all decided, none admitted on emptied keys",
+				i+1, res.Ops, res.Admitted, res.Denied, res.DeniedAdmitted, res.Err, c.requests)
+		}
+		if c.denied >= 0 {
+			if res.Denied != c.denied {
+				t.Errorf("step %d: got %d denied; want exactly %d", i+1, res.Denied, c.denied)
+			}
+			continue
+		}
+		// Each goroutine is within one request of its share.
+		if want := c.share * float64(c.requests); math.Abs(float64(res.Denied)-want) >= float64(c.conc) {
+			t.Errorf("step %d: got %d denied; want %v give or take fewer than %d", i+1, res.Denied, want, c.conc)
+		}
+	}
+}
+
+// TestRunDeniedAdmitted: a request sent to an emptied bucket that is
+// admitted is counted apart, as the bug it is.
+func TestRunDeniedAdmitted(t *testing.T) {
+	admit := func(ctx context.Context, i int) (bool, error) { return true, nil }
+	res := bench.Run(t.Context(), admit, bench.Spec{Concurrency: 1, Keys: 1, Requests: 10, Denied: admit, DenyShare: 0.3}, nil)
+	if res.Admitted != 10 || res.DeniedAdmitted != 3 {
+		t.Errorf("got %d admitted, %d of them on emptied keys; want 10 and 3", res.Admitted, res.DeniedAdmitted)
+	}
+}
+
+// TestDrain: Drain empties every key once, and fails on a key that was
+// not full, on an error, and when its context is done.
+func TestDrain(t *testing.T) {
+	s := memory.New()
+	ex, err := bench.Exhausted(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := keys(50)
+	if err := bench.Drain(t.Context(), bench.Take(s, ex, 3, ks), len(ks), 8); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	for i, k := range ks {
+		d, err := s.Do(t.Context(), spigot.Op{Limit: ex, Key: k, Action: spigot.Take, N: 1})
+		if err != nil || d.Allowed() {
+			t.Errorf("step %d: key %s after Drain: allowed %v, %v; want denied", i+1, k, d.Allowed(), err)
+		}
+	}
+	if err := bench.Drain(t.Context(), bench.Take(s, ex, 3, ks), len(ks), 8); err == nil || !strings.HasPrefix(err.Error(), "spigot: bench: draining key ") {
+		t.Errorf("Drain of drained keys: got %v; want an error naming a key", err)
+	}
+	boom := errors.New("boom")
+	if err := bench.Drain(t.Context(), func(context.Context, int) (bool, error) { return false, boom }, 5, 2); !errors.Is(err, boom) {
+		t.Errorf("Drain with a failing call: got %v; want boom", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := bench.Drain(ctx, bench.Take(s, ex, 3, keys(5)), 5, 2); !errors.Is(err, context.Canceled) {
+		t.Errorf("Drain on a done context: got %v; want context.Canceled", err)
+	}
+}
+
+// TestExhausted: the emptied buckets' limit, and the costs it cannot
+// hold.
+func TestExhausted(t *testing.T) {
+	for i, c := range []struct {
+		cost int64
+		want string
+	}{
+		{1, "bench-exhausted(cap 1, 1/h)"},
+		{0, "bench-exhausted(cap 1, 1/h)"},
+		{2_501_999, "bench-exhausted(cap 2501999, 1/h)"},
+		{2_502_000, "spigot: invalid limit"},
+	} {
+		l, err := bench.Exhausted(c.cost)
 		got := l.String()
 		if err != nil {
 			got = err.Error()
 		}
 		if !strings.HasPrefix(got, c.want) {
-			t.Errorf("step %d: DenyingLimit(%v, %v, %d) = %s; want %s", i+1, c.perKey, c.share, c.cost, got, c.want)
+			t.Errorf("step %d: Exhausted(%d) = %s; want %s…", i+1, c.cost, got, c.want)
 		}
 	}
 }
