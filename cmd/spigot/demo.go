@@ -318,6 +318,7 @@ func (d *demoServer) handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(demoFiles, "demo")
 	mux.Handle("GET /", http.FileServerFS(static))
+	mux.HandleFunc("GET /favicon.ico", favicon)
 	mux.Handle("POST /api/request", withCall(d.mw.Wrap(http.HandlerFunc(d.admitted))))
 	mux.HandleFunc("GET /api/state", keyed(d.state))
 	mux.HandleFunc("GET /api/states", keyed(d.states))
@@ -325,6 +326,19 @@ func (d *demoServer) handler() http.Handler {
 	mux.HandleFunc("POST /api/reset", keyed(d.reset))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.registry, promhttp.HandlerOpts{}))
 	return mux
+}
+
+// favicon answers the page's icon, an SVG, where browsers look for it
+// first.
+func favicon(w http.ResponseWriter, r *http.Request) {
+	b, err := demoFiles.ReadFile("demo/favicon.svg")
+	if err != nil {
+		http.NotFound(w, r) // not built in: cannot happen
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "max-age=86400")
+	w.Write(b)
 }
 
 // keyed returns the handler that calls h with the request's page key, or

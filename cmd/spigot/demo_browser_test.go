@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -78,6 +80,19 @@ func newBrowser(t *testing.T) *browser {
 			if ev.ExceptionDetails.Exception != nil {
 				msg += " " + ev.ExceptionDetails.Exception.Description
 			}
+		case *log.EventEntryAdded: // what the browser itself logs, such as a resource that failed to load
+			if ev.Entry.Level != log.EntryLevelError || denial(ev.Entry.URL, ev.Entry.Text) {
+				return
+			}
+			msg = "log." + ev.Entry.Source.String() + ": " + ev.Entry.Text + " " + ev.Entry.URL
+		case *network.EventResponseReceived:
+			if ev.Response.Status < 400 || ev.Response.URL == "" {
+				return
+			}
+			if denial(ev.Response.URL, fmt.Sprintf("status of %d", ev.Response.Status)) {
+				return
+			}
+			msg = fmt.Sprintf("HTTP %d: %s", ev.Response.Status, ev.Response.URL)
 		default:
 			return
 		}
@@ -89,6 +104,12 @@ func newBrowser(t *testing.T) *browser {
 		t.Fatalf("starting %s: %v", chromium(t), err)
 	}
 	return b
+}
+
+// denial reports whether a failed load is a 429 of the demo's API: a
+// denial, which is what the page shows, not an error of the page.
+func denial(url, text string) bool {
+	return strings.Contains(url, "/api/request") && strings.Contains(text, "status of 429")
 }
 
 // do runs steps in the page, or fails the test saying what failed.
@@ -123,8 +144,10 @@ func (b *browser) counts(t *testing.T) (admitted, denied string) {
 
 // TestDemoBrowser drives the demo page in a real headless Chromium: Burst
 // ×10 on a fresh bucket of 10 that refills slowly admits 10 and denies
-// none, and again denies 10; the worked example states its outcome; the
-// page logs no error. It keeps screenshots at 1280×800 and 390×844 (the
+// none, and again denies 10; the worked example draws its burst as one
+// bar of admitted and denied parts, and states its outcome where a
+// 1280×900 window shows it without scrolling; the page logs no error and
+// loads nothing that fails (its icon included). It keeps screenshots at 1280×800 and 390×844 (the
 // path is logged); with SPIGOT_DEMO_SCREENSHOT=file.png it also writes
 // the wide one there, as the README's picture is made.
 func TestDemoBrowser(t *testing.T) {
@@ -157,10 +180,40 @@ func TestDemoBrowser(t *testing.T) {
 	}
 	b.do(t, "the bucket drawn empty", waitFor(`document.getElementById("tokens").textContent === "0 / 10"`))
 
+	// The worked example, at 1280×900: its burst of 15 is one bar in the
+	// strip, 10 admitted below 5 denied, each part drawn; its result is
+	// in view without scrolling.
 	b.do(t, "the worked example",
+		chromedp.EmulateViewport(1280, 900),
+		waitFor(`(window.scrollTo(0, 0), window.scrollY === 0)`),
 		chromedp.Click(chromedp.ID("scenario")),
-		waitFor(`["as-predicted", "unexpected"].includes(document.getElementById("outcome").dataset.state)`),
+		waitFor(`document.getElementById("outcome").textContent.startsWith("15 at once: 10 admitted, 5 denied.")`),
 	)
+	b.do(t, "the burst of 15 drawn as one bar of 10 admitted and 5 denied", waitFor(`(() => {
+		const bars = document.querySelectorAll("#strip .burst");
+		const bar = bars[bars.length - 1];
+		if (!bar || bar.dataset.admitted !== "10" || bar.dataset.denied !== "5") return false;
+		const ok = bar.querySelector("i.ok").getBoundingClientRect();
+		const no = bar.querySelector("i.no").getBoundingClientRect();
+		return ok.height >= 3 && no.height >= 3 && ok.height > no.height && no.bottom <= ok.top + 0.5 &&
+			ok.width > 0 && no.width > 0 && bar.querySelector("b").textContent === "10 / 5";
+	})()`))
+	b.do(t, "the worked example's result",
+		waitFor(`["as-predicted", "unexpected"].includes(document.getElementById("outcome").dataset.state)`),
+		waitFor(`(window.scrollTo(0, 0), window.scrollY === 0)`),
+	)
+	inView, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(() => {
+		const r = document.getElementById("outcome").getBoundingClientRect();
+		return window.innerWidth === 1280 && window.innerHeight === 900 && r.height > 0 && r.top >= 0 && r.left >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !inView {
+		box, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`JSON.stringify(document.getElementById("outcome").getBoundingClientRect())`))
+		t.Errorf("the worked example's result is at %s: not in view at 1280×900 without scrolling", box)
+	}
+	b.screenshot(t, "demo-example-1280x900.png")
 	outcome := b.text(t, "outcome")
 	attr, err := chromedp.Run(b.ctx, chromedp.AttributeValue(chromedp.ID("outcome"), "data-state"))
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"io/fs"
 	"math/big"
 	"net"
@@ -194,19 +195,37 @@ func TestDemoBadRequests(t *testing.T) {
 // the machine (no CDN, no external font): it works offline.
 func TestDemoPage(t *testing.T) {
 	_, h := demoFixture(t)
-	for _, path := range []string{"/", "/demo.js", "/demo.css"} {
+	for _, path := range []string{"/", "/demo.js", "/demo.css", "/favicon.ico", "/favicon.svg"} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
 		if w.Code != 200 || w.Body.Len() == 0 {
 			t.Errorf("GET %s: %d, %d bytes", path, w.Code, w.Body.Len())
 		}
 	}
+	// The icon is an SVG, linked from the page, where browsers look first.
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/favicon.ico", nil))
+	if ct := w.Header().Get("Content-Type"); ct != "image/svg+xml" || !strings.HasPrefix(w.Body.String(), "<svg ") {
+		t.Errorf("GET /favicon.ico: %s, %.20q; want an SVG", ct, w.Body.String())
+	}
+	if err := xml.Unmarshal(w.Body.Bytes(), new(struct{ XMLName xml.Name })); err != nil {
+		t.Errorf("GET /favicon.ico: not well-formed: %v", err)
+	}
+	index, _ := demoFiles.ReadFile("demo/index.html")
+	if !strings.Contains(string(index), `<link rel="icon" href="favicon.ico" type="image/svg+xml">`) {
+		t.Errorf("the page does not link its icon")
+	}
+	// The SVG namespace names no resource to fetch.
 	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|url\(`)
+	svgNamespace := "http://www.w3.org/2000/svg"
 	fs.WalkDir(demoFiles, "demo", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		b, _ := demoFiles.ReadFile(path)
+		if strings.HasSuffix(path, ".svg") {
+			b = bytes.Replace(b, []byte(`xmlns="`+svgNamespace+`"`), nil, 1)
+		}
 		if m := external.Find(b); m != nil {
 			t.Errorf("%s names something off the machine: %q", path, m)
 		}

@@ -28,7 +28,8 @@
   const states = {}; // algo → the server's last state
   const tally = {}; // algo → {admitted, denied}
   const turns = {}; // algo → the delays of its admitted requests, in ms
-  const events = []; // {at, algo, allowed}: the last ten seconds of requests
+  const events = []; // {at, algo, allowed, burst}: the last ten seconds of requests
+  let bursts = 0; // the bursts sent so far, which number them
   const WINDOW = 10000;
 
   function clear() {
@@ -82,8 +83,10 @@
   }
 
   // sendTo makes one request of cost to one algorithm's limit, through
-  // the limiter, and returns whether it was admitted.
-  async function sendTo(name, cost) {
+  // the limiter, and returns whether it was admitted. A request of a
+  // burst carries its number, so that the strip draws the burst as one
+  // bar.
+  async function sendTo(name, cost, burst) {
     let res;
     try {
       res = await api("/api/request", { algo: name, cost: String(cost) });
@@ -101,7 +104,7 @@
     const allowed = res.status === 200;
     allowed ? tally[name].admitted++ : tally[name].denied++;
     if (allowed && name === "leaky-bucket") turns[name].push(reply.delay_ms);
-    events.push({ at: performance.now(), algo: name, allowed });
+    events.push({ at: performance.now(), algo: name, allowed, burst });
     const r = remainingOf(header);
     if (r !== null && states[name]) states[name].remaining = r;
     let text = name + ": " + res.status + (allowed ? " admitted" : " denied");
@@ -116,8 +119,8 @@
   }
 
   // send makes the same request to each algorithm on show.
-  function send(cost) {
-    return Promise.all(active().map((a) => sendTo(a, cost)));
+  function send(cost, burst) {
+    return Promise.all(active().map((a) => sendTo(a, cost, burst)));
   }
 
   async function refresh() {
@@ -237,17 +240,62 @@
     if (!all) drawSingle(name);
   }
 
+  // drawStrip draws the last ten seconds of the algorithm on show: a
+  // request alone as a tick, a burst as one bar where its first answer
+  // came, its admitted part below its denied part, each as tall as its
+  // share, with their counts.
   function drawStrip() {
     const now = performance.now();
     while (events.length && now - events[0].at > WINDOW) events.shift();
     const strip = $("strip");
-    strip.querySelectorAll(".mark").forEach((m) => m.remove());
+    strip.querySelectorAll(".mark, .burst").forEach((m) => m.remove());
+    const left = (at) => (100 - ((now - at) / WINDOW) * 100).toFixed(2) + "%";
+    const groups = new Map(); // burst number → {at, admitted, denied}
     for (const e of events) {
       if (e.algo !== algo()) continue;
+      if (e.burst !== undefined) {
+        const g = groups.get(e.burst) || { at: e.at, admitted: 0, denied: 0 };
+        e.allowed ? g.admitted++ : g.denied++;
+        groups.set(e.burst, g);
+        continue;
+      }
       const m = document.createElement("span");
       m.className = "mark " + (e.allowed ? "ok" : "no");
-      m.style.left = (100 - ((now - e.at) / WINDOW) * 100).toFixed(2) + "%";
+      m.style.left = left(e.at);
       strip.appendChild(m);
+    }
+    // A burst's counts are hidden when the next burst's would cover them.
+    const width = strip.clientWidth;
+    const ordered = [...groups].sort((a, b) => a[1].at - b[1].at);
+    ordered.forEach(([, g], k) => {
+      const next = ordered[k + 1];
+      g.crowded = next !== undefined && ((next[1].at - g.at) / WINDOW) * width < 56;
+    });
+    for (const [n, g] of ordered) {
+      const bar = document.createElement("span");
+      bar.className = "burst" + (g.crowded ? " crowded" : "");
+      bar.id = "burst-" + n;
+      bar.dataset.admitted = g.admitted;
+      bar.dataset.denied = g.denied;
+      bar.style.left = left(g.at);
+      bar.setAttribute("role", "img");
+      bar.setAttribute("aria-label", `a burst of ${g.admitted + g.denied}: ${g.admitted} admitted, ${g.denied} denied`);
+      for (const [cls, count] of [["ok", g.admitted], ["no", g.denied]]) {
+        if (!count) continue;
+        const part = document.createElement("i");
+        part.className = cls;
+        part.style.flexGrow = count;
+        bar.appendChild(part);
+      }
+      const label = document.createElement("b");
+      for (const [cls, text] of [["ok", g.admitted], ["", " / "], ["no", g.denied]]) {
+        const span = document.createElement("span");
+        span.className = cls;
+        span.textContent = text;
+        label.appendChild(span);
+      }
+      bar.appendChild(label);
+      strip.appendChild(bar);
     }
     requestAnimationFrame(drawStrip);
   }
@@ -286,7 +334,8 @@
   $("burst").addEventListener("click", async () => {
     const b = $("burst");
     b.disabled = true;
-    await Promise.all(Array.from({ length: 10 }, () => send(cost())));
+    const burst = ++bursts;
+    await Promise.all(Array.from({ length: 10 }, () => send(cost(), burst)));
     b.disabled = false;
   });
   $("reset").addEventListener("click", startAgain);
@@ -323,7 +372,8 @@
     }
     await startAgain();
     outcome.textContent = "15 requests at once…";
-    const burst = await Promise.all(Array.from({ length: 15 }, () => sendTo("token-bucket", 1)));
+    const n = ++bursts;
+    const burst = await Promise.all(Array.from({ length: 15 }, () => sendTo("token-bucket", 1, n)));
     const admitted = burst.filter((a) => a === true).length;
     const denied = burst.filter((a) => a === false).length;
     const steady = 5;
