@@ -122,7 +122,7 @@ func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 }
 
 // benchWarningsHelp is what spigot bench -h says of the warnings.
-const benchWarningsHelp = `A row the figures of which may not be trusted carries a warning: a
+const benchWarningsHelp = `A row whose figures may not be trusted carries a warning: a
 marker in the table's warn column, explained in a footnote, and in the
 JSON a "warnings" list of {"code", "detail"} on the cell or ceiling:
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -293,5 +294,32 @@ func TestBenchInterrupted(t *testing.T) {
 	r, err := runBench(ctx, f, io.Discard)
 	if err != nil || r == nil || !r.Interrupted || len(r.Cells) != 1 {
 		t.Fatalf("got %+v, %v; want an interrupted report of the first cell", r, err)
+	}
+}
+
+// TestBenchWarningsHelp: spigot bench -h and the package doc name every
+// warning, with the thresholds the rules use.
+func TestBenchWarningsHelp(t *testing.T) {
+	var help bytes.Buffer
+	if status := run([]string{"bench", "-h"}, &help, io.Discard); status != 0 {
+		t.Fatalf("spigot bench -h: exit %d", status)
+	}
+	doc, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{
+		bench.AboveCeiling, bench.MachineBusy, bench.DenyShareOff, bench.CeilingUnsaturated,
+		fmt.Sprintf("%g%% or more of the machine's CPUs", bench.BusyPct),
+		fmt.Sprintf("less than %g%% of a core", bench.SaturatedPct),
+		fmt.Sprintf("more than %g", 100*bench.DenyTolerance),
+		`"other_cpu_pct"`, `"deny_share"`, `"deny_asked"`,
+	} {
+		comments := regexp.MustCompile(`(?m)^//`).ReplaceAllString(string(doc), "")
+		for _, text := range []struct{ name, s string }{{"spigot bench -h", help.String()}, {"the package doc", comments}} {
+			if !strings.Contains(strings.Join(strings.Fields(text.s), " "), want) {
+				t.Errorf("step %d: %s does not say %q", i+1, text.name, want)
+			}
+		}
 	}
 }

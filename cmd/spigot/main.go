@@ -17,22 +17,48 @@
 // 1,16,64) and key count (-keys 1,10000: 1 is one hot key): for each cell
 // its throughput, latency percentiles (p50, p90, p99, p99.9, max) from an
 // HDR histogram, allocations per request (the whole process), errors, and
-// the requests admitted and denied, checked against what the bucket
-// allows over the run. Beside each Redis-protocol store it runs the same
+// the requests admitted and denied, checked against what the limits
+// allow over the run. Beside each Redis-protocol store it runs the same
 // client sending spigot's script raw (the store's own cost is the
 // difference), and, when redis-benchmark or valkey-benchmark is on PATH,
-// the server's own ceiling: EVALSHA of spigot's script at each
-// concurrency, unpipelined and 16 deep, each store's throughput shown as a
-// percentage of both. On a cluster it adds each primary's share of the
-// scripts and the redirects per request. -deny 0.2 chooses each cell's
-// bucket, from a first short run, so that about a fifth of the requests
-// are denied. Without -addr or -cluster it starts a redis-server or
+// the server's own ceiling: EVALSHA of spigot's script, unpipelined and
+// 16 deep, each the best of up to three runs (50 connections from one
+// thread, then from up to 4 threads, then 200 connections), stopped at the
+// first in which the server's main thread used 90% of a core, and saying
+// whether one did. Each store's throughput is shown as a percentage of
+// both ceilings; its own is the pipelined one for valkey-go and rueidis,
+// which pipeline concurrent callers, and the unpipelined one for
+// go-redis. On a cluster it adds each primary's share of the scripts and
+// the redirects per request. -deny 0.2 sends a fifth of each goroutine's
+// requests, spread evenly, to keys whose buckets it emptied first, so
+// that a fifth are denied whatever the machine's speed (to within one
+// request per goroutine); the table shows the share denied beside the one
+// asked for. Without -addr or -cluster it starts a redis-server or
 // valkey-server from PATH on a free loopback port, and says so; with
 // neither installed, an embedded miniredis, and every figure says
 // "miniredis: not representative". It prints a table, with a progress bar
 // on a terminal, or -json; -plot file.svg (or .png) draws throughput and
 // p99 latency against concurrency, one line per store. Ctrl-C stops it and
 // prints what it measured so far (exit 130).
+//
+// A row whose figures may not be trusted carries a warning: a marker in
+// the table's warn column, explained by a footnote under the table, and
+// in the JSON an entry of the row's "warnings", {"code", "detail"}, the
+// code one of:
+//
+//	above_ceiling        (C) the row is faster than its own ceiling: that
+//	                     ceiling did not measure the server's limit, or the
+//	                     load changed between the runs
+//	machine_busy         (B) other work took 20% or more of the machine's CPUs
+//	                     while the row ran: the CPU time of the whole machine
+//	                     (/proc/stat) less spigot bench's own, redis-benchmark's
+//	                     and a local server's, judged on Linux for rows of half
+//	                     a second or more ("other_cpu_pct")
+//	deny_share_off       (D) the share denied ("deny_share") is more than 1
+//	                     percentage point from -deny's ("deny_asked")
+//	ceiling_unsaturated  (U) a ceiling's server main thread used less than 90%
+//	                     of a core ("server_cpu_pct", "saturated"): the client
+//	                     set that figure, a floor of the server's ceiling
 //
 //	go run ./cmd/spigot bench
 //	go run ./cmd/spigot bench -addr 127.0.0.1:6379 -stores rueidis,redis -c 1,16,64,256 -keys 1,100000 -plot bench.svg
@@ -46,7 +72,8 @@
 // words (a bucket's tokens, a window's count and when the next window
 // starts, a sliding window's weighted count, a sliding log's entries and
 // when each leaves, a leaky bucket's queue and the turn of each admitted
-// request) and the last ten seconds of requests. Controls set the
+// request) and the last ten seconds of requests (a burst as one bar, its
+// admitted part below its denied part, with their counts). Controls set the
 // capacity and the rate (the buckets hold the capacity and refill at the
 // rate; the windows admit the capacity in each window of capacity ÷
 // rate, so that all five allow the same burst and the same rate on
