@@ -1,8 +1,10 @@
 // Package bench is spigot's measuring code, shared by the go test
 // benchmarks (bench_*_test.go) and spigot bench: the clients and their raw
-// baselines, the meter of client and server CPU, the runner of a cell
-// with its latency histogram, redis-benchmark's ceiling, a local server
-// to measure against, and the outputs (table, JSON, plot).
+// baselines, the meter of client, server and machine CPU, the runner of a
+// cell with its latency histogram and its exact share of denials,
+// redis-benchmark's ceiling and whether it saturated the server, a local
+// server to measure against, the rules that warn when a figure may not
+// be trusted (Judge), and the outputs (table, JSON, plot).
 package bench
 
 import (
