@@ -102,8 +102,8 @@ procs_running 3
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy := int64(3118724 + 5329 + 1117976 + 0 + 92835 + 100)
-	if want := (MachineCPU{Busy: busy, Total: busy + 1319067 + 6754, CPUs: 2}); m != want {
+	busy := int64(3118724 + 5329 + 1117976 + 100)
+	if want := (MachineCPU{Busy: busy, Total: busy + 1319067 + 6754 + 0 + 92835, CPUs: 2}); m != want {
 		t.Errorf("got %+v; want %+v", m, want)
 	}
 	for i, bad := range []string{

@@ -86,9 +86,10 @@ type Cell struct {
 	CeilingPct          float64 `json:"ceiling_pct,omitempty"`
 	CeilingPipelinedPct float64 `json:"ceiling_pipelined_pct,omitempty"`
 	// OtherCPUPct is the CPU time that neither spigot bench nor a server
-	// on this machine used while the cell ran (other processes, the
-	// kernel's interrupts, a hypervisor's steal), as a percentage of all
-	// the machine's CPUs over the cell's wall time, from /proc/stat. It is
+	// on this machine used while the cell ran (other processes, a
+	// hypervisor's steal; not interrupts, which the kernel does not
+	// attribute), as a percentage of all the machine's CPUs over the
+	// cell's wall time, from /proc/stat. It is
 	// absent where it cannot be known: off Linux, and for a cell too short
 	// to judge (see MinJudgedTicks). At BusyPct or more, the cell has the
 	// warning "machine_busy".
