@@ -112,14 +112,19 @@ func newDemoStore(redisAddr string, opts ...hybrid.Option) (*demoServer, func(),
 	}
 	d := &demoServer{clock: clock.System()}
 	d.newMetrics()
-	paths := otelspigot.HybridObserver(otelspigot.WithMeterProvider(d.meters))
+	// Every metric of the hybrid store (decisions by path, remote errors
+	// and latency, breaker transitions); the page also wants each
+	// decision's path.
+	obs := otelspigot.HybridObserver(otelspigot.WithMeterProvider(d.meters))
+	decided := obs.Decision
+	obs.Decision = func(ctx context.Context, op spigot.Op, p hybrid.Path, dec spigot.Decision) {
+		d.path.Store(int32(p))
+		decided(ctx, op, p, dec)
+	}
 	h := hybrid.New(spigotredis.New(rdb), memory.New(), append([]hybrid.Option{
 		hybrid.WithTimeout(100 * time.Millisecond),
 		hybrid.WithBreaker(3, 2*time.Second),
-		hybrid.WithObserver(hybrid.Observer{Decision: func(ctx context.Context, op spigot.Op, p hybrid.Path, dec spigot.Decision) {
-			d.path.Store(int32(p))
-			paths.Decision(ctx, op, p, dec)
-		}}),
+		hybrid.WithObserver(obs),
 	}, opts...)...)
 	if _, err := otelspigot.ObserveCircuit(h, otelspigot.WithMeterProvider(d.meters)); err != nil {
 		rdb.Close()
