@@ -129,11 +129,11 @@ func ExampleOp_Apply() {
 		fmt.Printf("t0+%v %v %d: allowed %v, %+v\n", step.at, step.op.Action, step.op.N, d.Allowed(), d)
 	}
 	// Output:
-	// t0+0s Take 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:1s Delay:0s}
-	// t0+0s Take 1: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:2s Delay:0s}
-	// t0+0s Take 1: allowed false, {N:0 Remaining:0 RetryAfter:1s ResetAfter:2s Delay:0s}
-	// t0+1.5s TakeUpTo 5: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:1.5s Delay:0s}
-	// t0+1.5s Refund 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:500ms Delay:0s}
+	// t0+0s Take 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:1s RefillAfter:1s Delay:0s}
+	// t0+0s Take 1: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:2s RefillAfter:1s Delay:0s}
+	// t0+0s Take 1: allowed false, {N:0 Remaining:0 RetryAfter:1s ResetAfter:2s RefillAfter:1s Delay:0s}
+	// t0+1.5s TakeUpTo 5: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:1.5s RefillAfter:500ms Delay:0s}
+	// t0+1.5s Refund 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:500ms RefillAfter:500ms Delay:0s}
 }
 
 func ExampleParseRate() {

@@ -38,8 +38,9 @@ func playKinds(t *testing.T, name string, start time.Time, steps []kstep) {
 			t.Errorf("%s: %v", name, err)
 			return
 		}
-		if r.last != st.want {
-			t.Errorf("%s: step %d: %v %v %d at +%v: got %+v, want %+v", name, i, r.l, st.act, st.n, st.at, r.last, st.want)
+		want := refilled(spigot.Op{Limit: r.l, Action: st.act, N: st.n}, r.s, start.Add(st.at), st.want)
+		if r.last != want {
+			t.Errorf("%s: step %d: %v %v %d at +%v: got %+v, want %+v", name, i, r.l, st.act, st.n, st.at, r.last, want)
 		}
 	}
 }
@@ -349,8 +350,8 @@ func TestKindReuse(t *testing.T) {
 			full := time.UnixMicro(used.FullAt)
 			for i, at := range []time.Time{tDay, tDay.Add(1 * ms), tDay.Add(3 * s), full.Add(-ms), full.Add(-time.Microsecond)} {
 				for _, a := range []spigot.Action{spigot.Take, spigot.Peek, spigot.TakeUpTo, spigot.Refund} {
-					_, got := applyCopy(op(to, a, 5), used, at)
-					want := model(to, used, at, a, 5)
+					next, got := applyCopy(op(to, a, 5), used, at)
+					want := refilled(op(to, a, 5), next, at, model(to, used, at, a, 5))
 					if to.Kind() == spigot.LeakyBucket {
 						want.Delay = got.Delay // refModel is a token bucket's
 					}

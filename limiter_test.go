@@ -51,8 +51,9 @@ func TestLimiterMethods(t *testing.T) {
 	for i, st := range steps {
 		clk.Set(t0.Add(st.at))
 		got, err := st.do()
-		if err != nil || got != st.want {
-			t.Errorf("step %d (t0+%v, %s): got %+v, %v; want %+v", i, st.at, st.what, got, err, st.want)
+		want := refill(st.want, 1*s) // whole tokens, or a Reset: one more in a second
+		if err != nil || got != want {
+			t.Errorf("step %d (t0+%v, %s): got %+v, %v; want %+v", i, st.at, st.what, got, err, want)
 		}
 	}
 	if l.Limit().Name() != "test" {
@@ -84,8 +85,8 @@ func TestWait(t *testing.T) {
 	default:
 	}
 	clk.Advance(1 * ms)
-	if a := <-done; a != taken(allow(0, 9*s), 2) {
-		t.Errorf("Wait = %+v, want %+v", a, taken(allow(0, 9*s), 2))
+	if a, want := <-done, refill(taken(allow(0, 9*s), 2), 3*s); a != want {
+		t.Errorf("Wait = %+v, want %+v", a, want)
 	}
 }
 
@@ -114,8 +115,8 @@ func TestWaitRetriesWhenRaced(t *testing.T) {
 	}
 	clk.BlockUntil(1) // the waiter lost and sleeps again
 	clk.Advance(1 * s)
-	if a := <-done; a != taken(allow(0, 1*s), 1) {
-		t.Errorf("Wait = %+v, want %+v", a, taken(allow(0, 1*s), 1))
+	if a, want := <-done, refill(taken(allow(0, 1*s), 1), 1*s); a != want {
+		t.Errorf("Wait = %+v, want %+v", a, want)
 	}
 }
 

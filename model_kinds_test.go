@@ -174,6 +174,7 @@ func (r *kindRun) do(op kindOp) error {
 	o := spigot.Op{Limit: r.l, Key: "k", Action: op.act, N: op.n}
 	s, got := applyCopy(o, r.s, now)
 	want := r.m.apply(r.now, op.act, op.n)
+	want.RefillAfter = refillAfter(r.l, s, now, want.Remaining)
 	if got != want {
 		return r.fail("got %+v, want %+v", got, want)
 	}

@@ -103,7 +103,20 @@ func (m *refModel) take(now, cost int64) spigot.Decision {
 
 // apply applies an operation at now (µs), and returns its decision and the
 // exact tokens it gave back (Refund) or took (Take, TakeUpTo; negative).
+// Its RefillAfter is the definition's, by brute force: on a copy of the
+// model after the operation, a Take of the Remaining tokens, then the
+// RetryAfter of a Take of one, at now.
 func (m *refModel) apply(now int64, action spigot.Action, n int64) (spigot.Decision, *big.Rat) {
+	d, moved := m.decide(now, action, n)
+	c := *m // the model's rationals are never changed in place
+	c.decide(now, spigot.Take, d.Remaining)
+	one, _ := c.decide(now, spigot.Take, 1)
+	d.RefillAfter = one.RetryAfter
+	return d, moved
+}
+
+// decide is apply without RefillAfter.
+func (m *refModel) decide(now int64, action spigot.Action, n int64) (spigot.Decision, *big.Rat) {
 	if action == spigot.Peek { // decides on a copy: nothing changes
 		saved := *m
 		defer func() { *m = saved }()
@@ -698,24 +711,24 @@ func TestApplyCorruptStates(t *testing.T) {
 	}{
 		// Negative whole tokens under another scale: none, not a full bucket.
 		{"-2^62 tokens of scale 3", spigot.State{Kind: spigot.TokenBucket, Tokens: -(1 << 62), Stamp: T, Scale: 3, FullAt: T + 10e6},
-			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
 		{"-2^62 tokens of scale 3, without a kind", spigot.State{Tokens: -(1 << 62), Stamp: T, Scale: 3},
-			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
 		{"MinInt64 tokens of scale 7", spigot.State{Kind: spigot.TokenBucket, Tokens: math.MinInt64, Stamp: T, Scale: 7, FullAt: T + 10e6},
-			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
 		{"-2^53 tokens of scale 2", spigot.State{Kind: spigot.TokenBucket, Tokens: -(1 << 53), Stamp: T, Scale: 2, FullAt: T + 10e6},
-			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
 		{"MaxInt64 tokens of scale 3", spigot.State{Kind: spigot.TokenBucket, Tokens: math.MaxInt64, Stamp: T, Scale: 3, FullAt: T + 10e6},
-			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		// A stamp so far in the past that the time since overflows an int64:
 		// full, as after any long wait.
 		{"stamp MinInt64", spigot.State{Kind: spigot.TokenBucket, Stamp: math.MinInt64, Scale: 1e6, FullAt: T + 10e6},
-			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		{"stamp MinInt64+1, negative tokens", spigot.State{Kind: spigot.TokenBucket, Tokens: -5, Stamp: math.MinInt64 + 1, Scale: 1e6, FullAt: T + 10e6},
-			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		// A stamp at the end of time: empty, and waiting for it is Never.
 		{"stamp MaxInt64", spigot.State{Kind: spigot.TokenBucket, Stamp: math.MaxInt64, Scale: 1e6, FullAt: math.MaxInt64},
-			spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}},
+			spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never, RefillAfter: spigot.Never}},
 	}
 	for i, tt := range tests {
 		st, got := apply(take1, tt.state, t0)
@@ -801,14 +814,15 @@ func TestApplyOtherKindFullAt(t *testing.T) {
 			before := st
 			var got spigot.Decision
 			st, got = apply(step.op, st, now)
-			if got != step.want {
-				t.Errorf("%s: step %d: at t0+%v, %v: got %+v, want %+v", c.name, i, step.at, step.op, got, step.want)
+			want := refilled(step.op, st, now, step.want)
+			if got != want {
+				t.Errorf("%s: step %d: at t0+%v, %v: got %+v, want %+v", c.name, i, step.at, step.op, got, want)
 			}
 			if m.capacity != step.op.Limit.Capacity() {
 				t.Fatalf("%s: the steps change the bucket", c.name)
 			}
-			if d, _ := m.apply(now.UnixMicro(), step.op.Action, step.op.N); d != step.want {
-				t.Errorf("%s: step %d: at t0+%v, %v: refModel: got %+v, want %+v", c.name, i, step.at, step.op, d, step.want)
+			if d, _ := m.apply(now.UnixMicro(), step.op.Action, step.op.N); d != want {
+				t.Errorf("%s: step %d: at t0+%v, %v: refModel: got %+v, want %+v", c.name, i, step.at, step.op, d, want)
 			}
 			// Until a Refund or a Reset adds tokens, the state is kept until
 			// the old FullAt at least.
@@ -833,19 +847,21 @@ func TestRefModel(t *testing.T) {
 		cost int64
 		want spigot.Decision
 	}{
-		// t0: full; 2/0.7 s = 2.857142…s to refill.
-		{0, 2, spigot.Decision{N: 2, Remaining: 0, ResetAfter: 2858 * time.Millisecond}},
+		// t0: full; 2/0.7 s = 2.857142…s to refill, 1/0.7 s = 1428.57…ms
+		// to one token.
+		{0, 2, spigot.Decision{N: 2, Remaining: 0, ResetAfter: 2858 * time.Millisecond, RefillAfter: 1429 * time.Millisecond}},
 		// t1 = t0+1s: 0.7 tokens; 0.3/0.7 s = 428.57…ms to 1.
-		{1 * s, 1, spigot.Decision{RetryAfter: 429 * time.Millisecond, ResetAfter: 1858 * time.Millisecond}},
-		// t2 = t1+429ms: 0.7 + 0.3003 = 1.0003 tokens, takes 1, 0.0003 left.
-		{1*s + 429*ms, 1, spigot.Decision{N: 1, ResetAfter: 2857 * time.Millisecond}},
+		{1 * s, 1, spigot.Decision{RetryAfter: 429 * time.Millisecond, ResetAfter: 1858 * time.Millisecond, RefillAfter: 429 * time.Millisecond}},
+		// t2 = t1+429ms: 0.7 + 0.3003 = 1.0003 tokens, takes 1, 0.0003 left:
+		// 0.9997/0.7 s = 1428.14…ms to 1.
+		{1*s + 429*ms, 1, spigot.Decision{N: 1, ResetAfter: 2857 * time.Millisecond, RefillAfter: 1429 * time.Millisecond}},
 		// t3 = t1: the clock steps back 429ms; no refill, and the wait
 		// counts from the stamp: 429ms + 1.9997/0.7 s = 3285.71…ms to
 		// full, 429ms + 0.9997/0.7 s = 1857.14…ms to 1 token.
-		{1 * s, 0, spigot.Decision{ResetAfter: 3286 * time.Millisecond}},
-		{1 * s, 1, spigot.Decision{RetryAfter: 1858 * time.Millisecond, ResetAfter: 3286 * time.Millisecond}},
-		// t4 = t2+2857ms: full again.
-		{1*s + 429*ms + 2857*ms, 3, spigot.Decision{Remaining: 2, RetryAfter: spigot.Never}},
+		{1 * s, 0, spigot.Decision{ResetAfter: 3286 * time.Millisecond, RefillAfter: 1858 * time.Millisecond}},
+		{1 * s, 1, spigot.Decision{RetryAfter: 1858 * time.Millisecond, ResetAfter: 3286 * time.Millisecond, RefillAfter: 1858 * time.Millisecond}},
+		// t4 = t2+2857ms: full again; with the 2 taken, one more in 1/0.7 s.
+		{1*s + 429*ms + 2857*ms, 3, spigot.Decision{Remaining: 2, RetryAfter: spigot.Never, RefillAfter: 1429 * time.Millisecond}},
 	}
 	m := newRefModel(b.Capacity(), b.Rate())
 	var st spigot.State

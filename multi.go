@@ -21,9 +21,10 @@ import (
 // longest of the denials' (Never if any is Never): after it, every limit
 // would allow the request if nothing else takes tokens meanwhile. The
 // deciding limit is then the first whose RetryAfter that is, and N is 0.
-// Remaining is the least of each's (so -1 when any is Degraded), and
-// ResetAfter and an allowed request's Delay the longest. For no decisions it returns the zero Decision
-// and -1.
+// Remaining is the least of each's (so -1 when any is Degraded),
+// ResetAfter and an allowed request's Delay the longest, and RefillAfter
+// the deciding limit's. For no decisions it returns the zero Decision and
+// -1.
 func Combine(each []Decision) (d Decision, by int) {
 	if len(each) == 0 {
 		return Decision{}, -1
@@ -42,6 +43,7 @@ func Combine(each []Decision) (d Decision, by int) {
 	if !d.Allowed() {
 		d.N, d.Delay = 0, 0
 	}
+	d.RefillAfter = each[by].RefillAfter
 	return d, by
 }
 

@@ -18,8 +18,11 @@ import (
 )
 
 func TestCombine(t *testing.T) {
-	d := func(n, remaining int64, retry, reset time.Duration) spigot.Decision {
-		return spigot.Decision{N: n, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+	// Each decision's RefillAfter names it: i ms for the i-th of its
+	// case, 10+i ms for the combined decision of a case whose deciding
+	// limit is the i-th.
+	d := func(n, remaining int64, retry, reset time.Duration, refill int) spigot.Decision {
+		return spigot.Decision{N: n, Remaining: remaining, RetryAfter: retry, ResetAfter: reset, RefillAfter: time.Duration(refill) * ms}
 	}
 	for _, c := range []struct {
 		name string
@@ -28,13 +31,13 @@ func TestCombine(t *testing.T) {
 		by   int
 	}{
 		{"none", nil, spigot.Decision{}, -1},
-		{"one", []spigot.Decision{d(1, 4, 0, 2*s)}, d(1, 4, 0, 2*s), 0},
-		{"all allowed: the fewest remaining decides", []spigot.Decision{d(1, 9, 0, 1*s), d(1, 2, 0, 5*s), d(1, 2, 0, 3*s)}, d(1, 2, 0, 5*s), 1},
-		{"one denied", []spigot.Decision{d(0, 9, 0, 1*s), d(0, 0, 2*s, 5*s)}, d(0, 0, 2*s, 5*s), 1},
-		{"the longest wait decides", []spigot.Decision{d(0, 0, 3*s, 3*s), d(0, 9, 0, 1*s), d(0, 0, 7*s, 7*s), d(0, 1, 7*s, 9*s)}, d(0, 0, 7*s, 9*s), 2},
-		{"never", []spigot.Decision{d(0, 0, 3*s, 3*s), d(0, 5, spigot.Never, 0)}, d(0, 0, spigot.Never, 3*s), 1},
-		{"degraded", []spigot.Decision{d(1, 5, 0, 1*s), d(0, -1, 0, 0)}, d(0, -1, 0, 1*s), 1},
-		{"take up to: the least moved", []spigot.Decision{d(3, 0, 0, 3*s), d(5, 0, 0, 5*s)}, d(3, 0, 0, 5*s), 0},
+		{"one", []spigot.Decision{d(1, 4, 0, 2*s, 1)}, d(1, 4, 0, 2*s, 1), 0},
+		{"all allowed: the fewest remaining decides", []spigot.Decision{d(1, 9, 0, 1*s, 1), d(1, 2, 0, 5*s, 2), d(1, 2, 0, 3*s, 3)}, d(1, 2, 0, 5*s, 2), 1},
+		{"one denied", []spigot.Decision{d(0, 9, 0, 1*s, 1), d(0, 0, 2*s, 5*s, 2)}, d(0, 0, 2*s, 5*s, 2), 1},
+		{"the longest wait decides", []spigot.Decision{d(0, 0, 3*s, 3*s, 1), d(0, 9, 0, 1*s, 2), d(0, 0, 7*s, 7*s, 3), d(0, 1, 7*s, 9*s, 4)}, d(0, 0, 7*s, 9*s, 3), 2},
+		{"never", []spigot.Decision{d(0, 0, 3*s, 3*s, 1), d(0, 5, spigot.Never, 0, 2)}, d(0, 0, spigot.Never, 3*s, 2), 1},
+		{"degraded", []spigot.Decision{d(1, 5, 0, 1*s, 1), d(0, -1, 0, 0, 0)}, d(0, -1, 0, 1*s, 0), 1},
+		{"take up to: the least moved", []spigot.Decision{d(3, 0, 0, 3*s, 1), d(5, 0, 0, 5*s, 2)}, d(3, 0, 0, 5*s, 1), 0},
 	} {
 		got, by := spigot.Combine(c.each)
 		if got != c.want || by != c.by {
@@ -58,11 +61,12 @@ func TestGroup(t *testing.T) {
 		retry   time.Duration
 		each    []spigot.Decision
 	}{
-		{true, 1, 0, []spigot.Decision{taken(allow(9, 100*ms), 1), taken(allow(2, 1*s), 1)}},
-		{true, 1, 0, []spigot.Decision{taken(allow(8, 200*ms), 1), taken(allow(1, 2*s), 1)}},
-		{true, 1, 0, []spigot.Decision{taken(allow(7, 300*ms), 1), taken(allow(0, 3*s), 1)}},
-		{false, 1, 1 * s, []spigot.Decision{allow(6, 400*ms), deny(0, 1*s, 3*s)}},
-		{false, 1, 1 * s, []spigot.Decision{allow(6, 400*ms), deny(0, 1*s, 3*s)}},
+		// RefillAfter: one token, 100 ms for the address, 1 s for the user.
+		{true, 1, 0, []spigot.Decision{refill(taken(allow(9, 100*ms), 1), 100*ms), refill(taken(allow(2, 1*s), 1), 1*s)}},
+		{true, 1, 0, []spigot.Decision{refill(taken(allow(8, 200*ms), 1), 100*ms), refill(taken(allow(1, 2*s), 1), 1*s)}},
+		{true, 1, 0, []spigot.Decision{refill(taken(allow(7, 300*ms), 1), 100*ms), refill(taken(allow(0, 3*s), 1), 1*s)}},
+		{false, 1, 1 * s, []spigot.Decision{refill(allow(6, 400*ms), 100*ms), refill(deny(0, 1*s, 3*s), 1*s)}},
+		{false, 1, 1 * s, []spigot.Decision{refill(allow(6, 400*ms), 100*ms), refill(deny(0, 1*s, 3*s), 1*s)}},
 	} {
 		d, err := g.Allow(ctx, "10.0.0.1", "alice")
 		if err != nil || d.Allowed() != want.allowed || d.By != want.by || d.RetryAfter != want.retry || fmt.Sprint(d.Each) != fmt.Sprint(want.each) {

@@ -115,6 +115,17 @@ type Decision struct {
 	// limit is full again; 0 when it is full, or unknown (Degraded).
 	// Stores that expire state use it as the key's time to live.
 	ResetAfter time.Duration
+	// RefillAfter is the limit's effective window: how long, rounded up to
+	// the millisecond, the Remaining tokens are all the key can have. If a
+	// request took them now, RefillAfter is the wait before one more token
+	// would be admitted: a bucket's next token, a leaky bucket's next
+	// place, a fixed window's next window, a sliding log's oldest entry
+	// leaving it, a sliding window's weighted count falling by one. It is
+	// the t of the IETF RateLimit header field, and the RetryAfter of a
+	// denied Take of one token. It is above 0 for every decision that
+	// comes from the key's state (Never for a bucket of capacity 0), and 0
+	// when the decision is Degraded.
+	RefillAfter time.Duration
 	// Delay is how long an admitted request must wait before it goes
 	// ahead, to the microsecond: its turn in a leaky bucket's queue (see
 	// NewLeakyBucket), after the requests admitted before it. It is 0 for
@@ -345,12 +356,18 @@ func (op Op) Apply(s *State, now time.Time) (Decision, error) {
 		d.N = ceilDiv(add, b.scale)
 	case Reset:
 		*s = State{}
-		return Decision{N: ceilDiv(b.max-tokens, b.scale), Remaining: b.capacity}, nil
+		return Decision{N: ceilDiv(b.max-tokens, b.scale), Remaining: b.capacity, RefillAfter: b.fresh(t)}, nil
 	}
 	if tokens < b.max {
 		d.ResetAfter = ceilMs(lag, ceilDiv(b.max-tokens, b.refill))
 	}
 	d.Remaining = tokens / b.scale
+	// With the Remaining tokens taken, the fraction of a token left refills
+	// to one.
+	d.RefillAfter = Never
+	if b.capacity > 0 {
+		d.RefillAfter = ceilMs(lag, ceilDiv(b.scale-(tokens-d.Remaining*b.scale), b.refill))
+	}
 	if action == Peek {
 		return d, nil
 	}
@@ -375,8 +392,8 @@ func (b *limit) delay(lag, tokens int64) time.Duration {
 // applyWindow is Apply for a fixed or sliding window, at t µs.
 func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 	w, limit := b.window, b.capacity
-	start := t - mod(t-b.offset, w) // the window of t
-	stamp := t
+	startT := t - mod(t-b.offset, w) // the window of t
+	start, stamp := startT, t
 	var cur, prev int64
 	switch {
 	case s.FullAt != 0 && t >= s.FullAt: // as if never seen
@@ -397,7 +414,7 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 			prev = 0
 		}
 	case s.FullAt > t && s.FullAt != 0: // another kind or window: used up until its FullAt
-		return blocked(s, action, n, t, limit)
+		return b.blocked(s, action, n, t)
 	}
 	// The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤ limit×wms
 	// (for a fixed window prev is 0). e is the whole ms since start; the
@@ -414,18 +431,7 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 		free := limit - cur - k
 		return free >= 0 && (prev == 0 || prev*(wms-e) <= free*wms)
 	}
-	// retry returns the µs from t until k ≤ limit more tokens fit.
-	retry := func(k int64) int64 {
-		if free := limit - cur - k; free >= 0 { // prev's weight falls enough in this window
-			return start + (wms-free*wms/prev)*1000 - t
-		}
-		// In the next window cur is the previous one's; a fixed window
-		// starts again.
-		if b.kind == FixedWindow {
-			return start + w - t
-		}
-		return start + w + (wms-(limit-k)*wms/cur)*1000 - t
-	}
+	retry := func(k int64) int64 { return b.windowRetry(start, t, cur, prev, k) }
 
 	var d Decision
 	switch action {
@@ -457,7 +463,7 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 		d.N = k + j
 	case Reset:
 		*s = State{}
-		return Decision{N: min(used, limit), Remaining: limit}
+		return Decision{N: min(used, limit), Remaining: limit, RefillAfter: b.fresh(t)}
 	}
 	d.Remaining = max(limit-cur-ceilDiv(prev*(wms-e), wms), 0)
 	full := t // the instant the counts no longer matter: now, when none count
@@ -470,6 +476,12 @@ func (b *limit) applyWindow(s *State, action Action, n, t int64) Decision {
 	if full > t {
 		d.ResetAfter = ceilMs(0, full-t)
 	}
+	// RefillAfter: one more token after the Remaining ones, counted in the
+	// window of the state left behind (none is the window of t).
+	if full <= t && action != Peek {
+		start = startT
+	}
+	d.RefillAfter = ceilMs(0, b.windowRetry(start, t, cur+d.Remaining, prev, 1))
 	if action == Peek {
 		return d
 	}
@@ -509,7 +521,7 @@ func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
 			log = log[old:]
 		}
 	case s.FullAt > t && s.FullAt != 0: // another kind or window: used up until its FullAt
-		return blocked(s, action, n, t, limit)
+		return b.blocked(s, action, n, t)
 	}
 	count := int64(len(log))
 	// retry returns the µs from t until k ≤ limit more tokens fit: until
@@ -544,12 +556,21 @@ func (b *limit) applyLog(s *State, action Action, n, t int64) Decision {
 		d.N = k
 	case Reset:
 		*s = State{}
-		return Decision{N: min(count, limit), Remaining: limit}
+		return Decision{N: min(count, limit), Remaining: limit, RefillAfter: b.fresh(t)}
 	}
 	count = int64(len(log))
 	d.Remaining = max(limit-count, 0)
+	// RefillAfter: with the Remaining tokens taken, the log holds the limit
+	// (or more), and one more fits when its oldest entry past the excess
+	// leaves; an empty log's oldest is the first taken, at the stamp of
+	// the state left behind (none is t).
 	if count > 0 {
 		d.ResetAfter = ceilMs(0, log[count-1]+w-t)
+		d.RefillAfter = ceilMs(0, log[max(count-limit, 0)]+w-t)
+	} else if action == Peek {
+		d.RefillAfter = ceilMs(0, stamp+w-t)
+	} else {
+		d.RefillAfter = ceilMs(0, w)
 	}
 	if action == Peek {
 		return d
@@ -575,23 +596,54 @@ func appendN(log []int64, x, n int64) []int64 {
 // FullAt is after t: the limit is used up until then, and whole from then
 // on. Takes are denied until then, a Refund gives nothing back, and a
 // Reset forgets it; only a Reset changes it.
-func blocked(s *State, action Action, n, t, capacity int64) Decision {
+func (b *limit) blocked(s *State, action Action, n, t int64) Decision {
 	until := ceilMs(0, s.FullAt-t)
-	d := Decision{ResetAfter: until}
+	d := Decision{ResetAfter: until, RefillAfter: until}
 	switch action {
 	case Take, Peek, TakeUpTo:
 		switch {
 		case n == 0:
-		case n > capacity && action != TakeUpTo:
+		case n > b.capacity && action != TakeUpTo:
 			d.RetryAfter = Never
 		default:
 			d.RetryAfter = until
 		}
 	case Reset:
 		*s = State{}
-		return Decision{N: capacity, Remaining: capacity}
+		return Decision{N: b.capacity, Remaining: b.capacity, RefillAfter: b.fresh(t)}
 	}
 	return d
+}
+
+// windowRetry returns the µs from t until k ≤ limit more tokens fit in a
+// window (of b's kind) that started at start and counts cur, after a
+// previous window that counted prev, when they do not fit at t.
+func (b *limit) windowRetry(start, t, cur, prev, k int64) int64 {
+	wms := b.window / 1000
+	if free := b.capacity - cur - k; free >= 0 { // prev's weight falls enough in this window
+		return start + (wms-free*wms/prev)*1000 - t
+	}
+	// In the next window cur is the previous one's; a fixed window starts
+	// again.
+	if b.kind == FixedWindow {
+		return start + b.window - t
+	}
+	return start + b.window + (wms-(b.capacity-k)*wms/cur)*1000 - t
+}
+
+// fresh returns the RefillAfter, at t, of the limit without state: the
+// wait for one more token after the whole capacity was taken at t.
+func (b *limit) fresh(t int64) time.Duration {
+	switch b.kind {
+	case FixedWindow, SlidingWindow:
+		return ceilMs(0, b.windowRetry(t-mod(t-b.offset, b.window), t, b.capacity, 0, 1))
+	case SlidingLog:
+		return ceilMs(0, b.window)
+	}
+	if b.capacity == 0 {
+		return Never
+	}
+	return ceilMs(0, ceilDiv(b.scale, b.refill))
 }
 
 // mod returns a mod m in [0, m), for m > 0.

@@ -27,24 +27,27 @@ func TestApplyActions(t *testing.T) {
 		n      int64
 		want   spigot.Decision
 	}{
-		{0, b, take, 1, spigot.Decision{N: 1, Remaining: 2, ResetAfter: 1 * s}},
-		{0, b, peek, 3, spigot.Decision{Remaining: 2, RetryAfter: 1 * s, ResetAfter: 1 * s}},
-		{0, b, peek, 2, spigot.Decision{Remaining: 2, ResetAfter: 1 * s}}, // takes nothing
-		{0, b, peek, 4, spigot.Decision{Remaining: 2, RetryAfter: spigot.Never, ResetAfter: 1 * s}},
-		{0, b, upTo, 5, spigot.Decision{N: 2, Remaining: 0, ResetAfter: 3 * s}},              // all it holds
-		{0, b, upTo, 1, spigot.Decision{Remaining: 0, RetryAfter: 1 * s, ResetAfter: 3 * s}}, // none to take
-		{500 * ms, b, upTo, 0, spigot.Decision{ResetAfter: 2500 * ms}},                       // 0.5 token
-		{500 * ms, b, refund, 1, spigot.Decision{N: 1, Remaining: 1, ResetAfter: 1500 * ms}},
-		{500 * ms, b, refund, 2, spigot.Decision{N: 2, Remaining: 3}}, // 1.5 to full: rounded up
-		{500 * ms, b, refund, 1, spigot.Decision{Remaining: 3}},       // full: nothing to give
-		{500 * ms, b, take, 3, spigot.Decision{N: 3, Remaining: 0, ResetAfter: 3 * s}},
-		{1 * s, b, reset, 0, spigot.Decision{N: 3, Remaining: 3}}, // 2.5 short: rounded up
-		{1 * s, b, reset, 0, spigot.Decision{Remaining: 3}},       // already full
-		{1 * s, b, take, 0, spigot.Decision{Remaining: 3}},
-		{1 * s, empty, upTo, 1, spigot.Decision{RetryAfter: spigot.Never}},
-		{1 * s, empty, upTo, 0, spigot.Decision{}},
-		{1 * s, empty, refund, 5, spigot.Decision{}},
-		{1 * s, empty, peek, 1, spigot.Decision{RetryAfter: spigot.Never}},
+		// RefillAfter: with the remaining whole tokens taken, the fraction
+		// left refills to one token, a second from none.
+		{0, b, take, 1, spigot.Decision{N: 1, Remaining: 2, ResetAfter: 1 * s, RefillAfter: 1 * s}},
+		{0, b, peek, 3, spigot.Decision{Remaining: 2, RetryAfter: 1 * s, ResetAfter: 1 * s, RefillAfter: 1 * s}},
+		{0, b, peek, 2, spigot.Decision{Remaining: 2, ResetAfter: 1 * s, RefillAfter: 1 * s}}, // takes nothing
+		{0, b, peek, 4, spigot.Decision{Remaining: 2, RetryAfter: spigot.Never, ResetAfter: 1 * s, RefillAfter: 1 * s}},
+		{0, b, upTo, 5, spigot.Decision{N: 2, Remaining: 0, ResetAfter: 3 * s, RefillAfter: 1 * s}},              // all it holds
+		{0, b, upTo, 1, spigot.Decision{Remaining: 0, RetryAfter: 1 * s, ResetAfter: 3 * s, RefillAfter: 1 * s}}, // none to take
+		{500 * ms, b, upTo, 0, spigot.Decision{ResetAfter: 2500 * ms, RefillAfter: 500 * ms}},                    // 0.5 token
+		{500 * ms, b, refund, 1, spigot.Decision{N: 1, Remaining: 1, ResetAfter: 1500 * ms, RefillAfter: 500 * ms}},
+		{500 * ms, b, refund, 2, spigot.Decision{N: 2, Remaining: 3, RefillAfter: 1 * s}}, // 1.5 to full: rounded up
+		{500 * ms, b, refund, 1, spigot.Decision{Remaining: 3, RefillAfter: 1 * s}},       // full: nothing to give
+		{500 * ms, b, take, 3, spigot.Decision{N: 3, Remaining: 0, ResetAfter: 3 * s, RefillAfter: 1 * s}},
+		{1 * s, b, reset, 0, spigot.Decision{N: 3, Remaining: 3, RefillAfter: 1 * s}}, // 2.5 short: rounded up
+		{1 * s, b, reset, 0, spigot.Decision{Remaining: 3, RefillAfter: 1 * s}},       // already full
+		{1 * s, b, take, 0, spigot.Decision{Remaining: 3, RefillAfter: 1 * s}},
+		// A capacity of 0 never admits a token.
+		{1 * s, empty, upTo, 1, spigot.Decision{RetryAfter: spigot.Never, RefillAfter: spigot.Never}},
+		{1 * s, empty, upTo, 0, spigot.Decision{RefillAfter: spigot.Never}},
+		{1 * s, empty, refund, 5, spigot.Decision{RefillAfter: spigot.Never}},
+		{1 * s, empty, peek, 1, spigot.Decision{RetryAfter: spigot.Never, RefillAfter: spigot.Never}},
 	}
 	states := map[string]spigot.State{}
 	for i, st := range steps {
@@ -72,13 +75,13 @@ func TestApplyForgetsAcrossConfigs(t *testing.T) {
 		t.Fatalf("FullAt = %d, want t0+1s = %d", st.FullAt, want)
 	}
 	_, d := apply(spigot.Op{Limit: slow, Key: "k", Action: spigot.Peek}, st, t0.Add(2*s))
-	if want := (spigot.Decision{Remaining: 10}); d != want {
+	if want := (spigot.Decision{Remaining: 10, RefillAfter: 1 * s}); d != want {
 		t.Errorf("Peek under 1/s at t0+2s = %+v, want %+v: the bucket was full again at t0+1s", d, want)
 	}
 	// Before FullAt, the tokens (none) carry over and refill at the new
 	// rate: 0.5 token at t0+500ms.
 	_, d = apply(spigot.Op{Limit: slow, Key: "k", Action: spigot.Peek}, st, t0.Add(500*ms))
-	if want := (spigot.Decision{ResetAfter: 9500 * ms}); d != want {
+	if want := (spigot.Decision{ResetAfter: 9500 * ms, RefillAfter: 500 * ms}); d != want {
 		t.Errorf("Peek under 1/s at t0+500ms = %+v, want %+v", d, want)
 	}
 }
@@ -95,19 +98,19 @@ func TestApplyOtherKind(t *testing.T) {
 		want  spigot.Decision // of a Take of 1 at t0
 	}{
 		{"full again in 2 s", spigot.State{Kind: 7, FullAt: now + 2e6, Tokens: 99, Scale: 1},
-			spigot.Decision{N: 1, Remaining: 7, ResetAfter: 3 * s}},
-		{"full again in 1.5 s", spigot.State{Kind: 7, FullAt: now + 15e5},
-			spigot.Decision{N: 1, Remaining: 7, ResetAfter: 2500 * ms}},
+			spigot.Decision{N: 1, Remaining: 7, ResetAfter: 3 * s, RefillAfter: 1 * s}},
+		{"full again in 1.5 s", spigot.State{Kind: 7, FullAt: now + 15e5}, // 7.5 left
+			spigot.Decision{N: 1, Remaining: 7, ResetAfter: 2500 * ms, RefillAfter: 500 * ms}},
 		{"full again in a day: empty until 10 s before", spigot.State{Kind: 200, FullAt: now + 86400e6},
-			spigot.Decision{RetryAfter: 86391 * s, ResetAfter: 86400 * s}},
+			spigot.Decision{RetryAfter: 86391 * s, ResetAfter: 86400 * s, RefillAfter: 86391 * s}},
 		{"full already", spigot.State{Kind: 7, FullAt: now, Tokens: 0, Scale: 1},
-			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		{"no FullAt: absent", spigot.State{Kind: 7, Stamp: now, Tokens: 0, Scale: 1},
-			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s}},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		{"a token bucket's state without a kind", spigot.State{Stamp: now, FullAt: now + 10e6, Tokens: 0, Scale: 1},
-			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s}},
+			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
 		{"without a kind, from before FullAt", spigot.State{Stamp: now, Tokens: 4, Scale: 1},
-			spigot.Decision{N: 1, Remaining: 3, ResetAfter: 7 * s}},
+			spigot.Decision{N: 1, Remaining: 3, ResetAfter: 7 * s, RefillAfter: 1 * s}},
 	}
 	for _, tt := range tests {
 		st, got := apply(spigot.Op{Limit: b, Key: "k", N: 1}, tt.state, t0)

@@ -21,8 +21,8 @@ func TestApplyLogOutOfOrder(t *testing.T) {
 		action spigot.Action
 		want   spigot.Decision
 	}{
-		{spigot.Peek, spigot.Decision{RetryAfter: 5 * time.Second, ResetAfter: 9 * time.Second}},
-		{spigot.Take, spigot.Decision{RetryAfter: 5 * time.Second, ResetAfter: 9 * time.Second}},
+		{spigot.Peek, spigot.Decision{RetryAfter: 5 * time.Second, ResetAfter: 9 * time.Second, RefillAfter: 5 * time.Second}},
+		{spigot.Take, spigot.Decision{RetryAfter: 5 * time.Second, ResetAfter: 9 * time.Second, RefillAfter: 5 * time.Second}},
 	} {
 		s := spigot.State{Kind: spigot.SlidingLog, Stamp: at(0), FullAt: at(9 * time.Second),
 			Log: []int64{at(-11 * time.Second), at(-5 * time.Second), at(-20 * time.Second), at(-time.Second)}}

@@ -21,12 +21,12 @@ func TestScenarioLogin(t *testing.T) {
 	ctx := context.Background()
 	for i := int64(0); i < 20; i++ {
 		a, err := l.Allow(ctx, "203.0.113.7")
-		if want := taken(allow(19-i, time.Duration(i+1)*3*s), 1); err != nil || a != want {
+		if want := refill(taken(allow(19-i, time.Duration(i+1)*3*s), 1), 3*s); err != nil || a != want {
 			t.Fatalf("attempt %d: got %+v, %v; want %+v", i+1, a, err, want)
 		}
 	}
-	if a, _ := l.Allow(ctx, "203.0.113.7"); a != deny(0, 3*s, 60*s) {
-		t.Fatalf("attempt 21: got %+v, want %+v", a, deny(0, 3*s, 60*s))
+	if a, _ := l.Allow(ctx, "203.0.113.7"); a != refill(deny(0, 3*s, 60*s), 3*s) {
+		t.Fatalf("attempt 21: got %+v, want %+v", a, refill(deny(0, 3*s, 60*s), 3*s))
 	}
 	clk.Advance(60*s - time.Microsecond)
 	if n := store.Len(); n != 1 {
@@ -36,7 +36,7 @@ func TestScenarioLogin(t *testing.T) {
 	if n := store.Len(); n != 0 {
 		t.Errorf("after 60 s idle, the store holds %d keys, want 0", n)
 	}
-	if a, _ := l.AllowN(ctx, "203.0.113.7", 0); a != allow(20, 0) {
+	if a, _ := l.AllowN(ctx, "203.0.113.7", 0); a != refill(allow(20, 0), 3*s) {
 		t.Errorf("after 60 s idle: got %+v, want a full bucket", a)
 	}
 }
@@ -63,7 +63,7 @@ func TestScenarioExport(t *testing.T) {
 	for i, st := range steps {
 		clk.Set(start.Add(st.at))
 		a, err := l.AllowN(ctx, "acct-42", st.rows)
-		if want := taken(st.want, st.rows); err != nil || a != want {
+		if want := refill(taken(st.want, st.rows), 20*ms); err != nil || a != want { // whole rows: one more in 1/50 s
 			t.Errorf("step %d (t0+%v, %d rows): got %+v, %v; want %+v", i, st.at, st.rows, a, err, want)
 		}
 	}
@@ -89,8 +89,8 @@ func TestScenarioBurstThenSteady(t *testing.T) {
 	}
 	for i := 1; i <= 60; i++ {
 		clk.Advance(1 * s)
-		if a, _ := l.Allow(ctx, "tenant"); a != taken(allow(0, 10*s), 1) {
-			t.Fatalf("steady request at t0+%ds: got %+v, want %+v", i, a, taken(allow(0, 10*s), 1))
+		if a, _ := l.Allow(ctx, "tenant"); a != refill(taken(allow(0, 10*s), 1), 1*s) {
+			t.Fatalf("steady request at t0+%ds: got %+v, want %+v", i, a, refill(taken(allow(0, 10*s), 1), 1*s))
 		}
 	}
 }

@@ -29,6 +29,29 @@ func deny(remaining int64, retry, reset time.Duration) spigot.Decision {
 	return spigot.Decision{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
+// refillAfter returns Decision.RefillAfter by its definition, for l's key
+// in state s after an operation at now that left remaining tokens: on a
+// copy of s, a Take of remaining, then the RetryAfter of a Take of one,
+// at now.
+func refillAfter(l spigot.Limit, s spigot.State, now time.Time, remaining int64) time.Duration {
+	op := spigot.Op{Limit: l, Key: "k", N: remaining}
+	s, _ = applyCopy(op, s, now)
+	op.N = 1
+	_, d := apply(op, s, now)
+	return d.RetryAfter
+}
+
+// refilled returns want with the RefillAfter of refillAfter for op at now
+// leaving the state next, when want leaves it 0: the tables written before
+// RefillAfter, whose other fields were worked out by hand, check it by its
+// definition.
+func refilled(op spigot.Op, next spigot.State, now time.Time, want spigot.Decision) spigot.Decision {
+	if want.RefillAfter == 0 && !want.Degraded() {
+		want.RefillAfter = refillAfter(op.Limit, next, now, want.Remaining)
+	}
+	return want
+}
+
 // apply is spigot.Op.Apply on a copy of s: it returns the new state and the
 // decision.
 func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
@@ -39,6 +62,12 @@ func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.De
 // take applies a Take of cost tokens on b to s at now.
 func take(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
 	return apply(spigot.Op{Limit: b, Key: "k", Action: spigot.Take, N: cost}, s, now)
+}
+
+// refill returns want with RefillAfter r.
+func refill(want spigot.Decision, r time.Duration) spigot.Decision {
+	want.RefillAfter = r
+	return want
 }
 
 // taken returns want with the N of a Take of cost: cost when allowed.
@@ -55,7 +84,7 @@ func play(t *testing.T, b spigot.Limit, st spigot.State, steps []step) spigot.St
 	for i, s := range steps {
 		var got spigot.Decision
 		st, got = take(b, st, t0.Add(s.at), s.cost)
-		if want := taken(s.want, s.cost); got != want {
+		if want := refilled(spigot.Op{Limit: b, N: s.cost}, st, t0.Add(s.at), taken(s.want, s.cost)); got != want {
 			t.Errorf("%v step %d (t0+%v, cost %d): got %+v, want %+v", b, i, s.at, s.cost, got, want)
 		}
 	}
@@ -209,8 +238,9 @@ func TestTakeCorruptState(t *testing.T) {
 		{"far future stamp", spigot.State{Tokens: 0, Stamp: 1 << 62, Scale: b.Scale()}, deny(0, spigot.Never, spigot.Never)},
 	}
 	for _, tt := range tests {
-		if _, got := take(b, tt.state, t0, 1); got != taken(tt.want, 1) {
-			t.Errorf("%s: got %+v, want %+v", tt.name, got, taken(tt.want, 1))
+		next, got := take(b, tt.state, t0, 1)
+		if want := refilled(spigot.Op{Limit: b, N: 1}, next, t0, taken(tt.want, 1)); got != want {
+			t.Errorf("%s: got %+v, want %+v", tt.name, got, want)
 		}
 	}
 }

@@ -16,10 +16,10 @@ func TestApplyFixedWindowHugeLimit(t *testing.T) {
 		op   Op
 		want Decision
 	}{
-		{Op{Limit: l, Key: "k", N: 1}, Decision{N: 1, Remaining: MaxExact - 1, ResetAfter: (55*time.Minute + 55*time.Second)}},
-		{Op{Limit: l, Key: "k", N: MaxExact - 2}, Decision{N: MaxExact - 2, Remaining: 1, ResetAfter: (55*time.Minute + 55*time.Second)}},
-		{Op{Limit: l, Key: "k", N: 2}, Decision{Remaining: 1, RetryAfter: (55*time.Minute + 55*time.Second), ResetAfter: (55*time.Minute + 55*time.Second)}},
-		{Op{Limit: l, Key: "k", N: 1}, Decision{N: 1, ResetAfter: (55*time.Minute + 55*time.Second)}},
+		{Op{Limit: l, Key: "k", N: 1}, Decision{N: 1, Remaining: MaxExact - 1, ResetAfter: (55*time.Minute + 55*time.Second), RefillAfter: (55*time.Minute + 55*time.Second)}},
+		{Op{Limit: l, Key: "k", N: MaxExact - 2}, Decision{N: MaxExact - 2, Remaining: 1, ResetAfter: (55*time.Minute + 55*time.Second), RefillAfter: (55*time.Minute + 55*time.Second)}},
+		{Op{Limit: l, Key: "k", N: 2}, Decision{Remaining: 1, RetryAfter: (55*time.Minute + 55*time.Second), ResetAfter: (55*time.Minute + 55*time.Second), RefillAfter: (55*time.Minute + 55*time.Second)}},
+		{Op{Limit: l, Key: "k", N: 1}, Decision{N: 1, ResetAfter: (55*time.Minute + 55*time.Second), RefillAfter: (55*time.Minute + 55*time.Second)}},
 	} {
 		got, err := c.op.Apply(&s, t0)
 		if err != nil || got != c.want {

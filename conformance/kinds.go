@@ -355,7 +355,7 @@ func testKindsRandomOperations(t testing.TB, e env) {
 				t.Errorf("%s: unexpected error: %v", where, err)
 				return
 			}
-			if d := diff(got, ref.apply(when, act, n)); d != "" {
+			if d := diff(got, refApply(ref, when, act, n)); d != "" {
 				t.Errorf("%s: %s", where, d)
 				return
 			}

@@ -207,6 +207,18 @@ func carry(e modelEntry, l spigot.Limit, now time.Time) keyModel {
 	return &usedUpModel{capacity: l.Capacity(), full: full, next: newKeyModel(l), prev: e}
 }
 
+// refApply applies an operation to m at now and returns its decision, with
+// the RefillAfter of its definition, by brute force: on a copy of the
+// model after the operation (unchanged by a Peek), a Take of the Remaining
+// tokens, then the RetryAfter of a Take of one, at now.
+func refApply(m keyModel, now time.Time, action spigot.Action, n int64) spigot.Decision {
+	d := m.apply(now, action, n)
+	c := m.clone()
+	c.apply(now, spigot.Take, d.Remaining)
+	d.RefillAfter = c.apply(now, spigot.Take, 1).RetryAfter
+	return d
+}
+
 // A keyModel is the model of one key of a limit of any kind.
 type keyModel interface {
 	apply(now time.Time, action spigot.Action, n int64) spigot.Decision

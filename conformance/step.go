@@ -44,6 +44,12 @@ func allow(remaining int64, resetAfter time.Duration) spigot.Decision {
 	return spigot.Decision{Remaining: remaining, ResetAfter: resetAfter}
 }
 
+// withRefill returns want with RefillAfter r.
+func withRefill(want spigot.Decision, r time.Duration) spigot.Decision {
+	want.RefillAfter = r
+	return want
+}
+
 // took is the decision of an allowed operation that moved n tokens.
 func took(n, remaining int64, resetAfter time.Duration) spigot.Decision {
 	return spigot.Decision{N: n, Remaining: remaining, ResetAfter: resetAfter}
@@ -93,7 +99,9 @@ func playOps(t testing.TB, e env, b spigot.Limit, key string, steps []opStep) bo
 }
 
 // diff describes how got differs from want, field by field, or returns ""
-// when they are equal.
+// when they are equal. RefillAfter counts unless want leaves it 0, as the
+// tables written by hand without it do: the models always set it (it is
+// 0 only for a Degraded decision).
 func diff(got, want spigot.Decision) string {
 	var d []string
 	if got.Allowed() != want.Allowed() {
@@ -117,6 +125,9 @@ func diff(got, want spigot.Decision) string {
 	}
 	if got.ResetAfter != want.ResetAfter {
 		d = append(d, fmt.Sprintf("ResetAfter = %s, want %s", dur(got.ResetAfter), dur(want.ResetAfter)))
+	}
+	if want.RefillAfter != 0 && got.RefillAfter != want.RefillAfter {
+		d = append(d, fmt.Sprintf("RefillAfter = %s, want %s", dur(got.RefillAfter), dur(want.RefillAfter)))
 	}
 	if got.Delay != want.Delay {
 		d = append(d, fmt.Sprintf("Delay = %s, want %s", got.Delay, want.Delay))
@@ -150,7 +161,7 @@ func reset(t testing.TB, e env, b spigot.Limit, key string, at time.Duration, wa
 // show formats an admission, with Never by name.
 func show(a spigot.Decision) string {
 	if a.Delay != 0 {
-		return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s Delay:%s}", a.Allowed(), a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter), a.Delay)
+		return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s RefillAfter:%s Delay:%s}", a.Allowed(), a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter), dur(a.RefillAfter), a.Delay)
 	}
-	return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s}", a.Allowed(), a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter))
+	return fmt.Sprintf("{Allowed:%v N:%d Remaining:%d RetryAfter:%s ResetAfter:%s RefillAfter:%s}", a.Allowed(), a.N, a.Remaining, dur(a.RetryAfter), dur(a.ResetAfter), dur(a.RefillAfter))
 }

@@ -904,7 +904,7 @@ func (s *modelStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.get(op.Limit, op.Key, op.Action != spigot.Peek).apply(s.clk.Now(), op.Action, op.N), nil
+	return refApply(s.get(op.Limit, op.Key, op.Action != spigot.Peek), s.clk.Now(), op.Action, op.N), nil
 }
 
 // DoMulti applies several ops, so that the tables of the cases of
@@ -937,7 +937,7 @@ func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot
 			e = modelEntry{op.Limit, carry(e, op.Limit, now).clone()}
 		}
 		next[k] = e
-		out[i] = e.m.apply(now, op.Action, op.N)
+		out[i] = refApply(e.m, now, op.Action, op.N)
 		denied = denied || !out[i].Allowed() && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo)
 	}
 	if denied {

@@ -68,7 +68,7 @@ func TestMalformedIsPerRequest(t *testing.T) {
 	if _, err := wire.Decode(int64(1)); !errors.Is(err, spigot.ErrRequestFailed) {
 		t.Errorf("Decode(1) = %v, want an error matching ErrRequestFailed", err)
 	}
-	if _, err := wire.DecodeInts([4]int64{0, 0, -2, 0}); !errors.Is(err, spigot.ErrRequestFailed) {
-		t.Errorf("DecodeInts(0 0 -2 0) = %v, want an error matching ErrRequestFailed", err)
+	if _, err := wire.DecodeInts([wire.Fields]int64{0, 0, -2, 0, 1}); !errors.Is(err, spigot.ErrRequestFailed) {
+		t.Errorf("DecodeInts(0 0 -2 0 1) = %v, want an error matching ErrRequestFailed", err)
 	}
 }

@@ -21,16 +21,18 @@
 -- one hash slot on a cluster: the store sees to it.) A batch applies each
 -- key's operation on its own, as that many calls with one key would, one
 -- after the other; a key that holds another type or a value the script
--- cannot read fails alone, as {-1, 1, 0, 0} (WRONGTYPE) or {-1, 2, 0, 0}
--- (unreadable), with a fifth 0 for a leaky bucket, and the others are
+-- cannot read fails alone, as {-1, 1, 0, 0, 0} (WRONGTYPE) or {-1, 2, 0, 0,
+-- 0} (unreadable), with a sixth 0 for a leaky bucket, and the others are
 -- applied. (As few arguments as can say it: each one costs the server a
 -- Lua string per call, and two more cost 4% of its throughput.)
 --
 -- Returns, for each key in order, {n moved, remaining, retry_ms (0:
--- allowed; -1: Never), reset_ms (-1: Never)}, and for a leaky bucket a
--- fifth, its delay: the µs up to 2^53, -1 for Never, and past 2^53, where
--- doubles skip integers, -2 - (delay - 2^53); as one flat array (each
--- integer costs the client a decoded message).
+-- allowed; -1: Never), reset_ms (-1: Never), refill_ms (-1: Never)}, and
+-- for a leaky bucket a sixth, its delay: the µs up to 2^53, -1 for Never,
+-- and past 2^53, where doubles skip integers, -2 - (delay - 2^53); as one
+-- flat array (each integer costs the client a decoded message). refill_ms
+-- is Decision.RefillAfter: with the remaining tokens taken at now, the
+-- retry_ms of a take of one more.
 --
 -- A key holds "<kind>/<version> <fullat> <fields>": every kind and
 -- version starts with FullAt, the µs from which the state counts as
@@ -173,9 +175,9 @@ for i = 1, nkeys do
 			return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
 		end
 	end
-	local leaky, width = false, 4
+	local leaky, width = false, 5
 	if kind == 'lb' then
-		leaky, width = true, 5
+		leaky, width = true, 6
 	end
 	local p1, p2, p3 = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 	local n = tonumber(ARGV[a + 4])
@@ -189,9 +191,9 @@ for i = 1, nkeys do
 			if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then
 				return v -- the server's, not the key's: the call fails
 			end
-			reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = -1, 1, 0, 0
+			reply[r], reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = -1, 1, 0, 0, 0
 			if leaky then
-				reply[r + 4] = 0
+				reply[r + 5] = 0
 			end
 			r = r + width
 			break
@@ -296,9 +298,9 @@ for i = 1, nkeys do
 		end
 		if not full then
 			if batch then
-				reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = -1, 2, 0, 0
+				reply[r], reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = -1, 2, 0, 0, 0
 				if leaky then
-					reply[r + 4] = 0
+					reply[r + 5] = 0
 				end
 				r = r + width
 				break
@@ -310,7 +312,7 @@ for i = 1, nkeys do
 		end
 	end
 
-	local moved, remaining, retry, reset, delay = 0, 0, 0, 0, 0
+	local moved, remaining, retry, reset, refillms, delay = 0, 0, 0, 0, 0, 0
 	local write = act ~= 'peek' -- whether the key's state changes
 	local sv, ms = false, 0 -- what the key holds then, and for how long
 	local limit -- a window's or a log's
@@ -420,6 +422,16 @@ for i = 1, nkeys do
 			reset = ceilms(lag, ceildiv(max - tokens, refill))
 		end
 		remaining = quo(tokens, scale)
+		-- The refill: with the remaining whole tokens taken, the fraction
+		-- of a token left refills to one (after a Reset, from none and
+		-- without lag: no state is left).
+		if capacity == 0 then
+			refillms = -1
+		elseif act == 'reset' then
+			refillms = ceilms(0, ceildiv(scale, refill))
+		else
+			refillms = ceilms(lag, ceildiv(scale - (tokens - remaining * scale), refill))
+		end
 		if write and act ~= 'reset' then
 			-- FullAt: full again, and the clock caught up with the stamp (a
 			-- full bucket on a clock that stepped back keeps its stamp until
@@ -494,9 +506,11 @@ for i = 1, nkeys do
 			return ms
 		end
 
+		local freshms -- a Reset's refill: that of the limit without state
 		if kind ~= 'sl' then
 			-- A fixed or sliding window: limit, window, offset.
 			local w, off = p2, p3
+			local wms = w / 1000
 			local fixed = kind == 'fw'
 			limit = p1
 			local rr = math.fmod(now, w) - off -- (now - off) mod w
@@ -504,6 +518,14 @@ for i = 1, nkeys do
 				rr = rr + w
 			end
 			local start, stamp, cur, prev = now - rr, now, 0, 0
+			local startT = start -- the window of now
+			if act == 'reset' then -- the limit taken whole in the window of now
+				if fixed then
+					freshms = msafter(startT - now, wms)
+				else
+					freshms = msafter(startT - now, wms + wms - quo((limit - 1) * wms, limit))
+				end
+			end
 			if not sk then
 			elseif sk == kind and f3 == w and (math.fmod(f2, w) == off or math.fmod(f2, w) + w == off) then
 				if f1 > now then
@@ -529,7 +551,6 @@ for i = 1, nkeys do
 				-- The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤
 				-- limit×wms. e is the whole ms since start (0 if the clock is
 				-- behind it).
-				local wms = w / 1000
 				local e = now - start
 				if e < 0 then
 					e = 0
@@ -539,15 +560,16 @@ for i = 1, nkeys do
 					e = wms
 				end
 				local used = cur + ceildiv(prev * (wms - e), wms)
-				-- retry returns the ms from now until k ≤ limit more tokens fit.
-				local function wretry(k)
-					local free = limit - cur - k
+				-- wretry returns the ms from now until k ≤ limit more tokens fit
+				-- in the window from st that counts c, after prev.
+				local function wretry(st, c, k)
+					local free = limit - c - k
 					if free >= 0 then -- prev's weight falls enough in this window
-						return msafter(start - now, wms - quo(free * wms, prev))
+						return msafter(st - now, wms - quo(free * wms, prev))
 					elseif fixed then
-						return msafter(start - now, wms)
+						return msafter(st - now, wms)
 					end
-					return msafter(start - now, wms + wms - quo((limit - k) * wms, cur))
+					return msafter(st - now, wms + wms - quo((limit - k) * wms, c))
 				end
 
 				if act == 'take' or act == 'peek' then
@@ -560,7 +582,7 @@ for i = 1, nkeys do
 							moved = n
 						end
 					else
-						retry = wretry(n)
+						retry = wretry(start, cur, n)
 					end
 					if retry ~= 0 and act == 'take' then
 						denied = true
@@ -577,7 +599,7 @@ for i = 1, nkeys do
 						cur = cur + k
 						moved = k
 					else
-						retry = wretry(1)
+						retry = wretry(start, cur, 1)
 						denied = true
 					end
 				elseif act == 'refund' then
@@ -593,7 +615,7 @@ for i = 1, nkeys do
 					prev = prev - j
 					moved = k + j
 				else -- reset
-					moved, remaining = used, limit
+					moved, remaining, refillms = used, limit, freshms
 					if limit < used then
 						moved = limit
 					end
@@ -608,6 +630,13 @@ for i = 1, nkeys do
 						k = 2
 					elseif cur > 0 or (prev > 0 and e < wms) then
 						k = 1
+					end
+					-- The refill: one more after the remaining tokens, in the
+					-- window of the state left behind (none: the window of now).
+					if k == 0 and write then
+						refillms = wretry(startT, cur + remaining, 1)
+					else
+						refillms = wretry(start, cur + remaining, 1)
 					end
 					if k > 0 then
 						reset = msafter(start - now, k * wms)
@@ -631,6 +660,7 @@ for i = 1, nkeys do
 			local w = p2
 			local wms = w / 1000
 			limit = p1
+			freshms = wms
 			local function entry(i)
 				return lb + tonumber(string.sub(le, lp + i * lw + 1, lp + i * lw + lw))
 			end
@@ -700,7 +730,7 @@ for i = 1, nkeys do
 					end
 					moved, count = k, count - k
 				else -- reset
-					moved, remaining = count, limit
+					moved, remaining, refillms = count, limit, wms
 					if limit < count then
 						moved = limit
 					end
@@ -709,6 +739,25 @@ for i = 1, nkeys do
 					remaining = limit - count
 					if remaining < 0 then
 						remaining = 0
+					end
+					-- The refill: with the remaining tokens taken, the log holds
+					-- the limit (or more), and one more fits when its oldest entry
+					-- past the excess leaves; an empty log's is the first taken,
+					-- at the stamp of the state left behind (none: now).
+					if count > 0 then
+						local i = count - limit
+						if i < 0 then
+							i = 0
+						end
+						if i < count - added then
+							refillms = msafter(entry(first + i) - now, wms)
+						else
+							refillms = msafter(stamp - now, wms)
+						end
+					elseif write then
+						refillms = wms
+					else
+						refillms = msafter(stamp - now, wms)
 					end
 					if count > 0 then
 						local old = count - added -- the entries kept, from first
@@ -773,7 +822,7 @@ for i = 1, nkeys do
 			-- A state of another kind, or of other windows, before its FullAt:
 			-- the limit is used up until then. Only a Reset changes it.
 			local until_ = untilms(fd, full)
-			reset, write = until_, false
+			reset, refillms, write = until_, until_, false
 			if act == 'take' or act == 'peek' or act == 'takeupto' then
 				if n == 0 then
 				elseif n > limit and act ~= 'takeupto' then
@@ -785,7 +834,7 @@ for i = 1, nkeys do
 					denied = true
 				end
 			elseif act == 'reset' then
-				moved, remaining, reset, write = limit, limit, 0, true
+				moved, remaining, reset, refillms, write = limit, limit, 0, freshms, true
 			end
 		end
 	end
@@ -801,13 +850,13 @@ for i = 1, nkeys do
 	end
 	if not reply then -- one key: a table built whole costs less
 		if leaky then
-			return {moved, remaining, retry, reset, delay}
+			return {moved, remaining, retry, reset, refillms, delay}
 		end
-		return {moved, remaining, retry, reset}
+		return {moved, remaining, retry, reset, refillms}
 	end
-	reply[r], reply[r + 1], reply[r + 2], reply[r + 3] = moved, remaining, retry, reset
+	reply[r], reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = moved, remaining, retry, reset, refillms
 	if leaky then
-		reply[r + 4] = delay
+		reply[r + 5] = delay
 	end
 	r = r + width
 	until true
@@ -831,9 +880,9 @@ for i = 1, nkeys do
 		pending[key] = nil -- written
 	end
 	if string.sub(ARGV[5 * i - 3], 1, 2) == 'lb' then
-		r = r + 5
+		r = r + 6
 	else
-		r = r + 4
+		r = r + 5
 	end
 end
 return reply

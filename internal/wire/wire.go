@@ -245,11 +245,11 @@ func (a *Args) params(l spigot.Limit) *params {
 // Fields is how many integers the script returns for one key of every
 // kind of limit but a leaky bucket, whose reply has one more, its Delay
 // (MaxFields).
-const Fields = 4
+const Fields = 5
 
 // MaxFields is the most integers the script returns for one key: a leaky
 // bucket's.
-const MaxFields = 5
+const MaxFields = 6
 
 // FieldsOf returns how many integers the script returns for one key of a
 // limit of kind k.
@@ -271,7 +271,7 @@ func width(ops []spigot.Op) int {
 
 // Decode turns the script's reply to one operation on a token bucket (or
 // any limit but a leaky bucket) into a Decision. The reply is what a
-// client decodes from RESP: a slice of four integers, as []any of int64
+// client decodes from RESP: a slice of Fields integers, as []any of int64
 // (go-redis, and ToAny of valkey-go and rueidis) or []int64. Anything
 // else, or values the model cannot produce, is an error that names the
 // problem and matches spigot.ErrRequestFailed.
@@ -394,24 +394,25 @@ func Ints[M any, P interface {
 
 // DecodeInts is Decode for a reply already read as integers: the tokens
 // moved, remaining, retry-after ms (0 when allowed, -1 for Never),
-// reset-after ms. It rejects values the model cannot produce.
+// reset-after ms, refill-after ms (-1 for Never). It rejects values the
+// model cannot produce.
 func DecodeInts(n [Fields]int64) (spigot.Decision, error) { return decodeKey(n[:]) }
 
 // maxDelayPast is the most µs past 2^53 that a Delay (a Duration) holds.
 const maxDelayPast = int64(spigot.Never/time.Microsecond) - spigot.MaxExact
 
 // decodeKey is DecodeInts for the Fields integers of one key, or the
-// MaxFields of a leaky bucket's, whose fifth is the Delay: the µs up to
+// MaxFields of a leaky bucket's, whose sixth is the Delay: the µs up to
 // 2^53, -1 for Never, and -2 - (µs − 2^53) past 2^53.
 func decodeKey(n []int64) (spigot.Decision, error) {
-	moved, remaining, retry, reset := n[0], n[1], n[2], n[3]
+	moved, remaining, retry, reset, refill := n[0], n[1], n[2], n[3], n[4]
 	var delay int64
 	if len(n) == MaxFields {
-		delay = n[4]
+		delay = n[5]
 	}
 	const maxMs = int64(spigot.Never / time.Millisecond)
 	switch {
-	case moved == -1 && (remaining == failedWrongType || remaining == failedUnreadable) && retry == 0 && reset == 0 && delay == 0:
+	case moved == -1 && (remaining == failedWrongType || remaining == failedUnreadable) && retry == 0 && reset == 0 && refill == 0 && delay == 0:
 		return spigot.Decision{}, failedOp[remaining] // an op of a batch that failed alone
 	case moved < 0:
 		return spigot.Decision{}, malformed(clone(n), "moved %d tokens, want 0 or more", moved)
@@ -421,6 +422,8 @@ func decodeKey(n []int64) (spigot.Decision, error) {
 		return spigot.Decision{}, malformed(clone(n), "retry-after is %d ms, want -1 (never) to %d", retry, maxMs)
 	case reset < -1 || reset > maxMs:
 		return spigot.Decision{}, malformed(clone(n), "reset-after is %d ms, want -1 (never) to %d", reset, maxMs)
+	case refill < -1 || refill > maxMs:
+		return spigot.Decision{}, malformed(clone(n), "refill-after is %d ms, want -1 (never) to %d", refill, maxMs)
 	case retry != 0 && moved != 0:
 		return spigot.Decision{}, malformed(clone(n), "denied, yet moved %d tokens", moved)
 	case delay > spigot.MaxExact || delay == -2 || delay < -2-maxDelayPast:
@@ -429,10 +432,11 @@ func decodeKey(n []int64) (spigot.Decision, error) {
 		return spigot.Decision{}, malformed(clone(n), "denied, yet delayed")
 	}
 	d := spigot.Decision{
-		N:          moved,
-		Remaining:  remaining,
-		RetryAfter: msDuration(retry),
-		ResetAfter: msDuration(reset),
+		N:           moved,
+		Remaining:   remaining,
+		RetryAfter:  msDuration(retry),
+		ResetAfter:  msDuration(reset),
+		RefillAfter: msDuration(refill),
 	}
 	switch {
 	case delay == -1:
@@ -446,7 +450,7 @@ func decodeKey(n []int64) (spigot.Decision, error) {
 }
 
 // The codes of the ops of a batch that failed alone: the script replies
-// {-1, code, 0, 0}, and a fifth 0 for a leaky bucket.
+// {-1, code, 0, 0, 0}, and a sixth 0 for a leaky bucket.
 const (
 	failedWrongType  = 1
 	failedUnreadable = 2

@@ -42,23 +42,24 @@ func TestDecode(t *testing.T) {
 		reply any
 		want  spigot.Decision
 	}{
-		// moved, remaining, retry-after ms (0: allowed), reset-after ms
-		{ints(1, 19, 0, 3000), spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
-		{ints(0, 0, 2999, 60000), spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}},
-		{ints(0, 20, 0, 0), spigot.Decision{Remaining: 20}},                                     // Take of 0 on a full bucket
-		{ints(0, 0, 0, 0), spigot.Decision{}},                                                   // capacity 0, Take of 0
-		{ints(0, 5, -1, 0), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},            // Take > capacity on a full bucket
-		{ints(3, 20, 0, 0), spigot.Decision{N: 3, Remaining: 20}},                               // a Reset of a bucket that lacked 3
-		{ints(2, 7, 0, 9000), spigot.Decision{N: 2, Remaining: 7, ResetAfter: 9 * time.Second}}, // a Refund, a TakeUpTo
-		{ints(0, 3, 0, 100), spigot.Decision{Remaining: 3, ResetAfter: 100 * time.Millisecond}}, // a Peek that would be allowed
-		{ints(0, 0, -1, 60000), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
-		{ints(0, 0, -1, -1), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
-		{ints(0, 0, 1, 1), spigot.Decision{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}},
-		{ints(0, 0, maxMs, maxMs), spigot.Decision{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond}},
-		{ints(0, math.MaxInt64, 0, 0), spigot.Decision{Remaining: math.MaxInt64}},
-		{ints(math.MaxInt64, 0, 0, 0), spigot.Decision{N: math.MaxInt64}},
-		{[]int64{1, 19, 0, 3000}, spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}},
-		{[]int64{0, 0, -1, 60000}, spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute}},
+		// moved, remaining, retry-after ms (0: allowed), reset-after ms,
+		// refill-after ms
+		{ints(1, 19, 0, 3000, 3000), spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second, RefillAfter: 3 * time.Second}},
+		{ints(0, 0, 2999, 60000, 2999), spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute, RefillAfter: 2999 * time.Millisecond}},
+		{ints(0, 20, 0, 0, 3000), spigot.Decision{Remaining: 20, RefillAfter: 3 * time.Second}},                                           // Take of 0 on a full bucket
+		{ints(0, 0, 0, 0, -1), spigot.Decision{RefillAfter: spigot.Never}},                                                                // capacity 0, Take of 0
+		{ints(0, 5, -1, 0, 1000), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never, RefillAfter: time.Second}},                      // Take > capacity on a full bucket
+		{ints(3, 20, 0, 0, 1000), spigot.Decision{N: 3, Remaining: 20, RefillAfter: time.Second}},                                         // a Reset of a bucket that lacked 3
+		{ints(2, 7, 0, 9000, 500), spigot.Decision{N: 2, Remaining: 7, ResetAfter: 9 * time.Second, RefillAfter: 500 * time.Millisecond}}, // a Refund, a TakeUpTo
+		{ints(0, 3, 0, 100, 1), spigot.Decision{Remaining: 3, ResetAfter: 100 * time.Millisecond, RefillAfter: time.Millisecond}},         // a Peek that would be allowed
+		{ints(0, 0, -1, 60000, 60000), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute, RefillAfter: time.Minute}},
+		{ints(0, 0, -1, -1, -1), spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never, RefillAfter: spigot.Never}}, // a clock stepped back past what a Duration holds
+		{ints(0, 0, 1, 1, 1), spigot.Decision{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond, RefillAfter: time.Millisecond}},
+		{ints(0, 0, maxMs, maxMs, maxMs), spigot.Decision{RetryAfter: time.Duration(maxMs) * time.Millisecond, ResetAfter: time.Duration(maxMs) * time.Millisecond, RefillAfter: time.Duration(maxMs) * time.Millisecond}},
+		{ints(0, math.MaxInt64, 0, 0, 0), spigot.Decision{Remaining: math.MaxInt64}},
+		{ints(math.MaxInt64, 0, 0, 0, 0), spigot.Decision{N: math.MaxInt64}},
+		{[]int64{1, 19, 0, 3000, 3000}, spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second, RefillAfter: 3 * time.Second}},
+		{[]int64{0, 0, -1, 60000, 2000}, spigot.Decision{RetryAfter: spigot.Never, ResetAfter: time.Minute, RefillAfter: 2 * time.Second}},
 	} {
 		got, err := wire.Decode(c.reply)
 		if err != nil || got != c.want {
@@ -73,60 +74,68 @@ func TestDecodeMalformed(t *testing.T) {
 		want  string // the problem, as the error names it
 	}{
 		// Not an array.
-		{nil, "want an array of 4 integers, got <nil>"},
-		{"OK", "want an array of 4 integers, got string"},
-		{int64(1), "want an array of 4 integers, got int64"},
-		{[]byte("1 2 3 4"), "want an array of 4 integers, got []uint8"},
-		{[]int{1, 2, 0, 0}, "want an array of 4 integers, got []int"},
-		{[]string{"1", "2", "0", "0"}, "want an array of 4 integers, got []string"},
-		{errors.New("NOSCRIPT No matching script"), "want an array of 4 integers, got *errors.errorString"},
-		// The wrong length: the 5 integers of the script before this one,
-		// {allowed, moved, remaining, retry, reset}, among them. (The 4 of
-		// the script before operations, {allowed, remaining, retry,
-		// reset}, have today's length and read as today's reply.)
-		{[]any(nil), "want 4 integers, got 0 values"},
-		{[]any{}, "want 4 integers, got 0 values"},
-		{ints(1), "want 4 integers, got 1 values"},
-		{ints(1, 2, 0), "want 4 integers, got 3 values"},
-		{ints(1, 1, 19, 0, 3000), "want 4 integers, got 5 values"},
-		{ints(1, 2, 0, 0, 0, 0), "want 4 integers, got 6 values"},
-		{[]int64(nil), "want 4 integers, got 0 values"},
-		{[]int64{1, 19, 0}, "want 4 integers, got 3 values"},
-		{[]int64{1, 1, 19, 0, 3000}, "want 4 integers, got 5 values"},
-		{[]int64{1, 2, 0, 0, 0, 0}, "want 4 integers, got 6 values"},
+		{nil, "want an array of 5 integers, got <nil>"},
+		{"OK", "want an array of 5 integers, got string"},
+		{int64(1), "want an array of 5 integers, got int64"},
+		{[]byte("1 2 3 4 5"), "want an array of 5 integers, got []uint8"},
+		{[]int{1, 2, 0, 0, 0}, "want an array of 5 integers, got []int"},
+		{[]string{"1", "2", "0", "0", "0"}, "want an array of 5 integers, got []string"},
+		{errors.New("NOSCRIPT No matching script"), "want an array of 5 integers, got *errors.errorString"},
+		// The wrong length: the 4 integers of the scripts before this one,
+		// {moved, remaining, retry, reset} and {allowed, remaining, retry,
+		// reset}, among them, and the 5 of the one before operations,
+		// {allowed, moved, remaining, retry, reset}, which has today's
+		// length and reads as today's reply.
+		{[]any(nil), "want 5 integers, got 0 values"},
+		{[]any{}, "want 5 integers, got 0 values"},
+		{ints(1), "want 5 integers, got 1 values"},
+		{ints(1, 2, 0), "want 5 integers, got 3 values"},
+		{ints(1, 19, 0, 3000), "want 5 integers, got 4 values"},
+		{ints(1, 2, 0, 0, 0, 0), "want 5 integers, got 6 values"},
+		{[]int64(nil), "want 5 integers, got 0 values"},
+		{[]int64{1, 19, 0}, "want 5 integers, got 3 values"},
+		{[]int64{1, 19, 0, 3000}, "want 5 integers, got 4 values"},
+		{[]int64{1, 2, 0, 0, 0, 0}, "want 5 integers, got 6 values"},
 		// A value that is not an integer.
-		{[]any{"1", int64(2), int64(0), int64(0)}, "value 1 is string, want an integer"},
-		{[]any{int64(1), 1.0, int64(0), int64(0)}, "value 2 is float64, want an integer"},
-		{[]any{int64(1), int64(2), nil, int64(0)}, "value 3 is <nil>, want an integer"},
-		{[]any{int64(1), int64(2), []byte("0"), int64(0)}, "value 3 is []uint8, want an integer"},
-		{[]any{int64(1), int64(2), int64(0), 0}, "value 4 is int, want an integer"},
-		{[]any{ints(1, 2, 0, 0), int64(2), int64(0), int64(0)}, "value 1 is []interface {}, want an integer"},
-		{[]any{int64(1), errors.New("ERR boom"), int64(0), int64(0)}, "value 2 is *errors.errorString, want an integer"},
-		{[]any{int64(1), int64(2), int64(0), true}, "value 4 is bool, want an integer"},
+		{[]any{"1", int64(2), int64(0), int64(0), int64(0)}, "value 1 is string, want an integer"},
+		{[]any{int64(1), 1.0, int64(0), int64(0), int64(0)}, "value 2 is float64, want an integer"},
+		{[]any{int64(1), int64(2), nil, int64(0), int64(0)}, "value 3 is <nil>, want an integer"},
+		{[]any{int64(1), int64(2), []byte("0"), int64(0), int64(0)}, "value 3 is []uint8, want an integer"},
+		{[]any{int64(1), int64(2), int64(0), 0, int64(0)}, "value 4 is int, want an integer"},
+		{[]any{ints(1, 2, 0, 0, 0), int64(2), int64(0), int64(0), int64(0)}, "value 1 is []interface {}, want an integer"},
+		{[]any{int64(1), errors.New("ERR boom"), int64(0), int64(0), int64(0)}, "value 2 is *errors.errorString, want an integer"},
+		{[]any{int64(1), int64(2), int64(0), true, int64(0)}, "value 4 is bool, want an integer"},
+		{[]any{int64(1), int64(2), int64(0), int64(0), "1000"}, "value 5 is string, want an integer"},
 		// Integers the model cannot produce.
-		{ints(-1, 0, 0, 0), "moved -1 tokens, want 0 or more"},
-		{ints(-1, 0, 5, 0), "moved -1 tokens, want 0 or more"},
-		{ints(math.MinInt64, 0, 0, 0), "moved -9223372036854775808 tokens, want 0 or more"},
-		{ints(0, -1, 0, 0), "remaining is -1, want 0 or more"},
-		{ints(0, math.MinInt64, 5, 0), "remaining is -9223372036854775808, want 0 or more"},
-		{ints(0, 0, -2, 0), "retry-after is -2 ms, want -1 (never) to 9223372036854"},
-		{ints(0, 3, math.MinInt64, 0), "retry-after is -9223372036854775808 ms"},
-		{ints(0, 0, maxMs+1, 0), "retry-after is 9223372036855 ms"},
-		{ints(0, 0, math.MaxInt64, 0), "retry-after is 9223372036854775807 ms"},
-		{ints(3, 3, maxMs+1, 100), "retry-after is 9223372036855 ms"}, // named before what it moved
-		{ints(0, 0, 0, -2), "reset-after is -2 ms, want -1 (never) to 9223372036854"},
-		{ints(0, 0, 0, maxMs+1), "reset-after is 9223372036855 ms"},
-		{ints(0, 0, 0, math.MinInt64), "reset-after is -9223372036854775808 ms"},
-		{ints(0, 3, 0, math.MaxInt64), "reset-after is 9223372036854775807 ms"},
-		{ints(1, 3, 5, 0), "denied, yet moved 1 tokens"},
-		{ints(3, 3, 5, 100), "denied, yet moved 3 tokens"},
-		{ints(1, 0, -1, 0), "denied, yet moved 1 tokens"},
-		{ints(math.MaxInt64, 0, 1, 0), "denied, yet moved 9223372036854775807 tokens"},
-		{[]int64{-1, 0, 0, 0}, "moved -1 tokens, want 0 or more"},
-		{[]int64{0, -1, 5, 0}, "remaining is -1, want 0 or more"},
-		{[]int64{0, 0, -2, 0}, "retry-after is -2 ms, want -1 (never) to 9223372036854"},
-		{[]int64{0, 3, 0, maxMs + 1}, "reset-after is 9223372036855 ms"},
-		{[]int64{2, 3, 5, 100}, "denied, yet moved 2 tokens"},
+		{ints(-1, 0, 0, 0, 1), "moved -1 tokens, want 0 or more"},
+		{ints(-1, 0, 5, 0, 1), "moved -1 tokens, want 0 or more"},
+		{ints(math.MinInt64, 0, 0, 0, 1), "moved -9223372036854775808 tokens, want 0 or more"},
+		{ints(0, -1, 0, 0, 1), "remaining is -1, want 0 or more"},
+		{ints(0, math.MinInt64, 5, 0, 1), "remaining is -9223372036854775808, want 0 or more"},
+		{ints(0, 0, -2, 0, 1), "retry-after is -2 ms, want -1 (never) to 9223372036854"},
+		{ints(0, 3, math.MinInt64, 0, 1), "retry-after is -9223372036854775808 ms"},
+		{ints(0, 0, maxMs+1, 0, 1), "retry-after is 9223372036855 ms"},
+		{ints(0, 0, math.MaxInt64, 0, 1), "retry-after is 9223372036854775807 ms"},
+		{ints(3, 3, maxMs+1, 100, 1), "retry-after is 9223372036855 ms"}, // named before what it moved
+		{ints(0, 0, 0, -2, 1), "reset-after is -2 ms, want -1 (never) to 9223372036854"},
+		{ints(0, 0, 0, maxMs+1, 1), "reset-after is 9223372036855 ms"},
+		{ints(0, 0, 0, math.MinInt64, 1), "reset-after is -9223372036854775808 ms"},
+		{ints(0, 3, 0, math.MaxInt64, 1), "reset-after is 9223372036854775807 ms"},
+		{ints(0, 0, 0, 0, -2), "refill-after is -2 ms, want -1 (never) to 9223372036854"},
+		{ints(0, 0, 0, 0, maxMs+1), "refill-after is 9223372036855 ms"},
+		{ints(0, 0, 0, 0, math.MinInt64), "refill-after is -9223372036854775808 ms"},
+		{ints(0, 3, 0, 0, math.MaxInt64), "refill-after is 9223372036854775807 ms"},
+		{ints(-1, 1, 0, 0, 5), "moved -1 tokens"}, // an op that failed alone has no refill
+		{ints(1, 3, 5, 0, 1), "denied, yet moved 1 tokens"},
+		{ints(3, 3, 5, 100, 1), "denied, yet moved 3 tokens"},
+		{ints(1, 0, -1, 0, 1), "denied, yet moved 1 tokens"},
+		{ints(math.MaxInt64, 0, 1, 0, 1), "denied, yet moved 9223372036854775807 tokens"},
+		{[]int64{-1, 0, 0, 0, 1}, "moved -1 tokens, want 0 or more"},
+		{[]int64{0, -1, 5, 0, 1}, "remaining is -1, want 0 or more"},
+		{[]int64{0, 0, -2, 0, 1}, "retry-after is -2 ms, want -1 (never) to 9223372036854"},
+		{[]int64{0, 3, 0, maxMs + 1, 1}, "reset-after is 9223372036855 ms"},
+		{[]int64{0, 3, 0, 1, -5}, "refill-after is -5 ms"},
+		{[]int64{2, 3, 5, 100, 1}, "denied, yet moved 2 tokens"},
 	} {
 		d, err := wire.Decode(c.reply)
 		if err == nil {
@@ -149,16 +158,16 @@ func TestDecodeMalformed(t *testing.T) {
 // is long.
 func TestDecodeShowsReply(t *testing.T) {
 	_, err := wire.Decode(ints(1, 2, 0))
-	if want := "want 4 integers, got 3 values: [1 2 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+	if want := "want 5 integers, got 3 values: [1 2 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
 		t.Errorf("Decode([1 2 0]) error = %.300v; want one ending %q", err, want)
 	}
-	_, err = wire.Decode(ints(-2, 0, 0, 0))
-	if want := "moved -2 tokens, want 0 or more: [-2 0 0 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
-		t.Errorf("Decode([-2 0 0 0]) error = %.300v; want one ending %q", err, want)
+	_, err = wire.Decode(ints(-2, 0, 0, 0, 1))
+	if want := "moved -2 tokens, want 0 or more: [-2 0 0 0 1]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("Decode([-2 0 0 0 1]) error = %.300v; want one ending %q", err, want)
 	}
-	_, err = wire.DecodeInts([4]int64{4, 0, 7, 0})
-	if want := "denied, yet moved 4 tokens: [4 0 7 0]"; err == nil || !strings.HasSuffix(err.Error(), want) {
-		t.Errorf("DecodeInts([4 0 7 0]) error = %.300v; want one ending %q", err, want)
+	_, err = wire.DecodeInts([wire.Fields]int64{4, 0, 7, 0, 7})
+	if want := "denied, yet moved 4 tokens: [4 0 7 0 7]"; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("DecodeInts([4 0 7 0 7]) error = %.300v; want one ending %q", err, want)
 	}
 	_, err = wire.Decode("a reply as long as this one, which goes on and on for more than a hundred characters, and then some")
 	if want := "got string: a reply as long"; err == nil || !strings.Contains(err.Error(), want) || len(err.Error()) > 250 {
@@ -176,7 +185,7 @@ func TestDecodeShowsReply(t *testing.T) {
 
 // TestScriptReplies is the walk-through of what a store sends and what it
 // makes of the replies: EVALSHA SHA1() with one key and the Argv of an
-// operation, and the script's four integers, -1 meaning never.
+// operation, and the script's five integers, -1 meaning never.
 func TestScriptReplies(t *testing.T) {
 	login := spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
 	args := wire.NewArgs(nil) // nil: the script reads the server's TIME
@@ -188,11 +197,11 @@ func TestScriptReplies(t *testing.T) {
 		reply any
 		want  string
 	}{
-		{ints(1, 19, 0, 3000), "allowed true, moved 1, remaining 19, retry after 0s, full after 3s"},
-		{ints(0, 0, 2500, 60000), "allowed false, moved 0, remaining 0, retry after 2.5s, full after 1m0s"},
-		{ints(0, 20, -1, 0), "allowed false, moved 0, remaining 20, retry after never, full after 0s"},
-		{ints(4, 20, 0, 0), "allowed true, moved 4, remaining 20, retry after 0s, full after 0s"},
-		{"QUEUED", "spigot: malformed reply from the script: want an array of 4 integers, got string: QUEUED"}, // what a command inside MULTI answers
+		{ints(1, 19, 0, 3000, 3000), "allowed true, moved 1, remaining 19, retry after 0s, full after 3s, one more after 3s"},
+		{ints(0, 0, 2500, 60000, 2500), "allowed false, moved 0, remaining 0, retry after 2.5s, full after 1m0s, one more after 2.5s"},
+		{ints(0, 20, -1, 0, 3000), "allowed false, moved 0, remaining 20, retry after never, full after 0s, one more after 3s"},
+		{ints(4, 20, 0, 0, 3000), "allowed true, moved 4, remaining 20, retry after 0s, full after 0s, one more after 3s"},
+		{"QUEUED", "spigot: malformed reply from the script: want an array of 5 integers, got string: QUEUED"}, // what a command inside MULTI answers
 	} {
 		var got string
 		d, err := wire.Decode(c.reply)
@@ -203,7 +212,7 @@ func TestScriptReplies(t *testing.T) {
 			if d.RetryAfter == spigot.Never {
 				retry = "never"
 			}
-			got = fmt.Sprintf("allowed %v, moved %d, remaining %d, retry after %s, full after %v", d.Allowed(), d.N, d.Remaining, retry, d.ResetAfter)
+			got = fmt.Sprintf("allowed %v, moved %d, remaining %d, retry after %s, full after %v, one more after %v", d.Allowed(), d.N, d.Remaining, retry, d.ResetAfter, d.RefillAfter)
 		}
 		if got != c.want {
 			t.Errorf("step %d: Decode(%v): got %q; want %q", i, c.reply, got, c.want)
@@ -234,68 +243,71 @@ func msgs(v ...any) []msg {
 func TestInts(t *testing.T) {
 	for i, c := range []struct {
 		msgs []msg
-		want [4]int64
+		want [wire.Fields]int64
 		ok   bool
 	}{
-		{msgs(int64(1), int64(19), int64(0), int64(3000)), [4]int64{1, 19, 0, 3000}, true},
-		{msgs(int64(0), int64(0), int64(-1), int64(-1)), [4]int64{0, 0, -1, -1}, true},
-		{msgs(int64(-3), int64(-5), int64(7), int64(math.MinInt64)), [4]int64{-3, -5, 7, math.MinInt64}, true}, // DecodeInts judges the values
-		{nil, [4]int64{}, false},
-		{msgs(int64(1), int64(19), int64(0)), [4]int64{}, false},
-		{msgs(int64(1), int64(1), int64(19), int64(0), int64(3000)), [4]int64{}, false}, // the script before this one: allowed first
-		{msgs(int64(1), int64(19), int64(0), int64(3000), int64(0), int64(0)), [4]int64{}, false},
-		{msgs(int64(1), "19", int64(0), int64(3000)), [4]int64{}, false},
-		{msgs(int64(1), int64(19), int64(0), nil), [4]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0), int64(3000), int64(3000)), [wire.Fields]int64{1, 19, 0, 3000, 3000}, true},
+		{msgs(int64(0), int64(0), int64(-1), int64(-1), int64(-1)), [wire.Fields]int64{0, 0, -1, -1, -1}, true},
+		{msgs(int64(-3), int64(-5), int64(7), int64(math.MinInt64), int64(-9)), [wire.Fields]int64{-3, -5, 7, math.MinInt64, -9}, true}, // DecodeInts judges the values
+		{nil, [wire.Fields]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0)), [wire.Fields]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0), int64(3000)), [wire.Fields]int64{}, false}, // the script before this one
+		{msgs(int64(1), int64(19), int64(0), int64(3000), int64(0), int64(0)), [wire.Fields]int64{}, false},
+		{msgs(int64(1), "19", int64(0), int64(3000), int64(0)), [wire.Fields]int64{}, false},
+		{msgs(int64(1), int64(19), int64(0), int64(0), nil), [wire.Fields]int64{}, false},
 	} {
 		n, ok := wire.Ints(c.msgs)
 		if ok != c.ok || (ok && n != c.want) {
 			t.Errorf("step %d: Ints(%v) = %v, %v; want %v, %v", i, c.msgs, n, ok, c.want, c.ok)
 		}
 	}
-	if wire.Fields != 4 {
-		t.Errorf("Fields = %d; want 4", wire.Fields)
+	if wire.Fields != 5 || wire.MaxFields != 6 {
+		t.Errorf("Fields = %d, MaxFields = %d; want 5 and 6", wire.Fields, wire.MaxFields)
 	}
 }
 
 // FuzzDecode checks that Decode never panics, that every error it returns
 // is a malformed-reply error that matches spigot.ErrRequestFailed, and
 // that every reply it accepts is a consistent Decision that encodes back
-// to the same reply. shape varies the reply around the four integers: its
+// to the same reply. shape varies the reply around the five integers: its
 // length, and one value of another type.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []struct {
-		moved, remaining, retry, reset int64
-		shape                          uint8
+		moved, remaining, retry, reset, refill int64
+		shape                                  uint8
 	}{
-		{1, 19, 0, 3000, 0},
-		{0, 0, 2999, 60000, 0},
-		{0, 5, -1, 0, 0},
-		{0, 0, -1, -1, 0},
-		{0, 0, maxMs, maxMs, 0},
-		{3, 20, 0, 0, 0},
-		{0, 0, 0, maxMs + 1, 0},
-		{0, 0, -2, 0, 0},
-		{-1, 0, 0, 0, 0},
-		{-1, 1, 0, 0, 0}, // an op of a batch that failed alone: WRONGTYPE
-		{-1, 2, 0, 0, 0}, // unreadable
-		{-1, 3, 0, 0, 0},
-		{-1, 1, 1, 0, 0},
-		{0, -1, 0, 0, 0},
-		{1, 3, 5, 0, 0},
-		{0, 3, 0, 100, 0},
-		{2, 3, 5, 100, 0},
-		{1, 19, 0, 3000, 1},
-		{1, 19, 0, 3000, 5},
-		{1, 19, 0, 3000, 7},
-		{1, 19, 0, 3000, 12},
-		{1, 19, 0, 3000, 0x4c},
+		{1, 19, 0, 3000, 3000, 0},
+		{0, 0, 2999, 60000, 2999, 0},
+		{0, 5, -1, 0, 1000, 0},
+		{0, 0, -1, -1, -1, 0},
+		{0, 0, maxMs, maxMs, maxMs, 0},
+		{3, 20, 0, 0, 1, 0},
+		{0, 0, 0, maxMs + 1, 1, 0},
+		{0, 0, 0, 1, maxMs + 1, 0},
+		{0, 0, 0, 1, -2, 0},
+		{0, 0, -2, 0, 1, 0},
+		{-1, 0, 0, 0, 0, 0},
+		{-1, 1, 0, 0, 0, 0}, // an op of a batch that failed alone: WRONGTYPE
+		{-1, 2, 0, 0, 0, 0}, // unreadable
+		{-1, 3, 0, 0, 0, 0},
+		{-1, 1, 1, 0, 0, 0},
+		{-1, 1, 0, 0, 1, 0},
+		{0, -1, 0, 0, 1, 0},
+		{1, 3, 5, 0, 1, 0},
+		{0, 3, 0, 100, 1, 0},
+		{2, 3, 5, 100, 1, 0},
+		{1, 19, 0, 3000, 3000, 1},
+		{1, 19, 0, 3000, 3000, 5},
+		{1, 19, 0, 3000, 3000, 7},
+		{1, 19, 0, 3000, 3000, 12},
+		{1, 19, 0, 3000, 3000, 0x4c},
 	} {
-		f.Add(s.moved, s.remaining, s.retry, s.reset, s.shape)
+		f.Add(s.moved, s.remaining, s.retry, s.reset, s.refill, s.shape)
 	}
-	f.Fuzz(func(t *testing.T, moved, remaining, retry, reset int64, shape uint8) {
-		reply := ints(moved, remaining, retry, reset)
+	f.Fuzz(func(t *testing.T, moved, remaining, retry, reset, refill int64, shape uint8) {
+		reply := ints(moved, remaining, retry, reset, refill)
 		switch n := shape % 16; {
-		case n == 0: // the four integers
+		case n == 0: // the five integers
 		case n < 5: // a shorter reply
 			reply = reply[:n-1]
 		case n < 8: // a longer one
@@ -308,17 +320,17 @@ func FuzzDecode(f *testing.F) {
 		}
 		d, err := wire.Decode(reply)
 		if shape%16 == 0 {
-			// The other shapes of four integers decode alike.
-			n := [4]int64{moved, remaining, retry, reset}
+			// The other shapes of five integers decode alike.
+			n := [wire.Fields]int64{moved, remaining, retry, reset, refill}
 			d2, err2 := wire.Decode(n[:])
 			d3, err3 := wire.DecodeInts(n)
-			m, ok := wire.Ints(msgs(moved, remaining, retry, reset))
+			m, ok := wire.Ints(msgs(moved, remaining, retry, reset, refill))
 			if d2 != d || d3 != d || fmt.Sprint(err2) != fmt.Sprint(err) || fmt.Sprint(err3) != fmt.Sprint(err) || !ok || m != n {
-				t.Fatalf("four integers %v: as []any: %+v, %v; as []int64: %+v, %v; DecodeInts: %+v, %v; Ints: %v, %v",
+				t.Fatalf("five integers %v: as []any: %+v, %v; as []int64: %+v, %v; DecodeInts: %+v, %v; Ints: %v, %v",
 					n, d, err, d2, err2, d3, err3, m, ok)
 			}
 		}
-		failedAlone := shape%16 == 0 && moved == -1 && (remaining == 1 || remaining == 2) && retry == 0 && reset == 0
+		failedAlone := shape%16 == 0 && moved == -1 && (remaining == 1 || remaining == 2) && retry == 0 && reset == 0 && refill == 0
 		if err != nil {
 			if failedAlone && errors.Is(err, spigot.ErrRequestFailed) && d == (spigot.Decision{}) {
 				return // the error of an op of a batch that failed alone
@@ -332,7 +344,7 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		switch {
-		case d.N < 0 || d.Remaining < 0 || d.RetryAfter < 0 || d.ResetAfter < 0:
+		case d.N < 0 || d.Remaining < 0 || d.RetryAfter < 0 || d.ResetAfter < 0 || d.RefillAfter < 0:
 			t.Fatalf("Decode(%v) = %+v: negative field", reply, d)
 		case d.Allowed() != (d.RetryAfter == 0):
 			t.Fatalf("Decode(%v) = %+v: RetryAfter must be 0 exactly when allowed", reply, d)
@@ -341,10 +353,11 @@ func FuzzDecode(f *testing.F) {
 		case d.Degraded():
 			t.Fatalf("Decode(%v) = %+v: a reply of the script is never Degraded", reply, d)
 		case d.RetryAfter%time.Millisecond != 0 && d.RetryAfter != spigot.Never,
-			d.ResetAfter%time.Millisecond != 0 && d.ResetAfter != spigot.Never:
+			d.ResetAfter%time.Millisecond != 0 && d.ResetAfter != spigot.Never,
+			d.RefillAfter%time.Millisecond != 0 && d.RefillAfter != spigot.Never:
 			t.Fatalf("Decode(%v) = %+v: not whole milliseconds", reply, d)
 		}
-		back := ints(d.N, d.Remaining, ms(d.RetryAfter), ms(d.ResetAfter))
+		back := ints(d.N, d.Remaining, ms(d.RetryAfter), ms(d.ResetAfter), ms(d.RefillAfter))
 		if fmt.Sprint(back) != fmt.Sprint(reply) {
 			t.Fatalf("Decode(%v) = %+v, which encodes back to %v", reply, d, back)
 		}
@@ -355,14 +368,14 @@ func FuzzDecode(f *testing.F) {
 // that failed alone fails alone, and a reply that is not the script's
 // fails every key.
 func TestDecodeBatch(t *testing.T) {
-	ok := []any{int64(1), int64(19), int64(0), int64(3000)}
-	denied := []any{int64(0), int64(0), int64(2999), int64(60000)}
-	wrongType := []any{int64(-1), int64(1), int64(0), int64(0)}
-	unreadable := []any{int64(-1), int64(2), int64(0), int64(0)}
-	bad := []any{int64(-1), int64(3), int64(0), int64(0)}
+	ok := []any{int64(1), int64(19), int64(0), int64(3000), int64(1000)}
+	denied := []any{int64(0), int64(0), int64(2999), int64(60000), int64(2999)}
+	wrongType := []any{int64(-1), int64(1), int64(0), int64(0), int64(0)}
+	unreadable := []any{int64(-1), int64(2), int64(0), int64(0), int64(0)}
+	bad := []any{int64(-1), int64(3), int64(0), int64(0), int64(0)}
 	cat := func(parts ...[]any) []any { return slices.Concat(parts...) }
-	okD := spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}
-	deniedD := spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute}
+	okD := spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second, RefillAfter: time.Second}
+	deniedD := spigot.Decision{RetryAfter: 2999 * time.Millisecond, ResetAfter: time.Minute, RefillAfter: 2999 * time.Millisecond}
 	for i, c := range []struct {
 		reply   any
 		n       int
@@ -374,9 +387,9 @@ func TestDecodeBatch(t *testing.T) {
 		{cat(ok, wrongType, denied), 3, []spigot.Decision{okD, spigot.Failed(), deniedD}, []string{"", "WRONGTYPE", ""}, true},
 		{cat(unreadable, ok), 2, []spigot.Decision{spigot.Failed(), okD}, []string{"unreadable", ""}, true},
 		{cat(ok, bad), 2, []spigot.Decision{okD, spigot.Failed()}, []string{"", "malformed reply"}, true},
-		{cat(ok, ok), 3, nil, nil, false},                                       // too short
-		{cat(ok, ok, ok[:1]), 2, nil, nil, false},                               // too long
-		{cat(ok, []any{int64(0), "1", int64(0), int64(0)}), 2, nil, nil, false}, // not an integer
+		{cat(ok, ok), 3, nil, nil, false},                                                 // too short
+		{cat(ok, ok, ok[:1]), 2, nil, nil, false},                                         // too long
+		{cat(ok, []any{int64(0), "1", int64(0), int64(0), int64(0)}), 2, nil, nil, false}, // not an integer
 		{"OK", 2, nil, nil, false},
 		{nil, 2, nil, nil, false},
 	} {
@@ -696,9 +709,9 @@ func TestArgsKinds(t *testing.T) {
 	}
 }
 
-// TestDecodeLeaky: a leaky bucket's reply has a fifth integer, its Delay in
+// TestDecodeLeaky: a leaky bucket's reply has a sixth integer, its Delay in
 // µs, -1 for Never, and -2 less the µs past 2^53; a reply of several keys
-// has five integers for each leaky bucket and four for any other.
+// has six integers for each leaky bucket and five for any other.
 func TestDecodeLeaky(t *testing.T) {
 	lb := spigot.Op{Limit: spigot.Must(spigot.NewLeakyBucket("q", 10, spigot.PerSecond(1)))}
 	tb := spigot.Op{Limit: spigot.MustBucket("b", 10, spigot.PerSecond(1))}
@@ -708,18 +721,19 @@ func TestDecodeLeaky(t *testing.T) {
 		want  spigot.Decision
 		ok    bool
 	}{
-		{[]int64{1, 9, 0, 1000, 0}, spigot.Decision{N: 1, Remaining: 9, ResetAfter: time.Second}, true},
-		{[]int64{1, 8, 0, 2000, 1_000_001}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: 1_000_001 * us}, true},
-		{[]int64{1, 8, 0, 2000, 1 << 53}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: (1 << 53) * us}, true},
-		{[]int64{1, 8, 0, 2000, -3}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: (1<<53 + 1) * us}, true},
-		{[]int64{1, 8, 0, 2000, -1}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: spigot.Never}, true},
-		{[]int64{1, 8, 0, 2000, -2 - (int64(spigot.Never/us) - 1<<53)}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, Delay: spigot.Never / us * us}, true},
-		{[]int64{1, 8, 0, 2000, -3 - (int64(spigot.Never/us) - 1<<53)}, spigot.Decision{}, false},
-		{[]int64{1, 8, 0, 2000, -2}, spigot.Decision{}, false},
-		{[]int64{1, 8, 0, 2000, 1<<53 + 1}, spigot.Decision{}, false},
-		{[]int64{0, 0, 1000, 2000, 5}, spigot.Decision{}, false}, // denied, yet delayed
-		{[]int64{1, 8, 0, 2000}, spigot.Decision{}, false},       // four integers
-		{[]int64{1, 8, 0, 2000, 0, 0}, spigot.Decision{}, false},
+		{[]int64{1, 9, 0, 1000, 1000, 0}, spigot.Decision{N: 1, Remaining: 9, ResetAfter: time.Second, RefillAfter: time.Second}, true},
+		{[]int64{1, 8, 0, 2000, 1000, 1_000_001}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, RefillAfter: time.Second, Delay: 1_000_001 * us}, true},
+		{[]int64{1, 8, 0, 2000, 1000, 1 << 53}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, RefillAfter: time.Second, Delay: (1 << 53) * us}, true},
+		{[]int64{1, 8, 0, 2000, 1000, -3}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, RefillAfter: time.Second, Delay: (1<<53 + 1) * us}, true},
+		{[]int64{1, 8, 0, 2000, 1000, -1}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, RefillAfter: time.Second, Delay: spigot.Never}, true},
+		{[]int64{1, 8, 0, 2000, -1, -2 - (int64(spigot.Never/us) - 1<<53)}, spigot.Decision{N: 1, Remaining: 8, ResetAfter: 2 * time.Second, RefillAfter: spigot.Never, Delay: spigot.Never / us * us}, true},
+		{[]int64{1, 8, 0, 2000, 1000, -3 - (int64(spigot.Never/us) - 1<<53)}, spigot.Decision{}, false},
+		{[]int64{1, 8, 0, 2000, 1000, -2}, spigot.Decision{}, false},
+		{[]int64{1, 8, 0, 2000, 1000, 1<<53 + 1}, spigot.Decision{}, false},
+		{[]int64{0, 0, 1000, 2000, 1000, 5}, spigot.Decision{}, false}, // denied, yet delayed
+		{[]int64{1, 8, 0, 2000, -2, 0}, spigot.Decision{}, false},      // a refill of -2 ms
+		{[]int64{1, 8, 0, 2000, 0}, spigot.Decision{}, false},          // five integers
+		{[]int64{1, 8, 0, 2000, 0, 0, 0}, spigot.Decision{}, false},
 	} {
 		var out [1]spigot.Decision
 		reply := make([]any, len(c.reply))
@@ -737,20 +751,20 @@ func TestDecodeLeaky(t *testing.T) {
 		}
 	}
 	// Mixed kinds, all or nothing and in a batch (a leaky bucket that
-	// failed alone has five integers too).
+	// failed alone has six integers too).
 	ops := []spigot.Op{tb, lb, tb}
 	out := make([]spigot.Decision, 3)
-	if err := wire.DecodeAllInts([]int64{1, 9, 0, 1000, 1, 8, 0, 2000, 1000, 0, 10, 0, 0}, ops, out); err != nil ||
-		out[1].Delay != time.Millisecond || out[2].Remaining != 10 {
+	if err := wire.DecodeAllInts([]int64{1, 9, 0, 1000, 1000, 1, 8, 0, 2000, 1000, 1000, 0, 10, 0, 0, 1000}, ops, out); err != nil ||
+		out[1].Delay != time.Millisecond || out[1].RefillAfter != time.Second || out[2].Remaining != 10 || out[2].RefillAfter != time.Second {
 		t.Errorf("DecodeAllInts of mixed kinds = %+v, %v", out, err)
 	}
 	errs := make([]error, 3)
-	if err := wire.DecodeBatchInts([]int64{1, 9, 0, 1000, -1, 2, 0, 0, 0, 0, 10, 0, 0}, ops, out, errs); err != nil ||
+	if err := wire.DecodeBatchInts([]int64{1, 9, 0, 1000, 1000, -1, 2, 0, 0, 0, 0, 0, 10, 0, 0, 1000}, ops, out, errs); err != nil ||
 		out[1] != spigot.Failed() || errs[1] == nil || errs[0] != nil || errs[2] != nil || out[2].Remaining != 10 {
 		t.Errorf("DecodeBatchInts of mixed kinds = %+v, %v, %v", out, errs, err)
 	}
-	if err := wire.DecodeAllInts([]int64{1, 9, 0, 1000, 1, 8, 0, 2000, 0, 10, 0, 0}, ops, out); !errors.Is(err, spigot.ErrRequestFailed) {
-		t.Errorf("DecodeAllInts of 12 integers for a leaky bucket and two others: %v; want a malformed-reply error", err)
+	if err := wire.DecodeAllInts([]int64{1, 9, 0, 1000, 1000, 1, 8, 0, 2000, 1000, 0, 10, 0, 0, 1000}, ops, out); !errors.Is(err, spigot.ErrRequestFailed) {
+		t.Errorf("DecodeAllInts of 15 integers for a leaky bucket and two others: %v; want a malformed-reply error", err)
 	}
 }
 

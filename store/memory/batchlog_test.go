@@ -33,8 +33,10 @@ func TestDeniedBatchKeepsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []spigot.Decision{
-		{Remaining: 1, ResetAfter: 1500 * time.Millisecond},
-		{Remaining: 1, ResetAfter: 1500 * time.Millisecond},
+		// With the one that fits taken, the log is full until its oldest
+		// leaves, 1.5 s from now.
+		{Remaining: 1, ResetAfter: 1500 * time.Millisecond, RefillAfter: 1500 * time.Millisecond},
+		{Remaining: 1, ResetAfter: 1500 * time.Millisecond, RefillAfter: 1500 * time.Millisecond},
 	} {
 		peek := spigot.Op{Limit: l, Key: "k", Action: spigot.Peek, N: 0}
 		if got, err := s.Do(ctx, peek); err != nil || got != want {

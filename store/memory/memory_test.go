@@ -51,6 +51,24 @@ func peek(t testing.TB, s *Store, b spigot.Limit, key string, n int64) spigot.De
 	return do(t, s, spigot.Op{Limit: b, Key: key, Action: spigot.Peek, N: n})
 }
 
+// refilled returns want with the RefillAfter of its definition when want,
+// from a table written without it, leaves it 0: on a copy of the state s
+// holds for op's key after op, at now, a Take of want.Remaining, then the
+// RetryAfter of a Take of one.
+func refilled(s *Store, op spigot.Op, now time.Time, want spigot.Decision) spigot.Decision {
+	if want.RefillAfter != 0 || want.Degraded() {
+		return want
+	}
+	st, _ := stateOf(s, op.Limit, op.Key)
+	st.Log = slices.Clone(st.Log)
+	take := spigot.Op{Limit: op.Limit, Key: op.Key, N: want.Remaining}
+	take.Apply(&st, now)
+	take.N = 1
+	d, _ := take.Apply(&st, now)
+	want.RefillAfter = d.RetryAfter
+	return want
+}
+
 // held reports whether the store holds state for key in b, without
 // sweeping or refilling anything.
 func held(s *Store, b spigot.Limit, key string) bool {
@@ -88,8 +106,8 @@ func play(t *testing.T, s *Store, clk *clocktest.Clock, b spigot.Limit, steps []
 	for i, st := range steps {
 		clk.Set(t0.Add(st.at))
 		op := spigot.Op{Limit: b, Key: st.key, Action: st.action, N: st.n}
-		if got := do(t, s, op); got != st.want {
-			t.Errorf("step %d: at t0+%v, %v: got %+v, want %+v", i, st.at, op, got, st.want)
+		if got, want := do(t, s, op), refilled(s, op, clk.Now(), st.want); got != want {
+			t.Errorf("step %d: at t0+%v, %v: got %+v, want %+v", i, st.at, op, got, want)
 		}
 		if got := count(s); got != st.held {
 			t.Errorf("step %d: at t0+%v, after %v: got %d entries, want %d", i, st.at, op, got, st.held)
@@ -205,7 +223,7 @@ func TestMemoryGivenBackAfterTake(t *testing.T) {
 	ids := mapIDs(s)
 	clk.Advance(time.Second)
 	for i := range n {
-		if a := take(t, s, b, ip(i), 0); a != (spigot.Decision{Remaining: 5}) {
+		if a := take(t, s, b, ip(i), 0); a != (spigot.Decision{Remaining: 5, RefillAfter: time.Second}) {
 			t.Fatalf("key %d: a Take of 0 after the refill = %+v, want a full bucket", i, a)
 		}
 	}
@@ -663,8 +681,9 @@ func TestReset(t *testing.T) {
 		take(t, s, b, "k", c.cost)
 		clk.Set(t0.Add(c.at))
 		wasHeld := held(s, b, "k")
-		got := do(t, s, spigot.Op{Limit: c.under, Key: "k", Action: spigot.Reset})
-		if want := (spigot.Decision{N: c.want, Remaining: c.under.Capacity()}); got != want {
+		reset := spigot.Op{Limit: c.under, Key: "k", Action: spigot.Reset}
+		got := do(t, s, reset)
+		if want := refilled(s, reset, clk.Now(), spigot.Decision{N: c.want, Remaining: c.under.Capacity()}); got != want {
 			t.Errorf("step %d: cost %d at t0, Reset at t0+%v under %v = %+v, want %+v (held before: %v)", i, c.cost, c.at, c.under, got, want, wasHeld)
 		}
 		if held(s, b, "k") || count(s) != 0 {
@@ -704,7 +723,7 @@ func TestPeek(t *testing.T) {
 		t.Errorf("peeks changed the state: got %+v, want %+v", after, before)
 	}
 	clk.Set(t0.Add(4 * time.Second))
-	if got, want := do(t, s, spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 5}), (spigot.Decision{Remaining: 5}); got != want {
+	if got, want := do(t, s, spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 5}), (spigot.Decision{Remaining: 5, RefillAfter: time.Second}); got != want {
 		t.Errorf("a Peek once the bucket is full again: got %+v, want %+v", got, want)
 	}
 	if got := s.Len(); got != 0 {
@@ -859,8 +878,8 @@ func TestConfigChange(t *testing.T) {
 		take(t, s, old, "ip", 2)
 		clk.Set(t0.Add(500 * time.Millisecond))
 		take(t, s, old, "ip", 0) // stores 8.5 tokens
-		if got := take(t, s, c.next, "ip", c.cost); got != c.want {
-			t.Errorf("step %d: Take under %v, cost %d = %+v, want %+v", i, c.next, c.cost, got, c.want)
+		if got, want := take(t, s, c.next, "ip", c.cost), refilled(s, spigot.Op{Limit: c.next, Key: "ip"}, clk.Now(), c.want); got != want {
+			t.Errorf("step %d: Take under %v, cost %d = %+v, want %+v", i, c.next, c.cost, got, want)
 		}
 		if got, want := held(s, c.next, "ip"), c.wantCount == 1; got != want {
 			t.Errorf("step %d: held = %v, want %v", i, got, want)
@@ -887,7 +906,7 @@ func TestBucketsOfOneKey(t *testing.T) {
 				take(t, s, b, "k", int64(i+1))
 			}
 			got := do(t, s, spigot.Op{Limit: bs[drop], Key: "k", Action: spigot.Reset})
-			if want := (spigot.Decision{N: int64(drop + 1), Remaining: 5}); got != want {
+			if want := (spigot.Decision{N: int64(drop + 1), Remaining: 5, RefillAfter: time.Second}); got != want {
 				t.Fatalf("Reset(%s) = %+v, want %+v", bs[drop].Name(), got, want)
 			}
 			for i, b := range bs {
@@ -1018,7 +1037,7 @@ func TestInvalidInput(t *testing.T) {
 	if got := count(s); got != 1 {
 		t.Errorf("%d entries held after rejected requests, want 1", got)
 	}
-	if got, want := peek(t, s, b, "k", 0), (spigot.Decision{Remaining: 3, ResetAfter: 2 * time.Second}); got != want {
+	if got, want := peek(t, s, b, "k", 0), (spigot.Decision{Remaining: 3, ResetAfter: 2 * time.Second, RefillAfter: time.Second}); got != want {
 		t.Errorf("after rejected requests, a Peek = %+v, want %+v", got, want)
 	}
 }
@@ -1056,11 +1075,13 @@ func TestDoMultiAllOrNothing(t *testing.T) {
 		want []spigot.Decision
 		left [2]int64 // Remaining of ip and user after the call
 	}{
-		{[]spigot.Op{ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 9, ResetAfter: 100 * time.Millisecond}, {N: 1, Remaining: 2, ResetAfter: time.Second}}, [2]int64{9, 2}},
-		{[]spigot.Op{ip(1), user(3)}, []spigot.Decision{{Remaining: 8, ResetAfter: 200 * time.Millisecond}, {Remaining: 2, RetryAfter: time.Second, ResetAfter: time.Second}}, [2]int64{9, 2}},                                                    // user lacks one: neither is charged
-		{[]spigot.Op{user(1), ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 1, ResetAfter: 2 * time.Second}, {N: 1, Remaining: 8, ResetAfter: 200 * time.Millisecond}, {N: 1, Remaining: 0, ResetAfter: 3 * time.Second}}, [2]int64{8, 0}}, // one key twice: together
-		{[]spigot.Op{ip(11), user(0)}, []spigot.Decision{{Remaining: 8, RetryAfter: spigot.Never, ResetAfter: 200 * time.Millisecond}, {Remaining: 0, ResetAfter: 3 * time.Second}}, [2]int64{8, 0}},
-		{[]spigot.Op{ip(2), {Limit: perUser, Key: "u", Action: spigot.Refund, N: 3}}, []spigot.Decision{{N: 2, Remaining: 6, ResetAfter: 400 * time.Millisecond}, {N: 3, Remaining: 3}}, [2]int64{6, 3}},
+		// RefillAfter: whole tokens throughout, so one token: 100 ms of ip,
+		// 1 s of user.
+		{[]spigot.Op{ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 9, ResetAfter: 100 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {N: 1, Remaining: 2, ResetAfter: time.Second, RefillAfter: time.Second}}, [2]int64{9, 2}},
+		{[]spigot.Op{ip(1), user(3)}, []spigot.Decision{{Remaining: 8, ResetAfter: 200 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {Remaining: 2, RetryAfter: time.Second, ResetAfter: time.Second, RefillAfter: time.Second}}, [2]int64{9, 2}},                                                                              // user lacks one: neither is charged
+		{[]spigot.Op{user(1), ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 1, ResetAfter: 2 * time.Second, RefillAfter: time.Second}, {N: 1, Remaining: 8, ResetAfter: 200 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {N: 1, Remaining: 0, ResetAfter: 3 * time.Second, RefillAfter: time.Second}}, [2]int64{8, 0}}, // one key twice: together
+		{[]spigot.Op{ip(11), user(0)}, []spigot.Decision{{Remaining: 8, RetryAfter: spigot.Never, ResetAfter: 200 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {Remaining: 0, ResetAfter: 3 * time.Second, RefillAfter: time.Second}}, [2]int64{8, 0}},
+		{[]spigot.Op{ip(2), {Limit: perUser, Key: "u", Action: spigot.Refund, N: 3}}, []spigot.Decision{{N: 2, Remaining: 6, ResetAfter: 400 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {N: 3, Remaining: 3, RefillAfter: time.Second}}, [2]int64{6, 3}},
 	} {
 		out := make([]spigot.Decision, len(c.ops))
 		if err := s.DoMulti(ctx, spigot.AllOrNothing, c.ops, out); err != nil {

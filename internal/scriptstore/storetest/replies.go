@@ -51,24 +51,26 @@ func replies(t *testing.T, h Harness) {
 		wrapsServerErr bool
 		requestFailed  bool // the error concerns this request, not the server
 	}{
-		{name: "ok", evalsha: ints(1, 4, 0, 3600000), want: spigot.Decision{N: 1, Remaining: 4, ResetAfter: time.Hour}, sends: 1},
-		{name: "noscript", evalsha: noscript, eval: ints(0, 300, 1500, 3600000), want: spigot.Decision{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour}, sends: 1, evals: 1},
+		{name: "ok", evalsha: ints(1, 4, 0, 3600000, 3600000), want: spigot.Decision{N: 1, Remaining: 4, ResetAfter: time.Hour, RefillAfter: time.Hour}, sends: 1},
+		{name: "noscript", evalsha: noscript, eval: ints(0, 300, 1500, 3600000, 1500), want: spigot.Decision{Remaining: 300, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Hour, RefillAfter: 1500 * time.Millisecond}, sends: 1, evals: 1},
 		{name: "noscript-twice", evalsha: noscript, eval: noscript, err: "spigot: NAME: NOSCRIPT", sends: 1, evals: 1, wrapsServerErr: true, requestFailed: true},
 		{name: "other-error", evalsha: func(w *resp.Writer, _ []string) { w.Error("BUSY Redis is busy running a script") }, err: "spigot: NAME: BUSY", sends: 1, wrapsServerErr: true},
 		{name: "hang-up", evalsha: hangUp, err: "spigot: NAME: ", sends: 1},
 		{name: "hang-up-after-noscript", evalsha: noscript, eval: hangUp, err: "spigot: NAME: ", sends: 1, evals: 1},
 		{name: "unreadable-state", evalsha: func(w *resp.Writer, _ []string) { w.Error("ERR spigot: unreadable state at spigot:fake:k") }, err: "spigot: NAME: ", sends: 1, wrapsServerErr: true, requestFailed: true},
-		{name: "nil", evalsha: func(w *resp.Writer, _ []string) { w.Nil() }, err: "spigot: malformed reply from the script: want an array of 4 integers, got <nil>", sends: 1, requestFailed: true},
-		{name: "short", evalsha: ints(1, 4, 0), err: "spigot: malformed reply from the script: want 4 integers, got 3 values", sends: 1, requestFailed: true},
-		// The reply of the script before this one, {allowed, moved,
-		// remaining, retry, reset}. (That of the script before operations,
-		// {allowed, remaining, retry, reset}, has today's length and reads
-		// as today's: {1, 4, 0, 3600000} is the "ok" case.)
-		{name: "old-reply", evalsha: ints(1, 1, 4, 0, 3600000), err: "spigot: malformed reply from the script: want 4 integers, got 5 values", sends: 1, requestFailed: true},
-		{name: "string", evalsha: func(w *resp.Writer, _ []string) { w.Bulk("1 4 0 0") }, err: "spigot: malformed reply from the script: want an array of 4 integers, got string", sends: 1, requestFailed: true},
-		{name: "string-in-array", evalsha: func(w *resp.Writer, _ []string) { w.Strings("1", "4", "0", "0") }, err: "spigot: malformed reply from the script: value 1 is string, want an integer", sends: 1, requestFailed: true},
-		{name: "impossible", evalsha: ints(0, 4, -2, 0), err: "spigot: malformed reply from the script: retry-after is -2 ms", sends: 1, requestFailed: true},
-		{name: "denied-yet-moved", evalsha: ints(1, 4, 7, 0), err: "spigot: malformed reply from the script: denied, yet moved 1 tokens", sends: 1, requestFailed: true},
+		{name: "nil", evalsha: func(w *resp.Writer, _ []string) { w.Nil() }, err: "spigot: malformed reply from the script: want an array of 5 integers, got <nil>", sends: 1, requestFailed: true},
+		{name: "short", evalsha: ints(1, 4, 0), err: "spigot: malformed reply from the script: want 5 integers, got 3 values", sends: 1, requestFailed: true},
+		// The reply of the scripts before this one, {moved, remaining,
+		// retry, reset} and, before operations, {allowed, remaining, retry,
+		// reset}. (That of the script between them, {allowed, moved,
+		// remaining, retry, reset}, has today's length and reads as
+		// today's, or as a malformed one.)
+		{name: "old-reply", evalsha: ints(1, 4, 0, 3600000), err: "spigot: malformed reply from the script: want 5 integers, got 4 values", sends: 1, requestFailed: true},
+		{name: "string", evalsha: func(w *resp.Writer, _ []string) { w.Bulk("1 4 0 0 0") }, err: "spigot: malformed reply from the script: want an array of 5 integers, got string", sends: 1, requestFailed: true},
+		{name: "string-in-array", evalsha: func(w *resp.Writer, _ []string) { w.Strings("1", "4", "0", "0", "0") }, err: "spigot: malformed reply from the script: value 1 is string, want an integer", sends: 1, requestFailed: true},
+		{name: "impossible", evalsha: ints(0, 4, -2, 0, 1), err: "spigot: malformed reply from the script: retry-after is -2 ms", sends: 1, requestFailed: true},
+		{name: "impossible-refill", evalsha: ints(0, 4, 0, 0, -2), err: "spigot: malformed reply from the script: refill-after is -2 ms", sends: 1, requestFailed: true},
+		{name: "denied-yet-moved", evalsha: ints(1, 4, 7, 0, 7), err: "spigot: malformed reply from the script: denied, yet moved 1 tokens", sends: 1, requestFailed: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fake(t, c.evalsha, c.eval)
@@ -119,7 +121,7 @@ func readOnlyCommands(t *testing.T, h Harness) {
 		n, _ := strconv.Atoi(args[2])
 		var reply []int64
 		for range n {
-			reply = append(reply, 1, 4, 0, 3600000)
+			reply = append(reply, 1, 4, 0, 3600000, 3600000)
 		}
 		w.Ints(reply...)
 	}

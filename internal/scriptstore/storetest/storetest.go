@@ -195,15 +195,15 @@ func denialIsNotAnError(t *testing.T, h Harness) {
 				s := h.Dial(t, srv.Addr, Options{RESP2: resp2}).Store(clk, t.Name()+":")
 				b := spigot.MustBucket("deny", 2, spigot.Per(1, 10*time.Second))
 				play(t, s, clk, b, []step{
-					{at: 0, n: 2, want: spigot.Decision{N: 2, Remaining: 0, ResetAfter: 20 * time.Second}},
-					{at: 0, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second}},
-					{at: 4 * time.Second, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
-					{at: 4 * time.Second, action: spigot.Peek, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
-					{at: 4 * time.Second, action: spigot.TakeUpTo, n: 2, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second}},
-					{at: 4 * time.Second, n: 3, want: spigot.Decision{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second}},
-					{at: 10 * time.Second, n: 1, want: spigot.Decision{N: 1, Remaining: 0, ResetAfter: 20 * time.Second}},
-					{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{N: 2, Remaining: 2}},
-					{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{N: 0, Remaining: 2}},
+					{at: 0, n: 2, want: spigot.Decision{N: 2, Remaining: 0, ResetAfter: 20 * time.Second, RefillAfter: 10 * time.Second}},
+					{at: 0, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 10 * time.Second, ResetAfter: 20 * time.Second, RefillAfter: 10 * time.Second}},
+					{at: 4 * time.Second, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second, RefillAfter: 6 * time.Second}},
+					{at: 4 * time.Second, action: spigot.Peek, n: 1, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second, RefillAfter: 6 * time.Second}},
+					{at: 4 * time.Second, action: spigot.TakeUpTo, n: 2, want: spigot.Decision{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 16 * time.Second, RefillAfter: 6 * time.Second}},
+					{at: 4 * time.Second, n: 3, want: spigot.Decision{Remaining: 0, RetryAfter: spigot.Never, ResetAfter: 16 * time.Second, RefillAfter: 6 * time.Second}},
+					{at: 10 * time.Second, n: 1, want: spigot.Decision{N: 1, Remaining: 0, ResetAfter: 20 * time.Second, RefillAfter: 10 * time.Second}},
+					{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{N: 2, Remaining: 2, RefillAfter: 10 * time.Second}},
+					{at: 10 * time.Second, action: spigot.Reset, want: spigot.Decision{N: 0, Remaining: 2, RefillAfter: 10 * time.Second}},
 				}, nil)
 			})
 		}
@@ -228,13 +228,13 @@ func scriptFlush(t *testing.T, h Harness) {
 		const hour = time.Hour
 		b := spigot.MustBucket("flush", 5, spigot.PerHour(1))
 		play(t, s, clk, b, []step{
-			{n: 1, want: spigot.Decision{N: 1, Remaining: 4, ResetAfter: 1 * hour}},
-			{n: 1, flush: true, want: spigot.Decision{N: 1, Remaining: 3, ResetAfter: 2 * hour}},
-			{n: 1, want: spigot.Decision{N: 1, Remaining: 2, ResetAfter: 3 * hour}},
-			{n: 3, flush: true, want: spigot.Decision{Remaining: 2, RetryAfter: 1 * hour, ResetAfter: 3 * hour}},
-			{action: spigot.Refund, n: 1, flush: true, want: spigot.Decision{N: 1, Remaining: 3, ResetAfter: 2 * hour}},
-			{action: spigot.Reset, flush: true, want: spigot.Decision{N: 2, Remaining: 5}},
-			{n: 0, flush: true, want: spigot.Decision{Remaining: 5}},
+			{n: 1, want: spigot.Decision{N: 1, Remaining: 4, ResetAfter: 1 * hour, RefillAfter: hour}},
+			{n: 1, flush: true, want: spigot.Decision{N: 1, Remaining: 3, ResetAfter: 2 * hour, RefillAfter: hour}},
+			{n: 1, want: spigot.Decision{N: 1, Remaining: 2, ResetAfter: 3 * hour, RefillAfter: hour}},
+			{n: 3, flush: true, want: spigot.Decision{Remaining: 2, RetryAfter: 1 * hour, ResetAfter: 3 * hour, RefillAfter: hour}},
+			{action: spigot.Refund, n: 1, flush: true, want: spigot.Decision{N: 1, Remaining: 3, ResetAfter: 2 * hour, RefillAfter: hour}},
+			{action: spigot.Reset, flush: true, want: spigot.Decision{N: 2, Remaining: 5, RefillAfter: hour}},
+			{n: 0, flush: true, want: spigot.Decision{Remaining: 5, RefillAfter: hour}},
 		}, flush)
 		if cached(t, srv) != 1 {
 			t.Error("the script is not loaded again after the NOSCRIPT reply")

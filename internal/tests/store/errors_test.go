@@ -185,8 +185,8 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 						t.Errorf("decisions by the remote: got %d, want 4 (%v)", got, paths)
 					}
 					// The remote was not full: it lacked the 3 tokens taken.
-					if d, err := h.Do(ctx, resetOp(b, "good")); err != nil || d != (spigot.Decision{N: 3, Remaining: 3}) {
-						t.Errorf("Reset(good) = %s, %v; want %s, nil", show(d), err, show(spigot.Decision{N: 3, Remaining: 3}))
+					if d, err := h.Do(ctx, resetOp(b, "good")); err != nil || d != (spigot.Decision{N: 3, Remaining: 3, RefillAfter: time.Hour}) {
+						t.Errorf("Reset(good) = %s, %v; want %s, nil", show(d), err, show(spigot.Decision{N: 3, Remaining: 3, RefillAfter: time.Hour}))
 					}
 				})
 			}
@@ -218,9 +218,9 @@ func checkBatchFailsAlone(t *testing.T, srv *testserver.Server, s spigot.Store, 
 		t.Errorf("a batch with %d bad keys of %d: error %v; want one matching ErrRequestFailed that counts them", len(bad), n, err)
 	}
 	for i, d := range out {
-		want := spigot.Decision{N: 1, Remaining: 2, ResetAfter: time.Hour}
+		want := spigot.Decision{N: 1, Remaining: 2, ResetAfter: time.Hour, RefillAfter: time.Hour}
 		if i >= n/2 && bad[i-n/2] == "" { // the key's second op
-			want = spigot.Decision{N: 1, Remaining: 1, ResetAfter: 2 * time.Hour}
+			want = spigot.Decision{N: 1, Remaining: 1, ResetAfter: 2 * time.Hour, RefillAfter: time.Hour}
 		}
 		if bad[i] != "" {
 			want = spigot.Decision{Remaining: -1, RetryAfter: spigot.Never}
@@ -228,6 +228,9 @@ func checkBatchFailsAlone(t *testing.T, srv *testserver.Server, s spigot.Store, 
 		// The server's clock runs between the calls of the batch.
 		if got := d.ResetAfter; got <= want.ResetAfter && got > want.ResetAfter-time.Second {
 			d.ResetAfter = want.ResetAfter
+		}
+		if got := d.RefillAfter; got <= want.RefillAfter && got > want.RefillAfter-time.Second {
+			d.RefillAfter = want.RefillAfter
 		}
 		if d != want {
 			t.Errorf("batch op %d (%v) = %s; want %s", i, ops[i], show(d), show(want))

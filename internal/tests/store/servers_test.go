@@ -221,6 +221,10 @@ func show(d spigot.Decision) string {
 	if d.ResetAfter == spigot.Never {
 		reset = "Never"
 	}
+	refill := d.RefillAfter.String()
+	if d.RefillAfter == spigot.Never {
+		refill = "Never"
+	}
 	degraded := ""
 	if d.Degraded() {
 		degraded = ", Degraded"
@@ -228,7 +232,7 @@ func show(d spigot.Decision) string {
 	if d.Delay != 0 {
 		degraded += ", Delay " + d.Delay.String()
 	}
-	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %s%s}", d.Allowed(), d.N, d.Remaining, retry, reset, degraded)
+	return fmt.Sprintf("{Allowed %v, N %d, Remaining %d, RetryAfter %s, ResetAfter %s, RefillAfter %s%s}", d.Allowed(), d.N, d.Remaining, retry, reset, refill, degraded)
 }
 
 // diffDecisions returns "" when got equals want, and otherwise the first
@@ -248,6 +252,8 @@ func diffDecisions(got, want spigot.Decision) string {
 		field = "RetryAfter"
 	case got.ResetAfter != want.ResetAfter:
 		field = "ResetAfter"
+	case got.RefillAfter != want.RefillAfter:
+		field = "RefillAfter"
 	case got.Delay != want.Delay:
 		field = "Delay"
 	default:
@@ -797,7 +803,7 @@ func testTTL(t *testing.T, ps protoStore, srv *testserver.Server) {
 	}
 	d, err := s.Do(context.Background(), resetOp(login, "203.0.113.7"))
 	// Empty, with at most a few ms of refill: it lacked 20 tokens.
-	if want := (spigot.Decision{N: 20, Remaining: 20}); err != nil || d != want {
+	if want := (spigot.Decision{N: 20, Remaining: 20, RefillAfter: 3 * time.Second}); err != nil || d != want {
 		t.Fatalf("Reset of the drained bucket = %s, %v; want %s, nil", show(d), err, show(want))
 	}
 	if got := pttl(t, srv.Addr, key); got != -2 {
@@ -813,19 +819,19 @@ func testFullBucketNoKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 	p := prefix(t)
 	s := ps.new(t, []string{srv.Addr}, storeOpts{prefix: p})
 	b := spigot.MustBucket("full", 5, spigot.PerHour(1))
-	full := spigot.Decision{Remaining: 5}
+	full := spigot.Decision{Remaining: 5, RefillAfter: time.Hour}
 	for i, c := range []struct {
 		op   spigot.Op
 		want spigot.Decision
 	}{
 		{takeOp(b, "k", 0), full},
 		{resetOp(b, "k"), full},
-		{takeOp(b, "k", 6), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},
+		{takeOp(b, "k", 6), spigot.Decision{Remaining: 5, RetryAfter: spigot.Never, RefillAfter: time.Hour}},
 		{takeOp(b, "", 0), full},
 		{spigot.Op{Limit: b, Key: "k", Action: spigot.TakeUpTo, N: 0}, full},
 		{spigot.Op{Limit: b, Key: "k", Action: spigot.Refund, N: 3}, full},
 		{spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 5}, full},
-		{spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 6}, spigot.Decision{Remaining: 5, RetryAfter: spigot.Never}},
+		{spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 6}, spigot.Decision{Remaining: 5, RetryAfter: spigot.Never, RefillAfter: time.Hour}},
 		{spigot.Op{Limit: b, Key: "", Action: spigot.Reset, N: 4}, full}, // Reset ignores N
 	} {
 		if got := do(t, s, c.op); got != c.want {
@@ -863,8 +869,8 @@ func testKeyGoneWhenFull(t *testing.T, ps protoStore, srv *testserver.Server) {
 	if gone := time.Since(start); gone < a.ResetAfter-2*time.Millisecond {
 		t.Errorf("%s was gone %v after the request; want it kept for ResetAfter, %v", key, gone, a.ResetAfter)
 	}
-	if a := take(t, s, b, "k", 0); a != (spigot.Decision{Remaining: 2}) {
-		t.Errorf("Take 0 after the key expired = %s; want a full bucket, {Allowed true, N 0, Remaining 2}", show(a))
+	if a := take(t, s, b, "k", 0); a != (spigot.Decision{Remaining: 2, RefillAfter: 20 * time.Millisecond}) {
+		t.Errorf("Take 0 after the key expired = %s; want a full bucket, {Allowed true, N 0, Remaining 2, RefillAfter 20ms}", show(a))
 	}
 }
 
@@ -1034,28 +1040,30 @@ func testConfigChange(t *testing.T, ps protoStore, srv *testserver.Server) {
 		op      spigot.Op
 		want    spigot.Decision
 	}{
-		{0, takeOp(v1, "a", 5), spigot.Decision{N: 5, ResetAfter: 5 * time.Second}},
-		{0, takeOp(v2, "b", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second}},
-		{0, takeOp(v2, "c", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second}},
+		// RefillAfter: a token of v1 or v2 is 1 s, of v3 2 s.
+		{0, takeOp(v1, "a", 5), spigot.Decision{N: 5, ResetAfter: 5 * time.Second, RefillAfter: time.Second}},
+		{0, takeOp(v2, "b", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second, RefillAfter: time.Second}},
+		{0, takeOp(v2, "c", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second, RefillAfter: time.Second}},
 		// t0+6s: a's state was full again at t0+5s; under v2 it is a full
 		// 10 (carried over, it would hold 6 and deny).
-		{6 * time.Second, takeOp(v2, "a", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second}},
+		{6 * time.Second, takeOp(v2, "a", 10), spigot.Decision{N: 10, ResetAfter: 10 * time.Second, RefillAfter: time.Second}},
 		// t0+10s-1µs: b's whole tokens (0) carry to v3, which refills
-		// 9999999 of its 2000000 units per token since t0.
-		{4*time.Second - time.Microsecond, takeOp(v3, "b", 0), spigot.Decision{Remaining: 4, ResetAfter: 10001 * time.Millisecond}},
+		// 9999999 of its 2000000 units per token since t0: a fifth token
+		// 1 µs later.
+		{4*time.Second - time.Microsecond, takeOp(v3, "b", 0), spigot.Decision{Remaining: 4, ResetAfter: 10001 * time.Millisecond, RefillAfter: time.Millisecond}},
 		// t0+10s: c's state is full again, exactly: a full v3.
-		{time.Microsecond, takeOp(v3, "c", 0), spigot.Decision{Remaining: 10}},
-		{0, takeOp(v3, "c", 10), spigot.Decision{N: 10, ResetAfter: 20 * time.Second}},
+		{time.Microsecond, takeOp(v3, "c", 0), spigot.Decision{Remaining: 10, RefillAfter: 2 * time.Second}},
+		{0, takeOp(v3, "c", 10), spigot.Decision{N: 10, ResetAfter: 20 * time.Second, RefillAfter: 2 * time.Second}},
 		// A Refund under v2 of the empty v3 state: 3 tokens of v2.
-		{0, spigot.Op{Limit: v2, Key: "c", Action: spigot.Refund, N: 3}, spigot.Decision{N: 3, Remaining: 3, ResetAfter: 7 * time.Second}},
+		{0, spigot.Op{Limit: v2, Key: "c", Action: spigot.Refund, N: 3}, spigot.Decision{N: 3, Remaining: 3, ResetAfter: 7 * time.Second, RefillAfter: time.Second}},
 		// Back to v3: the 3 whole tokens carry over, and TakeUpTo takes them.
-		{0, upTo(v3, "c", 5), spigot.Decision{N: 3, ResetAfter: 20 * time.Second}},
+		{0, upTo(v3, "c", 5), spigot.Decision{N: 3, ResetAfter: 20 * time.Second, RefillAfter: 2 * time.Second}},
 		// t0+11s: half a token of v3: a Peek of 1 would wait 1s more.
-		{time.Second, spigot.Op{Limit: v3, Key: "c", Action: spigot.Peek, N: 1}, spigot.Decision{RetryAfter: time.Second, ResetAfter: 19 * time.Second}},
+		{time.Second, spigot.Op{Limit: v3, Key: "c", Action: spigot.Peek, N: 1}, spigot.Decision{RetryAfter: time.Second, ResetAfter: 19 * time.Second, RefillAfter: time.Second}},
 		// Under v1 the same state is 1 whole token of v3: 1 of v1's 5.
-		{0, upTo(v1, "c", 5), spigot.Decision{N: 1, ResetAfter: 5 * time.Second}},
+		{0, upTo(v1, "c", 5), spigot.Decision{N: 1, ResetAfter: 5 * time.Second, RefillAfter: time.Second}},
 		// A Reset under v2 of v1's empty state: it lacked all 10 of v2's.
-		{0, resetOp(v2, "c"), spigot.Decision{N: 10, Remaining: 10}},
+		{0, resetOp(v2, "c"), spigot.Decision{N: 10, Remaining: 10, RefillAfter: time.Second}},
 	} {
 		clk.Advance(c.advance)
 		for _, s := range stores {
@@ -1108,12 +1116,12 @@ func testClockSkew(t *testing.T, ps protoStore, srv *testserver.Server) {
 			cost int64
 			want spigot.Decision
 		}{
-			{x, "behind", 10, spigot.Decision{N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{x, "behind", 10, spigot.Decision{N: 10, Remaining: 0, ResetAfter: 10 * time.Second, RefillAfter: time.Second}},
 			// 10 s later by its clock: the bucket refilled, a second capacity.
-			{y, "ahead", 10, spigot.Decision{N: 10, Remaining: 0, ResetAfter: 10 * time.Second}},
+			{y, "ahead", 10, spigot.Decision{N: 10, Remaining: 0, ResetAfter: 10 * time.Second, RefillAfter: time.Second}},
 			// The stamp is now 10 s ahead of this caller: it waits the skew too.
-			{x, "behind", 1, spigot.Decision{Remaining: 0, RetryAfter: 11 * time.Second, ResetAfter: 20 * time.Second}},
-			{y, "ahead", 1, spigot.Decision{Remaining: 0, RetryAfter: time.Second, ResetAfter: 10 * time.Second}},
+			{x, "behind", 1, spigot.Decision{Remaining: 0, RetryAfter: 11 * time.Second, ResetAfter: 20 * time.Second, RefillAfter: 11 * time.Second}},
+			{y, "ahead", 1, spigot.Decision{Remaining: 0, RetryAfter: time.Second, ResetAfter: 10 * time.Second, RefillAfter: time.Second}},
 		} {
 			if got := take(t, c.s, b, "k", c.cost); got != c.want {
 				t.Errorf("step %d: the caller %s, cost %d: got %s; want %s", i, c.who, c.cost, show(got), show(c.want))
@@ -1440,32 +1448,35 @@ func TestMalformedReply(t *testing.T) {
 				action spigot.Action
 				want   string // in the error
 			}{
-				{"*3\r\n:1\r\n:19\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 4 integers, got 3 values"},
-				// The reply of the script before this one, {allowed, moved,
-				// remaining, retry, reset}. (That of the script before
-				// operations, {allowed, remaining, retry, reset}, has
-				// today's length and reads as today's: no case here.)
-				{"*5\r\n:1\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: want 4 integers, got 5 values"},
-				{"*6\r\n:1\r\n:19\r\n:0\r\n:0\r\n:0\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 4 integers, got 6 values"},
-				{"+OK\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 4 integers, got string"},
-				{":1\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
-				{"*4\r\n$1\r\n1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 1 is string, want an integer"},
-				{"*4\r\n:1\r\n:19\r\n*-1\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 3 is <nil>, want an integer"},
-				{"*4\r\n:1\r\n*1\r\n:1\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 2 is []interface {}, want an integer"},
-				{"*4\r\n:-1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: moved -1 tokens"},
-				{"*4\r\n:0\r\n:-1\r\n:5\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: remaining is -1"},
-				{"*4\r\n:0\r\n:19\r\n:-2\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: retry-after is -2 ms"},
-				{"*4\r\n:0\r\n:19\r\n:0\r\n:9223372036855\r\n", spigot.Take, "spigot: malformed reply from the script: reset-after is 9223372036855 ms"},
-				{"*4\r\n:2\r\n:0\r\n:5\r\n:3000\r\n", spigot.TakeUpTo, "spigot: malformed reply from the script: denied, yet moved 2 tokens"},
+				{"*3\r\n:1\r\n:19\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 3 values"},
+				// The replies of the scripts before this one, {moved,
+				// remaining, retry, reset} and, before operations, {allowed,
+				// remaining, retry, reset}. (That of the script between them,
+				// {allowed, moved, remaining, retry, reset}, has today's
+				// length and reads as today's: no case here.)
+				{"*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 4 values"},
+				{"*6\r\n:1\r\n:19\r\n:0\r\n:0\r\n:0\r\n:0\r\n", spigot.Take, "spigot: malformed reply from the script: want 5 integers, got 6 values"},
+				{"+OK\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 5 integers, got string"},
+				{":1\r\n", spigot.Take, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
+				{"*5\r\n$1\r\n1\r\n:19\r\n:0\r\n:3000\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 1 is string, want an integer"},
+				{"*5\r\n:1\r\n:19\r\n*-1\r\n:3000\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 3 is <nil>, want an integer"},
+				{"*5\r\n:1\r\n*1\r\n:1\r\n:0\r\n:3000\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: value 2 is []interface {}, want an integer"},
+				{"*5\r\n:-1\r\n:19\r\n:0\r\n:3000\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: moved -1 tokens"},
+				{"*5\r\n:0\r\n:-1\r\n:5\r\n:3000\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: remaining is -1"},
+				{"*5\r\n:0\r\n:19\r\n:-2\r\n:3000\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: retry-after is -2 ms"},
+				{"*5\r\n:0\r\n:19\r\n:0\r\n:9223372036855\r\n:3000\r\n", spigot.Take, "spigot: malformed reply from the script: reset-after is 9223372036855 ms"},
+				{"*5\r\n:0\r\n:19\r\n:0\r\n:3000\r\n:-7\r\n", spigot.Take, "spigot: malformed reply from the script: refill-after is -7 ms"},
+				{"*5\r\n:2\r\n:0\r\n:5\r\n:3000\r\n:5\r\n", spigot.TakeUpTo, "spigot: malformed reply from the script: denied, yet moved 2 tokens"},
 				{"$-1\r\n", spigot.Take, "nil"},
 				{"-ERR something broke\r\n", spigot.Take, "something broke"}, // some clients drop the "ERR"
 				// The replies of the script before operations to a reset,
-				// and the script before this one's, {1, moved, capacity, 0, 0}.
-				{":1\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
-				{":0\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 4 integers, got int64"},
-				{"*5\r\n:1\r\n:1\r\n:20\r\n:0\r\n:0\r\n", spigot.Reset, "spigot: malformed reply from the script: want 4 integers, got 5 values"},
-				{"+1\r\n", spigot.Refund, "spigot: malformed reply from the script: want an array of 4 integers, got string"},
-				{"*4\r\n:1\r\n:19\r\n:7\r\n:3000\r\n", spigot.Peek, "spigot: malformed reply from the script: denied, yet moved 1 tokens"},
+				// and the scripts before this one's, {1, moved, capacity, 0,
+				// 0} and {moved, capacity, 0, 0}.
+				{":1\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
+				{":0\r\n", spigot.Reset, "spigot: malformed reply from the script: want an array of 5 integers, got int64"},
+				{"*4\r\n:1\r\n:20\r\n:0\r\n:0\r\n", spigot.Reset, "spigot: malformed reply from the script: want 5 integers, got 4 values"},
+				{"+1\r\n", spigot.Refund, "spigot: malformed reply from the script: want an array of 5 integers, got string"},
+				{"*5\r\n:1\r\n:19\r\n:7\r\n:3000\r\n:7\r\n", spigot.Peek, "spigot: malformed reply from the script: denied, yet moved 1 tokens"},
 			} {
 				f := startFake(t, func(string) string { return c.reply })
 				s := ps.new(t, []string{f.addr}, storeOpts{})
@@ -1557,11 +1568,11 @@ func TestNoReplay(t *testing.T) {
 					if cmd == "EVALSHA" {
 						return "-NOSCRIPT No matching script. Please use EVAL.\r\n"
 					}
-					return "*4\r\n:1\r\n:19\r\n:0\r\n:3000\r\n"
+					return "*5\r\n:1\r\n:19\r\n:0\r\n:3000\r\n:3000\r\n"
 				})
 				s := ps.new(t, []string{f.addr}, storeOpts{})
 				a, err := s.Do(context.Background(), takeOp(b, "k", 1))
-				if want := (spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second}); err != nil || a != want {
+				if want := (spigot.Decision{N: 1, Remaining: 19, ResetAfter: 3 * time.Second, RefillAfter: 3 * time.Second}); err != nil || a != want {
 					t.Errorf("Take after NOSCRIPT = %s, %v; want %s", show(a), err, show(want))
 				}
 				if sha, eval := f.evalsha.Load(), f.eval.Load(); sha != 1 || eval != 1 {
