@@ -125,8 +125,10 @@ func forget(c limit) {
 // whole tokens (or requests) that a Take could have now, RetryAfter the
 // exact wait after which the same Take is admitted if nothing else takes
 // capacity (Never when N is above the capacity), ResetAfter the time until
-// the limit is whole again, after which its state is forgotten. Only a
-// leaky bucket sets Decision.Delay.
+// the limit is whole again, after which its state is forgotten, and
+// RefillAfter the time until one more token than Remaining is admitted
+// (the effective window of the IETF RateLimit field). Only a leaky bucket
+// sets Decision.Delay.
 type Kind uint8
 
 // The kinds of limit.

@@ -115,16 +115,17 @@ type Decision struct {
 	// limit is full again; 0 when it is full, or unknown (Degraded).
 	// Stores that expire state use it as the key's time to live.
 	ResetAfter time.Duration
-	// RefillAfter is the limit's effective window: how long, rounded up to
-	// the millisecond, the Remaining tokens are all the key can have. If a
-	// request took them now, RefillAfter is the wait before one more token
-	// would be admitted: a bucket's next token, a leaky bucket's next
-	// place, a fixed window's next window, a sliding log's oldest entry
-	// leaving it, a sliding window's weighted count falling by one. It is
-	// the t of the IETF RateLimit header field, and the RetryAfter of a
-	// denied Take of one token. It is above 0 for every decision that
-	// comes from the key's state (Never for a bucket of capacity 0), and 0
-	// when the decision is Degraded.
+	// RefillAfter is how long, rounded up to the millisecond, the
+	// Remaining tokens are all the key may take: the limit's effective
+	// window, the t of the IETF RateLimit header field. If the Remaining
+	// tokens were taken now, one more would be admitted after RefillAfter,
+	// if nothing else takes tokens meanwhile: a token bucket's next token,
+	// a leaky bucket's next place, a fixed window's next window, a sliding
+	// window's count falling enough for one more, a sliding log's oldest
+	// entry leaving it. When Remaining is 0, it is the RetryAfter of a
+	// Take of one. It is Never for a capacity of 0, above 0 for every
+	// other decision that comes from the key's state, and 0 when the
+	// decision is Degraded.
 	RefillAfter time.Duration
 	// Delay is how long an admitted request must wait before it goes
 	// ahead, to the microsecond: its turn in a leaky bucket's queue (see
@@ -141,7 +142,8 @@ func (d Decision) Allowed() bool { return d.RetryAfter == 0 }
 // Degraded reports that the decision does not come from the key's state:
 // a store that could not reach it decided by a policy (such as
 // store/hybrid's FailOpen and FailClosed), and Remaining is -1. Headers and
-// metrics should not report its Remaining and ResetAfter as the limit's.
+// metrics should not report its Remaining, ResetAfter and RefillAfter as
+// the limit's.
 func (d Decision) Degraded() bool { return d.Remaining < 0 }
 
 // State is what a store keeps for one key of one limit, between
@@ -278,6 +280,11 @@ func (s *State) IsZero() bool {
 //
 // A Take then a Refund of the Take's N, at the same instant, leave the
 // state as a Take of 0 there would: as if neither happened.
+//
+// On every kind, a decision's RefillAfter is, on the state Apply leaves
+// (a Peek's, the state it was given), the RetryAfter of a Take of one
+// after a Take of Remaining, both at now; Apply works it out without
+// applying them.
 //
 // For an invalid op, Apply returns the error of Op.Check, as a store must,
 // and leaves *s as it was.

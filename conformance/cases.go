@@ -23,6 +23,7 @@ import (
 //	RetryAfter = ceil_ms((cost - tokens) / refill), Never if cost > capacity
 //	ResetAfter = ceil_ms((capacity - tokens) / refill)
 //	Remaining  = floor(tokens)
+//	RefillAfter = ceil_ms((Remaining + 1 - tokens) / refill), Never if capacity is 0
 //
 // and never by calling spigot.Op.Apply, which a store under test may use.
 
@@ -218,24 +219,26 @@ func testCapacityZero(t testing.TB, e env) {
 	})
 }
 
-// testExactFields7per10s: Remaining, RetryAfter and ResetAfter at fixed
-// instants, at a rate whose token is not a whole number of milliseconds:
-// 7 every 10s, one token every 1428.571…ms, 0.7 tokens a second.
+// testExactFields7per10s: Remaining, RetryAfter, ResetAfter and
+// RefillAfter at fixed instants, at a rate whose token is not a whole
+// number of milliseconds: 7 every 10s, one token every 1428.571…ms, 0.7
+// tokens a second.
 func testExactFields7per10s(t testing.TB, e env) {
 	b := e.bucket(t, "fields-7/10s", 7, spigot.Per(7, 10*s))
+	r := withRefill
 	play(t, e, b, "k", []step{
-		{0, 7, allow(0, 10*s)},
-		{1 * s, 1, deny(0, 429*ms, 9*s)},            // 0.7 held; 0.3 token: 428.57ms; 6.3 tokens: 9s
-		{1429 * ms, 1, allow(0, 10*s)},              // 1.0003 held, 0.0003 left; 6.9997 tokens: 9999.57ms
-		{5 * s, 2, allow(0, 9286*ms)},               // 0.0003 + 3.571×0.7 = 2.5 held, 0.5 left; 6.5 tokens: 9285.71ms
-		{5 * s, 1, deny(0, 715*ms, 9286*ms)},        // 0.5 token: 714.29ms
-		{5714 * ms, 1, deny(0, 1*ms, 8572*ms)},      // 0.9998 held; 0.0002 token: 0.29ms; 6.0002 tokens: 8571.71ms
-		{5715 * ms, 1, allow(0, 10*s)},              // 1.0005 held, 0.0005 left; 6.9995 tokens: 9999.29ms
-		{20 * s, 0, allow(7, 0)},                    // full
-		{20 * s, 8, deny(7, spigot.Never, 0)},       // over capacity
-		{20*s + 1*ms, 7, allow(0, 10*s)},            // nothing was taken
-		{20*s + 1*ms, 7, deny(0, 10*s, 10*s)},       // 7 tokens: 10s
-		{20*s + 2*ms, 1, deny(0, 1428*ms, 9999*ms)}, // 0.0007 held; 0.9993 token: 1427.57ms; 6.9993 tokens: 9999ms
+		{0, 7, r(allow(0, 10*s), 1429*ms)},
+		{1 * s, 1, r(deny(0, 429*ms, 9*s), 429*ms)},             // 0.7 held; 0.3 token: 428.57ms; 6.3 tokens: 9s
+		{1429 * ms, 1, r(allow(0, 10*s), 1429*ms)},              // 1.0003 held, 0.0003 left; 6.9997 tokens: 9999.57ms; 0.9997 token: 1428.14ms
+		{5 * s, 2, r(allow(0, 9286*ms), 715*ms)},                // 0.0003 + 3.571×0.7 = 2.5 held, 0.5 left; 6.5 tokens: 9285.71ms
+		{5 * s, 1, r(deny(0, 715*ms, 9286*ms), 715*ms)},         // 0.5 token: 714.29ms
+		{5714 * ms, 1, r(deny(0, 1*ms, 8572*ms), 1*ms)},         // 0.9998 held; 0.0002 token: 0.29ms; 6.0002 tokens: 8571.71ms
+		{5715 * ms, 1, r(allow(0, 10*s), 1428*ms)},              // 1.0005 held, 0.0005 left; 6.9995 tokens: 9999.29ms; 0.9995 token: 1427.86ms
+		{20 * s, 0, r(allow(7, 0), 1429*ms)},                    // full
+		{20 * s, 8, r(deny(7, spigot.Never, 0), 1429*ms)},       // over capacity
+		{20*s + 1*ms, 7, r(allow(0, 10*s), 1429*ms)},            // nothing was taken
+		{20*s + 1*ms, 7, r(deny(0, 10*s, 10*s), 1429*ms)},       // 7 tokens: 10s
+		{20*s + 2*ms, 1, r(deny(0, 1428*ms, 9999*ms), 1428*ms)}, // 0.0007 held; 0.9993 token: 1427.57ms; 6.9993 tokens: 9999ms
 	})
 }
 

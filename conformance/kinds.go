@@ -30,6 +30,7 @@ var kindCases = []testCase{
 	{"kinds-config-change", testKindsConfigChange},
 	{"kinds-random-operations", testKindsRandomOperations},
 	{"kinds-ttl", testKindsTTL},
+	{"refill-after", testRefillAfter},
 }
 
 // kind returns the limit a constructor made of name plus the run's suffix.
@@ -256,6 +257,73 @@ func testLeakyBucketQueue(t testing.TB, e env) {
 		{40500 * us, spigot.Take, 3, took(3, 0, 30*ms)},
 		{40500 * us, spigot.Reset, 0, took(3, 3, 0)},
 		{40500 * us, spigot.Take, 0, allow(3, 0)},
+	})
+}
+
+// testRefillAfter: Decision.RefillAfter on every kind and action, worked
+// out by hand: once the Remaining tokens are taken, the time until one
+// more is admitted. (The random cases check it on every step against the
+// models, which take Remaining and then one more on a copy.)
+func testRefillAfter(t testing.TB, e env) {
+	r := withRefill
+	// A token bucket of 3, a token every 2 s: a full one's is a token's
+	// interval; a fraction left refills to a whole token; a clock behind
+	// the stamp adds its lag.
+	playOps(t, e, e.bucket(t, "refill-bucket", 3, spigot.Per(1, 2*s)), "k", []opStep{
+		{0, spigot.Take, 0, r(allow(3, 0), 2*s)},
+		{0, spigot.Peek, 4, r(deny(3, spigot.Never, 0), 2*s)},
+		{0, spigot.Take, 3, r(took(3, 0, 6*s), 2*s)},
+		{500 * ms, spigot.Take, 1, r(deny(0, 1500*ms, 5500*ms), 1500*ms)},
+		{2500 * ms, spigot.TakeUpTo, 5, r(took(1, 0, 5500*ms), 1500*ms)}, // 1.25: one taken
+		{2500 * ms, spigot.Refund, 2, r(took(2, 2, 1500*ms), 1500*ms)},
+		{2500 * ms, spigot.Reset, 0, r(took(1, 3, 0), 2*s)},
+		{10 * s, spigot.Take, 3, r(took(3, 0, 6*s), 2*s)},
+		{9 * s, spigot.Take, 0, r(allow(0, 7*s), 3*s)}, // 1 s behind the stamp
+	})
+	playOps(t, e, e.bucket(t, "refill-none", 0, spigot.PerSecond(1)), "k", []opStep{
+		{0, spigot.Take, 0, r(allow(0, 0), spigot.Never)},
+	})
+	// A leaky bucket of 2 places, one a second: the next place.
+	playOps(t, e, e.leakyBucket(t, "refill-leaky", 2, spigot.PerSecond(1)), "k", []opStep{
+		{0, spigot.Take, 1, r(took(1, 1, 1*s), 1*s)},
+		{0, spigot.Take, 1, r(waits(1, 0, 2*s, 1*s), 1*s)},
+		{250 * ms, spigot.Take, 1, r(deny(0, 750*ms, 1750*ms), 750*ms)},
+	})
+	// A fixed window of 10 a second: the next window.
+	playOps(t, e, e.fixedWindow(t, "refill-fixed", spigot.PerSecond(10), 0), "k", []opStep{
+		{300 * ms, spigot.Take, 0, r(allow(10, 0), 700*ms)},
+		{300 * ms, spigot.Take, 4, r(took(4, 6, 700*ms), 700*ms)},
+		{400 * ms, spigot.Take, 7, r(deny(6, 600*ms, 600*ms), 600*ms)},
+		{400 * ms, spigot.Reset, 0, r(took(4, 10, 0), 600*ms)},
+	})
+	// A sliding window of 10 a second, 8 taken in the previous window: at
+	// 30% of this one 4 fit, and with them taken one more fits once 4 + 8
+	// × (1000 − e)/1000 ≤ 9, at e = 375 ms.
+	playOps(t, e, e.slidingWindow(t, "refill-sliding", spigot.PerSecond(10)), "k", []opStep{
+		{0, spigot.Take, 8, r(took(8, 2, 2*s), 1100*ms)}, // next window, 10 × (1000 − e)/1000 ≤ 9
+		{1300 * ms, spigot.Take, 4, r(took(4, 0, 1700*ms), 75*ms)},
+		{1300 * ms, spigot.Take, 1, r(deny(0, 75*ms, 1700*ms), 75*ms)},
+		{1400 * ms, spigot.Refund, 5, r(took(5, 5, 600*ms), 29*ms)}, // 0 + 7 × 0.6: once 5 + 7 × (1000 − e)/1000 ≤ 9
+	})
+	// A sliding log of 3 in 10 s: the oldest entry left leaving; an empty
+	// log's, the window.
+	playOps(t, e, e.slidingLog(t, "refill-log", spigot.Per(3, 10*s)), "k", []opStep{
+		{0, spigot.Take, 0, r(allow(3, 0), 10*s)},
+		{0, spigot.Take, 1, r(took(1, 2, 10*s), 10*s)},
+		{4 * s, spigot.Take, 1, r(took(1, 1, 10*s), 6*s)},
+		{11 * s, spigot.Peek, 0, r(allow(2, 3*s), 3*s)}, // the first has left
+		{11 * s, spigot.Take, 2, r(took(2, 0, 10*s), 3*s)},
+		{11 * s, spigot.Take, 1, r(deny(0, 3*s, 10*s), 3*s)},
+		{11 * s, spigot.Reset, 0, r(took(3, 3, 0), 10*s)},
+	})
+	// Another kind's state: used up until its FullAt, 5 s ahead; a Reset
+	// forgets it, and the minute's window (t0 is 5 s into one) ends 55 s
+	// after t0.
+	other := e.bucket(t, "refill-other", 5, spigot.PerSecond(1))
+	playOps(t, e, other, "k", []opStep{{0, spigot.Take, 5, r(took(5, 0, 5*s), 1*s)}})
+	playOps(t, e, e.fixedWindow(t, "refill-other", spigot.PerMinute(10), 0), "k", []opStep{
+		{2 * s, spigot.Take, 1, r(deny(0, 3*s, 3*s), 3*s)},
+		{2 * s, spigot.Reset, 0, r(took(10, 10, 0), 53*s)},
 	})
 }
 

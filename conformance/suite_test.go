@@ -350,6 +350,30 @@ var mutants = []mutant{
 		msg:      "Delay = 0s, want 10ms",
 	},
 	{
+		// A store from before RefillAfter.
+		name: "without RefillAfter",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			next, d := apply(op, s, now)
+			d.RefillAfter = 0
+			return next, d
+		}),
+		mustFail: []string{"exact-fields-7-per-10s", "random-operations", "kinds-random-operations", "refill-after"},
+		msg:      "RefillAfter = 0s, want 1.429s",
+	},
+	{
+		// The time until full, draft-10's t, for the effective window.
+		name: "RefillAfter is the time until full",
+		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			next, d := apply(op, s, now)
+			if d.ResetAfter > 0 {
+				d.RefillAfter = d.ResetAfter
+			}
+			return next, d
+		}),
+		mustFail: []string{"exact-fields-7-per-10s", "random-operations", "kinds-random-operations", "refill-after"},
+		msg:      "RefillAfter = 10s, want 1.429s",
+	},
+	{
 		name: "a sliding window counts its own window alone",
 		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
 			if op.Limit.Kind() == spigot.SlidingWindow {

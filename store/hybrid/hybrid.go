@@ -145,7 +145,7 @@ const (
 	// Local decides on the local store (the default).
 	Local Policy = iota
 	// FailOpen admits every request, with a Degraded Decision (Remaining
-	// -1, ResetAfter 0): nothing is known of the bucket.
+	// -1, ResetAfter and RefillAfter 0): nothing is known of the bucket.
 	FailOpen
 	// FailClosed denies every request, with a Degraded Decision whose
 	// RetryAfter is the time until the breaker's next probe (the cooldown
