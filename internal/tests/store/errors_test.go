@@ -390,7 +390,7 @@ func TestUnavailableOpensBreaker(t *testing.T) {
 							cancel()
 							if slices.Contains(o.answers, a) {
 								// On a full bucket, as the key holds no state.
-								if want := (spigot.Decision{Remaining: 3}); err != nil || d != want {
+								if want := (spigot.Decision{Remaining: 3, RefillAfter: time.Hour}); err != nil || d != want {
 									t.Errorf("Do(%v) = %s, %v; want %s: the script writes nothing the server refuses", op, show(d), err, show(want))
 								}
 								continue
