@@ -28,11 +28,6 @@ func newModel(capacity int64, r spigot.Rate) *model {
 	}
 }
 
-// take applies a Take of cost tokens at now and returns its decision.
-func (m *model) take(now time.Time, cost int64) spigot.Decision {
-	return m.apply(now, spigot.Take, cost)
-}
-
 // apply applies an operation at now and returns its decision. A Peek
 // decides as a Take would, on a copy: it changes nothing.
 func (m *model) apply(now time.Time, action spigot.Action, n int64) spigot.Decision {
