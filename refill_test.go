@@ -155,3 +155,27 @@ func TestRefillAfterDegraded(t *testing.T) {
 		}
 	}
 }
+
+// TestRefillAfterEmptyLogAhead: a sliding log's state without entries,
+// stamped ahead of the clock (a store's value; Apply never writes one),
+// keeps its stamp through a Peek, where the first token taken would go,
+// and is forgotten by any other action.
+func TestRefillAfterEmptyLogAhead(t *testing.T) {
+	l := spigot.Must(spigot.NewSlidingLog("log", spigot.Per(3, 10*s)))
+	T := tDay.UnixMicro()
+	ahead := spigot.State{Kind: spigot.SlidingLog, Stamp: T + 2e6, FullAt: T + 5e6}
+	for i, c := range []struct {
+		act  spigot.Action
+		want time.Duration
+	}{
+		{spigot.Peek, 12 * s}, // taken at the stamp, 2 s ahead: a window after it
+		{spigot.Take, 10 * s}, // a Take of 0 leaves no state: taken now
+		{spigot.Refund, 10 * s},
+	} {
+		op := spigot.Op{Limit: l, Key: "k", Action: c.act}
+		next, got := applyCopy(op, ahead, tDay)
+		if got.Remaining != 3 || got.RefillAfter != c.want || got.RefillAfter != refillAfter(l, next, tDay, 3) {
+			t.Errorf("step %d: %v 0 = %+v; want Remaining 3, RefillAfter %v, the definition's %v", i, c.act, got, c.want, refillAfter(l, next, tDay, 3))
+		}
+	}
+}
