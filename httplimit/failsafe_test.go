@@ -148,7 +148,8 @@ func TestOptionPanics(t *testing.T) {
 		{"WithNeverStatus(0)", func() { httplimit.WithNeverStatus(0) }},
 		{"WithNeverStatus(200)", func() { httplimit.WithNeverStatus(200) }},
 		{"WithNeverStatus(1000)", func() { httplimit.WithNeverStatus(1000) }},
-		{"WithHeaders(4)", func() { httplimit.WithHeaders(4) }},
+		{"WithHeaders(8)", func() { httplimit.WithHeaders(8) }},
+		{"WithHeaders(IETF|IETFDraft10)", func() { httplimit.WithHeaders(httplimit.IETF | httplimit.IETFDraft10) }},
 		{"WithCost", func() { httplimit.WithCost(nil) }},
 		{"WithDenyHandler", func() { httplimit.WithDenyHandler(nil) }},
 		{"WithKeyErrorHandler", func() { httplimit.WithKeyErrorHandler(nil) }},
@@ -172,4 +173,5 @@ func TestOptionPanics(t *testing.T) {
 	httplimit.WithNeverStatus(599)
 	httplimit.WithHeaders(0)
 	httplimit.WithHeaders(httplimit.IETF | httplimit.Legacy)
+	httplimit.WithHeaders(httplimit.IETFDraft10 | httplimit.Legacy)
 }

@@ -3,21 +3,36 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spigot-go/spigot"
 )
 
 // Headers selects the sets of rate-limit headers the middleware sends.
+// Combine them with |; IETF and IETFDraft10 exclude each other.
 type Headers uint8
 
 // The sets of headers. The default is IETF|Legacy: the IETF fields are
 // the standard being written, and the legacy ones are what most clients
 // and SDKs read today; together they cost about 150 bytes a response.
 // Retry-After (RFC 9110) is always sent on a denial that a wait can admit.
+//
+// Every count the fields hold is at most 999,999,999,999,999, the largest
+// integer of a structured field (RFC 8941, 15 digits): a larger capacity or
+// remaining count is sent as that, which understates it.
+//
+// A middleware nested in another (one on the mux, one on a route) adds
+// to what the outer one set: its RateLimit-Policy and RateLimit members
+// go after the outer one's, in one field line, and replace those of the
+// same name, since the inner middleware decided later. The legacy fields
+// stay those of the limit that decided across both: the inner one's when
+// it denies, otherwise the one with the fewest remaining, the outer one's
+// on a tie. A field that an outer handler set and that cannot be read so
+// is replaced.
 const (
 	// IETF is RateLimit-Policy and RateLimit, as in
-	// draft-ietf-httpapi-ratelimit-headers-10, with one list member per
+	// draft-ietf-httpapi-ratelimit-headers-12, with one list member per
 	// limit:
 	//
 	//	RateLimit-Policy: "per-address";q=20;w=60, "per-user";q=5;w=300
@@ -28,14 +43,20 @@ const (
 	// rate): the bucket admits at most q requests at once, and q more over
 	// each w. For a window (fixed, sliding, or a log), q is the limit and w
 	// the window; for a leaky bucket, q is the queue's size and w the time
-	// it takes to drain. r is what a request may take now and t the
-	// seconds, rounded up, until the limit is whole again if nothing takes
-	// from it (a fixed window's next window, a sliding one's or a log's
-	// last request a window old, a queue drained). A client can rely
-	// on r requests of cost 1 being admitted now, barring other traffic
-	// on the key, and on t never being early. A limit whose decision is
-	// Degraded (store/hybrid's FailOpen or FailClosed) says nothing of the
-	// bucket, and has no RateLimit member.
+	// it takes to drain. A bucket of capacity 0 has no w.
+	//
+	// r is what a request may take now, and t the effective window: the
+	// seconds, rounded up, within which the limit admits no more than r in
+	// all (see spigot.Decision.RefillAfter). That is until a bucket's next
+	// token, a queue's next free place, a fixed window's next window, a
+	// sliding window's count falling by one more, a log's oldest request
+	// being a window old. A limit that is whole (r is q) has no t: no wait
+	// adds to it. A client can rely on r requests of cost 1 being admitted
+	// now, barring other traffic on the key, and on no more being admitted
+	// before t. A denial's Retry-After is never earlier than the end of
+	// the deciding limit's t. A limit whose decision is Degraded
+	// (store/hybrid's FailOpen or FailClosed) says nothing of the bucket,
+	// and has no RateLimit member.
 	IETF Headers = 1 << iota
 	// Legacy is X-RateLimit-Limit (the capacity), X-RateLimit-Remaining
 	// and X-RateLimit-Reset (seconds until the bucket is full again,
@@ -44,7 +65,20 @@ const (
 	// denied it, or, when all allowed it, the one with the fewest tokens
 	// left. A Degraded decision has only X-RateLimit-Limit.
 	Legacy
+	// IETFDraft10 is RateLimit-Policy and RateLimit as in
+	// draft-ietf-httpapi-ratelimit-headers-10, for clients written to it:
+	// as IETF, but every RateLimit member has a t, which is the seconds,
+	// rounded up, until the limit is whole again if nothing takes from it
+	// (X-RateLimit-Reset; 0 when it is whole), so that a denial may say
+	// r=0;t=300 with Retry-After: 60. It excludes IETF: WithHeaders(IETF |
+	// IETFDraft10) panics.
+	IETFDraft10
 )
+
+// valid reports whether h is a set that Headers defines.
+func (h Headers) valid() bool {
+	return h&^(IETF|Legacy|IETFDraft10) == 0 && h&(IETF|IETFDraft10) != IETF|IETFDraft10
+}
 
 // The canonical forms of the header names (as http.CanonicalHeaderKey
 // writes them, so that Header.Get finds them).
@@ -57,17 +91,26 @@ const (
 	hRetryAfter = "Retry-After"
 )
 
+// maxSF is the largest integer a structured field may hold (RFC 8941
+// §3.3.1: 15 digits). Counts above it are sent as it.
+const maxSF = 999_999_999_999_999
+
 // setHeaders sets in h the rate-limit headers of the decisions out on
-// limits, of which limits[by] decided d. It builds every value in one
-// buffer: one allocation for the values and one for their slices.
+// limits, of which limits[by] decided d, merged with those that an outer
+// middleware already set in h. It builds every value in one buffer: one
+// allocation for the values and one for their slices.
 func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spigot.Decision, by int, d spigot.Decision) {
 	var buf [512]byte
 	var keys [6]string
 	var ends [6]int
 	b, n := buf[:0], 0
-	if m.headers&IETF != 0 {
+	if m.headers&(IETF|IETFDraft10) != 0 {
+		from := len(b)
+		if old := h[hPolicy]; old != nil {
+			b = keepMembers(b, old, limits, nil)
+		}
 		for i := range limits {
-			if i > 0 {
+			if len(b) > from {
 				b = append(b, ", "...)
 			}
 			if p := m.policyOf(limits[i]); p != "" {
@@ -77,41 +120,57 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 			}
 		}
 		keys[n], ends[n], n = hPolicy, len(b), n+1
-		members := 0
+		from = len(b)
+		if old := h[hRateLimit]; old != nil {
+			b = keepMembers(b, old, limits, out)
+		}
+		draft10 := m.headers&IETFDraft10 != 0
 		for i, d := range out {
 			if d.Degraded() {
 				continue
 			}
-			if members++; members > 1 {
+			if len(b) > from {
 				b = append(b, ", "...)
 			}
 			b = appendSFString(b, limits[i].Name())
 			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, d.Remaining, 10)
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, seconds(d.ResetAfter), 10)
+			b = strconv.AppendInt(b, min(d.Remaining, maxSF), 10)
+			if draft10 {
+				b = append(b, ";t="...)
+				b = strconv.AppendInt(b, min(seconds(d.ResetAfter), maxSF), 10)
+			} else if w := effectiveWindow(limits[i], d); w > 0 {
+				b = append(b, ";t="...)
+				b = strconv.AppendInt(b, min(seconds(w), maxSF), 10)
+			}
 		}
-		if members > 0 {
+		if len(b) > from {
 			keys[n], ends[n], n = hRateLimit, len(b), n+1
 		}
 	}
 	if m.headers&Legacy != 0 {
 		decided := out[by]
-		b = strconv.AppendInt(b, limits[by].Capacity(), 10)
-		keys[n], ends[n], n = hLimit, len(b), n+1
-		if !decided.Degraded() {
-			b = strconv.AppendInt(b, decided.Remaining, 10)
-			keys[n], ends[n], n = hRemaining, len(b), n+1
-			reset := decided.ResetAfter
-			if m.epoch {
-				reset += time.Duration(m.clock.Now().UnixNano())
+		nested := h[hLimit] != nil
+		if !nested || !d.Allowed() || !keepLegacy(h, decided) {
+			b = strconv.AppendInt(b, min(limits[by].Capacity(), maxSF), 10)
+			keys[n], ends[n], n = hLimit, len(b), n+1
+			if !decided.Degraded() {
+				b = strconv.AppendInt(b, min(decided.Remaining, maxSF), 10)
+				keys[n], ends[n], n = hRemaining, len(b), n+1
+				reset := seconds(decided.ResetAfter)
+				if m.epoch {
+					now := m.clock.Now()
+					reset = now.Unix() + seconds(time.Duration(now.Nanosecond())+decided.ResetAfter)
+				}
+				b = strconv.AppendInt(b, min(reset, maxSF), 10)
+				keys[n], ends[n], n = hReset, len(b), n+1
+			} else if nested {
+				delete(h, hRemaining)
+				delete(h, hReset)
 			}
-			b = strconv.AppendInt(b, seconds(reset), 10)
-			keys[n], ends[n], n = hReset, len(b), n+1
 		}
 	}
 	if !d.Allowed() && d.RetryAfter != spigot.Never {
-		b = strconv.AppendInt(b, max(seconds(d.RetryAfter), 1), 10)
+		b = strconv.AppendInt(b, min(max(seconds(d.RetryAfter), 1), maxSF), 10)
 		keys[n], ends[n], n = hRetryAfter, len(b), n+1
 	}
 	if n == 0 {
@@ -125,6 +184,235 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 		from = ends[i]
 		h[keys[i]] = vals[i : i+1 : i+1]
 	}
+}
+
+// effectiveWindow returns the time within which d's limit admits no more
+// than d.Remaining in all: the RateLimit field's t. It is 0 when no wait
+// adds to Remaining (a full limit).
+func effectiveWindow(_ spigot.Limit, d spigot.Decision) time.Duration {
+	return d.ResetAfter // TODO: RefillAfter
+}
+
+// keepLegacy reports whether the X-RateLimit-* fields already in h, set
+// by an outer middleware, describe a limit with no more remaining than
+// decided, which admitted the request: if so they stay. A Degraded
+// decision has the fewest (none known), and of two equal the outer one
+// stays, as spigot.Combine decides. Fields it cannot read are replaced.
+func keepLegacy(h http.Header, decided spigot.Decision) bool {
+	if _, ok := count(h[hLimit]); !ok {
+		return false
+	}
+	rem := int64(-1) // no X-RateLimit-Remaining: a Degraded decision
+	if v := h[hRemaining]; v != nil {
+		r, ok := count(v)
+		if !ok {
+			return false
+		}
+		rem = r
+	}
+	return rem <= min(decided.Remaining, maxSF)
+}
+
+// count returns the non-negative integer of a field of one line.
+func count(v []string) (int64, bool) {
+	if len(v) != 1 || v[0] == "" || v[0][0] < '0' || v[0][0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[0], 10, 64)
+	return n, err == nil
+}
+
+// keepMembers appends to b, comma-separated, the members of the list
+// field old (an outer middleware's RateLimit-Policy, or RateLimit, in one
+// or more field lines) that have no counterpart among limits: a member
+// whose name is that of one of limits (with out, of one whose decision is
+// not Degraded) is left out, to be replaced. If old is not a list of
+// members whose values are strings (RFC 8941), it appends nothing, so
+// that the field is replaced.
+func keepMembers(b []byte, old []string, limits []spigot.Limit, out []spigot.Decision) []byte {
+	from := len(b)
+	for _, line := range old {
+		s := strings.Trim(line, " \t")
+		for s != "" {
+			member, name, rest, ok := nextMember(s)
+			if !ok {
+				return b[:from]
+			}
+			if !named(name, limits, out) {
+				if len(b) > from {
+					b = append(b, ", "...)
+				}
+				b = append(b, member...)
+			}
+			s = rest
+		}
+	}
+	return b
+}
+
+// named reports whether the structured-field string name (quoted) is the
+// name of one of limits, as appendSFString writes it; with out, only of a
+// limit whose decision is not Degraded.
+func named(name string, limits []spigot.Limit, out []spigot.Decision) bool {
+	for i := range limits {
+		if out != nil && out[i].Degraded() {
+			continue
+		}
+		if sfStringIs(name, limits[i].Name()) {
+			return true
+		}
+	}
+	return false
+}
+
+// sfStringIs reports whether quoted is s as appendSFString writes it.
+func sfStringIs(quoted, s string) bool {
+	j := 1
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			if j+1 >= len(quoted) || quoted[j] != '\\' || quoted[j+1] != c {
+				return false
+			}
+			j += 2
+			continue
+		case c < 0x20 || c > 0x7e:
+			c = '?'
+		}
+		if j >= len(quoted) || quoted[j] != c {
+			return false
+		}
+		j++
+	}
+	return j == len(quoted)-1 && quoted[j] == '"'
+}
+
+// nextMember reads the first member of the list s, which starts with
+// it: an item whose value is a string, and its parameters (RFC 8941
+// §4.2.1). It returns the member, its value (the string, quoted, as
+// written), and what follows its comma, or ok false if s does not start
+// with such a member followed by the end or a comma and another member.
+func nextMember(s string) (member, name, rest string, ok bool) {
+	i := sfString(s)
+	if i == 0 {
+		return "", "", "", false
+	}
+	name = s[:i]
+	for i < len(s) && s[i] == ';' {
+		i++
+		for i < len(s) && s[i] == ' ' {
+			i++
+		}
+		k := i
+		for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] == '*' || i > k && (s[i] >= '0' && s[i] <= '9' || s[i] == '_' || s[i] == '-' || s[i] == '.')) {
+			i++
+		}
+		if i == k {
+			return "", "", "", false
+		}
+		if i < len(s) && s[i] == '=' {
+			n := bareItem(s[i+1:])
+			if n == 0 {
+				return "", "", "", false
+			}
+			i += 1 + n
+		}
+	}
+	member = s[:i]
+	rest = strings.TrimLeft(s[i:], " \t")
+	if rest == "" {
+		return member, name, "", true
+	}
+	if rest[0] != ',' {
+		return "", "", "", false
+	}
+	rest = strings.TrimLeft(rest[1:], " \t")
+	return member, name, rest, rest != ""
+}
+
+// sfString returns the length of the structured-field string that s
+// starts with, quotes included, or 0.
+func sfString(s string) int {
+	if s == "" || s[0] != '"' {
+		return 0
+	}
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			if i+1 == len(s) || s[i+1] != '"' && s[i+1] != '\\' {
+				return 0
+			}
+			i++
+		case c == '"':
+			return i + 1
+		case c < 0x20 || c > 0x7e:
+			return 0
+		}
+	}
+	return 0
+}
+
+// bareItem returns the length of the structured-field bare item that s
+// starts with (RFC 9651 §3.3), or 0.
+func bareItem(s string) int {
+	if s == "" {
+		return 0
+	}
+	i := 0
+	switch c := s[0]; {
+	case c == '"':
+		return sfString(s)
+	case c == '?':
+		if len(s) > 1 && (s[1] == '0' || s[1] == '1') {
+			return 2
+		}
+		return 0
+	case c == ':': // a byte sequence
+		for i = 1; i < len(s) && (isAlnum(s[i]) || s[i] == '+' || s[i] == '/' || s[i] == '='); i++ {
+		}
+		if i < len(s) && s[i] == ':' {
+			return i + 1
+		}
+		return 0
+	case c == '%': // a display string
+		if len(s) < 2 || s[1] != '"' {
+			return 0
+		}
+		for i = 2; i < len(s) && s[i] != '"'; i++ {
+			if s[i] < 0x20 || s[i] > 0x7e {
+				return 0
+			}
+		}
+		if i < len(s) {
+			return i + 1
+		}
+		return 0
+	case c == '@': // a date
+		i = 1
+		fallthrough
+	case c == '-' || c >= '0' && c <= '9':
+		if i < len(s) && s[i] == '-' {
+			i++
+		}
+		start, dot := i, false
+		for ; i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.' && !dot && i > start); i++ {
+			dot = dot || s[i] == '.'
+		}
+		if i == start || s[i-1] == '.' || i-start > 16 {
+			return 0
+		}
+		return i
+	case c == '*' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z': // a token
+		for i = 1; i < len(s) && (isAlnum(s[i]) || strings.IndexByte("!#$%&'*+-.^_`|~:/", s[i]) >= 0); i++ {
+		}
+		return i
+	}
+	return 0
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // policyItem returns the RateLimit-Policy member of l: "name";q=…;w=….
@@ -171,9 +459,13 @@ func appendSFString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// seconds returns d in whole seconds, rounded up.
+// seconds returns d ≥ 0 in whole seconds, rounded up.
 func seconds(d time.Duration) int64 {
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

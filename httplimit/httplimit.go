@@ -206,10 +206,10 @@ func WithCost(f func(r *http.Request) (int64, error)) Option {
 
 // WithHeaders chooses the sets of headers sent on every limited response
 // (see Headers); 0 sends none but Retry-After. The default is IETF|Legacy.
-// It panics on a set that Headers does not define.
+// It panics on a set that Headers does not define, and on IETF|IETFDraft10.
 func WithHeaders(h Headers) Option {
-	if h&^(IETF|Legacy) != 0 {
-		panic(fmt.Sprintf("spigot: httplimit: WithHeaders(%d): want IETF, Legacy, both or 0", h))
+	if !h.valid() {
+		panic(fmt.Sprintf("spigot: httplimit: WithHeaders(%d): want IETF or IETFDraft10, and or not Legacy, or 0", h))
 	}
 	return func(m *Middleware) { m.headers = h }
 }
