@@ -50,9 +50,9 @@ func Example() {
 	send(mux, request("198.51.100.1:5000"), "Ratelimit")
 	// Output:
 	// 200 Ratelimit: "api";r=2;t=1
-	// 200 Ratelimit: "api";r=1;t=2
-	// 200 Ratelimit: "api";r=0;t=3
-	// 429 Ratelimit: "api";r=0;t=3 Retry-After: 1
+	// 200 Ratelimit: "api";r=1;t=1
+	// 200 Ratelimit: "api";r=0;t=1
+	// 429 Ratelimit: "api";r=0;t=1 Retry-After: 1
 	// 200 Ratelimit: "api";r=2;t=1
 }
 
@@ -111,8 +111,8 @@ func ExampleNew_severalLimits() {
 	}
 	// Output:
 	// 200 Ratelimit: "tenant";r=99;t=1, "tenant-endpoint";r=1;t=60
-	// 200 Ratelimit: "tenant";r=98;t=1, "tenant-endpoint";r=0;t=120
-	// 429 Ratelimit: "tenant";r=97;t=1, "tenant-endpoint";r=0;t=120
+	// 200 Ratelimit: "tenant";r=98;t=1, "tenant-endpoint";r=0;t=60
+	// 429 Ratelimit: "tenant";r=97;t=1, "tenant-endpoint";r=0;t=60
 }
 
 // A plan's limit, chosen per request from limits made once.
@@ -151,9 +151,9 @@ func ExampleWithCost() {
 	}
 	// Output:
 	// 200
-	// 200 Ratelimit: "rows";r=400;t=36
-	// 429 Ratelimit: "rows";r=400;t=36 Retry-After: 12
-	// 413 Ratelimit: "rows";r=400;t=36
+	// 200 Ratelimit: "rows";r=400;t=1
+	// 429 Ratelimit: "rows";r=400;t=1 Retry-After: 12
+	// 413 Ratelimit: "rows";r=400;t=1
 	// 400
 }
 
@@ -251,7 +251,7 @@ func ExampleMiddleware_Reset() {
 	}
 	// Output:
 	// 401 Ratelimit: "login-ip";r=19;t=3, "login-user";r=4;t=60
-	// 401 Ratelimit: "login-ip";r=18;t=6, "login-user";r=3;t=120
-	// 204 Ratelimit: "login-ip";r=17;t=9, "login-user";r=2;t=180
-	// 401 Ratelimit: "login-ip";r=16;t=12, "login-user";r=4;t=60
+	// 401 Ratelimit: "login-ip";r=18;t=3, "login-user";r=3;t=60
+	// 204 Ratelimit: "login-ip";r=17;t=3, "login-user";r=2;t=60
+	// 401 Ratelimit: "login-ip";r=16;t=3, "login-user";r=4;t=60
 }

@@ -188,9 +188,23 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 
 // effectiveWindow returns the time within which d's limit admits no more
 // than d.Remaining in all: the RateLimit field's t. It is 0 when no wait
-// adds to Remaining (a full limit).
-func effectiveWindow(_ spigot.Limit, d spigot.Decision) time.Duration {
-	return d.ResetAfter // TODO: RefillAfter
+// adds to Remaining (a full limit), or when it cannot tell (a sliding
+// window or log).
+func effectiveWindow(l spigot.Limit, d spigot.Decision) time.Duration {
+	if d.ResetAfter <= 0 {
+		return 0
+	}
+	switch l.Kind() {
+	case spigot.TokenBucket, spigot.LeakyBucket:
+		// ResetAfter refills what the bucket lacks, rounded up to the
+		// millisecond; the next whole token comes the time of the
+		// capacity − Remaining − 1 tokens after it sooner, rounded down.
+		after := (l.Capacity() - d.Remaining - 1) * l.Scale() / l.Refill() // ≤ 2^53: exact
+		return d.ResetAfter - time.Duration(after)*time.Microsecond
+	case spigot.FixedWindow:
+		return d.ResetAfter // the next window
+	}
+	return 0
 }
 
 // keepLegacy reports whether the X-RateLimit-* fields already in h, set

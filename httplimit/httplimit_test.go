@@ -94,10 +94,12 @@ func TestHeadersOneLimit(t *testing.T) {
 	api := spigot.MustBucket("api", 5, spigot.PerSecond(1))
 	next := &served{}
 	h := httplimit.New(s, httplimit.By(api, nil), httplimit.WithClock(c)).Wrap(next)
+	// t is the next token's second: always 1 here; X-RateLimit-Reset
+	// is the seconds until the bucket is full.
 	ok := func(r, reset int) map[string]string {
 		return map[string]string{
 			"Ratelimit-Policy":      `"api";q=5;w=5`,
-			"Ratelimit":             fmt.Sprintf(`"api";r=%d;t=%d`, r, reset),
+			"Ratelimit":             fmt.Sprintf(`"api";r=%d;t=1`, r),
 			"X-Ratelimit-Limit":     "5",
 			"X-Ratelimit-Remaining": strconv.Itoa(r),
 			"X-Ratelimit-Reset":     strconv.Itoa(reset),
@@ -155,13 +157,15 @@ func TestHeadersSeveralLimits(t *testing.T) {
 	}
 	play(t, c, h, []step{
 		{header: alice, status: 204, want: want(2, 20, 1, 60, 2, 1, 60)},
-		{header: alice, status: 204, want: want(1, 40, 0, 120, 2, 0, 120)},
+		{header: alice, status: 204, want: want(1, 20, 0, 60, 2, 0, 120)},
 		// Denied by per-user: per-address counts the request as if taken,
 		// but is not charged (the next step shows it).
-		{header: alice, status: 429, want: want(0, 60, 0, 120, 2, 0, 120, 60)},
-		{header: bob, status: 204, want: want(0, 60, 1, 60, 3, 0, 60)},
-		{header: bob, status: 429, want: want(0, 60, 0, 120, 3, 0, 60, 20)},
-		{after: 20 * time.Second, header: bob, status: 204, want: want(0, 60, 0, 100, 3, 0, 60)},
+		{header: alice, status: 429, want: want(0, 20, 0, 60, 2, 0, 120, 60)},
+		{header: bob, status: 204, want: want(0, 20, 1, 60, 3, 0, 60)},
+		{header: bob, status: 429, want: want(0, 20, 0, 60, 3, 0, 60, 20)},
+		// bob's per-user bucket holds 1⅓ tokens: after this one, its next
+		// is 40 s away, and it is full in 100 s.
+		{after: 20 * time.Second, header: bob, status: 204, want: want(0, 20, 0, 40, 3, 0, 60)},
 	})
 }
 
@@ -181,7 +185,7 @@ func TestCost(t *testing.T) {
 	hdr := func(r, reset int, retry ...int) map[string]string {
 		m := map[string]string{
 			"Ratelimit-Policy":      `"rows";q=10;w=10`,
-			"Ratelimit":             fmt.Sprintf(`"rows";r=%d;t=%d`, r, reset),
+			"Ratelimit":             fmt.Sprintf(`"rows";r=%d;t=1`, r), // the next row's second
 			"X-Ratelimit-Limit":     "10",
 			"X-Ratelimit-Remaining": strconv.Itoa(r),
 			"X-Ratelimit-Reset":     strconv.Itoa(reset),
@@ -460,8 +464,8 @@ func TestByFunc(t *testing.T) {
 	hdr := func(plan, tenant string) http.Header { return http.Header{"X-Plan": {plan}, "X-Tenant": {tenant}} }
 	play(t, c, h, []step{
 		{header: hdr("free", "t1"), status: 204, want: map[string]string{"Ratelimit-Policy": `"plan";q=2;w=2`, "Ratelimit": `"plan";r=1;t=1`}},
-		{header: hdr("free", "t1"), status: 204, want: map[string]string{"Ratelimit-Policy": `"plan";q=2;w=2`, "Ratelimit": `"plan";r=0;t=2`}},
-		{header: hdr("free", "t1"), status: 429, want: map[string]string{"Ratelimit-Policy": `"plan";q=2;w=2`, "Ratelimit": `"plan";r=0;t=2`, "Retry-After": "1"}},
+		{header: hdr("free", "t1"), status: 204, want: map[string]string{"Ratelimit-Policy": `"plan";q=2;w=2`, "Ratelimit": `"plan";r=0;t=1`}},
+		{header: hdr("free", "t1"), status: 429, want: map[string]string{"Ratelimit-Policy": `"plan";q=2;w=2`, "Ratelimit": `"plan";r=0;t=1`, "Retry-After": "1"}},
 		{header: hdr("paid", "t2"), status: 204, want: map[string]string{"Ratelimit-Policy": `"plan";q=100;w=1`, "Ratelimit": `"plan";r=99;t=1`}},
 		{header: hdr("gold", "t2"), status: 400},
 	})
@@ -502,9 +506,9 @@ func TestReset(t *testing.T) {
 		rl       string
 	}{
 		{"x", 401, `"login-addr";r=9;t=60, "login-user";r=2;t=60`},
-		{"x", 401, `"login-addr";r=8;t=120, "login-user";r=1;t=120`},
-		{"hunter2", 204, `"login-addr";r=7;t=180, "login-user";r=0;t=180`},
-		{"x", 401, `"login-addr";r=6;t=240, "login-user";r=2;t=60`}, // the user's failures are forgiven, the address's are not
+		{"x", 401, `"login-addr";r=8;t=60, "login-user";r=1;t=60`},
+		{"hunter2", 204, `"login-addr";r=7;t=60, "login-user";r=0;t=60`},
+		{"x", 401, `"login-addr";r=6;t=60, "login-user";r=2;t=60`}, // the user's failures are forgiven, the address's are not
 	} {
 		if status, rl := try(c.password); status != c.status || rl != c.rl {
 			t.Errorf("step %d: got %d %s; want %d %s", i+1, status, rl, c.status, c.rl)
@@ -571,8 +575,8 @@ func TestIPv6Prefix(t *testing.T) {
 	pol := `"api";q=2;w=120`
 	play(t, c, h, []step{
 		{remote: "[2001:db8:1:2::1]:1", status: 204, want: map[string]string{"Ratelimit-Policy": pol, "Ratelimit": `"api";r=1;t=60`}},
-		{remote: "[2001:db8:1:2::ffff]:2", status: 204, want: map[string]string{"Ratelimit-Policy": pol, "Ratelimit": `"api";r=0;t=120`}},
-		{remote: "[2001:db8:1:2:aaaa::1]:3", status: 429, want: map[string]string{"Ratelimit-Policy": pol, "Ratelimit": `"api";r=0;t=120`, "Retry-After": "60"}},
+		{remote: "[2001:db8:1:2::ffff]:2", status: 204, want: map[string]string{"Ratelimit-Policy": pol, "Ratelimit": `"api";r=0;t=60`}},
+		{remote: "[2001:db8:1:2:aaaa::1]:3", status: 429, want: map[string]string{"Ratelimit-Policy": pol, "Ratelimit": `"api";r=0;t=60`, "Retry-After": "60"}},
 		{remote: "[2001:db8:1:3::1]:4", status: 204, want: map[string]string{"Ratelimit-Policy": pol, "Ratelimit": `"api";r=1;t=60`}},
 	})
 }

@@ -12,68 +12,62 @@ import (
 	"github.com/spigot-go/spigot/httplimit"
 )
 
+// kindStep is one request of TestHeadersKinds: the clock advanced by
+// after, the status, RateLimit's r and t (-1: no t), X-RateLimit-Reset and
+// Retry-After (0: none).
+type kindStep struct {
+	after              time.Duration
+	status             int
+	r, t, reset, retry int
+}
+
 // TestHeadersKinds: the headers of each kind of limit at fixed instants:
 // q and w are a window's limit and length, a leaky bucket's size and the
-// time its queue takes to drain; r and t what a request may take now and
-// the seconds until the limit is whole again.
+// time its queue takes to drain; r is what a request may take now, t the
+// seconds within which no more is admitted, and X-RateLimit-Reset the
+// seconds until the limit is whole again. A denial's Retry-After is never
+// below t.
 func TestHeadersKinds(t *testing.T) {
 	// t0 is a whole minute since the epoch: windows start there.
 	for _, tt := range []struct {
 		limit  spigot.Limit
 		policy string
-		steps  []struct {
-			after       time.Duration
-			status      int
-			r, t, retry int
-		}
+		steps  []kindStep
 	}{
-		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerMinute(2), 0)), `"fw";q=2;w=60`, []struct {
-			after       time.Duration
-			status      int
-			r, t, retry int
-		}{
-			{10 * time.Second, 204, 1, 50, 0},
-			{0, 204, 0, 50, 0},
-			{20 * time.Second, 429, 0, 30, 30},
-			{30 * time.Second, 204, 1, 60, 0}, // the next window
+		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerMinute(2), 0)), `"fw";q=2;w=60`, []kindStep{
+			{10 * time.Second, 204, 1, 50, 50, 0},
+			{0, 204, 0, 50, 50, 0},
+			{20 * time.Second, 429, 0, 30, 30, 30},
+			{30 * time.Second, 204, 1, 60, 60, 0}, // the next window
 		}},
-		{spigot.Must(spigot.NewFixedWindow("fw5", spigot.PerMinute(2), 5*time.Second)), `"fw5";q=2;w=60`, []struct {
-			after       time.Duration
-			status      int
-			r, t, retry int
-		}{
-			{0, 204, 1, 5, 0}, // windows start 5 s past each minute
-			{0, 204, 0, 5, 0},
-			{5 * time.Second, 204, 1, 60, 0},
+		{spigot.Must(spigot.NewFixedWindow("fw5", spigot.PerMinute(2), 5*time.Second)), `"fw5";q=2;w=60`, []kindStep{
+			{0, 204, 1, 5, 5, 0}, // windows start 5 s past each minute
+			{0, 204, 0, 5, 5, 0},
+			{5 * time.Second, 204, 1, 60, 60, 0},
 		}},
-		{spigot.Must(spigot.NewSlidingWindow("sw", spigot.PerMinute(2))), `"sw";q=2;w=60`, []struct {
-			after       time.Duration
-			status      int
-			r, t, retry int
-		}{
-			{30 * time.Second, 204, 1, 90, 0},
-			{0, 204, 0, 90, 0},
+		{spigot.Must(spigot.NewSlidingWindow("sw", spigot.PerMinute(2))), `"sw";q=2;w=60`, []kindStep{
+			{30 * time.Second, 204, 1, -1, 90, 0},
+			{0, 204, 0, -1, 90, 0},
 			// The next window, 15 s in: 2 × 45/60 = 1.5 of the previous
 			// one's still count, and 1 fits once they are 1: at 30 s in.
-			{45 * time.Second, 429, 0, 45, 15},
-			{15 * time.Second, 204, 0, 90, 0},
+			{45 * time.Second, 429, 0, -1, 45, 15},
+			{15 * time.Second, 204, 0, -1, 90, 0},
 		}},
-		{spigot.Must(spigot.NewSlidingLog("sl", spigot.PerMinute(2))), `"sl";q=2;w=60`, []struct {
-			after       time.Duration
-			status      int
-			r, t, retry int
-		}{
-			{0, 204, 1, 60, 0},
-			{40 * time.Second, 204, 0, 60, 0},
-			{10 * time.Second, 429, 0, 50, 10},
-			{10 * time.Second, 204, 0, 60, 0},
+		{spigot.Must(spigot.NewSlidingLog("sl", spigot.PerMinute(2))), `"sl";q=2;w=60`, []kindStep{
+			{0, 204, 1, -1, 60, 0},
+			{40 * time.Second, 204, 0, -1, 60, 0},
+			{10 * time.Second, 429, 0, -1, 50, 10},
+			{10 * time.Second, 204, 0, -1, 60, 0},
 		}},
-		{spigot.Must(spigot.NewLeakyBucket("lb", 3, spigot.PerSecond(1))), `"lb";q=3;w=3`, []struct {
-			after       time.Duration
-			status      int
-			r, t, retry int
-		}{
-			{0, 204, 2, 1, 0}, // an empty queue: served at once
+		{spigot.Must(spigot.NewLeakyBucket("lb", 3, spigot.PerSecond(1))), `"lb";q=3;w=3`, []kindStep{
+			{0, 204, 2, 1, 1, 0}, // an empty queue: served at once
+		}},
+		{spigot.MustBucket("tb", 3, spigot.PerMinute(3)), `"tb";q=3;w=60`, []kindStep{
+			{0, 204, 2, 20, 20, 0},
+			{0, 204, 1, 20, 40, 0},
+			{5 * time.Second, 204, 0, 15, 55, 0},
+			{0, 429, 0, 15, 55, 15},
+			{15 * time.Second, 204, 0, 20, 60, 0},
 		}},
 	} {
 		t.Run(tt.limit.String(), func(t *testing.T) {
@@ -81,15 +75,22 @@ func TestHeadersKinds(t *testing.T) {
 			h := httplimit.New(s, httplimit.By(tt.limit, nil), httplimit.WithClock(c)).Wrap(&served{})
 			var steps []step
 			for _, st := range tt.steps {
+				rl := fmt.Sprintf(`%q;r=%d`, tt.limit.Name(), st.r)
+				if st.t >= 0 {
+					rl += fmt.Sprintf(";t=%d", st.t)
+				}
 				want := map[string]string{
 					"Ratelimit-Policy":      tt.policy,
-					"Ratelimit":             fmt.Sprintf(`%q;r=%d;t=%d`, tt.limit.Name(), st.r, st.t),
+					"Ratelimit":             rl,
 					"X-Ratelimit-Limit":     strconv.FormatInt(tt.limit.Capacity(), 10),
 					"X-Ratelimit-Remaining": strconv.Itoa(st.r),
-					"X-Ratelimit-Reset":     strconv.Itoa(st.t),
+					"X-Ratelimit-Reset":     strconv.Itoa(st.reset),
 				}
 				if st.retry > 0 {
 					want["Retry-After"] = strconv.Itoa(st.retry)
+					if st.retry < st.t {
+						t.Fatalf("the table's Retry-After %d is below its t %d", st.retry, st.t)
+					}
 				}
 				steps = append(steps, step{after: st.after, status: st.status, want: want})
 			}
