@@ -64,13 +64,13 @@ func TestDemoAPI(t *testing.T) {
 		rateLimit string // the RateLimit header; "" for none
 		retryMs   float64
 	}{
-		{0, "3", 200, `"token-bucket";r=7;t=3`, 0},
-		{0, "", 200, `"token-bucket";r=6;t=4`, 0}, // the default cost is 1
-		{0, "7", 429, `"token-bucket";r=6;t=4`, 1000},
-		{0, "11", 429, `"token-bucket";r=6;t=4`, -1},                      // never
-		{0, "0", 200, "", 0},                                              // cost 0 passes without the store
-		{1500 * time.Millisecond, "7", 200, `"token-bucket";r=0;t=10`, 0}, // 7.5 tokens
-		{500 * time.Millisecond, "7", 429, `"token-bucket";r=1;t=9`, 6000},
+		{0, "3", 200, `"token-bucket";r=7;t=1`, 0}, // t: the next token, 1 s away
+		{0, "", 200, `"token-bucket";r=6;t=1`, 0},  // the default cost is 1
+		{0, "7", 429, `"token-bucket";r=6;t=1`, 1000},
+		{0, "11", 429, `"token-bucket";r=6;t=1`, -1},                     // never
+		{0, "0", 200, "", 0},                                             // cost 0 passes without the store
+		{1500 * time.Millisecond, "7", 200, `"token-bucket";r=0;t=1`, 0}, // 7.5 tokens
+		{500 * time.Millisecond, "7", 429, `"token-bucket";r=1;t=1`, 6000},
 	} {
 		c.Advance(s.after)
 		status, hdr, body := call(t, h, "POST", "/api/request", "k", req(s.cost))
