@@ -381,42 +381,35 @@ func bareItem(s string) int {
 		if len(s) > 1 && (s[1] == '0' || s[1] == '1') {
 			return 2
 		}
-		return 0
 	case c == ':': // a byte sequence
 		for i = 1; i < len(s) && (isAlnum(s[i]) || s[i] == '+' || s[i] == '/' || s[i] == '='); i++ {
 		}
 		if i < len(s) && s[i] == ':' {
 			return i + 1
 		}
-		return 0
 	case c == '%': // a display string
 		if len(s) < 2 || s[1] != '"' {
 			return 0
 		}
-		for i = 2; i < len(s) && s[i] != '"'; i++ {
-			if s[i] < 0x20 || s[i] > 0x7e {
+		for i = 2; i < len(s); i++ {
+			switch c := s[i]; {
+			case c == '"':
+				return i + 1
+			case c == '%':
+				if i+2 >= len(s) || !isLowerHex(s[i+1]) || !isLowerHex(s[i+2]) {
+					return 0
+				}
+				i += 2
+			case c < 0x20 || c > 0x7e || c == '\\':
 				return 0
 			}
 		}
-		if i < len(s) {
-			return i + 1
+	case c == '@': // a date: an integer
+		if n := number(s[1:]); n > 0 && !strings.Contains(s[1:1+n], ".") {
+			return 1 + n
 		}
-		return 0
-	case c == '@': // a date
-		i = 1
-		fallthrough
-	case c == '-' || c >= '0' && c <= '9':
-		if i < len(s) && s[i] == '-' {
-			i++
-		}
-		start, dot := i, false
-		for ; i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.' && !dot && i > start); i++ {
-			dot = dot || s[i] == '.'
-		}
-		if i == start || s[i-1] == '.' || i-start > 16 {
-			return 0
-		}
-		return i
+	case c == '-' || isDigit(c):
+		return number(s)
 	case c == '*' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z': // a token
 		for i = 1; i < len(s) && (isAlnum(s[i]) || strings.IndexByte("!#$%&'*+-.^_`|~:/", s[i]) >= 0); i++ {
 		}
@@ -425,18 +418,50 @@ func bareItem(s string) int {
 	return 0
 }
 
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+// number returns the length of the structured-field integer (at most 15
+// digits) or decimal (at most 12, a dot, 1 to 3) that s starts with, or 0.
+func number(s string) int {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	start := i
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	n := i - start
+	switch {
+	case n == 0:
+		return 0
+	case i < len(s) && s[i] == '.':
+		i++
+		frac := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if n > 12 || i-frac < 1 || i-frac > 3 {
+			return 0
+		}
+		return i
+	case n > 15:
+		return 0
+	}
+	return i
 }
+
+func isDigit(c byte) bool    { return c >= '0' && c <= '9' }
+func isLowerHex(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' }
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c) }
 
 // policyItem returns the RateLimit-Policy member of l: "name";q=…;w=….
 func policyItem(b []byte, l spigot.Limit) []byte {
 	b = appendSFString(b, l.Name())
 	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, l.Capacity(), 10)
+	b = strconv.AppendInt(b, min(l.Capacity(), maxSF), 10)
 	if w := windowSeconds(l); w > 0 {
 		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, w, 10)
+		b = strconv.AppendInt(b, min(w, maxSF), 10)
 	}
 	return b
 }
