@@ -43,28 +43,43 @@
 // # What clients see
 //
 // Every limited response, admitted or denied, carries the headers of
-// Headers: by default the IETF RateLimit-Policy and RateLimit fields, one
-// member per limit, and the legacy X-RateLimit-Limit, X-RateLimit-Remaining
-// and X-RateLimit-Reset of the limit that decided. A denial is 429 Too
-// Many Requests with Retry-After in whole seconds, rounded up and never 0;
-// a request whose cost no wait can admit is 429 without Retry-After (or
-// the status of WithNeverStatus). A decision that does not come from the
-// bucket (store/hybrid's FailOpen and FailClosed) sends no remaining
-// count. For example, the sixth request of a client within a second, on a
-// limit of 5 at once and 1 a second:
+// Headers: by default the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-12), one member per limit, and the
+// legacy X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset of
+// the limit that decided. A RateLimit member's r is what a request may
+// take now, and its t the effective window: the seconds, rounded up, until
+// the limit admits more than r (a token bucket's next token, a fixed
+// window's next one), and no t when the limit is whole; X-RateLimit-Reset
+// is the seconds until it is whole again. A denial is 429 Too Many
+// Requests with Retry-After in whole seconds, rounded up and never 0, and
+// never before the end of the deciding limit's t; a request whose cost no
+// wait can admit is 429 without Retry-After (or the status of
+// WithNeverStatus). A decision that does not come from the bucket
+// (store/hybrid's FailOpen and FailClosed) sends no remaining count. For
+// example, the sixth request of a client within a second, on a limit of 5
+// at once and 1 a second:
 //
 //	HTTP/1.1 429 Too Many Requests
-//	Ratelimit: "api";r=0;t=5
+//	Ratelimit: "api";r=0;t=1
 //	Ratelimit-Policy: "api";q=5;w=5
 //	Retry-After: 1
 //	X-Ratelimit-Limit: 5
 //	X-Ratelimit-Remaining: 0
 //	X-Ratelimit-Reset: 5
 //
-// On a request denied by one limit, the other limits' r and t count the
+// On a request denied by one limit, the other limits' r counts the
 // request as if it had been admitted (the store decides the whole request
-// before charging none of it): r may be below what they hold, and t above
-// it, by the request's cost, never the other way.
+// before charging none of it): it may be below what they hold, by the
+// request's cost, never above. Counts are capped at 15 digits, as
+// structured fields require. WithHeaders(IETFDraft10|Legacy) sends
+// draft 10's t instead, the seconds until the limit is whole again.
+//
+// A middleware nested in another (one on the mux, one on a route) adds its
+// members to the RateLimit-Policy and RateLimit that the outer one set, in
+// one field line, replacing a member of the same name with its own; the
+// legacy fields are those of the limit that decided across both (see
+// Headers). Each middleware still charges its own rules: only the rules of
+// one middleware are taken all or nothing.
 //
 // # Failures
 //
