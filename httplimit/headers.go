@@ -27,9 +27,10 @@ type Headers uint8
 // go after the outer one's, in one field line, and replace those of the
 // same name, since the inner middleware decided later. The legacy fields
 // stay those of the limit that decided across both: the inner one's when
-// it denies, otherwise the one with the fewest remaining, the outer one's
-// on a tie. A field that an outer handler set and that cannot be read so
-// is replaced.
+// it denies, otherwise the one with the fewest remaining (a Degraded one
+// has the fewest), the outer one's on a tie. A field set before that the
+// middleware cannot read (not a list of string items with parameters, or
+// not an integer) is replaced.
 const (
 	// IETF is RateLimit-Policy and RateLimit, as in
 	// draft-ietf-httpapi-ratelimit-headers-12, with one list member per
@@ -46,17 +47,17 @@ const (
 	// it takes to drain. A bucket of capacity 0 has no w.
 	//
 	// r is what a request may take now, and t the effective window: the
-	// seconds, rounded up, within which the limit admits no more than r in
-	// all (see spigot.Decision.RefillAfter). That is until a bucket's next
-	// token, a queue's next free place, a fixed window's next window, a
-	// sliding window's count falling by one more, a log's oldest request
-	// being a window old. A limit that is whole (r is q) has no t: no wait
-	// adds to it. A client can rely on r requests of cost 1 being admitted
-	// now, barring other traffic on the key, and on no more being admitted
-	// before t. A denial's Retry-After is never earlier than the end of
-	// the deciding limit's t. A limit whose decision is Degraded
-	// (store/hybrid's FailOpen or FailClosed) says nothing of the bucket,
-	// and has no RateLimit member.
+	// seconds, rounded up, until the limit admits more than r in all (see
+	// spigot.Decision.RefillAfter). That is until a bucket's next token, a
+	// queue's next free place, a fixed window's next window, a sliding
+	// window's count falling by one more, a log's oldest request being a
+	// window old. A limit that is whole (r is q) has no t: no wait adds to
+	// it. A client can rely, barring other traffic on the key, on r
+	// requests of cost 1 being admitted now and one more t seconds later.
+	// A denial's Retry-After is never earlier than the end of the deciding
+	// limit's t. A limit whose decision is Degraded (store/hybrid's
+	// FailOpen or FailClosed) says nothing of the bucket, and has no
+	// RateLimit member.
 	IETF Headers = 1 << iota
 	// Legacy is X-RateLimit-Limit (the capacity), X-RateLimit-Remaining
 	// and X-RateLimit-Reset (seconds until the bucket is full again,
