@@ -1,10 +1,12 @@
 package httplimit
 
 import (
+	"encoding/base64"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spigot-go/spigot"
 )
@@ -382,27 +384,36 @@ func bareItem(s string) int {
 		if len(s) > 1 && (s[1] == '0' || s[1] == '1') {
 			return 2
 		}
-	case c == ':': // a byte sequence
+	case c == ':': // a byte sequence, in base64
 		for i = 1; i < len(s) && (isAlnum(s[i]) || s[i] == '+' || s[i] == '/' || s[i] == '='); i++ {
 		}
 		if i < len(s) && s[i] == ':' {
-			return i + 1
+			if _, err := base64.StdEncoding.DecodeString(s[1:i]); err == nil {
+				return i + 1
+			}
 		}
-	case c == '%': // a display string
+	case c == '%': // a display string: UTF-8, percent-encoded
 		if len(s) < 2 || s[1] != '"' {
 			return 0
 		}
+		var text []byte
 		for i = 2; i < len(s); i++ {
 			switch c := s[i]; {
 			case c == '"':
+				if !utf8.Valid(text) {
+					return 0
+				}
 				return i + 1
 			case c == '%':
 				if i+2 >= len(s) || !isLowerHex(s[i+1]) || !isLowerHex(s[i+2]) {
 					return 0
 				}
+				text = append(text, unhex(s[i+1])<<4|unhex(s[i+2]))
 				i += 2
-			case c < 0x20 || c > 0x7e || c == '\\':
+			case c < 0x20 || c > 0x7e: // as RFC 9651 §4.2.10 parses
 				return 0
+			default:
+				text = append(text, c)
 			}
 		}
 	case c == '@': // a date: an integer
@@ -452,6 +463,14 @@ func number(s string) int {
 
 func isDigit(c byte) bool    { return c >= '0' && c <= '9' }
 func isLowerHex(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'f' }
+
+// unhex returns the value of the lower-case hex digit c.
+func unhex(c byte) byte {
+	if isDigit(c) {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}
 
 func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c) }
 

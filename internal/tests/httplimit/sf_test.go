@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -384,4 +385,60 @@ func TestNestedStrictSF(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzMergeStrict: whatever RateLimit field a handler before the
+// middleware set, the middleware sends one that a strict parser reads, and
+// keeps every member of a valid one (a list of string items) but the one
+// of its limit's name.
+func FuzzMergeStrict(f *testing.F) {
+	for _, s := range []string{
+		`"a";r=1;t=2, "b";r=3`,
+		`"a";q=1;qu="requests, or so";pk=:YWJj:;x=tok/en:1;y=?1;z=-1.5;d=@1700000000;s=%"caf%c3%a9";flag,"b";q=2`,
+		`"b";r=1, "api";r=0;t=9`, `"ap\\i";r=1, "api\"";r=2`,
+		`api;r=1`, `"a";q=1,`, `"a";r=1 "b"`, `"a`, `"a";q=:YWJj`, `("a" "b");r=1`, `"a";r=%"%ff"`, `"a";r=1.2345`,
+		`"a";r=1234567890123456`, `"a";r=@1.5`, `"a";*k=*t`, "\"a\"\t, \"b\"",
+	} {
+		f.Add(s)
+	}
+	api := spigot.MustBucket("api", 5, spigot.PerSecond(1))
+	clk := clocktest.New(t0)
+	mw := httplimit.New(memory.New(memory.WithClock(clk)), httplimit.By(api, nil), httplimit.WithClock(clk))
+	next := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	f.Fuzz(func(t *testing.T, before string) {
+		w := httptest.NewRecorder()
+		w.Header()["Ratelimit"] = []string{before}
+		clk.Advance(time.Hour) // a full bucket: r=4;t=1 after the request
+		next.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		got := w.Result().Header["Ratelimit"]
+		l, err := httpsfv.UnmarshalList(got)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("RateLimit %q after %q: %v", got, before, err)
+		}
+		var want []string // the valid field's members but api's, then api's
+		// A field value's leading and trailing white space is not its own
+		// (RFC 9110 §5.5): net/http trims it before writing a field.
+		if old, err := httpsfv.UnmarshalList([]string{strings.Trim(before, " \t")}); err == nil {
+			for _, m := range old {
+				it, ok := m.(httpsfv.Item)
+				if _, isString := it.Value.(string); !ok || !isString {
+					want = nil
+					break
+				}
+				if it.Value != "api" {
+					want = append(want, it.Value.(string))
+				}
+			}
+		}
+		want = append(want, "api")
+		var names []string
+		for _, m := range l {
+			it, _ := m.(httpsfv.Item)
+			s, _ := it.Value.(string)
+			names = append(names, s)
+		}
+		if !slices.Equal(names, want) {
+			t.Fatalf("RateLimit %q after %q: names %q; want %q", got, before, names, want)
+		}
+	})
 }
