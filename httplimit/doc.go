@@ -48,9 +48,9 @@
 // legacy X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset of
 // the limit that decided. A RateLimit member's r is what a request may
 // take now, and its t the effective window: the seconds, rounded up, until
-// the limit admits more than r (a token bucket's next token, a fixed
-// window's next one), and no t when the limit is whole; X-RateLimit-Reset
-// is the seconds until it is whole again. A denial is 429 Too Many
+// the limit admits more than r (if r were taken now, a token bucket's next
+// token, a fixed window's next window); X-RateLimit-Reset is the seconds
+// until it is whole again. A denial is 429 Too Many
 // Requests with Retry-After in whole seconds, rounded up and never 0, and
 // never before the end of the deciding limit's t; a request whose cost no
 // wait can admit is 429 without Retry-After (or the status of

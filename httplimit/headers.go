@@ -50,12 +50,13 @@ const (
 	//
 	// r is what a request may take now, and t the effective window: the
 	// seconds, rounded up, until the limit admits more than r in all (see
-	// spigot.Decision.RefillAfter). That is until a bucket's next token, a
-	// queue's next free place, a fixed window's next window, a sliding
-	// window's count falling by one more, a log's oldest request being a
-	// window old. A limit that is whole (r is q) has no t: no wait adds to
-	// it. A client can rely, barring other traffic on the key, on r
-	// requests of cost 1 being admitted now and one more t seconds later.
+	// spigot.Decision.RefillAfter). If r were taken now, that is until a
+	// bucket's next token, a queue's next free place, a fixed window's
+	// next window, a sliding window's count falling enough for one more, a
+	// log's oldest request being a window old. A bucket of capacity 0,
+	// which never admits more, has no t. A client can rely, barring other
+	// traffic on the key, on r requests of cost 1 being admitted now and
+	// one more t seconds later.
 	// A denial's Retry-After is never earlier than the end of the deciding
 	// limit's t. A limit whose decision is Degraded (store/hybrid's
 	// FailOpen or FailClosed) says nothing of the bucket, and has no
@@ -141,9 +142,9 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 			if draft10 {
 				b = append(b, ";t="...)
 				b = strconv.AppendInt(b, min(seconds(d.ResetAfter), maxSF), 10)
-			} else if w := effectiveWindow(limits[i], d); w > 0 {
+			} else if d.RefillAfter > 0 && d.RefillAfter != spigot.Never {
 				b = append(b, ";t="...)
-				b = strconv.AppendInt(b, min(seconds(w), maxSF), 10)
+				b = strconv.AppendInt(b, min(seconds(d.RefillAfter), maxSF), 10)
 			}
 		}
 		if len(b) > from {
@@ -187,27 +188,6 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 		from = ends[i]
 		h[keys[i]] = vals[i : i+1 : i+1]
 	}
-}
-
-// effectiveWindow returns the time within which d's limit admits no more
-// than d.Remaining in all: the RateLimit field's t. It is 0 when no wait
-// adds to Remaining (a full limit), or when it cannot tell (a sliding
-// window or log).
-func effectiveWindow(l spigot.Limit, d spigot.Decision) time.Duration {
-	if d.ResetAfter <= 0 {
-		return 0
-	}
-	switch l.Kind() {
-	case spigot.TokenBucket, spigot.LeakyBucket:
-		// ResetAfter refills what the bucket lacks, rounded up to the
-		// millisecond; the next whole token comes the time of the
-		// capacity − Remaining − 1 tokens after it sooner, rounded down.
-		after := (l.Capacity() - d.Remaining - 1) * l.Scale() / l.Refill() // ≤ 2^53: exact
-		return d.ResetAfter - time.Duration(after)*time.Microsecond
-	case spigot.FixedWindow:
-		return d.ResetAfter // the next window
-	}
-	return 0
 }
 
 // keepLegacy reports whether the X-RateLimit-* fields already in h, set

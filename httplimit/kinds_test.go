@@ -13,7 +13,7 @@ import (
 )
 
 // kindStep is one request of TestHeadersKinds: the clock advanced by
-// after, the status, RateLimit's r and t (-1: no t), X-RateLimit-Reset and
+// after, the status, RateLimit's r and t, X-RateLimit-Reset and
 // Retry-After (0: none).
 type kindStep struct {
 	after              time.Duration
@@ -46,18 +46,22 @@ func TestHeadersKinds(t *testing.T) {
 			{5 * time.Second, 204, 1, 60, 60, 0},
 		}},
 		{spigot.Must(spigot.NewSlidingWindow("sw", spigot.PerMinute(2))), `"sw";q=2;w=60`, []kindStep{
-			{30 * time.Second, 204, 1, -1, 90, 0},
-			{0, 204, 0, -1, 90, 0},
+			// Were r taken now, 2 would count in this window, and 1
+			// more fit 30 s into the next.
+			{30 * time.Second, 204, 1, 60, 90, 0},
+			{0, 204, 0, 60, 90, 0},
 			// The next window, 15 s in: 2 × 45/60 = 1.5 of the previous
 			// one's still count, and 1 fits once they are 1: at 30 s in.
-			{45 * time.Second, 429, 0, -1, 45, 15},
-			{15 * time.Second, 204, 0, -1, 90, 0},
+			{45 * time.Second, 429, 0, 15, 45, 15},
+			// 1 of the previous window's and this one count until the
+			// next window, where 1 more fits.
+			{15 * time.Second, 204, 0, 30, 90, 0},
 		}},
 		{spigot.Must(spigot.NewSlidingLog("sl", spigot.PerMinute(2))), `"sl";q=2;w=60`, []kindStep{
-			{0, 204, 1, -1, 60, 0},
-			{40 * time.Second, 204, 0, -1, 60, 0},
-			{10 * time.Second, 429, 0, -1, 50, 10},
-			{10 * time.Second, 204, 0, -1, 60, 0},
+			{0, 204, 1, 60, 60, 0}, // were r taken now, the log's oldest leaves in 60 s
+			{40 * time.Second, 204, 0, 20, 60, 0},
+			{10 * time.Second, 429, 0, 10, 50, 10},
+			{10 * time.Second, 204, 0, 40, 60, 0},
 		}},
 		{spigot.Must(spigot.NewLeakyBucket("lb", 3, spigot.PerSecond(1))), `"lb";q=3;w=3`, []kindStep{
 			{0, 204, 2, 1, 1, 0}, // an empty queue: served at once
@@ -75,13 +79,9 @@ func TestHeadersKinds(t *testing.T) {
 			h := httplimit.New(s, httplimit.By(tt.limit, nil), httplimit.WithClock(c)).Wrap(&served{})
 			var steps []step
 			for _, st := range tt.steps {
-				rl := fmt.Sprintf(`%q;r=%d`, tt.limit.Name(), st.r)
-				if st.t >= 0 {
-					rl += fmt.Sprintf(";t=%d", st.t)
-				}
 				want := map[string]string{
 					"Ratelimit-Policy":      tt.policy,
-					"Ratelimit":             rl,
+					"Ratelimit":             fmt.Sprintf(`%q;r=%d;t=%d`, tt.limit.Name(), st.r, st.t),
 					"X-Ratelimit-Limit":     strconv.FormatInt(tt.limit.Capacity(), 10),
 					"X-Ratelimit-Remaining": strconv.Itoa(st.r),
 					"X-Ratelimit-Reset":     strconv.Itoa(st.reset),

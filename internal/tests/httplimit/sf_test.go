@@ -304,8 +304,12 @@ func checkSF(t *testing.T, step string, h http.Header, s seen, set httplimit.Hea
 				if want := min(seconds(d.ResetAfter), maxSF); !ok || tt != want {
 					t.Errorf("%s: %q has t=%d (present %v); want draft-10's %d", step, it.Value, tt, ok, want)
 				}
-			case ok && tt == 0:
-				t.Errorf("%s: %q has t=0", step, it.Value)
+			case d.RefillAfter == spigot.Never: // a capacity of 0
+				if ok {
+					t.Errorf("%s: %q has t=%d; want none, for RefillAfter Never", step, it.Value, tt)
+				}
+			case !ok || tt != min(seconds(d.RefillAfter), maxSF) || tt == 0:
+				t.Errorf("%s: %q has t=%d (present %v); want the effective window, %v rounded up", step, it.Value, tt, ok, d.RefillAfter)
 			}
 			if i == s.by && ok {
 				tBy = tt
