@@ -227,8 +227,16 @@ func TestRetryAfterNotBeforeT(t *testing.T) {
 		for _, rules := range [][]spigot.Limit{{l}, {l, other}} {
 			t.Run(fmt.Sprint(l.Kind(), len(rules)), func(t *testing.T) {
 				c, s := fixture()
+				var i int // the step
 				opts := []httplimit.Option{httplimit.WithClock(instant{c}), httplimit.WithCost(func(r *http.Request) (int64, error) {
 					return strconv.ParseInt(r.Header.Get("N"), 10, 64)
+				}), httplimit.WithObserver(func(_ *http.Request, res *httplimit.Result) {
+					// By construction: a denial asks for more than
+					// Remaining, so its wait is at least the one for
+					// Remaining + 1, which is RefillAfter.
+					if d := res.Decisions.Each[res.Decisions.By]; !d.Allowed() && d.RetryAfter < d.RefillAfter {
+						t.Errorf("step %d: %v denied with RetryAfter %v, below its RefillAfter %v", i, res.Limits[res.Decisions.By], d.RetryAfter, d.RefillAfter)
+					}
 				})}
 				caps := map[string]int64{}
 				for i, l := range rules {
@@ -238,7 +246,7 @@ func TestRetryAfterNotBeforeT(t *testing.T) {
 				h := httplimit.New(s, opts...).Wrap(&served{})
 				rnd := rand.New(rand.NewPCG(1, uint64(l.Kind())))
 				denials := 0
-				for i := range 400 {
+				for i = range 400 {
 					c.Advance(time.Duration(rnd.IntN(3000)) * time.Millisecond)
 					r := httptest.NewRequest("GET", "/", nil)
 					r.Header.Set("N", strconv.Itoa(1+rnd.IntN(3)))
