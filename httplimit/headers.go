@@ -108,9 +108,10 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 	var keys [6]string
 	var ends [6]int
 	b, n := buf[:0], 0
+	set := len(h) != 0 // what an outer middleware may have set, to merge
 	if m.headers&(IETF|IETFDraft10) != 0 {
 		from := len(b)
-		if old := h[hPolicy]; old != nil {
+		if old := h[hPolicy]; set && old != nil {
 			b = keepMembers(b, old, limits, nil)
 		}
 		for i := range limits {
@@ -125,7 +126,7 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 		}
 		keys[n], ends[n], n = hPolicy, len(b), n+1
 		from = len(b)
-		if old := h[hRateLimit]; old != nil {
+		if old := h[hRateLimit]; set && old != nil {
 			b = keepMembers(b, old, limits, out)
 		}
 		draft10 := m.headers&IETFDraft10 != 0
@@ -153,7 +154,7 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 	}
 	if m.headers&Legacy != 0 {
 		decided := out[by]
-		nested := h[hLimit] != nil
+		nested := set && h[hLimit] != nil
 		if !nested || !d.Allowed() || !keepLegacy(h, decided) {
 			b = strconv.AppendInt(b, min(limits[by].Capacity(), maxSF), 10)
 			keys[n], ends[n], n = hLimit, len(b), n+1

@@ -20,7 +20,7 @@ func BenchmarkSetHeaders(b *testing.B) {
 		out := make([]spigot.Decision, len(limits))
 		for i, l := range limits {
 			opts = append(opts, By(l, nil))
-			out[i] = spigot.Decision{N: 1, Remaining: 3, ResetAfter: 9 * time.Second}
+			out[i] = spigot.Decision{N: 1, Remaining: 3, ResetAfter: 9 * time.Second, RefillAfter: 1500 * time.Millisecond}
 		}
 		m := New(memoryless{}, opts...)
 		h := make(map[string][]string)
