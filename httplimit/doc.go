@@ -50,11 +50,10 @@
 // take now, and its t the effective window: the seconds, rounded up, until
 // the limit admits more than r (if r were taken now, a token bucket's next
 // token, a fixed window's next window); X-RateLimit-Reset is the seconds
-// until it is whole again. A denial is 429 Too Many
-// Requests with Retry-After in whole seconds, rounded up and never 0, and
-// never before the end of the deciding limit's t; a request whose cost no
-// wait can admit is 429 without Retry-After (or the status of
-// WithNeverStatus). A decision that does not come from the bucket
+// until it is whole again. A denial is 429 Too Many Requests with
+// Retry-After in whole seconds, rounded up and never 0, and never before
+// the end of the deciding limit's t; a request whose cost no wait can
+// admit is 429 without Retry-After (or the status of WithNeverStatus). A decision that does not come from the bucket
 // (store/hybrid's FailOpen and FailClosed) sends no remaining count. For
 // example, the sixth request of a client within a second, on a limit of 5
 // at once and 1 a second:
