@@ -103,7 +103,8 @@ func On(patterns ...string) RuleOption {
 }
 
 // patternMux returns a mux that routes p to matched, and every other
-// request to missed: a mux that matches no pattern allocates to say why.
+// request to a catch-all: a mux that finds no pattern for a request
+// allocates to say why.
 func patternMux(p string) *http.ServeMux {
 	mux := http.NewServeMux()
 	func() {
@@ -353,9 +354,9 @@ type Result struct {
 // A request takes its cost from every rule that applies to it, for that
 // rule's key, all or nothing: one that a limit denies is charged to none
 // of them, so that a flood stopped by the per-user limit does not drain
-// the per-address one. Every rule that applies is one round trip to the
-// store, together (see spigot.DoMulti; on a Redis Cluster, see
-// store/redis). A request that no rule applies to passes through
+// the per-address one. The rules that apply to a request are one round
+// trip to the store, together (see spigot.DoMulti; on a Redis Cluster,
+// see store/redis). A request that no rule applies to passes through
 // untouched.
 //
 // It panics (a programmer error) when s is nil, without a rule, or with a
