@@ -149,10 +149,17 @@ type entry struct {
 	reset int64        // the store's last ResetAfter, as an instant
 	fill  int64        // the store's last RefillAfter, as an instant
 	born  uint64       // the order in which entries were made
+	// probe, when not nil, is closed once the request that asks the store
+	// in the place of the others, its facts having run out, is answered.
+	probe chan struct{}
 }
 
 // live reports whether e still knows something at now.
 func (e *entry) live(now int64) bool { return e.one > now || e.cost > 0 && e.until > now }
+
+// waitHook, when not nil, is called by a request about to wait for a
+// probe: tests wait on it.
+var waitHook func()
 
 // An Option configures a Store.
 type Option func(*Store)
@@ -310,18 +317,112 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		return d, err
 	}
 	now := s.now()
-	if d, ok := s.lookup(op, now); ok {
-		if err := ctx.Err(); err != nil {
-			return spigot.Decision{}, err
-		}
-		return d, nil
+	c := cost(op)
+	if c == 0 {
+		return s.send(ctx, op, now)
 	}
+	k, sh := ckey{op.Limit.Name(), op.Key}, s.shard(op.Key)
+	sh.mu.RLock()
+	e, ok := sh.m[k]
+	sh.mu.RUnlock()
+	if !ok || e.limit != op.Limit {
+		return s.send(ctx, op, now)
+	}
+	if d, ok := e.decide(op.Action, c, now); ok {
+		return answer(ctx, d)
+	}
+	if !e.covers(op.Action, c) {
+		return s.send(ctx, op, now)
+	}
+	// A denial that would have answered op ran out: one request asks the
+	// store, and the others that come meanwhile wait for its answer.
+	d, hit, wait, mine := sh.probe(k, op, c, now)
+	switch {
+	case hit:
+		return answer(ctx, d)
+	case mine:
+		defer sh.unprobe(k, wait, s.now())
+	case wait != nil:
+		if waitHook != nil {
+			waitHook()
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return spigot.Decision{}, ctx.Err()
+		}
+		now = s.now()
+		if d, ok := s.lookup(op, now); ok {
+			return answer(ctx, d)
+		}
+	}
+	return s.send(ctx, op, now)
+}
+
+// answer returns d, the Store's own decision, unless ctx is done, as a
+// store would.
+func answer(ctx context.Context, d spigot.Decision) (spigot.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return spigot.Decision{}, err
+	}
+	return d, nil
+}
+
+// send applies op in the store, asked for at now, and remembers what its
+// decision says.
+func (s *Store) send(ctx context.Context, op spigot.Op, now int64) (spigot.Decision, error) {
 	gen := s.gen.Load()
 	d, err := s.next.Do(ctx, op)
 	if err == nil {
 		s.learn(op, d, now, gen)
 	}
 	return d, err
+}
+
+// covers reports whether e has held a fact that would answer a request of
+// action and cost c, whether or not it has run out.
+func (e *entry) covers(a spigot.Action, c int64) bool {
+	return e.one != 0 || a != spigot.TakeUpTo && e.cost > 0 && c >= e.cost
+}
+
+// probe returns, for a request op of cost c at now whose entry's facts
+// ran out: its decision, if a fact about it was learned since (hit); or a
+// channel that is closed once the request that asks the store in its place
+// is answered, and whether this request is the one to ask (mine). It
+// returns neither when the entry is gone.
+func (sh *shard) probe(k ckey, op spigot.Op, c, now int64) (d spigot.Decision, hit bool, wait chan struct{}, mine bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.m[k]
+	if !ok || e.limit != op.Limit {
+		return d, false, nil, false
+	}
+	if d, ok := e.decide(op.Action, c, now); ok {
+		return d, true, nil, false
+	}
+	if e.probe != nil {
+		return d, false, e.probe, false
+	}
+	e.probe = make(chan struct{})
+	sh.m[k] = e
+	return d, false, e.probe, true
+}
+
+// unprobe ends the probe whose channel is wait: it wakes the requests that
+// wait on it, and drops the entry if it still knows nothing at now, so
+// that the requests after it go to the store at once.
+func (sh *shard) unprobe(k ckey, wait chan struct{}, now int64) {
+	sh.mu.Lock()
+	if e, ok := sh.m[k]; ok && e.probe == wait {
+		if e.live(now) {
+			e.probe = nil
+			sh.m[k] = e
+		} else {
+			delete(sh.m, k)
+		}
+	}
+	sh.mu.Unlock()
+	close(wait)
 }
 
 // forget drops what the Store knows of op's key, for every Limit of op's
@@ -378,7 +479,7 @@ func (s *Store) learn(op spigot.Op, d spigot.Decision, t0 int64, gen uint64) {
 				sh.evict(t0)
 			}
 		}
-		e = entry{limit: op.Limit, born: sh.seq}
+		e = entry{limit: op.Limit, born: sh.seq, probe: e.probe}
 		sh.seq++
 	}
 	e.one = max(e.one, one)

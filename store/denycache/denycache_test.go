@@ -506,3 +506,77 @@ func TestOptions(t *testing.T) {
 		}()
 	}
 }
+
+// gated is a store whose calls, once armed, block until released.
+type gated struct {
+	spigot.Store
+	armed   atomic.Bool
+	entered chan struct{} // receives every call made while armed
+	release chan struct{}
+}
+
+func (g *gated) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if g.armed.Load() {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Store.Do(ctx, op)
+}
+
+// TestProbe: when a denial the Store remembers runs out, one request asks
+// the store, and the others that come meanwhile wait for its answer and
+// are answered from it, with no call of their own.
+func TestProbe(t *testing.T) {
+	clk := clocktest.New(t0)
+	g := &gated{Store: memory.New(memory.WithClock(clk)), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	mem := &counting{Store: g}
+	c := denycache.New(mem, denycache.WithClock(clk))
+	ctx := context.Background()
+	l := spigot.MustBucket("probe", 1, spigot.PerSecond(1))
+	op := spigot.Op{Limit: l, Key: "k", N: 1}
+	if d, _ := c.Do(ctx, op); !d.Allowed() || d.Remaining != 0 { // 0 left: remembered until t0+1s
+		t.Fatalf("got %+v", d)
+	}
+	clk.Advance(time.Second)
+	waiting := make(chan struct{}, 16)
+	t.Cleanup(denycache.SetWaitHook(func() { waiting <- struct{}{} }))
+	g.armed.Store(true)
+	const n = 8
+	results := make(chan spigot.Decision, n+1)
+	var wg sync.WaitGroup
+	do := func() {
+		d, err := c.Do(ctx, op)
+		if err != nil {
+			t.Error(err)
+		}
+		results <- d
+	}
+	wg.Go(do)
+	<-g.entered // the probe
+	for range n {
+		wg.Go(do)
+	}
+	for range n {
+		select {
+		case <-waiting:
+		case <-g.entered:
+			t.Fatal("a request reached the store during the probe")
+		}
+	}
+	g.armed.Store(false)
+	close(g.release)
+	wg.Wait()
+	close(results)
+	admitted := 0
+	for d := range results {
+		switch {
+		case d.Allowed():
+			admitted++
+		case d.RetryAfter != time.Second:
+			t.Errorf("got %+v, want a denial for 1s", d)
+		}
+	}
+	if admitted != 1 || mem.calls.Load() != 2 {
+		t.Errorf("got %d admitted and %d store calls, want 1 and 2", admitted, mem.calls.Load())
+	}
+}
