@@ -40,6 +40,12 @@
 // Degraded decisions (such as store/hybrid's FailOpen and FailClosed) and
 // errors are never remembered.
 //
+// When a fact that would answer a request of Do runs out, that request
+// asks the store, and the requests like it that come before the store
+// answers wait for that answer (or for their context to end) and are
+// answered from it, so that a flood on a denied key costs the store one
+// call for each RetryAfter it gives, however many goroutines take part.
+//
 // # What it guarantees, and what it cannot see
 //
 // On a store whose clock runs with the Store's (the same clock, or clocks
@@ -50,7 +56,11 @@
 // instant it named, the store may already admit what the Store still
 // denies, and the Store's RetryAfter may be up to a millisecond longer
 // than the store's would be. A client that retries when told is never
-// denied by the Store alone.
+// denied by the Store alone. Since the Store measures from before it sends
+// a request, and the store from when it decides it, a fact runs out here a
+// little before it does in the store (by the time a request takes to reach
+// it), so the first request after it may still be denied, for less than a
+// millisecond, and that denial is remembered in turn.
 //
 // A Refund or Reset through the Store forgets what it remembers of that
 // key (of every Limit of that name), before and after it reaches the
@@ -59,6 +69,12 @@
 // directly) is not seen: it takes effect here once the denials the Store
 // remembers run out, after at most the RetryAfter the store gave them (a
 // cost above the capacity is denied whatever the key holds).
+//
+// A request the Store answers itself never reaches the store, so the
+// store's state is as if it had not been made. A denial changes nothing a
+// limit can tell, but when a limit name's config changes (a new capacity
+// or rate), a key's tokens carry over from its last stored state, which
+// may then be older: as after a quiet spell without the Store.
 //
 // # DoMulti
 //
@@ -70,16 +86,18 @@
 // for the others, so the whole request goes to the store. A request with a
 // Refund or Reset always goes to the store. What the store answers an
 // all-or-nothing request is remembered only for ops whose key appears once
-// in it, and when it was denied, only for its denied ops.
+// in it, and when it was denied, only for its denied ops. DoMulti does not
+// make requests wait for one another as Do does.
 //
 // # Memory
 //
 // The Store holds at most WithMaxEntries entries (DefaultMaxEntries by
-// default), one per limit name and key. A new entry that finds its part of
-// the Store full first drops the entries whose facts have all run out,
-// then, if none had, the oldest ones. Entries run out by time, without a
-// goroutine: the Store starts none and needs no Close. A hit (a request
-// answered by the Store) allocates nothing.
+// default), one per limit name and key, about 220 bytes each besides the
+// key. A new entry that finds its part of the Store full first drops the
+// entries whose facts have all run out, then, if none had, the oldest
+// ones. Entries run out by time, without a goroutine: the Store starts
+// none and needs no Close. A request the Store answers itself allocates
+// nothing.
 package denycache
 
 import (
@@ -99,7 +117,7 @@ import (
 var _ spigot.Store = (*Store)(nil)
 
 // DefaultMaxEntries is the number of entries a Store holds at most, unless
-// WithMaxEntries says otherwise: about 6 MB with keys of 32 bytes.
+// WithMaxEntries says otherwise: some 16 MB with keys of 32 bytes.
 const DefaultMaxEntries = 65536
 
 // maxShards is the most shards a Store splits its entries between, and
