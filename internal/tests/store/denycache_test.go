@@ -16,10 +16,13 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/internal/hybridtest"
+	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store/denycache"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
+	"github.com/spigot-go/spigot/store/rueidis"
 )
 
 // denyCounted is a store that counts the calls that reach it.
@@ -158,5 +161,67 @@ func denyDifferential(t *testing.T, seed uint64, limits []spigot.Limit, clk *clo
 	}
 	if local == 0 {
 		t.Errorf("seed %d: the Store never answered itself", seed)
+	}
+}
+
+// BenchmarkDenyCacheFlood: a flood on one denied key (its one token taken,
+// refilled an hour later) from every goroutine, named
+// server=…/client=…/store=…: the Redis-protocol store alone, and behind a
+// denycache.Store, with the memory store alone as the baseline, in one run:
+//
+//	go test -run '^$' -bench DenyCacheFlood -benchtime 1s -count 3 ./internal/tests/store
+//
+// calls/op is what reaches the server per request.
+func BenchmarkDenyCacheFlood(b *testing.B) {
+	l := spigot.MustBucket("flood", 1, spigot.PerHour(1))
+	run := func(b *testing.B, s spigot.Store, counted *denyCounted) {
+		ctx := context.Background()
+		op := spigot.Op{Limit: l, Key: "203.0.113.7", N: 1}
+		s.Do(ctx, op) // takes the token
+		counted.calls.Store(0)
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if d, err := s.Do(ctx, op); err != nil || d.Allowed() {
+					b.Errorf("got %+v, %v; want a denial", d, err)
+					return
+				}
+			}
+		})
+		b.ReportMetric(float64(counted.calls.Load())/float64(b.N), "calls/op")
+	}
+	b.Run("store=memory", func(b *testing.B) {
+		counted := &denyCounted{Store: memory.New()}
+		run(b, counted, counted)
+	})
+	for _, kind := range testserver.Kinds {
+		srv := testserver.Start(b, kind)
+		for _, client := range []struct {
+			name string
+			new  func(b *testing.B, prefix string) spigot.Store
+		}{
+			{"go-redis", func(b *testing.B, p string) spigot.Store {
+				return redis.New(testclient.GoRedis(b, srv.Addr), redis.WithPrefix(p))
+			}},
+			{"rueidis", func(b *testing.B, p string) spigot.Store {
+				return rueidis.New(testclient.Rueidis(b, srv.Addr), rueidis.WithPrefix(p))
+			}},
+		} {
+			for _, cached := range []bool{false, true} {
+				name := "store=" + client.name
+				if cached {
+					name = "store=denycache"
+				}
+				b.Run("server="+string(kind)+"/client="+client.name+"/"+name, func(b *testing.B) {
+					counted := &denyCounted{Store: client.new(b, fmt.Sprintf("bench%d:", time.Now().UnixNano()))}
+					var s spigot.Store = counted
+					if cached {
+						s = denycache.New(counted)
+					}
+					run(b, s, counted)
+				})
+			}
+		}
 	}
 }
