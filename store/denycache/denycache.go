@@ -141,9 +141,6 @@ type Store struct {
 	mask   uint64
 	shards []shard
 	max    int
-	// gen counts the Refunds and Resets that went through the Store: a
-	// decision asked for before one of them is not remembered after it.
-	gen atomic.Uint64
 }
 
 type shard struct {
@@ -151,6 +148,10 @@ type shard struct {
 	m   map[ckey]entry
 	cap int    // entries held at most
 	seq uint64 // the age of the next new entry
+	// gen counts the Refunds and Resets of the shard's keys that went
+	// through the Store: a decision asked for before one of them is not
+	// remembered after it. It changes under mu.
+	gen atomic.Uint64
 	_   [64]byte
 }
 
@@ -313,7 +314,7 @@ func left(at, now int64) time.Duration {
 
 // after returns the instant d after t0, forever for Never.
 func after(t0 int64, d time.Duration) int64 {
-	if d == spigot.Never || int64(d) > forever-t0 {
+	if d == spigot.Never || t0 > 0 && int64(d) > forever-t0 {
 		return forever
 	}
 	return t0 + int64(d)
@@ -389,7 +390,10 @@ func answer(ctx context.Context, d spigot.Decision) (spigot.Decision, error) {
 // send applies op in the store, asked for at now, and remembers what its
 // decision says.
 func (s *Store) send(ctx context.Context, op spigot.Op, now int64) (spigot.Decision, error) {
-	gen := s.gen.Load()
+	if op.Check() != nil {
+		return s.next.Do(ctx, op)
+	}
+	gen := s.shard(op.Key).gen.Load()
 	d, err := s.next.Do(ctx, op)
 	if err == nil {
 		s.learn(op, d, now, gen)
@@ -448,14 +452,15 @@ func (sh *shard) unprobe(k ckey, wait chan struct{}, now int64) {
 func (s *Store) forget(op spigot.Op) {
 	sh := s.shard(op.Key)
 	sh.mu.Lock()
-	s.gen.Add(1)
+	sh.gen.Add(1)
 	delete(sh.m, ckey{op.Limit.Name(), op.Key})
 	sh.mu.Unlock()
 }
 
 // learn remembers what d, the store's decision on op asked for at t0,
 // says: a denial, and a Remaining of 0. It remembers nothing when a Refund
-// or Reset went through the Store since gen was read.
+// or Reset of a key of op's shard went through the Store since gen, the
+// shard's, was read.
 func (s *Store) learn(op spigot.Op, d spigot.Decision, t0 int64, gen uint64) {
 	if d.Degraded() || op.N < 0 || op.Check() != nil {
 		return
@@ -487,7 +492,7 @@ func (s *Store) learn(op spigot.Op, d spigot.Decision, t0 int64, gen uint64) {
 	sh := s.shard(op.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if s.gen.Load() != gen {
+	if sh.gen.Load() != gen {
 		return
 	}
 	e, ok := sh.m[k]
@@ -587,12 +592,12 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	if len(rest) == 0 {
 		return ctx.Err()
 	}
-	gen := s.gen.Load()
 	if len(rest) == len(ops) {
+		gens := s.gens(ops)
 		err := s.next.DoMulti(ctx, mode, ops, out)
 		if err == nil {
 			for i, op := range ops {
-				s.learn(op, out[i], now, gen)
+				s.learn(op, out[i], now, gens[i])
 			}
 		}
 		return err
@@ -602,16 +607,26 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	for j, i := range rest {
 		sub[j] = ops[i]
 	}
+	gens := s.gens(sub)
 	err := s.next.DoMulti(ctx, mode, sub, res)
 	for j, i := range rest {
 		out[i] = res[j]
 	}
 	if err == nil {
 		for j, op := range sub {
-			s.learn(op, res[j], now, gen)
+			s.learn(op, res[j], now, gens[j])
 		}
 	}
 	return err
+}
+
+// gens returns the generation of the shard of each of ops.
+func (s *Store) gens(ops []spigot.Op) []uint64 {
+	g := make([]uint64, len(ops))
+	for i, op := range ops {
+		g[i] = s.shard(op.Key).gen.Load()
+	}
+	return g
 }
 
 // allOrNothing is DoMulti in mode AllOrNothing, without Refund or Reset.
@@ -628,7 +643,7 @@ func (s *Store) allOrNothing(ctx context.Context, ops []spigot.Op, out []spigot.
 	if local {
 		return ctx.Err()
 	}
-	gen := s.gen.Load()
+	gens := s.gens(ops)
 	if err := s.next.DoMulti(ctx, spigot.AllOrNothing, ops, out); err != nil {
 		return err
 	}
@@ -643,7 +658,7 @@ func (s *Store) allOrNothing(ctx context.Context, ops []spigot.Op, out []spigot.
 			continue
 		}
 		if once(ops, i) {
-			s.learn(op, out[i], now, gen)
+			s.learn(op, out[i], now, gens[i])
 		}
 	}
 	return nil

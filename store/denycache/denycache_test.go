@@ -507,9 +507,10 @@ func TestOptions(t *testing.T) {
 // gated is a store whose calls, once armed, block until released.
 type gated struct {
 	spigot.Store
-	armed   atomic.Bool
-	entered chan struct{} // receives every call made while armed
-	release chan struct{}
+	armed      atomic.Bool   // calls block before the store decides
+	armedAfter atomic.Bool   // the next call blocks after the store decides
+	entered    chan struct{} // receives every call made while armed
+	release    chan struct{}
 }
 
 func (g *gated) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
@@ -517,7 +518,12 @@ func (g *gated) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		g.entered <- struct{}{}
 		<-g.release
 	}
-	return g.Store.Do(ctx, op)
+	d, err := g.Store.Do(ctx, op)
+	if g.armedAfter.CompareAndSwap(true, false) {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return d, err
 }
 
 // TestProbe: when a denial the Store remembers runs out, one request asks
@@ -575,5 +581,34 @@ func TestProbe(t *testing.T) {
 	}
 	if admitted != 1 || mem.calls.Load() != 2 {
 		t.Errorf("got %d admitted and %d store calls, want 1 and 2", admitted, mem.calls.Load())
+	}
+}
+
+// TestStaleDenial: a denial that the store decided before a Reset through
+// the Store, but that comes back after it, is not remembered.
+func TestStaleDenial(t *testing.T) {
+	clk := clocktest.New(t0)
+	mem := memory.New(memory.WithClock(clk))
+	g := &gated{Store: mem, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	c := denycache.New(g, denycache.WithClock(clk))
+	ctx := context.Background()
+	op := spigot.Op{Limit: bucket, Key: "k", N: 1}
+	mem.Do(ctx, spigot.Op{Limit: bucket, Key: "k", N: 4}) // empty, behind the Store's back
+	g.armedAfter.Store(true)
+	done := make(chan spigot.Decision)
+	go func() {
+		d, _ := c.Do(ctx, op)
+		done <- d
+	}()
+	<-g.entered // decided, not yet back
+	if _, err := c.Do(ctx, spigot.Op{Limit: bucket, Key: "k", Action: spigot.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	if d := <-done; d.Allowed() {
+		t.Fatalf("the Take before the Reset: got %+v, want a denial", d)
+	}
+	if d, _ := c.Do(ctx, op); !d.Allowed() {
+		t.Errorf("after the Reset: got %+v, want the Take allowed", d)
 	}
 }
