@@ -13,6 +13,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/store/denycache"
+	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -610,5 +611,38 @@ func TestStaleDenial(t *testing.T) {
 	}
 	if d, _ := c.Do(ctx, op); !d.Allowed() {
 		t.Errorf("after the Reset: got %+v, want the Take allowed", d)
+	}
+}
+
+// TestHybrid: in front of store/hybrid, the FailClosed denials of an
+// unavailable remote are not remembered, and once the remote is back its
+// denials are.
+func TestHybrid(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote := &fake{d: spigot.Decision{RetryAfter: time.Second, RefillAfter: time.Second}, err: errors.New("down")}
+	h := &counting{Store: hybrid.New(remote, memory.New(memory.WithClock(clk)),
+		hybrid.WithClock(clk), hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithBreaker(1, time.Second))}
+	c := denycache.New(h, denycache.WithClock(clk))
+	ctx := context.Background()
+	op := spigot.Op{Limit: bucket, Key: "k", N: 1}
+	for step := range 3 {
+		d, err := c.Do(ctx, op)
+		if err != nil || d.Allowed() || !d.Degraded() {
+			t.Fatalf("step %d: got %+v, %v; want a degraded denial", step, d, err)
+		}
+	}
+	if n := h.calls.Load(); n != 3 {
+		t.Errorf("got %d calls of the hybrid store, want 3", n)
+	}
+	remote.err = nil
+	clk.Advance(time.Second) // the breaker probes again
+	for step := range 3 {
+		d, err := c.Do(ctx, op)
+		if err != nil || d.Allowed() || d.Degraded() {
+			t.Fatalf("step %d: got %+v, %v; want the remote's denial", step, d, err)
+		}
+	}
+	if n := h.calls.Load(); n != 4 {
+		t.Errorf("got %d calls of the hybrid store, want 4", n)
 	}
 }
