@@ -32,6 +32,7 @@ package spigot
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/spigot-go/spigot/clock"
@@ -107,6 +108,11 @@ type Limiter struct {
 	store Store
 	limit Limit
 	clock clock.Clock
+
+	// waiters queues the callers of WaitN on each key.
+	waiters wait.Queues[Decision]
+	// jitter returns a random duration from 0 to max; nil: jitter.
+	jitter func(max time.Duration) time.Duration
 }
 
 // An Option configures a Limiter.
@@ -202,18 +208,33 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 }
 
 // WaitN blocks until n tokens for key are taken, and returns that
-// decision. Between tries it sleeps RetryAfter on the limiter's clock;
-// another caller may take the tokens meanwhile, so it may try more than
-// once. On a leaky bucket, once the tokens are taken it sleeps the
-// decision's Delay, once, so that it returns at the request's turn.
+// decision. It is safe for concurrent use, and fair within the Limiter:
+// the calls of WaitN on one key are admitted in the order they began, so
+// that a large n is not passed by smaller ones that came after it. Only
+// the first of them asks the store; the others wait their turn without
+// calling it. Calls on different keys do not wait for each other.
+//
+// Until the tokens are there, the first waiter sleeps RetryAfter on the
+// limiter's clock, then asks again: callers of AllowN, or of WaitN in
+// other processes that share the store, may take the tokens meanwhile. A
+// WaitN that finds nobody waiting on its key asks again after exactly
+// RetryAfter. Every later try sleeps RetryAfter plus a random extra of at
+// most a tenth of it and at most 10 ms (never past the context's
+// deadline), so that waiters in several processes do not all ask at once.
+// On a leaky bucket, once the tokens are taken it sleeps the decision's
+// Delay, once, so that it returns at the request's turn; the next waiter
+// does not wait for that.
 //
 // It returns at once, having taken nothing: ErrNeverAdmitted when n
 // exceeds the limit's capacity; the context's error when ctx is done; and
 // an error wrapping context.DeadlineExceeded when ctx's deadline falls
-// before the retry would be allowed (as x/time/rate does), so a caller with
-// a deadline does not sleep in vain. When a leaky bucket's Delay would end
-// past the deadline, or ctx is done during it, it refunds the n tokens
-// and returns such an error.
+// before the tokens could be taken (as x/time/rate does), so a caller with
+// a deadline does not sleep in vain: before the retry its denial allows,
+// or before the waiter ahead of it asks the store again, and then the
+// Decision's RetryAfter is how long at least it would have waited. A
+// waiter whose context ends leaves the queue, and the next one goes on.
+// When a leaky bucket's Delay would end past the deadline, or ctx is done
+// during it, it refunds the n tokens and returns such an error.
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
 	if err := op.Check(); err != nil {
@@ -222,28 +243,145 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 	if capacity := l.limit.Capacity(); n > capacity {
 		return Failed(), fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, capacity)
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return Failed(), err
-		}
-		d, err := l.do(ctx, op)
-		if err != nil {
+	if err := ctx.Err(); err != nil {
+		return Failed(), err
+	}
+	deadline, _ := ctx.Deadline()
+	var d Decision
+	first := false // d is a denial, to a try made while nobody waited on key
+	if !l.waiters.Busy(key) {
+		// Nobody waits on key: try at once, as AllowN does, and queue
+		// only if denied.
+		var err error
+		if d, err = l.try(ctx, op); err != nil {
 			return d, err
 		}
 		if d.Allowed() {
 			return l.delay(ctx, op, d)
 		}
-		if d.RetryAfter == Never { // the store holds a config we did not expect
-			return d, fmt.Errorf("%w: %d tokens", ErrNeverAdmitted, n)
+		if err := l.tooLate(op, d, deadline); err != nil {
+			return d, err
 		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(l.clock.Now()) < d.RetryAfter {
-			return d, fmt.Errorf("spigot: WaitN(%q, %d) needs %v, past the context's deadline: %w",
-				key, n, d.RetryAfter, context.DeadlineExceeded)
+		first = true
+	}
+	w, head, wake, note := l.waiters.Join(key, deadline, l.clock.Now())
+	if w == nil {
+		return l.turnedAway(op, wake, note)
+	}
+	if !head {
+		first = false
+		if d, err := l.waitTurn(ctx, op, w); err != nil {
+			return d, err
 		}
-		if err := l.sleep(ctx, d.RetryAfter); err != nil {
+	}
+	// w is at the head of key's queue: it alone asks the store, until it
+	// leaves.
+	for {
+		if !first {
+			if err := ctx.Err(); err != nil {
+				l.waiters.Leave(w)
+				return Failed(), err
+			}
+			var err error
+			d, err = l.try(ctx, op)
+			if err != nil || d.Allowed() {
+				// The next waiter need not wait for a leaky bucket's Delay.
+				l.waiters.Leave(w)
+				if err != nil {
+					return d, err
+				}
+				return l.delay(ctx, op, d)
+			}
+		}
+		now := l.clock.Now()
+		if err := l.tooLate(op, d, deadline); err != nil {
+			l.waiters.Leave(w)
+			return d, err
+		}
+		pause := d.RetryAfter
+		if !first {
+			pause += l.jitterFor(d.RetryAfter)
+			if !deadline.IsZero() {
+				pause = min(pause, max(deadline.Sub(now), d.RetryAfter))
+			}
+		}
+		first = false
+		l.waiters.Sleeping(w, now.Add(pause), now, d)
+		if err := l.sleep(ctx, pause); err != nil {
+			l.waiters.Leave(w)
 			return Failed(), err
 		}
 	}
+}
+
+// try applies op, a Take, and returns its decision, or an error for a
+// denial that no wait can change.
+func (l *Limiter) try(ctx context.Context, op Op) (Decision, error) {
+	d, err := l.do(ctx, op)
+	switch {
+	case err != nil:
+		return d, err
+	case d.RetryAfter == Never: // the store holds a config we did not expect
+		return d, fmt.Errorf("%w: %d tokens", ErrNeverAdmitted, op.N)
+	}
+	return d, nil
+}
+
+// tooLate returns an error wrapping context.DeadlineExceeded when the
+// retry the denial d allows comes after deadline (zero: none).
+func (l *Limiter) tooLate(op Op, d Decision, deadline time.Time) error {
+	if !deadline.IsZero() && deadline.Sub(l.clock.Now()) < d.RetryAfter {
+		return fmt.Errorf("spigot: WaitN(%q, %d) needs %v, past the context's deadline: %w",
+			op.Key, op.N, d.RetryAfter, context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// turnedAway returns the denial and error of a waiter whose deadline falls
+// before wake, when the waiter ahead of it asks the store next, having
+// learnt note.
+func (l *Limiter) turnedAway(op Op, wake time.Time, note Decision) (Decision, error) {
+	d := note
+	d.N = 0
+	d.RetryAfter = (wake.Sub(l.clock.Now()) + time.Millisecond - 1).Truncate(time.Millisecond)
+	return d, fmt.Errorf("spigot: WaitN(%q, %d) waits behind others for at least %v, past the context's deadline: %w",
+		op.Key, op.N, d.RetryAfter, context.DeadlineExceeded)
+}
+
+// waitTurn waits until w is at the head of its queue. It returns an error
+// when ctx is done first, or when w is turned away, having left the queue.
+func (l *Limiter) waitTurn(ctx context.Context, op Op, w *wait.Waiter[Decision]) (Decision, error) {
+	for {
+		select {
+		case <-w.C:
+			head, late, wake, note := l.waiters.Turn(w)
+			if head {
+				return Decision{}, nil
+			}
+			if late {
+				return l.turnedAway(op, wake, note)
+			}
+		case <-ctx.Done():
+			l.waiters.Leave(w)
+			return Failed(), ctx.Err()
+		}
+	}
+}
+
+// maxJitter bounds the random extra of WaitN's later tries.
+const maxJitter = 10 * time.Millisecond
+
+// jitterFor returns a random extra for a sleep of r: from 0 to a tenth of
+// r, and at most maxJitter.
+func (l *Limiter) jitterFor(r time.Duration) time.Duration {
+	m := min(r/10, maxJitter)
+	if m <= 0 {
+		return 0
+	}
+	if l.jitter != nil {
+		return min(max(l.jitter(m), 0), m)
+	}
+	return rand.N(m + 1)
 }
 
 // refundTimeout bounds the refund of an abandoned turn.

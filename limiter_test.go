@@ -91,9 +91,12 @@ func TestWait(t *testing.T) {
 }
 
 // TestWaitRetriesWhenRaced: another caller takes the tokens the waiter was
-// waiting for, so Wait sleeps again instead of returning a denial.
+// waiting for, so Wait sleeps again instead of returning a denial, this
+// time with a random extra (here its most, 10 ms).
 func TestWaitRetriesWhenRaced(t *testing.T) {
-	l, clk := newLimiter(t, 1, spigot.PerSecond(1))
+	clk := clocktest.New(t0)
+	l := spigot.New(memory.New(memory.WithClock(clk)), spigot.MustBucket("test", 1, spigot.PerSecond(1)),
+		spigot.WithClock(clk), spigot.WithJitter(func(max time.Duration) time.Duration { return max }))
 	ctx := context.Background()
 	l.Allow(ctx, "k")
 	done := make(chan spigot.Decision)
@@ -114,7 +117,13 @@ func TestWaitRetriesWhenRaced(t *testing.T) {
 		return
 	}
 	clk.BlockUntil(1) // the waiter lost and sleeps again
-	clk.Advance(1 * s)
+	clk.Advance(1*s + 9*ms)
+	select {
+	case a := <-done:
+		t.Fatalf("Wait returned %+v before its random extra", a)
+	default:
+	}
+	clk.Advance(1 * ms)
 	if a, want := <-done, refill(taken(allow(0, 1*s), 1), 1*s); a != want {
 		t.Errorf("Wait = %+v, want %+v", a, want)
 	}
