@@ -249,9 +249,9 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 	deadline, _ := ctx.Deadline()
 	var d Decision
 	first := false // d is a denial, to a try made while nobody waited on key
-	if !l.waiters.Busy(key) {
-		// Nobody waits on key: try at once, as AllowN does, and queue
-		// only if denied.
+	if n == 0 || !l.waiters.Busy(key) {
+		// Nobody waits on key (or n is 0, always allowed): try at once,
+		// as AllowN does, and queue only if denied.
 		var err error
 		if d, err = l.try(ctx, op); err != nil {
 			return d, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -325,5 +326,132 @@ func TestWaitStoreCalls(t *testing.T) {
 		t.Errorf("store calls per admitted request: WaitN %.2f, polling %.2f; want WaitN at most 3 and below polling", q, p)
 	} else {
 		t.Logf("store calls per admitted request: polling %.2f, WaitN %.2f (%.1f× fewer)", p, q, p/q)
+	}
+}
+
+// TestWaitShaperQueue: on a leaky bucket, a waiter admitted with a Delay
+// leaves the queue before it sleeps it, so the next one asks the store at
+// once and takes the next turn.
+func TestWaitShaperQueue(t *testing.T) {
+	clk := clocktest.New(t0)
+	store := &countingStore{Store: memory.New(memory.WithClock(clk))}
+	shaper := spigot.Must(spigot.NewLeakyBucket("shaper", 2, spigot.PerSecond(1)))
+	l := spigot.New(store, shaper, spigot.WithClock(clk), spigot.WithJitter(noJitter))
+	ctx := context.Background()
+	l.AllowN(ctx, "k", 2) // two turns: at t0 and t0+1s
+	a := startWait(ctx, l, "k", 1)
+	clk.BlockUntil(1) // denied, sleeps until t0+1s
+	b := startWait(ctx, l, "k", 1)
+	await(func() bool { return spigot.WaitingBehind(l, "k") == 1 })
+	clk.Advance(1 * s)
+	// a is admitted with the turn at t0+2s and sleeps until then; b asks
+	// meanwhile, is denied, and sleeps beside it.
+	clk.BlockUntil(2)
+	if got, want := store.calls.Load(), int64(1+2+1); got != want {
+		t.Errorf("step 0: store calls = %d, want %d", got, want)
+	}
+	notYet(t, 0, map[string]<-chan waitResult{"a": a, "b": b})
+	clk.Advance(1 * s)
+	if r := <-a; r.err != nil || !r.d.Allowed() || r.d.Delay != 1*s {
+		t.Fatalf("step 1 (t0+2s): a = %+v, %v; want allowed with Delay 1s", r.d, r.err)
+	}
+	clk.BlockUntil(1) // b is admitted with the turn at t0+3s
+	notYet(t, 1, map[string]<-chan waitResult{"b": b})
+	clk.Advance(1 * s)
+	if r := <-b; r.err != nil || !r.d.Allowed() || r.d.Delay != 1*s {
+		t.Fatalf("step 2 (t0+3s): b = %+v, %v; want allowed with Delay 1s", r.d, r.err)
+	}
+}
+
+// TestWaitConcurrent: many callers of WaitN on a few keys, some cancelled,
+// some with deadlines, while the clock moves: each returns, none is
+// admitted beyond what the limit holds, every one without a context that
+// ends is admitted, and no queue is left.
+func TestWaitConcurrent(t *testing.T) {
+	clk := clocktest.New(tFuture)
+	l := spigot.New(memory.New(memory.WithClock(clk)), spigot.MustBucket("test", 5, spigot.PerSecond(10)), spigot.WithClock(clk))
+	keys := []string{"a", "b", "c"}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	type waiter struct {
+		key      string
+		kind     int // 0: no end, 1: cancelled at step cancelAt, 2: a deadline
+		cancel   context.CancelFunc
+		cancelAt int
+		res      <-chan waitResult
+	}
+	ws := make([]*waiter, 90)
+	for i := range ws {
+		w := &waiter{key: keys[i%len(keys)], kind: i / len(keys) % 3}
+		ctx := context.Background()
+		switch w.kind {
+		case 1:
+			ctx, w.cancel = context.WithCancel(ctx)
+			w.cancelAt = rnd.IntN(300)
+		case 2:
+			ctx, w.cancel = context.WithDeadline(ctx, tFuture.Add(time.Duration(rnd.IntN(3000))*ms))
+		}
+		w.res = startWait(ctx, l, w.key, 1+rnd.Int64N(5))
+		ws[i] = w
+	}
+	taken := map[string]int64{}
+	left := len(ws)
+	step := 0
+	for ; left > 0; step++ {
+		if step > 100_000 {
+			t.Fatalf("step %d: %d waiters left", step, left)
+		}
+		for i, w := range ws {
+			if w == nil {
+				continue
+			}
+			if w.kind == 1 && w.cancelAt == step {
+				w.cancel()
+			}
+			select {
+			case r := <-w.res:
+				switch {
+				case r.err == nil:
+					taken[w.key] += r.d.N
+				case w.kind == 1 && errors.Is(r.err, context.Canceled), w.kind == 2 && errors.Is(r.err, context.DeadlineExceeded):
+				default:
+					t.Errorf("waiter %d (kind %d): got %+v, %v", i, w.kind, r.d, r.err)
+				}
+				if w.cancel != nil {
+					w.cancel()
+				}
+				ws[i] = nil
+				left--
+			default:
+			}
+		}
+		clk.Advance(10 * ms)
+		runtime.Gosched()
+	}
+	t.Logf("%d steps, taken %v", step, taken)
+	most := 5 + int64(step)/10 // capacity, and 10 a second for step × 10 ms
+	for _, k := range keys {
+		if taken[k] > most {
+			t.Errorf("key %s: %d tokens taken in %d steps, want at most %d", k, taken[k], step, most)
+		}
+	}
+	if n := spigot.WaitingKeys(l); n != 0 {
+		t.Errorf("%d keys still have a queue, want 0", n)
+	}
+}
+
+// TestWaitZero: WaitN of 0 tokens is admitted at once, even with others
+// waiting on the key.
+func TestWaitZero(t *testing.T) {
+	l, clk, _ := newQueueLimiter(t, t0, 1, spigot.PerSecond(1))
+	ctx := context.Background()
+	l.Allow(ctx, "k")
+	a := startWait(ctx, l, "k", 1)
+	clk.BlockUntil(1)
+	if d, err := l.WaitN(ctx, "k", 0); err != nil || !d.Allowed() {
+		t.Errorf("WaitN of 0 = %+v, %v; want allowed at once", d, err)
+	}
+	clk.Advance(1 * s)
+	if r := <-a; r.err != nil || !r.d.Allowed() {
+		t.Errorf("a = %+v, %v; want allowed", r.d, r.err)
 	}
 }
