@@ -246,25 +246,33 @@ func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, err
 	if err := ctx.Err(); err != nil {
 		return Failed(), err
 	}
-	deadline, _ := ctx.Deadline()
-	var d Decision
-	first := false // d is a denial, to a try made while nobody waited on key
 	if n == 0 || !l.waiters.Busy(key) {
 		// Nobody waits on key (or n is 0, always allowed): try at once,
 		// as AllowN does, and queue only if denied.
-		var err error
-		if d, err = l.try(ctx, op); err != nil {
+		d, err := l.try(ctx, op)
+		if err != nil {
 			return d, err
 		}
 		if d.Allowed() {
 			return l.delay(ctx, op, d)
 		}
+		return l.queue(ctx, op, d, true)
+	}
+	return l.queue(ctx, op, Decision{}, false)
+}
+
+// queue waits in the queue of op's key for its turn, then asks the store
+// until op is allowed. When first, d is the denial of a try made while
+// nobody waited on the key, and it checks its retry against ctx's
+// deadline before it joins.
+func (l *Limiter) queue(ctx context.Context, op Op, d Decision, first bool) (Decision, error) {
+	deadline, _ := ctx.Deadline()
+	if first {
 		if err := l.tooLate(op, d, deadline); err != nil {
 			return d, err
 		}
-		first = true
 	}
-	w, head, wake, note := l.waiters.Join(key, deadline, l.clock.Now())
+	w, head, wake, note := l.waiters.Join(op.Key, deadline, l.clock.Now())
 	if w == nil {
 		return l.turnedAway(op, wake, note)
 	}

@@ -427,7 +427,6 @@ func TestWaitConcurrent(t *testing.T) {
 		clk.Advance(10 * ms)
 		runtime.Gosched()
 	}
-	t.Logf("%d steps, taken %v", step, taken)
 	most := 5 + int64(step)/10 // capacity, and 10 a second for step × 10 ms
 	for _, k := range keys {
 		if taken[k] > most {
@@ -453,5 +452,39 @@ func TestWaitZero(t *testing.T) {
 	clk.Advance(1 * s)
 	if r := <-a; r.err != nil || !r.d.Allowed() {
 		t.Errorf("a = %+v, %v; want allowed", r.d, r.err)
+	}
+}
+
+// BenchmarkWaitAdmitted: WaitN when the tokens are there, beside AllowN
+// (the baseline) in the same run, on one hot key and on a key per
+// goroutine.
+func BenchmarkWaitAdmitted(b *testing.B) {
+	for _, keys := range []string{"hot", "per-goroutine"} {
+		for _, op := range []string{"AllowN", "WaitN"} {
+			b.Run("keys="+keys+"/op="+op, func(b *testing.B) {
+				l := spigot.New(memory.New(), spigot.MustBucket("bench", 1<<30, spigot.PerSecond(1<<30)))
+				var id atomic.Int64
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					key := "hot"
+					if keys != "hot" {
+						key = fmt.Sprint("k", id.Add(1))
+					}
+					for pb.Next() {
+						var d spigot.Decision
+						var err error
+						if op == "AllowN" {
+							d, err = l.AllowN(ctx, key, 1)
+						} else {
+							d, err = l.WaitN(ctx, key, 1)
+						}
+						if err != nil || !d.Allowed() {
+							b.Fatalf("%s = %+v, %v", op, d, err)
+						}
+					}
+				})
+			})
+		}
 	}
 }

@@ -2,6 +2,7 @@ package wait
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,8 +13,28 @@ import (
 // safe for concurrent use. T is what the head last learnt (its last
 // denial), handed to the waiters that give up because of it.
 type Queues[T any] struct {
+	// queues counts the keys waited on, so that Busy needs no lock when
+	// there are none.
+	queues atomic.Int64
+	// Keys are spread over shards, so that waiters on different keys
+	// seldom share a lock.
+	shards [shards]shard[T]
+}
+
+const shards = 16
+
+type shard[T any] struct {
 	mu sync.Mutex
 	m  map[string]*queue[T]
+}
+
+// shard returns the shard of key (FNV-1a).
+func (qs *Queues[T]) shard(key string) *shard[T] {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	return &qs.shards[h%shards]
 }
 
 type queue[T any] struct {
@@ -32,6 +53,7 @@ type queue[T any] struct {
 // goroutine that joined, except that the queue pokes it.
 type Waiter[T any] struct {
 	key        string
+	shard      *shard[T]
 	q          *queue[T] // nil once it has left
 	prev, next *Waiter[T]
 	deadline   time.Time // zero: none
@@ -47,9 +69,13 @@ type Waiter[T any] struct {
 
 // Busy reports whether someone waits on key.
 func (qs *Queues[T]) Busy(key string) bool {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	return qs.m[key] != nil
+	if qs.queues.Load() == 0 {
+		return false
+	}
+	sh := qs.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.m[key] != nil
 }
 
 // Join puts a waiter with the given deadline (zero: none) at the tail of
@@ -59,19 +85,21 @@ func (qs *Queues[T]) Busy(key string) bool {
 // returns nil, with that instant and what the head last learnt: the
 // waiter cannot be admitted before its deadline.
 func (qs *Queues[T]) Join(key string, deadline, now time.Time) (w *Waiter[T], head bool, wake time.Time, note T) {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	q := qs.m[key]
+	sh := qs.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	q := sh.m[key]
 	if q == nil {
-		if qs.m == nil {
-			qs.m = make(map[string]*queue[T])
+		if sh.m == nil {
+			sh.m = make(map[string]*queue[T])
 		}
 		q = &queue[T]{}
-		qs.m[key] = q
+		sh.m[key] = q
+		qs.queues.Add(1)
 	} else if late(deadline, q.wake, now) {
 		return nil, false, q.wake, q.note
 	}
-	w = &Waiter[T]{key: key, q: q, deadline: deadline, C: make(chan struct{}, 1)}
+	w = &Waiter[T]{key: key, shard: sh, q: q, deadline: deadline, C: make(chan struct{}, 1)}
 	if q.tail == nil {
 		q.head, q.tail = w, w
 		w.head = true
@@ -97,8 +125,8 @@ func late(deadline, wake, now time.Time) bool {
 // the head asks the store next, with what the head learnt then. When
 // neither, it goes on waiting.
 func (qs *Queues[T]) Turn(w *Waiter[T]) (head, late bool, wake time.Time, note T) {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
+	w.shard.mu.Lock()
+	defer w.shard.mu.Unlock()
 	return w.head, w.late, w.wake, w.note
 }
 
@@ -106,8 +134,8 @@ func (qs *Queues[T]) Turn(w *Waiter[T]) (head, late bool, wake time.Time, note T
 // having learnt note, and turns away every waiter behind it whose deadline
 // falls before wake.
 func (qs *Queues[T]) Sleeping(w *Waiter[T], wake, now time.Time, note T) {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
+	w.shard.mu.Lock()
+	defer w.shard.mu.Unlock()
 	q := w.q
 	if q == nil || !w.head {
 		return
@@ -135,8 +163,8 @@ func (qs *Queues[T]) Sleeping(w *Waiter[T], wake, now time.Time, note T) {
 // it becomes the head when w was, and the queue goes away when it is
 // empty.
 func (qs *Queues[T]) Leave(w *Waiter[T]) {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
+	w.shard.mu.Lock()
+	defer w.shard.mu.Unlock()
 	if w.q == nil {
 		return
 	}
@@ -153,7 +181,7 @@ func (qs *Queues[T]) Leave(w *Waiter[T]) {
 }
 
 // remove unlinks w from its queue, and drops the queue when it is empty.
-// qs.mu is held.
+// w's shard is locked.
 func (qs *Queues[T]) remove(w *Waiter[T]) {
 	q := w.q
 	if w.prev != nil {
@@ -168,15 +196,14 @@ func (qs *Queues[T]) remove(w *Waiter[T]) {
 	}
 	w.prev, w.next, w.q, w.head = nil, nil, nil, false
 	if q.head == nil {
-		delete(qs.m, w.key)
+		delete(w.shard.m, w.key)
+		qs.queues.Add(-1)
 	}
 }
 
 // Len reports how many keys have a queue, for tests.
 func (qs *Queues[T]) Len() int {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	return len(qs.m)
+	return int(qs.queues.Load())
 }
 
 func poke[T any](w *Waiter[T]) {
@@ -189,10 +216,11 @@ func poke[T any](w *Waiter[T]) {
 // Behind reports how many waiters wait behind the head of key's queue,
 // for tests.
 func (qs *Queues[T]) Behind(key string) int {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
+	sh := qs.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	n := 0
-	if q := qs.m[key]; q != nil {
+	if q := sh.m[key]; q != nil {
 		for w := q.head.next; w != nil; w = w.next {
 			n++
 		}
