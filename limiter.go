@@ -208,33 +208,37 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 }
 
 // WaitN blocks until n tokens for key are taken, and returns that
-// decision. It is safe for concurrent use, and fair within the Limiter:
-// the calls of WaitN on one key are admitted in the order they began, so
-// that a large n is not passed by smaller ones that came after it. Only
-// the first of them asks the store; the others wait their turn without
-// calling it. Calls on different keys do not wait for each other.
+// decision; an n of 0 is allowed at once. It is safe for concurrent use,
+// and fair within the Limiter: the calls of WaitN on one key that must
+// wait are admitted in the order they came, so a large n is not passed by
+// smaller ones that came after it. Of those, only the one whose turn it is
+// asks the store; the others wait without calling it. Calls on different
+// keys do not wait for each other, and a key nobody waits on costs
+// nothing.
 //
-// Until the tokens are there, the first waiter sleeps RetryAfter on the
-// limiter's clock, then asks again: callers of AllowN, or of WaitN in
-// other processes that share the store, may take the tokens meanwhile. A
-// WaitN that finds nobody waiting on its key asks again after exactly
-// RetryAfter. Every later try sleeps RetryAfter plus a random extra of at
-// most a tenth of it and at most 10 ms (never past the context's
-// deadline), so that waiters in several processes do not all ask at once.
-// On a leaky bucket, once the tokens are taken it sleeps the decision's
-// Delay, once, so that it returns at the request's turn; the next waiter
-// does not wait for that.
+// While the tokens are not there, the waiter whose turn it is sleeps
+// RetryAfter on the limiter's clock, then asks again: callers of AllowN,
+// or of WaitN in other processes that share the store, may take the
+// tokens meanwhile. A WaitN that finds nobody waiting on its key asks
+// again after exactly RetryAfter; every later try sleeps RetryAfter plus a
+// random extra of at most a tenth of it and at most 10 ms (never past the
+// context's deadline), so that waiters in several processes do not all
+// ask at once. On a leaky bucket, once the tokens are taken it sleeps the
+// decision's Delay, once, so that it returns at the request's turn; the
+// next waiter does not wait for that.
 //
 // It returns at once, having taken nothing: ErrNeverAdmitted when n
 // exceeds the limit's capacity; the context's error when ctx is done; and
 // an error wrapping context.DeadlineExceeded when ctx's deadline falls
-// before the tokens could be taken (as x/time/rate does), so a caller with
-// a deadline does not sleep in vain: before the retry its denial allows,
-// or before the waiter ahead of it asks the store again, and then the
-// Decision's RetryAfter is how long at least it would have waited. A
-// waiter whose context ends leaves the queue, and the next one goes on.
-// When a leaky bucket's Delay would end past the deadline, or ctx is done
-// during it, it refunds the n tokens and returns such an error.
+// before the tokens can be taken (as x/time/rate does), so a caller with
+// a deadline does not sleep in vain. That is when the deadline falls
+// before the retry its denial allows, or before the waiter ahead of it
+// asks again, possibly after it joined the queue; the Decision returned
+// with that error has in RetryAfter how long at least the call would have
+// waited. When ctx is done while it waits, it leaves the queue at once,
+// having taken nothing, and the next waiter goes on. When a leaky
+// bucket's Delay would end past the deadline, or ctx is done during it,
+// it refunds the n tokens and returns such an error.
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
 	if err := op.Check(); err != nil {
