@@ -4,7 +4,8 @@
 // API: the benchmarks are in its tests.
 //
 // One run measures every peer in the same cells, named
-// peer=…/keys=…/goroutines=…/outcome=…:
+// keys=…/goroutines=…/outcome=…/peer=…, the peers of a cell one after the
+// other:
 //
 //   - keys: hot (every request on one key) or 100000 (each goroutine walks
 //     them all, a prime stride apart);
@@ -32,7 +33,9 @@
 //	go test -run='^$' -bench=. -benchmem -count=5 ./internal/peers/... | tee /tmp/peers.txt
 //
 // (-bench=Memory or -bench=Redis for one half; -benchtime=0.2s for a quick
-// look). To compare spigot with a peer, cell by cell, rename the peer's
+// look). On a shared machine, whose load changes from minute to minute,
+// five runs of -count=1 spread each peer's samples over the whole time,
+// where -count=5 takes a cell's five in a row. To compare spigot with a peer, cell by cell, rename the peer's
 // column and let benchstat put them side by side, for example:
 //
 //	go install golang.org/x/perf/cmd/benchstat@latest

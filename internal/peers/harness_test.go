@@ -168,26 +168,33 @@ func run(b *testing.B, allow allowFunc, keys []string, g int, want bool) {
 }
 
 // benchMatrix runs every cell of the matrix for every peer, named
-// peer=…/keys=…/goroutines=…/outcome=…. Each peer's state for a cell is
-// set up once (and exhausted, for denied) before its goroutine counts run.
-func benchMatrix(b *testing.B, peers []peer) {
-	for _, p := range peers {
-		b.Run("peer="+p.name, func(b *testing.B) {
-			for _, nk := range keyCounts {
-				keys := benchKeys(nk)
-				b.Run("keys="+keysName(nk), func(b *testing.B) {
-					for _, o := range outcomes {
-						allow := p.start(b, o.q)
-						if o.q == denied {
-							exhaust(b, allow, keys)
-						}
-						for _, g := range goroutines {
-							b.Run(fmt.Sprintf("goroutines=%d/outcome=%s", g, o.name), func(b *testing.B) {
-								run(b, allow, keys, g, o.q == admitted)
-							})
-						}
+// keys=…/goroutines=…/outcome=…/peer=…, the peers of a cell one after the
+// other, so that the load of the machine changes little between them. For
+// each number of keys and outcome, reset (if not nil) clears what the
+// previous cells left, then each peer's state is set up once (and exhausted,
+// for denied) before its goroutine counts run.
+func benchMatrix(b *testing.B, peers []peer, reset func(testing.TB)) {
+	for _, nk := range keyCounts {
+		keys := benchKeys(nk)
+		b.Run("keys="+keysName(nk), func(b *testing.B) {
+			for _, o := range outcomes {
+				if reset != nil {
+					reset(b)
+				}
+				allows := make([]allowFunc, len(peers))
+				for i, p := range peers {
+					allows[i] = p.start(b, o.q)
+					if o.q == denied {
+						exhaust(b, allows[i], keys)
 					}
-				})
+				}
+				for _, g := range goroutines {
+					for i, p := range peers {
+						b.Run(fmt.Sprintf("goroutines=%d/outcome=%s/peer=%s", g, o.name, p.name), func(b *testing.B) {
+							run(b, allows[i], keys, g, o.q == admitted)
+						})
+					}
+				}
 			}
 		})
 	}

@@ -12,7 +12,8 @@ import (
 // request on a key and denies the next, on that key alone.
 func TestQuotas(t *testing.T) {
 	srv := testserver.Start(t, testserver.Redis)
-	all := append(append([]peer(nil), memoryPeers...), redisPeers(t, srv)...)
+	redisPeers, flush := redisPeers(t, srv)
+	all := append(append([]peer(nil), memoryPeers...), redisPeers...)
 	ctx := context.Background()
 	for _, p := range all {
 		t.Run(p.name, func(t *testing.T) {
@@ -32,6 +33,7 @@ func TestQuotas(t *testing.T) {
 			var last quota
 			for i, s := range steps {
 				if allow == nil || s.q != last {
+					flush(t)
 					allow, last = p.start(t, s.q), s.q
 				}
 				got, err := allow(ctx, s.key)

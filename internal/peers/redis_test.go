@@ -21,8 +21,8 @@ import (
 // redisPeers returns the limiters on one redis-server at addr, each on a
 // client of its own library with that library's default options (go-redis:
 // a pool of 10 connections per P; rueidis and valkey-go: one pipelined
-// connection), and each start empties the server (FLUSHALL), so that a cell
-// starts from no state:
+// connection), each with keys of its own, and the function that empties the
+// server (FLUSHALL) between cells:
 //
 //   - spigot-goredis, spigot-valkey, spigot-rueidis: store/redis,
 //     store/valkey and store/rueidis, a token bucket as in memoryPeers, one
@@ -34,7 +34,7 @@ import (
 //   - throttled: throttled's GCRA on its go-redis v9 store, as in
 //     memoryPeers; a GET, then a SET NX or a compare-and-swap script, so two
 //     round trips per request, more under contention on a key.
-func redisPeers(tb testing.TB, srv *testserver.Server) []peer {
+func redisPeers(tb testing.TB, srv *testserver.Server) ([]peer, func(testing.TB)) {
 	gr := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	tb.Cleanup(func() { gr.Close() })
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
@@ -56,16 +56,14 @@ func redisPeers(tb testing.TB, srv *testserver.Server) []peer {
 	}
 	onStore := func(s spigot.Store) func(tb testing.TB, q quota) allowFunc {
 		return func(tb testing.TB, q quota) allowFunc {
-			flush(tb)
 			return spigotAllow(spigot.New(s, spigotLimit(tb, q)))
 		}
 	}
 	return []peer{
-		{"spigot-goredis", onStore(redisstore.New(gr))},
-		{"spigot-valkey", onStore(valkeystore.New(vk))},
-		{"spigot-rueidis", onStore(rueidisstore.New(rc))},
+		{"spigot-goredis", onStore(redisstore.New(gr, redisstore.WithPrefix("goredis:")))},
+		{"spigot-valkey", onStore(valkeystore.New(vk, valkeystore.WithPrefix("valkey:")))},
+		{"spigot-rueidis", onStore(rueidisstore.New(rc, rueidisstore.WithPrefix("rueidis:")))},
 		{"redis_rate", func(tb testing.TB, q quota) allowFunc {
-			flush(tb)
 			l := redis_rate.NewLimiter(gr)
 			limit := redis_rate.Limit{Rate: int(q.Tokens), Burst: int(q.Burst), Period: q.Period}
 			return func(ctx context.Context, key string) (bool, error) {
@@ -77,7 +75,6 @@ func redisPeers(tb testing.TB, srv *testserver.Server) []peer {
 			}
 		}},
 		{"ulule", func(tb testing.TB, q quota) allowFunc {
-			flush(tb)
 			s, err := ulredis.NewStore(gr)
 			if err != nil {
 				tb.Fatal(err)
@@ -85,19 +82,19 @@ func redisPeers(tb testing.TB, srv *testserver.Server) []peer {
 			return ululeAllow(ulule.New(s, ulule.Rate{Period: q.Period, Limit: q.Tokens}))
 		}},
 		{"throttled", func(tb testing.TB, q quota) allowFunc {
-			flush(tb)
 			s, err := goredisstore.NewCtx(gr, "throttled:")
 			if err != nil {
 				tb.Fatal(err)
 			}
 			return throttledAllow(tb, s, q)
 		}},
-	}
+	}, flush
 }
 
 // BenchmarkRedis runs the matrix over the limiters on Redis, on one
 // redis-server started for it.
 func BenchmarkRedis(b *testing.B) {
 	srv := testserver.Start(b, testserver.Redis)
-	benchMatrix(b, redisPeers(b, srv))
+	peers, reset := redisPeers(b, srv)
+	benchMatrix(b, peers, reset)
 }
