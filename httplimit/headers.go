@@ -100,10 +100,11 @@ const (
 const maxSF = 999_999_999_999_999
 
 // setHeaders sets in h the rate-limit headers of the decisions out on
-// limits, of which limits[by] decided d, merged with those that an outer
+// limits, the limits of the rules of the given indices, of which
+// limits[by] decided d, merged with those that an outer
 // middleware already set in h. It builds every value in one buffer: one
 // allocation for the values and one for their slices.
-func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spigot.Decision, by int, d spigot.Decision) {
+func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limit, out []spigot.Decision, by int, d spigot.Decision) {
 	var buf [512]byte
 	var keys [6]string
 	var ends [6]int
@@ -118,7 +119,7 @@ func (m *Middleware) setHeaders(h http.Header, limits []spigot.Limit, out []spig
 			if len(b) > from {
 				b = append(b, ", "...)
 			}
-			if p := m.policyOf(limits[i]); p != "" {
+			if p := m.rules[rules[i]].policy; p != "" { // "" for a limit a ByFunc chose
 				b = append(b, p...)
 			} else {
 				b = policyItem(b, limits[i])

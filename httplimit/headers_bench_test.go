@@ -17,9 +17,11 @@ func BenchmarkSetHeaders(b *testing.B) {
 	user := spigot.MustBucket("per-user", 5, spigot.PerMinute(1))
 	for _, limits := range [][]spigot.Limit{{api}, {api, user}} {
 		var opts []Option
+		rules := make([]int, len(limits))
 		out := make([]spigot.Decision, len(limits))
 		for i, l := range limits {
 			opts = append(opts, By(l, nil))
+			rules[i] = i
 			out[i] = spigot.Decision{N: 1, Remaining: 3, ResetAfter: 9 * time.Second, RefillAfter: 1500 * time.Millisecond}
 		}
 		m := New(memoryless{}, opts...)
@@ -28,7 +30,7 @@ func BenchmarkSetHeaders(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				clear(h)
-				m.setHeaders(h, limits, out, 0, out[0])
+				m.setHeaders(h, rules, limits, out, 0, out[0])
 			}
 		})
 	}

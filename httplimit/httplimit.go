@@ -463,8 +463,8 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 		}
 		d, err := m.store.Do(r.Context(), spigot.Op{Limit: l, Key: k, Action: spigot.Take, N: cost})
 		if err == nil && d.Allowed() {
-			limits, out := [1]spigot.Limit{l}, [1]spigot.Decision{d}
-			m.setHeaders(w.Header(), limits[:], out[:], 0, d)
+			rules, limits, out := [1]int{0}, [1]spigot.Limit{l}, [1]spigot.Decision{d}
+			m.setHeaders(w.Header(), rules[:], limits[:], out[:], 0, d)
 			return d.Delay == 0 || m.delay(r, d.Delay)
 		}
 		s := m.pool.Get().(*scratch)
@@ -520,7 +520,7 @@ func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, 
 	if m.observe != nil {
 		m.observe(r, res)
 	}
-	m.setHeaders(w.Header(), limits, out, by, d)
+	m.setHeaders(w.Header(), s.rules[:n], limits, out, by, d)
 	if !d.Allowed() {
 		m.deny(w, r, res)
 		return false
@@ -692,15 +692,4 @@ func (m *Middleware) Refund(r *http.Request) error {
 		return fmt.Errorf("spigot: httplimit: Refund: %w", err)
 	}
 	return nil
-}
-
-// policyOf returns the RateLimit-Policy member of l made once for a rule
-// of that limit, or "" (a limit that a ByFunc chose).
-func (m *Middleware) policyOf(l spigot.Limit) string {
-	for i := range m.rules {
-		if ru := &m.rules[i]; ru.policy != "" && ru.limit == l {
-			return ru.policy
-		}
-	}
-	return ""
 }
