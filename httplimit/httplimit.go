@@ -612,15 +612,21 @@ func (ru *rule) resolve(r *http.Request, i int) (spigot.Limit, string, error) {
 	if err != nil {
 		return l, "", err
 	}
+	k, err := ru.keyFor(r, i, l)
+	return l, k, err
+}
+
+// keyFor returns the key of rule i, of limit l, for r.
+func (ru *rule) keyFor(r *http.Request, i int, l spigot.Limit) (string, error) {
 	k, err := ru.key(r)
 	switch {
 	case err != nil:
 	case len(k) > spigot.MaxKeyLen:
 		err = fmt.Errorf("the key is %d bytes long, more than %d: %w", len(k), spigot.MaxKeyLen, spigot.ErrInvalidKey)
 	default:
-		return l, k, nil
+		return k, nil
 	}
-	return l, "", &RequestError{Rule: i, Limit: l.Name(), Part: "key", Err: err}
+	return "", &RequestError{Rule: i, Limit: l.Name(), Part: "key", Err: err}
 }
 
 // limitFor returns the limit of rule i for r: its own, or the one its
@@ -659,7 +665,7 @@ func (m *Middleware) Reset(r *http.Request, l spigot.Limit) (spigot.Decision, er
 		if chosen != l {
 			continue
 		}
-		_, k, err := ru.resolve(r, i)
+		k, err := ru.keyFor(r, i, l)
 		if err != nil {
 			return spigot.Decision{}, fmt.Errorf("spigot: httplimit: Reset: %w", err)
 		}
