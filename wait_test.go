@@ -12,29 +12,19 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/store/memory"
 )
-
-// countingStore counts the calls of Do on the store it wraps.
-type countingStore struct {
-	spigot.Store
-	calls atomic.Int64
-}
-
-func (c *countingStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	c.calls.Add(1)
-	return c.Store.Do(ctx, op)
-}
 
 // noJitter makes WaitN's later tries sleep exactly RetryAfter.
 func noJitter(time.Duration) time.Duration { return 0 }
 
 // newQueueLimiter returns a limiter of a token bucket on a counting memory
 // store, both on a fake clock that reads start, and without jitter.
-func newQueueLimiter(t *testing.T, start time.Time, capacity int64, r spigot.Rate) (*spigot.Limiter, *clocktest.Clock, *countingStore) {
+func newQueueLimiter(t *testing.T, start time.Time, capacity int64, r spigot.Rate) (*spigot.Limiter, *clocktest.Clock, *countstore.Store) {
 	t.Helper()
 	clk := clocktest.New(start)
-	store := &countingStore{Store: memory.New(memory.WithClock(clk))}
+	store := countstore.New(memory.New(memory.WithClock(clk)))
 	l := spigot.New(store, spigot.MustBucket("test", capacity, r), spigot.WithClock(clk), spigot.WithJitter(noJitter))
 	return l, clk, store
 }
@@ -90,7 +80,7 @@ func TestWaitFIFO(t *testing.T) {
 		small[i] = startWait(ctx, l, "k", 1)
 		await(func() bool { return spigot.WaitingBehind(l, "k") == i+1 })
 	}
-	if got, want := store.calls.Load(), int64(2); got != want {
+	if got, want := store.Calls(), int64(2); got != want {
 		t.Errorf("store calls with 4 waiters = %d, want %d (the drain, and big's try)", got, want)
 	}
 	clk.Advance(3 * s) // the smaller costs could each have been admitted by now
@@ -115,7 +105,7 @@ func TestWaitFIFO(t *testing.T) {
 		}
 	}
 	// The drain, then two tries each: denied, then admitted.
-	if got, want := store.calls.Load(), int64(1+2*4); got != want {
+	if got, want := store.Calls(), int64(1+2*4); got != want {
 		t.Errorf("store calls = %d, want %d", got, want)
 	}
 	if n := spigot.WaitingKeys(l); n != 0 {
@@ -153,7 +143,7 @@ func TestWaitCancelledLeaves(t *testing.T) {
 		if r := <-c; r.err != nil || !r.d.Allowed() {
 			t.Fatalf("step 2: c = %+v, %v; want allowed", r.d, r.err)
 		}
-		if got, want := store.calls.Load(), int64(1+2+2); got != want {
+		if got, want := store.Calls(), int64(1+2+2); got != want {
 			t.Errorf("store calls = %d, want %d (none by b)", got, want)
 		}
 	})
@@ -171,7 +161,7 @@ func TestWaitCancelledLeaves(t *testing.T) {
 		}
 		// b asks at once, and sleeps beside a's abandoned timer.
 		clk.BlockUntil(2)
-		if got, want := store.calls.Load(), int64(3); got != want {
+		if got, want := store.Calls(), int64(3); got != want {
 			t.Errorf("step 0: store calls = %d, want %d", got, want)
 		}
 		clk.Advance(1 * s)
@@ -193,7 +183,7 @@ func TestWaitDeadlineBehindOthers(t *testing.T) {
 		l.AllowN(context.Background(), "k", 4)
 		big := startWait(context.Background(), l, "k", 4)
 		clk.BlockUntil(1) // until tFuture+4s
-		before := store.calls.Load()
+		before := store.Calls()
 		ctx, cancel := context.WithDeadline(context.Background(), tFuture.Add(2*s))
 		defer cancel()
 		clk.Advance(500 * ms)
@@ -201,7 +191,7 @@ func TestWaitDeadlineBehindOthers(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) || d.Allowed() || d.RetryAfter != 3500*ms {
 			t.Errorf("WaitN = %+v, %v; want denied with RetryAfter 3.5s, context.DeadlineExceeded", d, err)
 		}
-		if got := store.calls.Load(); got != before {
+		if got := store.Calls(); got != before {
 			t.Errorf("store calls: %d, want %d (none)", got, before)
 		}
 		if n := spigot.WaitingBehind(l, "k"); n != 0 {
@@ -238,7 +228,7 @@ func TestWaitDeadlineBehindOthers(t *testing.T) {
 		if r := <-b; r.err != nil || !r.d.Allowed() {
 			t.Fatalf("step 2: b = %+v, %v; want allowed", r.d, r.err)
 		}
-		if got, want := store.calls.Load(), int64(1+2+2); got != want {
+		if got, want := store.Calls(), int64(1+2+2); got != want {
 			t.Errorf("store calls = %d, want %d (none by c)", got, want)
 		}
 	})
@@ -288,11 +278,11 @@ func TestWaitStoreCalls(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clocktest.New(t0)
-			store := &countingStore{Store: memory.New(memory.WithClock(clk))}
+			store := countstore.New(memory.New(memory.WithClock(clk)))
 			// With the default jitter: every sleep is at most 1.01 s.
 			l := spigot.New(store, spigot.MustBucket("test", 1, spigot.PerSecond(1)), spigot.WithClock(clk))
 			l.Allow(context.Background(), "k")
-			start := store.calls.Load()
+			start := store.Calls()
 			var done atomic.Int64
 			errc := make(chan error, waiters)
 			for range waiters {
@@ -317,7 +307,7 @@ func TestWaitStoreCalls(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			calls := store.calls.Load() - start
+			calls := store.Calls() - start
 			perAdmitted[c.name] = float64(calls) / waiters
 			t.Logf("%d waiters on one key: %d store calls, %.2f per admitted request", waiters, calls, perAdmitted[c.name])
 		})
@@ -334,7 +324,7 @@ func TestWaitStoreCalls(t *testing.T) {
 // once and takes the next turn.
 func TestWaitShaperQueue(t *testing.T) {
 	clk := clocktest.New(t0)
-	store := &countingStore{Store: memory.New(memory.WithClock(clk))}
+	store := countstore.New(memory.New(memory.WithClock(clk)))
 	shaper := spigot.Must(spigot.NewLeakyBucket("shaper", 2, spigot.PerSecond(1)))
 	l := spigot.New(store, shaper, spigot.WithClock(clk), spigot.WithJitter(noJitter))
 	ctx := context.Background()
@@ -347,7 +337,7 @@ func TestWaitShaperQueue(t *testing.T) {
 	// a is admitted with the turn at t0+2s and sleeps until then; b asks
 	// meanwhile, is denied, and sleeps beside it.
 	clk.BlockUntil(2)
-	if got, want := store.calls.Load(), int64(1+2+1); got != want {
+	if got, want := store.Calls(), int64(1+2+1); got != want {
 		t.Errorf("step 0: store calls = %d, want %d", got, want)
 	}
 	notYet(t, 0, map[string]<-chan waitResult{"a": a, "b": b})

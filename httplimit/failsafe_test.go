@@ -11,6 +11,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -58,7 +59,7 @@ func TestStoreErrorFailsSafe(t *testing.T) {
 // limited as any other.
 func TestLongKey(t *testing.T) {
 	login := spigot.MustBucket("login", 5, spigot.PerMinute(1))
-	s := &countingStore{Store: memory.New()}
+	s := countstore.New(memory.New())
 	var keyErr error
 	next := &served{}
 	h := httplimit.New(s, httplimit.By(login, httplimit.Header("X-User")),
@@ -80,8 +81,8 @@ func TestLongKey(t *testing.T) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("X-User", c.key)
 		h.ServeHTTP(w, r)
-		if w.Code != c.status || s.calls.Load() != c.ops {
-			t.Errorf("step %d: a key of %d bytes: got %d, %d ops in the store; want %d, %d", i, len(c.key), w.Code, s.calls.Load(), c.status, c.ops)
+		if w.Code != c.status || s.Calls() != c.ops {
+			t.Errorf("step %d: a key of %d bytes: got %d, %d ops in the store; want %d, %d", i, len(c.key), w.Code, s.Calls(), c.status, c.ops)
 		}
 		if c.status == 400 && !errors.Is(keyErr, spigot.ErrInvalidKey) {
 			t.Errorf("step %d: key error %v; want one matching spigot.ErrInvalidKey", i, keyErr)
@@ -94,7 +95,7 @@ func TestLongKey(t *testing.T) {
 // handler. A body of another type is not read.
 func TestFormValueBounded(t *testing.T) {
 	login := spigot.MustBucket("login", 5, spigot.PerMinute(1))
-	s := &countingStore{Store: memory.New()}
+	s := countstore.New(memory.New())
 	next := &served{}
 	h := httplimit.New(s, httplimit.By(login, httplimit.FormValue("user"))).Wrap(next)
 	small := url.Values{"user": {"alice"}, "password": {"x"}}.Encode()
@@ -113,8 +114,8 @@ func TestFormValueBounded(t *testing.T) {
 		r := httptest.NewRequest("POST", "/login", strings.NewReader(c.body))
 		r.Header.Set("Content-Type", c.ctype)
 		h.ServeHTTP(w, r)
-		if w.Code != c.status || s.calls.Load() != c.ops || next.n.Load() != c.served {
-			t.Errorf("step %d: a %s body of %d bytes: got %d, %d ops, %d served; want %d, %d, %d", i, c.ctype, len(c.body), w.Code, s.calls.Load(), next.n.Load(), c.status, c.ops, c.served)
+		if w.Code != c.status || s.Calls() != c.ops || next.n.Load() != c.served {
+			t.Errorf("step %d: a %s body of %d bytes: got %d, %d ops, %d served; want %d, %d, %d", i, c.ctype, len(c.body), w.Code, s.Calls(), next.n.Load(), c.status, c.ops, c.served)
 		}
 	}
 	// A JSON body is left for the handler, whole.

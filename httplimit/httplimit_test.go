@@ -16,6 +16,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -174,7 +175,7 @@ func TestHeadersSeveralLimits(t *testing.T) {
 // admitted, and says so without Retry-After.
 func TestCost(t *testing.T) {
 	c, s := fixture()
-	counted := &countingStore{Store: s}
+	counted := countstore.New(s)
 	rows := spigot.MustBucket("rows", 10, spigot.PerSecond(1))
 	cost := httplimit.WithCost(func(r *http.Request) (int64, error) {
 		return strconv.ParseInt(r.URL.Query().Get("n"), 10, 64)
@@ -206,28 +207,12 @@ func TestCost(t *testing.T) {
 		{target: "/?n=3", status: 204, want: hdr(0, 10)},
 	})
 	play(t, c, h413, []step{{target: "/?n=11", status: 413, want: hdr(0, 10)}})
-	if got, want := counted.calls.Load(), int64(5); got != want {
+	if got, want := counted.Calls(), int64(5); got != want {
 		t.Errorf("the store was called %d times; want %d (not for cost 0 or a bad cost)", got, want)
 	}
 	if got := next.n.Load(); got != 3 {
 		t.Errorf("the handler served %d requests; want 3", got)
 	}
-}
-
-// countingStore counts the calls to a store.
-type countingStore struct {
-	spigot.Store
-	calls atomic.Int64
-}
-
-func (s *countingStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	s.calls.Add(1)
-	return s.Store.Do(ctx, op)
-}
-
-func (s *countingStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	s.calls.Add(1)
-	return s.Store.DoMulti(ctx, mode, ops, out)
 }
 
 // TestDenyBody: 429 bodies in plain text and in JSON by Accept, and a
@@ -285,7 +270,7 @@ func TestDenyBody(t *testing.T) {
 // or the handler of one's own; it never panics.
 func TestKeyError(t *testing.T) {
 	_, s := fixture()
-	counted := &countingStore{Store: s}
+	counted := countstore.New(s)
 	addr := spigot.MustBucket("addr", 5, spigot.PerSecond(1))
 	key := spigot.MustBucket("key", 5, spigot.PerSecond(1))
 	rules := []httplimit.Option{httplimit.By(addr, nil), httplimit.By(key, httplimit.Header("X-API-Key"))}
@@ -324,8 +309,8 @@ func TestKeyError(t *testing.T) {
 	if !errors.Is(seen, httplimit.ErrNoKey) {
 		t.Errorf("the key error handler saw %v; want an error matching ErrNoKey", seen)
 	}
-	if counted.calls.Load() != 1 || next.n.Load() != 1 {
-		t.Errorf("store calls %d, served %d; want 1 and 1", counted.calls.Load(), next.n.Load())
+	if counted.Calls() != 1 || next.n.Load() != 1 {
+		t.Errorf("store calls %d, served %d; want 1 and 1", counted.Calls(), next.n.Load())
 	}
 	// Nothing was charged to addr by the failed requests.
 	d, err := s.Do(t.Context(), spigot.Op{Limit: addr, Key: "192.0.2.1", Action: spigot.Peek, N: 1})

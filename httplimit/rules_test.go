@@ -14,6 +14,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/internal/countstore"
 )
 
 // The limits of a service's one policy, as in the README: per address on
@@ -87,7 +88,7 @@ func members(field string) []string {
 // RateLimit field; a login's success forgives the account alone.
 func TestOnePolicy(t *testing.T) {
 	c, s := fixture()
-	counted := &countingStore{Store: s}
+	counted := countstore.New(s)
 	h, _ := service(counted)
 	keys := map[spigot.Limit]string{svcAddr: "192.0.2.1", svcUser: "alice", svcTenant: "k1"}
 	type want struct {
@@ -139,7 +140,7 @@ func TestOnePolicy(t *testing.T) {
 			t.Errorf("step %d: %s %s: got %v; want %v", i+1, st.method, st.target, got, st.want)
 		}
 	}
-	if got, want := counted.calls.Load(), int64(10); got != want {
+	if got, want := counted.Calls(), int64(10); got != want {
 		t.Errorf("the store was called %d times; want %d: one per request, none for a bad cost", got, want)
 	}
 	// The account's failures are forgiven on success, the address's not.
@@ -158,7 +159,7 @@ func TestOnePolicy(t *testing.T) {
 // no store call, no header.
 func TestNoRuleApplies(t *testing.T) {
 	_, s := fixture()
-	counted := &countingStore{Store: s}
+	counted := countstore.New(s)
 	api := spigot.MustBucket("api", 1, spigot.PerMinute(1))
 	next := &served{}
 	for _, mw := range []*httplimit.Middleware{
@@ -171,7 +172,7 @@ func TestNoRuleApplies(t *testing.T) {
 			t.Errorf("got %d %v; want 204 and no header", w.Code, w.Header())
 		}
 	}
-	if got := counted.calls.Load(); got != 0 {
+	if got := counted.Calls(); got != 0 {
 		t.Errorf("the store was called %d times; want 0", got)
 	}
 	if got := next.n.Load(); got != 2 {
@@ -220,7 +221,7 @@ func TestMatchers(t *testing.T) {
 		{[]httplimit.RuleOption{httplimit.On("/api/"), httplimit.Methods("POST"), httplimit.If(hasKey)}, "POST", "/api/x", "", false},
 	} {
 		_, s := fixture()
-		counted := &countingStore{Store: s}
+		counted := countstore.New(s)
 		h := httplimit.New(counted, httplimit.By(api, nil, c.opts...)).Wrap(&served{})
 		r := httptest.NewRequest(c.method, c.target, nil)
 		if c.key != "" {
@@ -228,7 +229,7 @@ func TestMatchers(t *testing.T) {
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		if got := counted.calls.Load() == 1 && w.Header().Get("Ratelimit") != ""; got != c.want || w.Code != 204 {
+		if got := counted.Calls() == 1 && w.Header().Get("Ratelimit") != ""; got != c.want || w.Code != 204 {
 			t.Errorf("step %d: %s %s: applied %v (status %d); want %v", i+1, c.method, c.target, got, w.Code, c.want)
 		}
 	}

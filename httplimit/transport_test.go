@@ -25,6 +25,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -182,22 +183,6 @@ func trAtOnce(t *testing.T, clk *clocktest.Clock, send func() (*http.Response, e
 func trGetNow(t *testing.T, clk *clocktest.Clock, rt http.RoundTripper, u string, kv ...string) (*http.Response, error) {
 	t.Helper()
 	return trAtOnce(t, clk, func() (*http.Response, error) { return trGet(context.Background(), rt, u, kv...) })
-}
-
-// trCountingStore counts the calls to its store.
-type trCountingStore struct {
-	spigot.Store
-	calls atomic.Int64
-}
-
-func (s *trCountingStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	s.calls.Add(1)
-	return s.Store.Do(ctx, op)
-}
-
-func (s *trCountingStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	s.calls.Add(1)
-	return s.Store.DoMulti(ctx, mode, ops, out)
 }
 
 var errTrStoreDown = errors.New("the store is down")
@@ -440,7 +425,7 @@ func TestTransportCostAboveCapacity(t *testing.T) {
 func TestTransportCost(t *testing.T) {
 	clk := newTrClock()
 	srv := newTrServer(t)
-	store := &trCountingStore{Store: trMemory(clk)}
+	store := countstore.New(trMemory(clk))
 	errBadCost := errors.New("bad X-Cost")
 	cost := func(r *http.Request) (int64, error) {
 		n, err := strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
@@ -479,7 +464,7 @@ func TestTransportCost(t *testing.T) {
 		if st.wantIs != nil && !errors.Is(err, st.wantIs) {
 			t.Errorf("step %d (t0+%v, cost %s): error %v does not match %v", i, st.at, st.cost, err, st.wantIs)
 		}
-		if got := store.calls.Load(); got != st.calls {
+		if got := store.Calls(); got != st.calls {
 			t.Errorf("step %d (t0+%v, cost %s): %d store calls, want %d", i, st.at, st.cost, got, st.calls)
 		}
 		if got := srv.served.Load(); got != st.served {
@@ -500,7 +485,7 @@ func TestTransportKeyFunc(t *testing.T) {
 		}
 		return "", errNoTenant
 	}
-	store := &trCountingStore{Store: trMemory(clk)}
+	store := countstore.New(trMemory(clk))
 	tr := NewTransport(nil, trLimiter(store, clk, 1, spigot.PerSecond(1)),
 		WithoutWaiting(), WithTransportClock(clk), WithTransportKey(key))
 	steps := []struct {
@@ -528,7 +513,7 @@ func TestTransportKeyFunc(t *testing.T) {
 		if st.want == "error" && (!errors.Is(err, errNoTenant) || errors.Is(err, ErrLimited)) {
 			t.Errorf("step %d (tenant %q): error %v: want the key function's, not ErrLimited", i, st.tenant, err)
 		}
-		if got := store.calls.Load(); got != st.calls {
+		if got := store.Calls(); got != st.calls {
 			t.Errorf("step %d (tenant %q): %d store calls, want %d", i, st.tenant, got, st.calls)
 		}
 		if got := srv.served.Load(); got != st.served {

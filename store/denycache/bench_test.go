@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/store/denycache"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -25,12 +26,12 @@ func BenchmarkFlood(b *testing.B) {
 			flood(b, s, op)
 		})
 		b.Run("period="+period.String()+"/store=denycache", func(b *testing.B) {
-			mem := &counting{Store: memory.New()}
+			mem := countstore.New(memory.New())
 			s := denycache.New(mem)
 			start := time.Now()
 			flood(b, s, op)
 			elapsed := time.Since(start)
-			b.ReportMetric(float64(mem.calls.Load())/max(float64(elapsed)/float64(period), 1), "calls/period")
+			b.ReportMetric(float64(mem.Calls())/max(float64(elapsed)/float64(period), 1), "calls/period")
 		})
 	}
 }

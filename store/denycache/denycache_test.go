@@ -12,6 +12,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/store/denycache"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
@@ -21,28 +22,12 @@ const ms = time.Millisecond
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// counting is a store that counts the calls that reach it.
-type counting struct {
-	spigot.Store
-	calls atomic.Int64
-}
-
-func (c *counting) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	c.calls.Add(1)
-	return c.Store.Do(ctx, op)
-}
-
-func (c *counting) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	c.calls.Add(1)
-	return c.Store.DoMulti(ctx, mode, ops, out)
-}
-
 // setup returns a fake clock at t0, a memory store on it that counts its
 // calls, and a Store in front of it.
-func setup(t *testing.T, opts ...denycache.Option) (*clocktest.Clock, *counting, *denycache.Store) {
+func setup(t *testing.T, opts ...denycache.Option) (*clocktest.Clock, *countstore.Store, *denycache.Store) {
 	t.Helper()
 	clk := clocktest.New(t0)
-	mem := &counting{Store: memory.New(memory.WithClock(clk))}
+	mem := countstore.New(memory.New(memory.WithClock(clk)))
 	return clk, mem, denycache.New(mem, append([]denycache.Option{denycache.WithClock(clk)}, opts...)...)
 }
 
@@ -104,7 +89,7 @@ func TestSteps(t *testing.T) {
 	clk, mem, c := setup(t)
 	for i, st := range steps {
 		clk.Set(t0.Add(st.at))
-		before := mem.calls.Load()
+		before := mem.Calls()
 		got, err := c.Do(context.Background(), st.op)
 		if err != nil {
 			t.Fatalf("step %d: %v: %v", i, st.op, err)
@@ -112,7 +97,7 @@ func TestSteps(t *testing.T) {
 		if got != st.want {
 			t.Errorf("step %d: %v: got %+v, want %+v", i, st.op, got, st.want)
 		}
-		if remote := mem.calls.Load() > before; remote != st.remote {
+		if remote := mem.Calls() > before; remote != st.remote {
 			t.Errorf("step %d: %v: store called %v, want %v", i, st.op, remote, st.remote)
 		}
 	}
@@ -165,7 +150,7 @@ func TestDifferential(t *testing.T) {
 			for j := range ops {
 				ops[j] = randOp()
 			}
-			before := mem.calls.Load()
+			before := mem.Calls()
 			got := make([]spigot.Decision, n)
 			want := make([]spigot.Decision, n)
 			mode := spigot.Mode(rng.IntN(2))
@@ -183,7 +168,7 @@ func TestDifferential(t *testing.T) {
 			if err != nil {
 				continue
 			}
-			remote := mem.calls.Load() > before
+			remote := mem.Calls() > before
 			for j := range ops {
 				g, w := got[j], want[j]
 				if g == w {
@@ -234,10 +219,10 @@ func TestSmallerCost(t *testing.T) {
 		{1, false}, {2, false},
 	} {
 		clk.Advance(10 * ms)
-		before := mem.calls.Load()
+		before := mem.Calls()
 		n, want := c.n, c.remote
 		d := take(n)
-		if got := mem.calls.Load() > before; got != want {
+		if got := mem.Calls() > before; got != want {
 			t.Errorf("step %d: Take of %d reached the store: got %v, want %v (%+v)", step, n, got, want, d)
 		}
 	}
@@ -259,9 +244,9 @@ func TestResetRefundForget(t *testing.T) {
 			if d, _ := c.Do(ctx, take); d.Allowed() {
 				t.Fatalf("step %d: got %+v, want a denial", i, d)
 			}
-			before := mem.calls.Load()
+			before := mem.Calls()
 			c.Do(ctx, take)
-			if mem.calls.Load() != before {
+			if mem.Calls() != before {
 				t.Fatalf("step %d: the denial was not answered here", i)
 			}
 			if multi {
@@ -272,9 +257,9 @@ func TestResetRefundForget(t *testing.T) {
 			} else if _, err := c.Do(ctx, clear); err != nil {
 				t.Fatal(err)
 			}
-			before = mem.calls.Load()
+			before = mem.Calls()
 			d, _ := c.Do(ctx, spigot.Op{Limit: bucket, Key: "k", N: 1})
-			if mem.calls.Load() == before {
+			if mem.Calls() == before {
 				t.Errorf("step %d (multi %v): after %v, a Take was answered here: %+v", i, multi, clear, d)
 			}
 		}
@@ -348,11 +333,11 @@ func TestMulti(t *testing.T) {
 		{spigot.AllOrNothing, []spigot.Op{a, fresh}, true},
 		{spigot.Independent, []spigot.Op{a, fresh, b}, true},
 	} {
-		before := mem.calls.Load()
+		before := mem.Calls()
 		if err := c.DoMulti(ctx, tc.mode, tc.ops, out[:len(tc.ops)]); err != nil {
 			t.Fatal(err)
 		}
-		if got := mem.calls.Load() > before; got != tc.remote {
+		if got := mem.Calls() > before; got != tc.remote {
 			t.Errorf("step %d: store called %v, want %v", step, got, tc.remote)
 		}
 		for i, op := range tc.ops {
@@ -396,9 +381,9 @@ func TestBounded(t *testing.T) {
 				t.Fatalf("max %d: %d entries after %d keys", max, got, i+1)
 			}
 		}
-		before := mem.calls.Load()
+		before := mem.Calls()
 		c.Do(ctx, spigot.Op{Limit: l, Key: fmt.Sprint(20*max - 1), N: 1})
-		if mem.calls.Load() != before {
+		if mem.Calls() != before {
 			t.Errorf("max %d: the latest key was forgotten", max)
 		}
 	}
@@ -415,9 +400,9 @@ func TestExpired(t *testing.T) {
 	if c.Len() != 1 {
 		t.Fatalf("got %d entries, want 1", c.Len())
 	}
-	before := mem.calls.Load()
+	before := mem.Calls()
 	c.Do(ctx, spigot.Op{Limit: short, Key: "b", N: 1})
-	if mem.calls.Load() != before {
+	if mem.Calls() != before {
 		t.Errorf("b was not remembered")
 	}
 }
@@ -455,7 +440,7 @@ func TestConcurrent(t *testing.T) {
 	if got := admitted.Load(); got > 30+3 || got < 30 { // 10 per key, and a token a key in the ms
 		t.Errorf("admitted %d tokens, want 30 to 33", got)
 	}
-	calls := mem.calls.Load()
+	calls := mem.Calls()
 	if calls > 8*200/2 {
 		t.Errorf("%d store calls for 1600 requests", calls)
 	}
@@ -473,7 +458,7 @@ func TestHitAllocs(t *testing.T) {
 	ctx := context.Background()
 	op := spigot.Op{Limit: bucket, Key: "k", N: 5}
 	c.Do(ctx, op)
-	before := mem.calls.Load()
+	before := mem.Calls()
 	if n := testing.AllocsPerRun(100, func() { c.Do(ctx, op) }); n != 0 {
 		t.Errorf("got %v allocations per hit, want 0", n)
 	}
@@ -482,7 +467,7 @@ func TestHitAllocs(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { c.DoMulti(ctx, spigot.AllOrNothing, ops, out) }); n != 0 {
 		t.Errorf("got %v allocations per all-or-nothing hit, want 0", n)
 	}
-	if mem.calls.Load() != before {
+	if mem.Calls() != before {
 		t.Errorf("hits reached the store")
 	}
 }
@@ -533,7 +518,7 @@ func (g *gated) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 func TestProbe(t *testing.T) {
 	clk := clocktest.New(t0)
 	g := &gated{Store: memory.New(memory.WithClock(clk)), entered: make(chan struct{}, 16), release: make(chan struct{})}
-	mem := &counting{Store: g}
+	mem := countstore.New(g)
 	c := denycache.New(mem, denycache.WithClock(clk))
 	ctx := context.Background()
 	l := spigot.MustBucket("probe", 1, spigot.PerSecond(1))
@@ -580,8 +565,8 @@ func TestProbe(t *testing.T) {
 			t.Errorf("got %+v, want a denial for 1s", d)
 		}
 	}
-	if admitted != 1 || mem.calls.Load() != 2 {
-		t.Errorf("got %d admitted and %d store calls, want 1 and 2", admitted, mem.calls.Load())
+	if admitted != 1 || mem.Calls() != 2 {
+		t.Errorf("got %d admitted and %d store calls, want 1 and 2", admitted, mem.Calls())
 	}
 }
 
@@ -620,8 +605,8 @@ func TestStaleDenial(t *testing.T) {
 func TestHybrid(t *testing.T) {
 	clk := clocktest.New(t0)
 	remote := &fake{d: spigot.Decision{RetryAfter: time.Second, RefillAfter: time.Second}, err: errors.New("down")}
-	h := &counting{Store: hybrid.New(remote, memory.New(memory.WithClock(clk)),
-		hybrid.WithClock(clk), hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithBreaker(1, time.Second))}
+	h := countstore.New(hybrid.New(remote, memory.New(memory.WithClock(clk)),
+		hybrid.WithClock(clk), hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithBreaker(1, time.Second)))
 	c := denycache.New(h, denycache.WithClock(clk))
 	ctx := context.Background()
 	op := spigot.Op{Limit: bucket, Key: "k", N: 1}
@@ -631,7 +616,7 @@ func TestHybrid(t *testing.T) {
 			t.Fatalf("step %d: got %+v, %v; want a degraded denial", step, d, err)
 		}
 	}
-	if n := h.calls.Load(); n != 3 {
+	if n := h.Calls(); n != 3 {
 		t.Errorf("got %d calls of the hybrid store, want 3", n)
 	}
 	remote.err = nil
@@ -642,7 +627,7 @@ func TestHybrid(t *testing.T) {
 			t.Fatalf("step %d: got %+v, %v; want the remote's denial", step, d, err)
 		}
 	}
-	if n := h.calls.Load(); n != 4 {
+	if n := h.Calls(); n != 4 {
 		t.Errorf("got %d calls of the hybrid store, want 4", n)
 	}
 }

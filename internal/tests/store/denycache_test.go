@@ -9,12 +9,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/internal/hybridtest"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
@@ -24,22 +24,6 @@ import (
 	"github.com/spigot-go/spigot/store/redis"
 	"github.com/spigot-go/spigot/store/rueidis"
 )
-
-// denyCounted is a store that counts the calls that reach it.
-type denyCounted struct {
-	spigot.Store
-	calls atomic.Int64
-}
-
-func (c *denyCounted) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	c.calls.Add(1)
-	return c.Store.Do(ctx, op)
-}
-
-func (c *denyCounted) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	c.calls.Add(1)
-	return c.Store.DoMulti(ctx, mode, ops, out)
-}
 
 // TestDenyCacheServers runs, for every store on each server, a
 // differential of a denycache.Store in front of the store against a twin
@@ -65,7 +49,7 @@ func TestDenyCacheServers(t *testing.T) {
 					t.Run("differential", func(t *testing.T) {
 						for seed := range uint64(8) {
 							clk := clocktest.New(t0)
-							remote := &denyCounted{Store: ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: fmt.Sprintf("%s-%d:", t.Name(), seed)})}
+							remote := countstore.New(ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: fmt.Sprintf("%s-%d:", t.Name(), seed)}))
 							c := denycache.New(remote, denycache.WithClock(clk))
 							denyDifferential(t, seed, limits, clk, remote, c)
 						}
@@ -77,7 +61,7 @@ func TestDenyCacheServers(t *testing.T) {
 							if stack == "hybrid" {
 								s = hybrid.New(remote, memory.New(), hybrid.WithObserver(hybridtest.Healthy(t)), hybrid.WithTimeout(10*time.Second))
 							}
-							counted := &denyCounted{Store: s}
+							counted := countstore.New(s)
 							denyFlood(t, stack, denycache.New(counted), counted)
 						}
 					})
@@ -89,7 +73,7 @@ func TestDenyCacheServers(t *testing.T) {
 
 // denyFlood takes the one token of a key (refilled an hour later), then
 // floods it from 8 goroutines: only the first Take reaches the store.
-func denyFlood(t *testing.T, stack string, c spigot.Store, counted *denyCounted) {
+func denyFlood(t *testing.T, stack string, c spigot.Store, counted *countstore.Store) {
 	t.Helper()
 	ctx := context.Background()
 	l := spigot.MustBucket("flood", 1, spigot.PerHour(1))
@@ -110,14 +94,14 @@ func denyFlood(t *testing.T, stack string, c spigot.Store, counted *denyCounted)
 		})
 	}
 	wg.Wait()
-	if n := counted.calls.Load(); n != 1 {
+	if n := counted.Calls(); n != 1 {
 		t.Errorf("%s: 4001 requests made %d store calls, want 1", stack, n)
 	}
 }
 
 // denyDifferential runs random steps on c, in front of remote, and on a
 // twin memory store on clk, and compares their decisions.
-func denyDifferential(t *testing.T, seed uint64, limits []spigot.Limit, clk *clocktest.Clock, remote *denyCounted, c *denycache.Store) {
+func denyDifferential(t *testing.T, seed uint64, limits []spigot.Limit, clk *clocktest.Clock, remote *countstore.Store, c *denycache.Store) {
 	t.Helper()
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 11))
@@ -133,7 +117,7 @@ func denyDifferential(t *testing.T, seed uint64, limits []spigot.Limit, clk *clo
 		}
 		mode := spigot.Mode(rng.IntN(2))
 		got, want := make([]spigot.Decision, n), make([]spigot.Decision, n)
-		before := remote.calls.Load()
+		before := remote.Calls()
 		var err, werr error
 		if n == 1 {
 			got[0], err = c.Do(ctx, ops[0])
@@ -145,7 +129,7 @@ func denyDifferential(t *testing.T, seed uint64, limits []spigot.Limit, clk *clo
 		if err != nil || werr != nil {
 			t.Fatalf("seed %d step %d: %v: %v, twin %v", seed, step, ops, err, werr)
 		}
-		sent := remote.calls.Load() > before
+		sent := remote.Calls() > before
 		for j := range ops {
 			g, w := got[j], want[j]
 			switch {
@@ -174,11 +158,11 @@ func denyDifferential(t *testing.T, seed uint64, limits []spigot.Limit, clk *clo
 // calls/op is what reaches the server per request.
 func BenchmarkDenyCacheFlood(b *testing.B) {
 	l := spigot.MustBucket("flood", 1, spigot.PerHour(1))
-	run := func(b *testing.B, s spigot.Store, counted *denyCounted) {
+	run := func(b *testing.B, s spigot.Store, counted *countstore.Store) {
 		ctx := context.Background()
 		op := spigot.Op{Limit: l, Key: "203.0.113.7", N: 1}
 		s.Do(ctx, op) // takes the token
-		counted.calls.Store(0)
+		before := counted.Calls()
 		b.ReportAllocs()
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
@@ -189,10 +173,10 @@ func BenchmarkDenyCacheFlood(b *testing.B) {
 				}
 			}
 		})
-		b.ReportMetric(float64(counted.calls.Load())/float64(b.N), "calls/op")
+		b.ReportMetric(float64(counted.Calls()-before)/float64(b.N), "calls/op")
 	}
 	b.Run("store=memory", func(b *testing.B) {
-		counted := &denyCounted{Store: memory.New()}
+		counted := countstore.New(memory.New())
 		run(b, counted, counted)
 	})
 	for _, kind := range testserver.Kinds {
@@ -214,7 +198,7 @@ func BenchmarkDenyCacheFlood(b *testing.B) {
 					name = "store=denycache"
 				}
 				b.Run("server="+string(kind)+"/client="+client.name+"/"+name, func(b *testing.B) {
-					counted := &denyCounted{Store: client.new(b, fmt.Sprintf("bench%d:", time.Now().UnixNano()))}
+					counted := countstore.New(client.new(b, fmt.Sprintf("bench%d:", time.Now().UnixNano())))
 					var s spigot.Store = counted
 					if cached {
 						s = denycache.New(counted)
