@@ -190,15 +190,18 @@ func TestClusterSpreadsBenchKeys(t *testing.T) {
 			cluster := benchClients(t, cl.Addrs(), true, keys)
 			for i := range single {
 				s, c := single[i], cluster[i]
-				// A loaded machine under -race moves the counts by about an
-				// allocation a call between rounds (go-redis's raw EVALSHA
-				// read 13.9 and 17.7 in one CI run): measure up to three
-				// rounds, and fail only when none keeps spigot's share.
-				var sStore, sRaw, cStore, cRaw float64
+				// What else the process allocates meanwhile (the client's
+				// background work, the race detector's) only adds to a
+				// count, and a loaded machine adds up to about an
+				// allocation a call in a round (go-redis's raw EVALSHA read
+				// 13.06 in most rounds, 13.94 in one): keep each count's
+				// least over up to three rounds, and stop once spigot's
+				// share holds.
+				sStore, sRaw, cStore, cRaw := math.Inf(1), math.Inf(1), math.Inf(1), math.Inf(1)
 				for range 3 {
 					sa := allocsPerCall(t, len(keys), acquireCall(s.store, keys), s.raw(wire.SHA1()))
 					ca := allocsPerCall(t, len(keys), acquireCall(c.store, keys), c.raw(wire.SHA1()))
-					sStore, sRaw, cStore, cRaw = sa[0], sa[1], ca[0], ca[1]
+					sStore, sRaw, cStore, cRaw = min(sStore, sa[0]), min(sRaw, sa[1]), min(cStore, ca[0]), min(cRaw, ca[1])
 					if cStore-cRaw <= sStore-sRaw+0.5 {
 						break
 					}
