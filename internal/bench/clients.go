@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -26,9 +27,10 @@ import (
 type Call func(ctx context.Context, i int) (admitted bool, err error)
 
 // NoopScript is the baseline's script: it takes the key and arguments of
-// spigot's script and does nothing with them (it admits), so that what a
-// call costs above it is the server's work on the bucket.
-const NoopScript = "return {1,0,0,0}"
+// spigot's script and does nothing with them (it admits, with a reply of
+// as many integers as spigot's script's), so that what a call costs above
+// it is the server's work on the bucket.
+var NoopScript = "return {1" + strings.Repeat(",0", wire.Fields-1) + "}"
 
 // NoopSHA1 is NoopScript's name for EVALSHA.
 var NoopSHA1 = func() string {
