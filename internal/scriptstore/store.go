@@ -27,6 +27,7 @@ type Config struct {
 	Prefix string      // of every key
 	Tags   bool        // keys may choose their slot (store.TaggedKey)
 	Clock  clock.Clock // nil: the server's TIME
+	Group  bool        // group commit (see lane)
 }
 
 // Defaults returns the Config of a store given no options.
@@ -60,6 +61,7 @@ type Store struct {
 	args   *wire.Args
 	topo   Topology
 	noRO   atomic.Bool // the server cannot run EVALSHA_RO: send Peeks as EVALSHA
+	group  *groups     // nil without group commit
 }
 
 // New returns a store named name (as errors say it: "spigot: name: …")
@@ -69,7 +71,11 @@ func New(name string, client Client, topo Topology, cfg Config) *Store {
 	if err := store.CheckPrefix(cfg.Prefix); err != nil {
 		panic("spigot: " + name + ": WithPrefix: " + strings.TrimPrefix(err.Error(), "spigot: "))
 	}
-	return &Store{client: client, name: name, prefix: cfg.Prefix, tags: cfg.Tags, args: wire.NewArgs(cfg.Clock), topo: topo}
+	s := &Store{client: client, name: name, prefix: cfg.Prefix, tags: cfg.Tags, args: wire.NewArgs(cfg.Clock), topo: topo}
+	if cfg.Group {
+		s.group = new(groups)
+	}
+	return s
 }
 
 // key returns the name of op's state.
@@ -91,12 +97,23 @@ func (s *Store) check(ops ...spigot.Op) error {
 }
 
 // Do implements spigot.Store: every action on every kind of limit, in one
-// round trip.
+// round trip; with group commit, in one round trip with the ops of other
+// calls of Do (see lane).
 func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := op.Check(); err != nil {
 		return spigot.Decision{}, err
 	}
+	if s.group != nil {
+		return s.doGrouped(ctx, op)
+	}
+	return s.do(ctx, op, nil)
+}
+
+// do sends op alone; with group commit, as the call in flight on l, which
+// it hands on (next) when it returns.
+func (s *Store) do(ctx context.Context, op spigot.Op, l *lane) (spigot.Decision, error) {
 	x := s.exchange(1)
+	x.lane = l
 	c := &x.calls[0]
 	x.key[0] = s.key(op)
 	if s.topo.Boxed {
@@ -109,6 +126,9 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	c.Keys, c.ReadOnly = x.key[:], op.Action == spigot.Peek && !s.noRO.Load()
 	var out [1]spigot.Decision
 	ops := [1]spigot.Op{op}
+	if l != nil && hooks.Load() != nil {
+		s.sent(x.calls, []spigot.Op{op})
+	}
 	err := s.run(ctx, x, ops[:], out[:])
 	return out[0], err
 }
@@ -254,6 +274,7 @@ func (s *Store) err(err error, serverErr bool) error { return wire.Err(s.name, e
 type exchange struct {
 	s     *Store
 	calls []Call
+	lane  *lane // the lane whose call in flight x is, if any: see await
 	done  chan error // receives once the replies are in, or the caller's error if nothing was sent
 
 	// Room for the call of Do: its call, key and arguments.
@@ -277,7 +298,7 @@ func (s *Store) exchange(n int) *exchange {
 
 // release gives back an exchange that await returned without error.
 func (x *exchange) release() {
-	x.s, x.calls = nil, nil
+	x.s, x.calls, x.lane = nil, nil, nil
 	x.call1, x.key, x.argv, x.argvAny = [1]Call{}, [1]string{}, wire.Argv{}, [len(wire.Argv{})]any{}
 	exchanges.Put(x)
 }
@@ -286,13 +307,17 @@ func (x *exchange) release() {
 // detaches calls and ctx can end, x is sent on a goroutine of its own and
 // await returns with ctx's error as soon as ctx is done, whichever comes
 // first; that goroutine then keeps x, and the caller must leave x alone.
+// Once the replies are in (or nothing was sent), x's lane, if any, is
+// handed on.
 func (x *exchange) await(ctx context.Context) error {
 	done := ctx.Done()
 	if !x.s.topo.Detach || done == nil {
 		x.send(ctx, ctx)
+		x.s.handOn(x.lane)
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
+		x.s.handOn(x.lane)
 		return err
 	}
 	go x.detached(ctx)
@@ -313,8 +338,10 @@ func (x *exchange) await(ctx context.Context) error {
 // cancellation, unless the caller no longer waits, and says when the
 // replies are in.
 func (x *exchange) detached(caller context.Context) {
+	s, l := x.s, x.lane // x is the caller's again once done has a value
 	if err := caller.Err(); err != nil {
 		x.done <- err
+		s.handOn(l)
 		return
 	}
 	ctx := context.WithoutCancel(caller)
@@ -325,6 +352,14 @@ func (x *exchange) detached(caller context.Context) {
 	}
 	x.send(ctx, caller)
 	x.done <- nil
+	s.handOn(l)
+}
+
+// handOn hands on l, if not nil, whose call in flight has returned.
+func (s *Store) handOn(l *lane) {
+	if l != nil {
+		s.next(l)
+	}
 }
 
 // send sends x's calls with EVALSHA (EVALSHA_RO for a call of Peeks

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
@@ -62,6 +64,9 @@ type benchCall func(ctx context.Context, i int) error
 type benchClient struct {
 	name  string
 	store spigot.Store
+	// grouped and ungrouped are stores on the same client with group
+	// commit on and off.
+	grouped, ungrouped spigot.Store
 	raw   func(sha string) benchCall
 	// paced returns a store on the same client on clock c, whose keys
 	// are named apart from store's (another prefix).
@@ -71,7 +76,10 @@ type benchClient struct {
 // BenchmarkRedisStores measures each store on each server, named
 // server=…/client=…/goroutines=…/keys=…/call=…, where call is
 //
-//   - spigot: the store's Acquire of one token of roomy;
+//   - spigot: the store's Acquire of one token of roomy, without group
+//     commit;
+//   - spigot-group-commit: the same, with group commit
+//     (WithGroupCommit(true));
 //   - evalsha-spigot-script: the same client sending EVALSHA of spigot's
 //     script with the same key and arguments, built once: the store's own
 //     cost is the difference;
@@ -128,7 +136,8 @@ func BenchmarkRedisStores(b *testing.B) {
 					name string
 					call benchCall
 				}{
-					{"spigot", acquireCall(c.store, keys)},
+					{"spigot", acquireCall(c.ungrouped, keys)},
+					{"spigot-group-commit", acquireCall(c.grouped, keys)},
 					{"evalsha-spigot-script", c.raw(wire.SHA1())},
 					{"evalsha-noop-script", c.raw(bench.NoopSHA1)},
 				}
@@ -375,6 +384,8 @@ func benchSerial(b *testing.B, m *meter, call benchCall) {
 // benchParallel runs call from goroutines goroutines. With one key they all
 // send the hot key; with more, goroutine g walks keys g, g+goroutines,
 // g+2×goroutines…, so no two goroutines share a key and all nkeys are used.
+// Besides the meter's metrics, it reports the 99th percentile of the
+// calls' latency (p99-ns).
 func benchParallel(b *testing.B, m *meter, call benchCall, parallelism, goroutines, nkeys int) {
 	benchParallelEach(b, m, func() benchCall { return call }, parallelism, goroutines, nkeys)
 }
@@ -384,7 +395,11 @@ func benchParallel(b *testing.B, m *meter, call benchCall, parallelism, goroutin
 // of each returns to it.
 func benchParallelEach(b *testing.B, m *meter, each func() benchCall, parallelism, goroutines, nkeys int) {
 	ctx := context.Background()
-	var next atomic.Int64
+	var (
+		next      atomic.Int64
+		mu        sync.Mutex
+		latencies []time.Duration
+	)
 	b.SetParallelism(parallelism)
 	b.ReportAllocs()
 	start := m.read(b)
@@ -396,8 +411,17 @@ func benchParallelEach(b *testing.B, m *meter, each func() benchCall, parallelis
 		if nkeys == 1 {
 			i = hotKey
 		}
+		var mine []time.Duration
+		defer func() {
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			mu.Unlock()
+		}()
 		for pb.Next() {
-			if err := call(ctx, i); err != nil {
+			t := time.Now()
+			err := call(ctx, i)
+			mine = append(mine, time.Since(t))
+			if err != nil {
 				b.Error(err)
 				return
 			}
@@ -410,6 +434,10 @@ func benchParallelEach(b *testing.B, m *meter, each func() benchCall, parallelis
 	})
 	b.StopTimer()
 	m.report(b, start)
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		b.ReportMetric(float64(latencies[len(latencies)*99/100]), "p99-ns")
+	}
 }
 
 // A meter is a bench.Meter for the benchmarks: it fails the benchmark
@@ -559,7 +587,7 @@ func benchClients(tb testing.TB, addrs []string, cluster bool, keys []string) []
 	tb.Cleanup(closeAll)
 	out := make([]benchClient, len(clients))
 	for i, c := range clients {
-		out[i] = benchClient{c.Name, c.Store, func(sha string) benchCall {
+		out[i] = benchClient{c.Name, c.Store, c.Grouped, c.Ungrouped, func(sha string) benchCall {
 			raw := c.Raw(sha, roomy, 1, keys)
 			return func(ctx context.Context, i int) error {
 				ok, err := raw(ctx, i)

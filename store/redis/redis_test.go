@@ -37,7 +37,7 @@ func TestStore(t *testing.T) {
 			c := client(tb, &goredis.Options{Addr: addr, Protocol: 3 - b2i(o.RESP2)})
 			return storetest.Client{
 				Store: func(clk clock.Clock, prefix string) spigot.Store {
-					return redis.New(c, redis.WithClock(clk), redis.WithPrefix(prefix))
+					return redis.New(c, redis.WithClock(clk), redis.WithPrefix(prefix), redis.WithGroupCommit(o.Group))
 				},
 				Do: func(ctx context.Context, args ...string) error { return c.Do(ctx, anys(args)...).Err() },
 			}

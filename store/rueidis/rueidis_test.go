@@ -39,7 +39,7 @@ func dial(tb testing.TB, addr string, o storetest.Options) storetest.Client {
 	tb.Cleanup(client.Close)
 	var c storetest.Client
 	c.Store = func(clk clock.Clock, prefix string) spigot.Store {
-		return spigotrueidis.New(client, spigotrueidis.WithClock(clk), spigotrueidis.WithPrefix(prefix))
+		return spigotrueidis.New(client, spigotrueidis.WithClock(clk), spigotrueidis.WithPrefix(prefix), spigotrueidis.WithGroupCommit(o.Group))
 	}
 	c.Do = func(ctx context.Context, args ...string) error {
 		_, err := client.Do(ctx, client.B().Arbitrary(args...).Build()).ToAny() // the reply read whole

@@ -97,6 +97,21 @@ func WithKeyHashTags() Option { return func(s *Store) { s.cfg.Tags = true } }
 // clock.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.cfg.Clock = c } }
 
+// WithGroupCommit turns group commit on or off (default off). With it on,
+// a call of Do that finds another call of Do in flight to the same server
+// (on a cluster, to the same hash slot) waits for that call to return, and
+// then goes with every call that queued meanwhile in one round trip: one
+// run of the script per 100 operations at most, each operation applied on
+// its own, one after the other, and decided exactly as it would be alone.
+// A lone caller waits for nothing, since there is no timer; under load a
+// server runs fewer, larger scripts, and serves more requests per second.
+// A call whose context ends while it waits returns the context's error and
+// is never sent, so never charged; once sent, nothing is resent, and a
+// failure of the round trip (a lost connection, a timeout) fails every
+// call in it. Peeks go with the others (a round trip of Peeks only is
+// read-only, as a Peek alone is). DoMulti is never grouped.
+func WithGroupCommit(on bool) Option { return func(s *Store) { s.cfg.Group = on } }
+
 // New returns a store that keeps its state in the server behind client.
 // It panics if client is nil or WithPrefix was given an invalid prefix.
 func New(client valkey.Client, opts ...Option) *Store {

@@ -30,7 +30,7 @@ var harness = storetest.Harness{
 		tb.Cleanup(c.Close)
 		return storetest.Client{
 			Store: func(clk clock.Clock, prefix string) spigot.Store {
-				return spigotvalkey.New(c, spigotvalkey.WithClock(clk), spigotvalkey.WithPrefix(prefix))
+				return spigotvalkey.New(c, spigotvalkey.WithClock(clk), spigotvalkey.WithPrefix(prefix), spigotvalkey.WithGroupCommit(o.Group))
 			},
 			Do: func(ctx context.Context, args ...string) error {
 				_, err := c.Do(ctx, c.B().Arbitrary(args...).Build()).ToAny()
