@@ -75,6 +75,10 @@ type Options struct {
 	// connection the client opens.
 	KeepAlive, WriteTimeout time.Duration
 	Dialed                  func()
+
+	// Group turns group commit on in the client's stores
+	// (WithGroupCommit), off otherwise.
+	Group bool
 }
 
 // A Client is a client of Harness.Dial.
@@ -134,6 +138,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ReadOnlyCommands", func(t *testing.T) { readOnlyCommands(t, h) })
 	t.Run("PeekOnReplica", func(t *testing.T) { peekOnReplica(t, h) })
 	t.Run("UnreadableState", func(t *testing.T) { unreadableState(t, h) })
+	t.Run("GroupCommit", func(t *testing.T) { groupCommit(t, h) })
 }
 
 // eachKind runs f on a server of each kind, in a subtest named after it.

@@ -52,8 +52,8 @@ func TestCluster(t *testing.T) {
 	}
 }
 
-// testClusterConformance runs conformance.Run (caller's clock) and
-// RunRealTime (server time) for each store, and for the go-redis store on
+// testClusterConformance runs conformance.Run (caller's clock, with group
+// commit off and on) and RunRealTime (server time) for each store, and for the go-redis store on
 // a UniversalClient given the cluster's addresses, which makes a
 // ClusterClient of its own.
 func testClusterConformance(t *testing.T, cl *testserver.Cluster) {
@@ -63,13 +63,18 @@ func testClusterConformance(t *testing.T, cl *testserver.Cluster) {
 		if _, ok := c.(*goredis.ClusterClient); !ok {
 			t.Fatalf("NewUniversalClient with %d addresses made a %T; want a *ClusterClient", len(addrs), c)
 		}
-		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags)...)
+		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags, redis.WithGroupCommit)...)
 	}}
 	for _, ps := range slices.Concat(protoStores, []protoStore{universal}) {
 		t.Run(ps.name, func(t *testing.T) {
 			t.Run("fake-clock", func(t *testing.T) {
 				conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
 					return ps.new(t, cl.Addrs(), storeOpts{clock: clk, prefix: prefix(t)})
+				})
+			})
+			t.Run("fake-clock-group-commit", func(t *testing.T) {
+				conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
+					return ps.new(t, cl.Addrs(), storeOpts{clock: clk, prefix: prefix(t), group: true})
 				})
 			})
 			t.Run("server-time", func(t *testing.T) {

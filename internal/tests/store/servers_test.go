@@ -56,11 +56,12 @@ type storeOpts struct {
 	clock  clock.Clock // WithClock when not nil; the server's TIME otherwise
 	prefix string      // WithPrefix when not ""
 	tags   bool        // WithKeyHashTags
+	group  bool        // WithGroupCommit(true); WithGroupCommit(false) otherwise
 }
 
 // options turns opts into a store package's own options.
-func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix func(string) O, withTags func() O) []O {
-	var o []O
+func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix func(string) O, withTags func() O, withGroup func(bool) O) []O {
+	o := []O{withGroup(opts.group)}
 	if opts.clock != nil {
 		o = append(o, withClock(opts.clock))
 	}
@@ -79,13 +80,13 @@ var protoStores = []protoStore{
 	{"go-redis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
 		// MaxRetries keeps its default: the store's commands are never
 		// resent whatever it says, which TestNoReplay checks.
-		return redis.New(testclient.GoRedis(t, addrs...), options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags)...)
+		return redis.New(testclient.GoRedis(t, addrs...), options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags, redis.WithGroupCommit)...)
 	}},
 	{"valkey-go", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		return valkey.New(testclient.Valkey(t, addrs...), options(opts, valkey.WithClock, valkey.WithPrefix, valkey.WithKeyHashTags)...)
+		return valkey.New(testclient.Valkey(t, addrs...), options(opts, valkey.WithClock, valkey.WithPrefix, valkey.WithKeyHashTags, valkey.WithGroupCommit)...)
 	}},
 	{"rueidis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		return rueidis.New(testclient.Rueidis(t, addrs...), options(opts, rueidis.WithClock, rueidis.WithPrefix, rueidis.WithKeyHashTags)...)
+		return rueidis.New(testclient.Rueidis(t, addrs...), options(opts, rueidis.WithClock, rueidis.WithPrefix, rueidis.WithKeyHashTags, rueidis.WithGroupCommit)...)
 	}},
 }
 
