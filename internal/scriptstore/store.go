@@ -274,7 +274,7 @@ func (s *Store) err(err error, serverErr bool) error { return wire.Err(s.name, e
 type exchange struct {
 	s     *Store
 	calls []Call
-	lane  *lane // the lane whose call in flight x is, if any: see await
+	lane  *lane      // the lane whose call in flight x is, if any: see await
 	done  chan error // receives once the replies are in, or the caller's error if nothing was sent
 
 	// Room for the call of Do: its call, key and arguments.

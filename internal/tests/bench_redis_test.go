@@ -67,7 +67,7 @@ type benchClient struct {
 	// grouped and ungrouped are stores on the same client with group
 	// commit on and off.
 	grouped, ungrouped spigot.Store
-	raw   func(sha string) benchCall
+	raw                func(sha string) benchCall
 	// paced returns a store on the same client on clock c, whose keys
 	// are named apart from store's (another prefix).
 	paced func(c clock.Clock) spigot.Store
