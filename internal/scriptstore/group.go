@@ -133,50 +133,43 @@ func (l *lane) leave(w *waiter) (replied bool) {
 }
 
 // next is called when the call in flight on l has returned: it sends
-// the ops queued meanwhile, on a goroutine of its own, which goes on with
-// the ones queued while those are in flight, until the queue is empty.
+// the ops queued meanwhile, if any, on a goroutine of its own.
 func (s *Store) next(l *lane) {
-	if ws := l.take(nil); len(ws) > 0 {
+	if ws := l.take(); len(ws) > 0 {
 		go s.flush(l, ws)
 	}
 }
 
-// take returns the waiters queued on l, appended to buf, and leaves l
-// with none in flight if there are none; a waiter whose context is done
-// is left out, never sent.
-func (l *lane) take(buf []*waiter) []*waiter {
+// take returns the waiters queued on l, and leaves l with none in flight
+// if there are none; a waiter whose context is done is left out, never
+// sent.
+func (l *lane) take() []*waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var ws []*waiter
 	for _, w := range l.queue {
 		if w.ctx.Err() != nil {
 			w.state = dropped
 			continue
 		}
 		w.state = taken
-		buf = append(buf, w)
+		ws = append(ws, w)
 	}
 	clear(l.queue)
 	l.queue = l.queue[:0]
-	if len(buf) == 0 {
+	if len(ws) == 0 {
 		l.busy = false
 	}
-	return buf
+	return ws
 }
 
-// flush sends ws, then the waiters queued on l meanwhile, until none are.
+// flush sends the ops of ws, the call in flight on l, in one round trip,
+// in calls of up to wire.BatchSize ops; once the replies are in, it hands
+// l on (next), so that the server gets the next round trip while flush
+// gives each waiter of ws its result. The calls have the values of the
+// first waiter's context, and the latest deadline of the waiters'
+// contexts, or none if one has none.
 func (s *Store) flush(l *lane, ws []*waiter) {
-	for len(ws) > 0 {
-		s.send(ws)
-		clear(ws)
-		ws = l.take(ws[:0])
-	}
-}
-
-// send sends the ops of ws in one round trip, in calls of up to
-// wire.BatchSize ops, and gives each waiter its result. The calls have
-// the values of the first waiter's context, and the latest deadline of
-// the waiters' contexts, or none if one has none.
-func (s *Store) send(ws []*waiter) {
 	ops := make([]spigot.Op, len(ws))
 	for i, w := range ws {
 		ops[i] = w.op
@@ -190,6 +183,7 @@ func (s *Store) send(ws []*waiter) {
 	s.sent(x.calls, ops)
 	x.send(ctx, ctx)
 	cancel()
+	s.next(l)
 
 	out := make([]spigot.Decision, len(ops))
 	errs := make([]error, len(ops))

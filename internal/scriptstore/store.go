@@ -1,7 +1,9 @@
 // Package scriptstore is the one Redis-protocol store behind store/redis,
 // store/valkey and store/rueidis, each of which adapts it to a client
 // library (a Client). It runs spigot's script (package wire) on the
-// server: one call per request over only the request's keys, EVALSHA and
+// server: one call per request over only the request's keys (with group
+// commit, one batch call over the requests queued together, see lane),
+// EVALSHA and
 // then EVAL only after a NOSCRIPT reply, never a resend of a command whose
 // fate is unknown, a Peek as EVALSHA_RO. It names keys (store.Key),
 // checks ops, cuts batches, classifies errors and decodes replies, so
@@ -31,7 +33,7 @@ type Config struct {
 }
 
 // Defaults returns the Config of a store given no options.
-func Defaults() Config { return Config{Prefix: store.DefaultPrefix} }
+func Defaults() Config { return Config{Prefix: store.DefaultPrefix, Group: true} }
 
 // Topology is what a client says of the servers behind it.
 type Topology struct {

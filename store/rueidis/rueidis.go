@@ -9,7 +9,9 @@
 // says holds here, with rueidis' names. In short: each operation is one
 // EVALSHA of spigot's script (a Peek an EVALSHA_RO, which a client with
 // SendToReplicas may send to a replica), several all or nothing are one
-// EVALSHA over their keys, and a batch is one DoMulti of the client. It
+// EVALSHA over their keys, a batch is one DoMulti of the client, and
+// operations sent while another is in flight to the same server go
+// together once it returns (group commit, see WithGroupCommit). It
 // works with any rueidis.Client (a single server, a cluster, Sentinel) and
 // keeps to its shared, automatically pipelined connections.
 //
@@ -78,7 +80,7 @@ func WithKeyHashTags() Option { return func(s *Store) { s.cfg.Tags = true } }
 // clock.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.cfg.Clock = c } }
 
-// WithGroupCommit turns group commit on or off (default off). With it on,
+// WithGroupCommit turns group commit on or off (default on). With it on,
 // a call of Do that finds another call of Do in flight to the same server
 // (on a cluster, to the same hash slot) waits for that call to return, and
 // then goes with every call that queued meanwhile in one round trip: one

@@ -9,7 +9,10 @@
 // the server, with the server's clock (a Peek, which changes nothing, is
 // an EVALSHA_RO, which a client with SendToReplicas may send to a
 // replica); several operations, all or nothing, are one EVALSHA over
-// their keys, and a batch is one DoMulti of the client. Package store
+// their keys, and a batch is one DoMulti of the client. Operations that
+// callers send while another is in flight to the same server wait for it,
+// and then go together, each still decided as it would be alone (group
+// commit, see WithGroupCommit). Package store
 // describes the state it keeps. It works with any valkey.Client: a single
 // server, a cluster (a request touches one key, so it runs on any cluster
 // as it is; the client finds a promoted replica by itself) or a primary
@@ -97,7 +100,7 @@ func WithKeyHashTags() Option { return func(s *Store) { s.cfg.Tags = true } }
 // clock.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.cfg.Clock = c } }
 
-// WithGroupCommit turns group commit on or off (default off). With it on,
+// WithGroupCommit turns group commit on or off (default on). With it on,
 // a call of Do that finds another call of Do in flight to the same server
 // (on a cluster, to the same hash slot) waits for that call to return, and
 // then goes with every call that queued meanwhile in one round trip: one

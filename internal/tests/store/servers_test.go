@@ -933,15 +933,15 @@ func testConcurrentOneKey(t *testing.T, ps protoStore, srv *testserver.Server) {
 }
 
 // TestServersAllClientsOneKey: two stores of each library on one server,
-// hammering one key together.
+// one with group commit and one without, hammering one key together.
 func TestServersAllClientsOneKey(t *testing.T) {
 	for _, kind := range testserver.Kinds {
 		t.Run(string(kind), func(t *testing.T) {
 			srv := testserver.Start(t, kind)
 			var stores []spigot.Store
 			for _, ps := range protoStores {
-				for range 2 {
-					stores = append(stores, ps.new(t, []string{srv.Addr}, storeOpts{}))
+				for i := range 2 {
+					stores = append(stores, ps.new(t, []string{srv.Addr}, storeOpts{group: i == 1}))
 				}
 			}
 			hammer(t, stores)
