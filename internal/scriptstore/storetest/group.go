@@ -44,9 +44,8 @@ type recorder struct {
 	queued chan spigot.Op // each op queued
 
 	mu    sync.Mutex
-	sent  [][][]spigot.Op                          // each round trip's calls
-	holds map[int]chan chan struct{}               // round trip → where it says it is held
-	hold  func(trip int, calls [][]spigot.Op) bool // whether to hold a round trip
+	sent  [][][]spigot.Op            // each round trip's calls
+	holds map[int]chan chan struct{} // round trip → where it says it is held
 }
 
 // record sets scriptstore's hooks to rec until t ends.
@@ -231,13 +230,13 @@ func groupCancelled(t *testing.T, h Harness) {
 	if d, err := s.Do(t.Context(), peek); err != nil || d.Remaining != 6 {
 		t.Errorf("Peek after the calls = %+v, %v; want Remaining 6 (the cancelled call charged nothing)", d, err)
 	}
-	if got, want := rec.trips(), [][]spigot.Op{{op(1)}, {op(3)}, {peek}}; !reflectEqual(got, want) {
+	if got, want := rec.trips(), [][]spigot.Op{{op(1)}, {op(3)}, {peek}}; !tripsEqual(got, want) {
 		t.Errorf("round trips %v; want %v", got, want)
 	}
 }
 
-// reflectEqual reports whether two lists of round trips are equal.
-func reflectEqual(a, b [][]spigot.Op) bool {
+// tripsEqual reports whether two lists of round trips are equal.
+func tripsEqual(a, b [][]spigot.Op) bool {
 	return slices.EqualFunc(a, b, func(x, y []spigot.Op) bool { return slices.Equal(x, y) })
 }
 
@@ -296,7 +295,7 @@ func groupKilled(t *testing.T, h Harness) {
 		}
 		wantErr(t, h, "a call of a batch on a killed server", r.err)
 	}
-	if got, want := rec.trips(), [][]spigot.Op{{{Limit: b, Key: "first", N: 1}}, ops}; !reflectEqual(got, want) {
+	if got, want := rec.trips(), [][]spigot.Op{{{Limit: b, Key: "first", N: 1}}, ops}; !tripsEqual(got, want) {
 		t.Errorf("round trips %v; want %v", got, want)
 	}
 	srv.Restart()
