@@ -3,6 +3,8 @@ package rueidis_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
@@ -44,4 +46,33 @@ func Example() {
 	// allowed: false <nil>
 	// took: 8 of 20 <nil>
 	// gave back: 3 left: 3 <nil>
+}
+
+// Many goroutines at once on one key: with group commit (on by default)
+// the requests that wait for one in flight go together in one run of the
+// script, and each is decided as it would be alone, so exactly the
+// bucket's capacity is admitted.
+func ExampleWithGroupCommit() {
+	limit := spigot.MustBucket("burst", 50, spigot.PerHour(1))
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server}})
+	if err != nil {
+		fmt.Println("rueidis:", err)
+		return
+	}
+	defer client.Close()
+	limiter := spigot.New(spigotrueidis.New(client, spigotrueidis.WithGroupCommit(true)), limit)
+
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			if d, err := limiter.Allow(context.Background(), "hot"); err == nil && d.Allowed() {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Println("admitted:", admitted.Load(), "of 200")
+	// Output:
+	// admitted: 50 of 200
 }
