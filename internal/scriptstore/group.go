@@ -54,20 +54,33 @@ var waiters = sync.Pool{New: func() any { return &waiter{ready: make(chan struct
 // part of the keys.
 type groups struct {
 	one   lane
-	parts sync.Map // part (uint64) → *lane, for a client with Topology.Part
+	mu    sync.RWMutex
+	parts map[uint64]*lane // for a client with Topology.Part; guarded by mu
 }
 
 // lane returns the lane of a call on key.
 func (s *Store) lane(key string) *lane {
+	g := s.group
 	if s.topo.Part == nil {
-		return &s.group.one
+		return &g.one
 	}
 	p := s.topo.Part(key)
-	if l, ok := s.group.parts.Load(p); ok {
-		return l.(*lane)
+	g.mu.RLock()
+	l := g.parts[p]
+	g.mu.RUnlock()
+	if l != nil {
+		return l
 	}
-	l, _ := s.group.parts.LoadOrStore(p, new(lane))
-	return l.(*lane)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if l = g.parts[p]; l == nil {
+		if g.parts == nil {
+			g.parts = map[uint64]*lane{}
+		}
+		l = new(lane)
+		g.parts[p] = l
+	}
+	return l
 }
 
 // doGrouped is Do with group commit: op alone when its lane has no call in
