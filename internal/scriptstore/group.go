@@ -51,7 +51,8 @@ type waiter struct {
 var waiters = sync.Pool{New: func() any { return &waiter{ready: make(chan struct{}, 1)} }}
 
 // groups are a store's lanes: one for a client of one server, or one per
-// part of the keys.
+// part of the keys, which must be few: a cluster's hash slots, not the
+// hashes of a Ring (whose store turns group commit off).
 type groups struct {
 	one   lane
 	mu    sync.RWMutex
