@@ -96,7 +96,7 @@ func (s *Store) doGrouped(ctx context.Context, op spigot.Op) (spigot.Decision, e
 	if !l.busy {
 		l.busy = true
 		l.mu.Unlock()
-		return s.do(ctx, op, l)
+		return s.do(ctx, op, key, l)
 	}
 	if err := ctx.Err(); err != nil {
 		l.mu.Unlock()

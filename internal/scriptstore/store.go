@@ -108,16 +108,20 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if s.group != nil {
 		return s.doGrouped(ctx, op)
 	}
-	return s.do(ctx, op, nil)
+	return s.do(ctx, op, "", nil)
 }
 
-// do sends op alone; with group commit, as the call in flight on l, which
-// it hands on (next) when it returns.
-func (s *Store) do(ctx context.Context, op spigot.Op, l *lane) (spigot.Decision, error) {
+// do sends op alone, on key (its name, or "" for do to make it); with
+// group commit, as the call in flight on l, which it hands on (next) when
+// it returns.
+func (s *Store) do(ctx context.Context, op spigot.Op, key string, l *lane) (spigot.Decision, error) {
 	x := s.exchange(1)
 	x.lane = l
+	if key == "" {
+		key = s.key(op)
+	}
 	c := &x.calls[0]
-	x.key[0] = s.key(op)
+	x.key[0] = key
 	if s.topo.Boxed {
 		x.argvAny = s.args.OpAny(op)
 		c.argvAny = x.argvAny[:]
