@@ -712,3 +712,44 @@ func BenchmarkServerCeiling(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGroupCommitLatency measures what group commit costs a lone
+// caller: one goroutine sends a Take of one token of roomy on the hot key
+// through the store without group commit and through the store with it,
+// on the same client, in turns (each first every other time), so that the
+// load of other processes falls on both alike. It reports the median latency of each
+// (off-ns/call, on-ns/call) and their ratio (on/off):
+//
+//	/tmp/spigot.test -test.run='^$' -test.bench=GroupCommitLatency -test.benchtime=20000x -test.count=3
+func BenchmarkGroupCommitLatency(b *testing.B) {
+	keys := benchKeys(manyKeys)
+	srv := testserver.Start(b, testserver.Redis)
+	loadScripts(b, srv)
+	for _, c := range benchClients(b, []string{srv.Addr}, false, keys) {
+		b.Run("server=redis/client="+c.name, func(b *testing.B) {
+			off, on := acquireCall(c.ungrouped, keys), acquireCall(c.grouped, keys)
+			ctx := context.Background()
+			times := [2][]time.Duration{make([]time.Duration, 0, b.N), make([]time.Duration, 0, b.N)}
+			b.ReportAllocs()
+			calls := []benchCall{off, on}
+			for n := 0; b.Loop(); n++ {
+				for j := range calls {
+					i := j ^ n&1 // off first, then on first
+					t := time.Now()
+					if err := calls[i](ctx, hotKey); err != nil {
+						b.Fatal(err)
+					}
+					times[i] = append(times[i], time.Since(t))
+				}
+			}
+			var median [2]float64
+			for i := range times {
+				slices.Sort(times[i])
+				median[i] = float64(times[i][len(times[i])/2])
+			}
+			b.ReportMetric(median[0], "off-ns/call")
+			b.ReportMetric(median[1], "on-ns/call")
+			b.ReportMetric(median[1]/median[0], "on/off")
+		})
+	}
+}
