@@ -11,6 +11,7 @@
 // while another is in flight to the same server wait for it, and then go
 // together, each still decided as it would be alone (group commit, see
 // WithGroupCommit).
+//
 // Package store describes the state it keeps. It works with any
 // goredis.UniversalClient: *goredis.Client, *goredis.ClusterClient and
 // *goredis.Ring. A pipeline or a transaction (goredis.Pipeliner) is not
