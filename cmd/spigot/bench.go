@@ -29,21 +29,28 @@ import (
 )
 
 // A benchStore is a store spigot bench knows: its name, the client
-// library of a Redis-protocol one, and whether that client pipelines
-// concurrent requests (so that its ceiling is the pipelined one).
+// library of a Redis-protocol one, whether that client pipelines
+// concurrent requests (so that its ceiling, and its raw baseline's, is the
+// pipelined one), and whether the store runs without group commit (a
+// store with it, the default, sends several requests to a script run, so
+// no ceiling of one script per request bounds it).
 type benchStore struct {
 	name, client string
 	pipelines    bool
+	ungrouped    bool
 }
 
 // benchStores are the stores spigot bench knows, in the order it runs
 // them.
 var benchStores = []benchStore{
-	{"memory", "", false},
-	{"redis", "go-redis", false},
-	{"valkey", "valkey-go", true},
-	{"rueidis", "rueidis", true},
-	{"hybrid", "go-redis", false},
+	{"memory", "", false, false},
+	{"redis", "go-redis", false, false},
+	{"redis-nogc", "go-redis", false, true},
+	{"valkey", "valkey-go", true, false},
+	{"valkey-nogc", "valkey-go", true, true},
+	{"rueidis", "rueidis", true, false},
+	{"rueidis-nogc", "rueidis", true, true},
+	{"hybrid", "go-redis", false, false},
 }
 
 // benchFlags are spigot bench's flags, parsed and checked.
@@ -66,7 +73,7 @@ type benchFlags struct {
 func parseBench(args []string, stdout io.Writer) (*benchFlags, error) {
 	const prog = "spigot bench"
 	fs := newFlagSet(prog)
-	stores := fs.String("stores", "all", "the `stores` to measure, comma-separated: memory, redis (go-redis), valkey (valkey-go), rueidis, hybrid (go-redis in front of memory), or all")
+	stores := fs.String("stores", "all", "the `stores` to measure, comma-separated: memory, redis (go-redis), valkey (valkey-go), rueidis, each of these three with -nogc (without group commit: redis-nogc), hybrid (go-redis in front of memory), or all")
 	addr := fs.String("addr", "", "the Redis or Valkey server's `address`; without one, spigot bench starts a redis-server or valkey-server from PATH (or an embedded miniredis)")
 	cluster := fs.String("cluster", "", "a Redis or Valkey Cluster's seed `addresses`, comma-separated, instead of -addr")
 	conc := fs.String("c", "1,16,64", "the concurrency `levels`: goroutines sending requests, comma-separated")
@@ -127,8 +134,10 @@ marker in the table's warn column, explained in a footnote, and in the
 JSON a "warnings" list of {"code", "detail"} on the cell or ceiling:
 
   C above_ceiling        the row is faster than its own ceiling (unpipelined
-                         for go-redis, pipelined for valkey-go and rueidis):
-                         that ceiling did not measure the server's limit
+                         for go-redis, pipelined for valkey-go and rueidis;
+                         none for a store with group commit, which sends
+                         several requests to a script run): that ceiling
+                         did not measure the server's limit
   B machine_busy         other work took 20% or more of the machine's CPUs
                          while the row ran (Linux, rows of 0.5s or more;
                          "other_cpu_pct"): its figures are unreliable
@@ -164,7 +173,7 @@ func parseStores(s string) ([]string, error) {
 	for name := range strings.SplitSeq(s, ",") {
 		name = strings.TrimSpace(name)
 		if !slices.ContainsFunc(benchStores, func(st benchStore) bool { return st.name == name }) {
-			return nil, fmt.Errorf("-stores: unknown store %q; want memory, redis, valkey, rueidis, hybrid or all", name)
+			return nil, fmt.Errorf("-stores: unknown store %q; want memory, redis, valkey, rueidis (each with -nogc for no group commit), hybrid or all", name)
 		}
 		if !slices.Contains(out, name) {
 			out = append(out, name)
@@ -223,12 +232,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// target is one store to measure, and its raw baseline.
+// target is one store to measure, and its raw baseline (nil for none).
 type target struct {
 	name      string
 	store     spigot.Store
 	raw       func(sha string, limit spigot.Limit, cost int64, keys []string) bench.Call
-	pipelines bool
+	pipelines bool // the client pipelines concurrent requests
+	grouped   bool // the store has group commit on
 }
 
 // runBench measures what f says, and returns the report, judged (see
@@ -376,7 +386,7 @@ func runCell(ctx context.Context, f *benchFlags, t target, raw bool, conc, nkeys
 	if raw {
 		name += " raw"
 	}
-	cell := bench.Cell{Store: name, Baseline: raw, Concurrency: conc, Keys: nkeys, Cost: f.cost, Pipelines: t.pipelines}
+	cell := bench.Cell{Store: name, Baseline: raw, Concurrency: conc, Keys: nkeys, Cost: f.cost, Pipelines: t.pipelines, GroupCommit: t.grouped && !raw}
 	spec := bench.Spec{Concurrency: conc, Keys: nkeys, Duration: f.duration, Requests: f.requests}
 	call := func(limit spigot.Limit, keys []string) bench.Call {
 		if raw {
@@ -472,9 +482,13 @@ func benchTargets(names, addrs []string, cluster bool) ([]target, func(), error)
 			remote := client("go-redis").Store.(*spigotredis.Store)
 			targets = append(targets, target{name: "hybrid", store: hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Second))})
 		default:
-			i := slices.IndexFunc(benchStores, func(st benchStore) bool { return st.name == name })
-			c := client(benchStores[i].client)
-			targets = append(targets, target{name: name, store: c.Store, raw: c.Raw, pipelines: benchStores[i].pipelines})
+			st := benchStores[slices.IndexFunc(benchStores, func(st benchStore) bool { return st.name == name })]
+			c := client(st.client)
+			t := target{name: name, store: c.Grouped, raw: c.Raw, pipelines: st.pipelines, grouped: true}
+			if st.ungrouped { // its raw baseline is the row of its grouped twin
+				t.store, t.raw, t.grouped = c.Ungrouped, nil, false
+			}
+			targets = append(targets, t)
 		}
 	}
 	return targets, closeAll, nil

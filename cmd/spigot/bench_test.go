@@ -28,11 +28,11 @@ func TestBenchFlags(t *testing.T) {
 		args []string
 		want string // the parsed flags, or the error
 	}{
-		{nil, "stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 1 deny 0 duration 2s n 0"},
+		{nil, "stores [memory redis redis-nogc valkey valkey-nogc rueidis rueidis-nogc hybrid] c [1 16 64] keys [1 10000] cost 1 deny 0 duration 2s n 0"},
 		{[]string{"-stores", "memory,rueidis,memory", "-c", "1, 256", "-keys", "1000", "-cost", "3", "-deny", "0.2", "-n", "5000"},
 			"stores [memory rueidis] c [1 256] keys [1000] cost 3 deny 0.2 duration 0s n 5000"},
 		{[]string{"-cluster", "127.0.0.1:7000,127.0.0.1:7001", "-duration", "500ms"},
-			"stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 1 deny 0 duration 500ms n 0 cluster [127.0.0.1:7000 127.0.0.1:7001]"},
+			"stores [memory redis redis-nogc valkey valkey-nogc rueidis rueidis-nogc hybrid] c [1 16 64] keys [1 10000] cost 1 deny 0 duration 500ms n 0 cluster [127.0.0.1:7000 127.0.0.1:7001]"},
 		{[]string{"-stores", "mongo"}, `-stores: unknown store "mongo"`},
 		{[]string{"-c", "0"}, `-c "0": want whole numbers from 1 to 100000`},
 		{[]string{"-c", "1,x"}, `-c "1,x": want whole numbers`},
@@ -40,9 +40,9 @@ func TestBenchFlags(t *testing.T) {
 		{[]string{"-cost", "0"}, "-cost 0: want 1 or more"},
 		{[]string{"-deny", "1"}, "-deny 1: want a share from 0 to below 1"},
 		{[]string{"-deny", "-0.1"}, "-deny -0.1: want a share"},
-		{[]string{"-deny", "0.2", "-cost", "2501999"}, "stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 2501999 deny 0.2"},
+		{[]string{"-deny", "0.2", "-cost", "2501999"}, "stores [memory redis redis-nogc valkey valkey-nogc rueidis rueidis-nogc hybrid] c [1 16 64] keys [1 10000] cost 2501999 deny 0.2"},
 		{[]string{"-deny", "0.2", "-cost", "2502000"}, "-cost 2502000: too large for -deny, whose empty buckets hold one request's cost; want at most 2501999"},
-		{[]string{"-cost", "2502000"}, "stores [memory redis valkey rueidis hybrid] c [1 16 64] keys [1 10000] cost 2502000 deny 0"},
+		{[]string{"-cost", "2502000"}, "stores [memory redis redis-nogc valkey valkey-nogc rueidis rueidis-nogc hybrid] c [1 16 64] keys [1 10000] cost 2502000 deny 0"},
 		{[]string{"-n", "-5"}, "-n -5: want 1 or more requests"},
 		{[]string{"-duration", "0s"}, "-duration 0s: want a positive duration, or -n"},
 		{[]string{"-plot", "out.pdf"}, `-plot "out.pdf": want a file ending in .svg or .png`},
@@ -113,9 +113,10 @@ func TestBenchEndToEnd(t *testing.T) {
 	if !strings.Contains(r.Server, "redis-server") || !strings.Contains(r.Server, srv.Addr) || r.Miniredis || r.Interrupted {
 		t.Errorf("report: server %q, miniredis %v, interrupted %v", r.Server, r.Miniredis, r.Interrupted)
 	}
-	// memory, hybrid: 4 cells each; redis, valkey, rueidis: 4 and 4 raw.
-	if len(r.Cells) != 2*4+3*8 {
-		t.Fatalf("%d cells; want 32", len(r.Cells))
+	// memory, hybrid, redis-nogc, valkey-nogc, rueidis-nogc: 4 cells
+	// each; redis, valkey, rueidis: 4 and 4 raw.
+	if want := 5*4 + 3*8; len(r.Cells) != want {
+		t.Fatalf("%d cells; want %d", len(r.Cells), want)
 	}
 	var names []string
 	known := []string{bench.AboveCeiling, bench.MachineBusy, bench.DenyShareOff, bench.CeilingUnsaturated}
@@ -137,8 +138,11 @@ func TestBenchEndToEnd(t *testing.T) {
 		if c.Throughput <= 0 || c.Latency.P50 <= 0 || c.Latency.Max < c.Latency.P99 {
 			t.Errorf("%s c=%d keys=%d: throughput %v, latency %+v", c.Store, c.Concurrency, c.Keys, c.Throughput, c.Latency)
 		}
-		if wantPipelines := c.Store == "valkey" || c.Store == "valkey raw" || c.Store == "rueidis" || c.Store == "rueidis raw"; c.Pipelines != wantPipelines {
+		if wantPipelines := strings.HasPrefix(c.Store, "valkey") || strings.HasPrefix(c.Store, "rueidis"); c.Pipelines != wantPipelines {
 			t.Errorf("%s: pipelines %v; want %v", c.Store, c.Pipelines, wantPipelines)
+		}
+		if wantGroup := slices.Contains([]string{"redis", "valkey", "rueidis"}, c.Store); c.GroupCommit != wantGroup {
+			t.Errorf("%s: group commit %v; want %v", c.Store, c.GroupCommit, wantGroup)
 		}
 		for _, w := range c.Warnings {
 			if !slices.Contains(known, w.Code) || w.Code == bench.DenyShareOff || w.Code == bench.CeilingUnsaturated || w.Detail == "" {
@@ -153,7 +157,7 @@ func TestBenchEndToEnd(t *testing.T) {
 			t.Errorf("%s c=%d keys=%d: other work took %v%% of the machine", c.Store, c.Concurrency, c.Keys, *c.OtherCPUPct)
 		}
 	}
-	want := []string{"memory", "redis", "redis raw", "valkey", "valkey raw", "rueidis", "rueidis raw", "hybrid"}
+	want := []string{"memory", "redis", "redis raw", "redis-nogc", "valkey", "valkey raw", "valkey-nogc", "rueidis", "rueidis raw", "rueidis-nogc", "hybrid"}
 	if !slices.Equal(names, want) {
 		t.Errorf("stores %v; want %v", names, want)
 	}

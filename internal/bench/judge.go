@@ -64,7 +64,7 @@ func Judge(r *Report) {
 		if c.Pipelines {
 			own, ceiling, which = c.CeilingPipelinedPct, pipelined, "pipelined"
 		}
-		if own > 100 && ceiling != nil {
+		if own > 100 && ceiling != nil && !c.GroupCommit {
 			c.Warnings = append(c.Warnings, Warning{AboveCeiling, fmt.Sprintf(
 				"%s ops/s is %s of the %s ceiling (%s ops/s): that ceiling is not the server's limit",
 				formatRate(c.Throughput), pct(own), which, formatRate(ceiling.Throughput))})

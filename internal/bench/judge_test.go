@@ -35,6 +35,8 @@ func TestJudgeCells(t *testing.T) {
 		{Cell{Store: "redis", Throughput: 40_400, CeilingPct: 101, CeilingPipelinedPct: 33.7}, []string{AboveCeiling}},
 		{Cell{Store: "valkey", Pipelines: true, Throughput: 60_000, CeilingPct: 150, CeilingPipelinedPct: 50}, nil}, // a pipelining client passes the unpipelined ceiling
 		{Cell{Store: "valkey", Pipelines: true, Throughput: 132_000, CeilingPct: 330, CeilingPipelinedPct: 110}, []string{AboveCeiling}},
+		{Cell{Store: "valkey", Pipelines: true, GroupCommit: true, Throughput: 132_000, CeilingPct: 330, CeilingPipelinedPct: 110}, nil}, // group commit passes both: not its limit
+		{Cell{Store: "redis", GroupCommit: true, Throughput: 62_000, CeilingPct: 200, CeilingPipelinedPct: 62}, nil},
 		{Cell{Store: "redis", OtherCPUPct: ptr(19.9)}, nil},
 		{Cell{Store: "redis", OtherCPUPct: ptr(20)}, []string{MachineBusy}},
 		{Cell{Store: "redis", OtherCPUPct: ptr(0)}, nil},

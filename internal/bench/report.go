@@ -79,6 +79,11 @@ type Cell struct {
 	// pipelined one. Otherwise (go-redis, one request per pooled
 	// connection) its ceiling is the unpipelined one.
 	Pipelines bool `json:"pipelines,omitempty"`
+	// GroupCommit is true for a store with group commit, which sends the
+	// requests that queue behind one in flight together, several to a
+	// script run: no ceiling of one script per request bounds it, so it
+	// has no own ceiling, and never the warning "above_ceiling".
+	GroupCommit bool `json:"group_commit,omitempty"`
 	// CeilingPct is Throughput as a percentage of the unpipelined ceiling
 	// (-P 1), and CeilingPipelinedPct of the pipelined one; 0 when there
 	// is no ceiling. Above 100 on its own ceiling (see Pipelines), the
