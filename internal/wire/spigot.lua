@@ -60,11 +60,22 @@
 -- Lua numbers are doubles: every integer here stays within 2^53 (the
 -- constructors guarantee it of a limit, and the reading above of a
 -- state), where doubles are exact; divisions go through math.fmod, which
--- is exact, and numbers leave the script through string.format('%d') or
--- an integer reply, never tostring. A FullAt past 2^53 (after the year
--- 2255) is only compared with now, or taken apart digit by digit, and
--- written digit by digit. The caller sends any N above 2^53 as 2^54, which
--- every action decides as it does N.
+-- is exact, or, in a bucket's path, where every dividend is 0 to 2^53,
+-- through %, which is exact there (see the bucket's path); numbers leave
+-- the script through string.format('%d') or an integer reply, never
+-- tostring. A FullAt past 2^53 (after the year 2255) is only compared with
+-- now, or taken apart digit by digit, and written digit by digit. The
+-- caller sends any N above 2^53 as 2^54, which every action decides as it
+-- does N.
+--
+-- The server runs this for every request, so its common path, a token
+-- bucket's state read and written, makes few calls and few Lua values:
+-- the arguments' and TIME's numbers come by arithmetic on their strings,
+-- without a call to tonumber (they are canonical decimals: miniredis's Lua
+-- reads a leading 0 there as octal, so a stored field, which may have
+-- one, goes through tonumber); helpers are made only on the paths that
+-- need them (a function defined at the top costs every call a closure);
+-- and a state's digits are matched with [0-9] (%d calls isdigit).
 
 local nkeys = #KEYS
 if nkeys < 1 or #ARGV ~= 1 + 5 * nkeys then
@@ -74,71 +85,20 @@ local clock, batch = ARGV[1], false
 if nkeys > 1 and string.byte(clock, 1) == 98 then -- "b": a batch
 	clock, batch = string.sub(clock, 2), true
 end
-local now, slack = tonumber(clock), 60000
-if not now then
-	if redis.replicate_commands then
-		redis.replicate_commands() -- TIME before a write, on Redis < 5
+local now, slack
+if clock == '' then
+	if redis.replicate_commands and not redis.REDIS_VERSION then
+		redis.replicate_commands() -- TIME before a write, on Redis < 5 (7 has REDIS_VERSION)
 	end
 	local t = redis.call('TIME')
-	now, slack = tonumber(t[1]) * 1000000 + tonumber(t[2]), 0
-end
-
--- quo returns a/b truncated toward zero, like Go's integer division.
-local function quo(a, b)
-	return (a - math.fmod(a, b)) / b
-end
-
-local function ceildiv(a, b)
-	local q = quo(a, b)
-	if q * b < a then
-		q = q + 1
-	end
-	return q
+	now, slack = t[1] * 1000000 + t[2], 0
+else
+	now, slack = tonumber(clock), 60000
 end
 
 local NEVER = 9223372036854 -- the most whole ms a Go Duration holds
 
--- ceilms returns lag+us µs rounded up to the ms, or -1 (Never) past what a
--- Go Duration holds; lag and us are 0 to 2^53, so lag+us is summed in ms.
-local function ceilms(lag, us)
-	if lag == 0 then
-		return ceildiv(us, 1000)
-	end
-	local a, b = quo(lag, 1000), quo(us, 1000)
-	local ms = a + b + ceildiv((lag - a * 1000) + (us - b * 1000), 1000)
-	if ms > NEVER then
-		return -1
-	end
-	return ms
-end
-
 local EXACT = 9007199254740992 -- 2^53: doubles hold every integer up to it
-
--- exact returns x, the tonumber of the digits d (%-?%d+), when d is at most
--- 2^53 in magnitude, and nil otherwise. (Past 2^53 tonumber rounds: 2^53+1
--- reads as 2^53, so the digits decide there.)
-local function exact(d, x)
-	if x < EXACT and x > -EXACT then
-		return x
-	end
-	if (x == EXACT or x == -EXACT) and string.match(d, '^%-?0*(%d+)$') == '9007199254740992' then
-		return x
-	end
-	return nil
-end
-
--- sum returns now + ms*1000 + us as a decimal string, exactly, when it is
--- past 2^53, where doubles skip integers (now >= -2^53, 0 <= us < 1000).
-local function sum(now, ms, us)
-	local q = quo(now, 1000)
-	local hi, lo = q + ms, now - q * 1000 + us
-	if lo >= 1000 then
-		hi, lo = hi + 1, lo - 1000
-	elseif lo < 0 then
-		hi, lo = hi - 1, lo + 1000
-	end
-	return string.format('%d%03d', hi, lo)
-end
 
 -- pending holds, all or nothing, what each key will hold if the call is
 -- kept: {state, ms} or {false} for none; reply holds, with several keys,
@@ -179,8 +139,7 @@ for i = 1, nkeys do
 	if kind == 'lb' then
 		leaky, width = true, 6
 	end
-	local p1, p2, p3 = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-	local n = tonumber(ARGV[a + 4])
+	local p1, p2, p3, n = ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0
 
 	local v
 	if pending and pending[key] then
@@ -210,90 +169,114 @@ for i = 1, nkeys do
 	local lb, lw, le, lp, lk -- a log's base, width, value, the place of its entries in it (after lp), their number
 	if v then
 		local sd, td, cd
-		fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+		fd, sd, td, cd = string.match(v, '^tb/2 (%-?[0-9]+) (%-?[0-9]+) (%-?[0-9]+) (%-?[0-9]+)$') -- (a range: %d calls isdigit)
 		if fd then
-			sk = 'tb'
+			s, t, sc, full = tonumber(sd), tonumber(td), tonumber(cd), tonumber(fd)
+		end
+		if fd and s < EXACT and s > -EXACT and t < EXACT and t > -EXACT and sc < EXACT and sc > -EXACT
+			and #fd <= 18 and (kind == 'tb' or full < EXACT and full > -EXACT) then
+			sk = 'tb' -- a token bucket's, every field within 2^53: read as it is
 		else
-			-- num returns the number of the digits d if it is at most 2^53 in
-			-- magnitude, and nil otherwise.
-			local function num(d)
-				return exact(d, tonumber(d))
-			end
+			-- Any other value, read as the rules above say.
+			full = nil
 
-			-- version returns the version of the format this script writes for the
-			-- kind tag, and nil for a kind it does not know.
-			local function version(tag)
-				if tag == 'tb' or tag == 'sl' then
-					return 2
-				elseif tag == 'lb' or tag == 'fw' or tag == 'sw' then
-					return 1
+			-- exact returns x, the tonumber of the digits d (%-?%d+), when d is
+			-- at most 2^53 in magnitude, and nil otherwise. (Past 2^53 tonumber
+			-- rounds: 2^53+1 reads as 2^53, so the digits decide there.)
+			local function exact(d, x)
+				if x < EXACT and x > -EXACT then
+					return x
+				end
+				if (x == EXACT or x == -EXACT) and string.match(d, '^%-?0*(%d+)$') == '9007199254740992' then
+					return x
 				end
 				return nil
 			end
 
-			-- (The fields after the FullAt start at rp: a log's entries are read
-			-- in place, never copied whole.)
-			local tag, ver, rest, rp
-			tag, ver, fd, rp = string.match(v, '^(%l+)/(%d+) (%-?%d+)()')
-			if not tag then -- before versions: "tokens stamp scale [fullat]"
-				td, sd, cd, fd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-				if not td then
-					td, sd, cd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
-					fd = td and '0' -- stored before FullAt: unknown
+			if fd then
+				sk = 'tb'
+			else
+				-- num returns the number of the digits d if it is at most 2^53 in
+				-- magnitude, and nil otherwise.
+				local function num(d)
+					return exact(d, tonumber(d))
 				end
-				sk = td and 'old'
-			elseif tag ~= 'tb' and version(tag) and ver == string.format('%d', version(tag)) then
-				if tag ~= 'sl' then
-					rest = string.sub(v, rp)
+
+				-- version returns the version of the format this script writes for
+				-- the kind tag, and nil for a kind it does not know.
+				local function version(tag)
+					if tag == 'tb' or tag == 'sl' then
+						return 2
+					elseif tag == 'lb' or tag == 'fw' or tag == 'sw' then
+						return 1
+					end
+					return nil
 				end
-				if tag == 'lb' then
-					sd, td, cd = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+)$')
-					sk = sd and tag
-				elseif tag == 'sl' then
-					-- The whole value's checks are patterns and lengths (C); the
-					-- entries are read one by one only where the log needs them.
-					local d1, d2, d3, ep = string.match(v, '^ (%-?%d+) (%-?%d+) ([1-9]%d?) ()', rp)
-					if d1 then
-						local len = #v - ep + 1
-						f1, lb, lw = num(d1), num(d2), tonumber(d3)
-						if f1 and lb and lw <= 15 and len > 0 and math.fmod(len, lw) == 0 and len <= 1000 * lw
-							and lb <= EXACT - tonumber('1' .. string.rep('0', lw)) + 1 and string.find(v, '^[0-9]*$', ep) then -- anchored, a range: the fastest scan (%d calls isdigit)
-							le, lp, lk = v, ep - 1, len / lw
-							sk = tag
+
+				-- (The fields after the FullAt start at rp: a log's entries are
+				-- read in place, never copied whole.)
+				local tag, ver, rest, rp
+				tag, ver, fd, rp = string.match(v, '^(%l+)/(%d+) (%-?%d+)()')
+				if not tag then -- before versions: "tokens stamp scale [fullat]"
+					td, sd, cd, fd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+					if not td then
+						td, sd, cd = string.match(v, '^(%-?%d+) (%-?%d+) (%-?%d+)$')
+						fd = td and '0' -- stored before FullAt: unknown
+					end
+					sk = td and 'old'
+				elseif tag ~= 'tb' and version(tag) and ver == string.format('%d', version(tag)) then
+					if tag ~= 'sl' then
+						rest = string.sub(v, rp)
+					end
+					if tag == 'lb' then
+						sd, td, cd = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+)$')
+						sk = sd and tag
+					elseif tag == 'sl' then
+						-- The whole value's checks are patterns and lengths (C); the
+						-- entries are read one by one only where the log needs them.
+						local d1, d2, d3, ep = string.match(v, '^ (%-?%d+) (%-?%d+) ([1-9]%d?) ()', rp)
+						if d1 then
+							local len = #v - ep + 1
+							f1, lb, lw = num(d1), num(d2), tonumber(d3)
+							if f1 and lb and lw <= 15 and len > 0 and math.fmod(len, lw) == 0 and len <= 1000 * lw
+								and lb <= EXACT - tonumber('1' .. string.rep('0', lw)) + 1 and string.find(v, '^[0-9]*$', ep) then -- anchored, a range: the fastest scan (%d calls isdigit)
+								le, lp, lk = v, ep - 1, len / lw
+								sk = tag
+							end
+						end
+					else
+						local d1, d2, d3, d4, d5
+						if tag == 'fw' then
+							d1, d2, d3, d4 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+							d5 = d4 and '0'
+						else
+							d1, d2, d3, d4, d5 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+						end
+						if d5 then
+							f1, f2, f3, f4, f5 = num(d1), num(d2), num(d3), num(d4), num(d5)
+							sk = f1 and f2 and f3 and f4 and f5 and tag
 						end
 					end
-				else
-					local d1, d2, d3, d4, d5
-					if tag == 'fw' then
-						d1, d2, d3, d4 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-						d5 = d4 and '0'
-					else
-						d1, d2, d3, d4, d5 = string.match(rest, '^ (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
-					end
-					if d5 then
-						f1, f2, f3, f4, f5 = num(d1), num(d2), num(d3), num(d4), num(d5)
-						sk = f1 and f2 and f3 and f4 and f5 and tag
-					end
-				end
-			elseif (rp > #v or string.byte(v, rp) == 32) and not (version(tag) and tonumber(ver) <= version(tag)) then
-				sk = 'x' -- (a known kind at this version or before: a format this script reads, broken)
-			end
-		end
-		if sd then -- a bucket's
-			s, t, sc = tonumber(sd), tonumber(td), tonumber(cd)
-			if not (s < EXACT and s > -EXACT and t < EXACT and t > -EXACT and sc < EXACT and sc > -EXACT) then
-				s, t, sc = exact(sd, s), exact(td, t), exact(cd, sc) -- at 2^53 or past it
-				if not (s and t and sc) then
-					sk = nil
+				elseif (rp > #v or string.byte(v, rp) == 32) and not (version(tag) and tonumber(ver) <= version(tag)) then
+					sk = 'x' -- (a known kind at this version or before: a format this script reads, broken)
 				end
 			end
-		end
-		if sk then
-			full = tonumber(fd)
-			if #fd > 18 and sk ~= 'x' and not (#fd == 19 and string.byte(fd, 1) == 45) then -- more than 18 digits
-				full = nil
-			elseif sk ~= kind and not (sk == 'old' and kind == 'tb') then -- another kind's: within 2^53
-				full = exact(fd, full)
+			if sd then -- a bucket's
+				s, t, sc = tonumber(sd), tonumber(td), tonumber(cd)
+				if not (s < EXACT and s > -EXACT and t < EXACT and t > -EXACT and sc < EXACT and sc > -EXACT) then
+					s, t, sc = exact(sd, s), exact(td, t), exact(cd, sc) -- at 2^53 or past it
+					if not (s and t and sc) then
+						sk = nil
+					end
+				end
+			end
+			if sk then
+				full = tonumber(fd)
+				if #fd > 18 and sk ~= 'x' and not (#fd == 19 and string.byte(fd, 1) == 45) then -- more than 18 digits
+					full = nil
+				elseif sk ~= kind and not (sk == 'old' and kind == 'tb') then -- another kind's: within 2^53
+					full = exact(fd, full)
+				end
 			end
 		end
 		if not full then
@@ -320,14 +303,41 @@ for i = 1, nkeys do
 
 	if kind == 'tb' or leaky then
 		-- A bucket: capacity, scale, refill. A missing key is a full bucket.
+		-- Every quotient but a carry's has a dividend from 0 to 2^53 and a
+		-- divisor of 1 or more, where a % b (a - floor(a/b)*b) is exact:
+		-- a/b, less than 1/b short of the next integer, rounds to it only
+		-- past 2^53/b, so floor(a/b) is the quotient's.
 		local capacity, scale, refill = p1, p2, p3
+
+		-- wait returns lag + ⌈a/b⌉ µs rounded up to the ms, or -1 (Never)
+		-- past what a Go Duration holds; lag and a are 0 to 2^53, so their
+		-- sum is taken in ms.
+		local function wait(lag, a, b)
+			local r = a % b
+			local us = (a - r) / b
+			if r > 0 then
+				us = us + 1
+			end
+			local x, y = lag % 1000, us % 1000
+			local ms = (lag - x) / 1000 + (us - y) / 1000
+			if x + y > 1000 then
+				ms = ms + 2
+			elseif x + y > 0 then
+				ms = ms + 1
+			end
+			if ms > NEVER then
+				return -1
+			end
+			return ms
+		end
+
 		local max = capacity * scale
 		local tokens, stamp = max, now
 		if not sk then
 		elseif sk == kind or (sk == 'old' and kind == 'tb') then
 			if sc > 0 then
 				if sc ~= scale then -- stored under another rate: whole tokens carry
-					local whole = quo(t, sc)
+					local whole = (t - math.fmod(t, sc)) / sc -- toward zero, as Go's
 					if whole >= capacity then
 						t = max
 					else
@@ -342,8 +352,12 @@ for i = 1, nkeys do
 				tokens, stamp = t, s
 			end
 		elseif full > now and full ~= 0 then -- another kind: full again at its FullAt, not sooner (0 is none)
-			if full - now > quo(max, refill) then -- empty until the refill time before it
-				tokens, stamp = 0, full - ceildiv(max, refill)
+			local r = max % refill
+			if full - now > (max - r) / refill then -- empty until the refill time before it
+				tokens, stamp = 0, full - (max - r) / refill
+				if r > 0 then
+					stamp = stamp - 1
+				end
 			else
 				tokens = max - (full - now) * refill
 			end
@@ -370,13 +384,13 @@ for i = 1, nkeys do
 					moved = n
 				end
 			else
-				retry = ceilms(lag, ceildiv(n * scale - tokens, refill))
+				retry = wait(lag, n * scale - tokens, refill)
 			end
 			if retry ~= 0 and act == 'take' then
 				denied = true
 			end
 		elseif act == 'takeupto' then
-			local k = quo(tokens, scale)
+			local k = (tokens - tokens % scale) / scale
 			if n < k then
 				k = n
 			end
@@ -387,7 +401,7 @@ for i = 1, nkeys do
 			elseif capacity == 0 then
 				retry = -1
 			else
-				retry = ceilms(lag, ceildiv(scale - tokens, refill))
+				retry = wait(lag, scale - tokens, refill)
 			end
 			if retry ~= 0 then
 				denied = true
@@ -398,12 +412,19 @@ for i = 1, nkeys do
 				add = n * scale
 			end
 			tokens = tokens + add
-			moved = ceildiv(add, scale)
+			moved = (add - add % scale) / scale
+			if add % scale > 0 then
+				moved = moved + 1
+			end
 		end
 		if leaky and admitted then
 			-- The delay, before this request's tokens were taken: until the
 			-- bucket is full again, lag + the refill of what it lacked.
-			local us = ceildiv(max - tokens - moved * scale, refill)
+			local d = max - tokens - moved * scale
+			local us = (d - d % refill) / refill
+			if d % refill > 0 then
+				us = us + 1
+			end
 			if us <= EXACT - lag then
 				delay = lag + us
 			else
@@ -417,20 +438,25 @@ for i = 1, nkeys do
 		end
 
 		if act == 'reset' then
-			moved, tokens = ceildiv(max - tokens, scale), max
+			local d = max - tokens
+			moved, tokens = (d - d % scale) / scale, max
+			if d % scale > 0 then
+				moved = moved + 1
+			end
 		elseif tokens < max then
-			reset = ceilms(lag, ceildiv(max - tokens, refill))
+			reset = wait(lag, max - tokens, refill)
 		end
-		remaining = quo(tokens, scale)
+		local frac = tokens % scale
+		remaining = (tokens - frac) / scale
 		-- The refill: with the remaining whole tokens taken, the fraction
 		-- of a token left refills to one (after a Reset, from none and
 		-- without lag: no state is left).
 		if capacity == 0 then
 			refillms = -1
 		elseif act == 'reset' then
-			refillms = ceilms(0, ceildiv(scale, refill))
+			refillms = wait(0, scale, refill)
 		else
-			refillms = ceilms(lag, ceildiv(scale - (tokens - remaining * scale), refill))
+			refillms = wait(lag, scale - frac, refill)
 		end
 		if write and act ~= 'reset' then
 			-- FullAt: full again, and the clock caught up with the stamp (a
@@ -444,9 +470,19 @@ for i = 1, nkeys do
 			local fullat, digits = now + ms * 1000 + us, nil -- rounded past 2^53
 			if fullat < stamp then
 				fullat = stamp
-				ms = ceildiv(stamp - now, 1000)
-			elseif fullat >= EXACT then
-				digits = sum(now, ms, us)
+				ms = (stamp - now - (stamp - now) % 1000) / 1000
+				if (stamp - now) % 1000 > 0 then
+					ms = ms + 1
+				end
+			elseif fullat >= EXACT then -- its digits, exactly, as sum's below
+				local q = (now - math.fmod(now, 1000)) / 1000 -- toward zero
+				local hi, lo = q + ms, now - q * 1000 + us
+				if lo >= 1000 then
+					hi, lo = hi + 1, lo - 1000
+				elseif lo < 0 then
+					hi, lo = hi - 1, lo + 1000
+				end
+				digits = string.format('%d%03d', hi, lo)
 			end
 			if leaky then
 				if digits then
@@ -461,6 +497,33 @@ for i = 1, nkeys do
 			end
 		end
 	else
+		-- quo returns a/b truncated toward zero, like Go's integer division.
+		local function quo(a, b)
+			return (a - math.fmod(a, b)) / b
+		end
+
+		local function ceildiv(a, b)
+			local q = quo(a, b)
+			if q * b < a then
+				q = q + 1
+			end
+			return q
+		end
+
+		-- sum returns now + ms*1000 + us as a decimal string, exactly, when
+		-- it is past 2^53, where doubles skip integers (now >= -2^53,
+		-- 0 <= us < 1000).
+		local function sum(now, ms, us)
+			local q = quo(now, 1000)
+			local hi, lo = q + ms, now - q * 1000 + us
+			if lo >= 1000 then
+				hi, lo = hi + 1, lo - 1000
+			elseif lo < 0 then
+				hi, lo = hi - 1, lo + 1000
+			end
+			return string.format('%d%03d', hi, lo)
+		end
+
 		-- msafter returns us µs (at most 2^53 in magnitude) plus ms whole ms,
 		-- rounded up to the ms, or -1 (Never) past what a Go Duration holds.
 		local function msafter(us, ms)

@@ -116,6 +116,7 @@ var serverCases = []serverCase{
 	{"stored-format", testStoredFormat},
 	{"batch-unreadable-value", testBatchUnreadableValue},
 	{"costs-beyond-exact", testCostsBeyondExact},
+	{"fullat-past-exact", testFullAtPastExact},
 	{"stored-values", testStoredValues},
 }
 

@@ -105,6 +105,51 @@ func checkUntouched(t *testing.T, raw goredis.UniversalClient, addr, key, value 
 	}
 }
 
+// testFullAtPastExact: a bucket and a leaky bucket of 2^53 units refilling
+// one a µs whose stamp is just under 2^53, far ahead of a clock that
+// stepped back, and empty: the ResetAfter of any operation is Never, and
+// the FullAt written, now plus a Duration's largest µs, is past 2^53, where
+// the script writes it digit by digit. At instants whose µs past the ms are
+// 0, 224, 225 (where the 775 µs past Never's last ms carry into the ms) and
+// 999, each action's decision and the value left are Op.Apply's.
+func testFullAtPastExact(t *testing.T, ps protoStore, srv *testserver.Server) {
+	clk := clocktest.New(t0)
+	p := prefix(t)
+	s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
+	raw := testclient.GoRedis(t, srv.Addr)
+	limits := []spigot.Limit{
+		spigot.MustBucket("edge", 1<<53, spigot.Per(1, time.Microsecond)),
+		spigot.Must(spigot.NewLeakyBucket("edge", 1<<53, spigot.Per(1, time.Microsecond))),
+	}
+	step := 0
+	for _, l := range limits {
+		for _, us := range []int64{0, 224, 225, 999} {
+			for _, a := range allActions {
+				step++
+				now := t0.Add(time.Duration(us) * time.Microsecond)
+				clk.Set(now)
+				before := spigot.State{Kind: l.Kind(), FullAt: 1<<53 + 1, Stamp: 1<<53 - 1, Scale: 1}
+				key := fmt.Sprintf("k%d", step)
+				k := store.Key(p, l, key)
+				mustDo(t, srv, "SET", k, formatState(before))
+				m := model{k: before}
+				o := spigot.Op{Limit: l, Key: key, Action: a, N: 1}
+				want := m.apply(k, o, now)
+				got := do(t, s, o)
+				if d := diffDecisions(got, want); d != "" {
+					t.Errorf("step %d: %v at µs %d past the ms: %s", step, o, us, d)
+				}
+				if next, ok := m[k]; ok && next.FullAt <= spigot.MaxExact && a != spigot.Peek {
+					t.Errorf("step %d: %v at µs %d past the ms: the model's FullAt is %d; the test means it past 2^53", step, o, us, next.FullAt)
+				}
+				if problem := m.checkStored(t, raw, k, now); problem != "" {
+					t.Errorf("step %d: %v at µs %d past the ms: %s", step, o, us, problem)
+				}
+			}
+		}
+	}
+}
+
 // testCostsBeyondExact: N around 2^53 and up to MaxInt64, for every
 // action, on buckets of capacity 2^53 (scale 1: capacity+1 is no double),
 // 2^52 (scale 2), 5 and 0, full and part drained: the decisions and the
