@@ -653,6 +653,20 @@ func pacedStores(tb testing.TB, lib string, addrs []string, keys []string) func(
 // random. The req/s metric is redis-benchmark's own count, and
 // server-cpu-ns/op the server's CPU time per request; ns/op is the wall
 // time per request, with the start of redis-benchmark.
+//
+// Beside them, with the same connections, depth and keys, what the
+// script's work costs without the script: commands=get+time+set is GET,
+// TIME and SET of the key's value (with a TTL, as the script sets it),
+// three runs of redis-benchmark, one a command, whose server-cpu-ns/op is
+// the three commands' (one request is one of each, sent each in its own
+// round trip when P=1); script=get-time-set is getTimeSetScript, which
+// sends the same three commands from Lua and replies as spigot's script
+// does: the least any script that reads a key, the server's clock and
+// writes the key costs. spigot's script over each is its cost for the
+// model:
+//
+//	/tmp/spigot.test -test.run='^$' -test.benchtime=200000x \
+//		-test.bench='^BenchmarkServerCeiling$/server=redis/(script=(spigot|get-time-set)|commands)/P=32/keys=1$'
 func BenchmarkServerCeiling(b *testing.B) {
 	tool, err := exec.LookPath("redis-benchmark")
 	if err != nil {
@@ -673,45 +687,84 @@ func BenchmarkServerCeiling(b *testing.B) {
 		b.Run("server="+serverName(kind), func(b *testing.B) {
 			srv := testserver.Start(b, kind)
 			loadScripts(b, srv)
+			getTimeSet, err := srv.Do("SCRIPT", "LOAD", getTimeSetScript)
+			if err != nil {
+				b.Fatal(err)
+			}
 			fill(b, rueidisstore.New(testclient.Rueidis(b, srv.Addr)), keys)
 			checkKeys(b, len(keys), srv)
+			// The value SET writes: the state the script left on the hot key.
+			value, err := srv.Do("GET", store.Key(store.DefaultPrefix, roomy, keys[hotKey]))
+			if err != nil {
+				b.Fatal(err)
+			}
 			m := &meter{serving: []string{srv.Addr}}
-			for _, script := range []struct{ name, sha string }{{"spigot", wire.SHA1()}, {"noop", bench.NoopSHA1}} {
-				for _, p := range []int{1, 32} {
-					for _, nkeys := range []int{1, manyKeys} {
-						key, extra := keys[hotKey], []string(nil)
-						if nkeys > 1 {
-							key, extra = "ceiling:__rand_int__", []string{"-r", strconv.Itoa(nkeys)}
-						}
-						name := fmt.Sprintf("script=%s/P=%d/keys=%d", script.name, p, nkeys)
-						b.Run(name, func(b *testing.B) {
-							host, port, err := net.SplitHostPort(srv.Addr)
-							if err != nil {
-								b.Fatal(err)
-							}
-							args := []string{
-								"-h", host, "-p", port,
-								"-c", "50", "-P", strconv.Itoa(p), "-n", strconv.Itoa(max(b.N, 1)),
-								"--csv",
-							}
-							args = append(args, extra...)
-							args = append(args, "EVALSHA", script.sha, "1", store.Key(store.DefaultPrefix, roomy, key))
-							args = append(args, argv...)
+			host, port, err := net.SplitHostPort(srv.Addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// run runs redis-benchmark with cmd, n times, as p and nkeys say.
+			run := func(b *testing.B, p, nkeys, n int, cmd ...string) float64 {
+				args := []string{
+					"-h", host, "-p", port,
+					"-c", "50", "-P", strconv.Itoa(p), "-n", strconv.Itoa(n),
+					"--csv",
+				}
+				if nkeys > 1 {
+					args = append(args, "-r", strconv.Itoa(nkeys))
+				}
+				rps, err := bench.RedisBenchmark(tool, append(args, cmd...))
+				if err != nil {
+					b.Fatal(err)
+				}
+				return rps
+			}
+			scripts := []struct{ name, sha string }{{"spigot", wire.SHA1()}, {"noop", bench.NoopSHA1}, {"get-time-set", getTimeSet}}
+			for _, p := range []int{1, 32} {
+				for _, nkeys := range []int{1, manyKeys} {
+					key := keys[hotKey]
+					if nkeys > 1 {
+						key = "ceiling:__rand_int__"
+					}
+					key = store.Key(store.DefaultPrefix, roomy, key)
+					for _, script := range scripts {
+						b.Run(fmt.Sprintf("script=%s/P=%d/keys=%d", script.name, p, nkeys), func(b *testing.B) {
+							n := max(b.N, 1)
 							start := m.read(b)
-							rps, err := bench.RedisBenchmark(tool, args)
-							if err != nil {
-								b.Fatal(err)
-							}
+							rps := run(b, p, nkeys, n, append([]string{"EVALSHA", script.sha, "1", key}, argv...)...)
 							end := m.read(b)
 							b.ReportMetric(rps, "req/s")
-							b.ReportMetric(float64(bench.Per(start, end, int64(max(b.N, 1))).ServerCPU), "server-cpu-ns/op")
+							b.ReportMetric(float64(bench.Per(start, end, int64(n)).ServerCPU), "server-cpu-ns/op")
 						})
 					}
+					b.Run(fmt.Sprintf("commands=get+time+set/P=%d/keys=%d", p, nkeys), func(b *testing.B) {
+						n := max(b.N, 1)
+						start := m.read(b)
+						var secs float64 // per request: one of each command
+						for _, cmd := range [][]string{{"GET", key}, {"TIME"}, {"SET", key, value, "PX", getTimeSetTTL}} {
+							secs += 1 / run(b, p, nkeys, n, cmd...)
+						}
+						end := m.read(b)
+						b.ReportMetric(1/secs, "req/s")
+						b.ReportMetric(float64(bench.Per(start, end, int64(n)).ServerCPU), "server-cpu-ns/op")
+					})
 				}
 			}
 		})
 	}
 }
+
+// getTimeSetScript is BenchmarkServerCeiling's baseline script: what
+// spigot's script asks of the server (GET of the key, TIME, SET of the
+// key with a TTL), and a reply of as many integers, without the model.
+var getTimeSetScript = `local v = redis.call('GET', KEYS[1])
+redis.call('TIME')
+redis.call('SET', KEYS[1], v, 'PX', ` + getTimeSetTTL + `)
+return {1` + strings.Repeat(", 0", wire.Fields-1) + `}`
+
+// getTimeSetTTL is the TTL in ms of the baseline's SET: 11 days, about
+// the ResetAfter of a key of roomy that owes deficit tokens.
+const getTimeSetTTL = "1000000000"
 
 // BenchmarkGroupCommitLatency measures what group commit costs a lone
 // caller: one goroutine sends a Take of one token of roomy on the hot key

@@ -70,12 +70,12 @@
 --
 -- The server runs this for every request, so its common path, a token
 -- bucket's state read and written, makes few calls and few Lua values:
--- the arguments' and TIME's numbers come by arithmetic on their strings,
--- without a call to tonumber (they are canonical decimals: miniredis's Lua
--- reads a leading 0 there as octal, so a stored field, which may have
--- one, goes through tonumber); helpers are made only on the paths that
--- need them (a function defined at the top costs every call a closure);
--- and a state's digits are matched with [0-9] (%d calls isdigit).
+-- numbers come by arithmetic on their strings rather than a call to
+-- tonumber where they have no leading 0 (miniredis's Lua, gopher-lua, reads
+-- one there as octal): the arguments' and TIME's, and a state's whose
+-- pattern rules it out; helpers are made only on the paths that need them
+-- (a function defined at the top costs every call a closure); and a
+-- state's digits are matched with [0-9] (%d calls isdigit).
 
 local nkeys = #KEYS
 if nkeys < 1 or #ARGV ~= 1 + 5 * nkeys then
@@ -169,9 +169,12 @@ for i = 1, nkeys do
 	local lb, lw, le, lp, lk -- a log's base, width, value, the place of its entries in it (after lp), their number
 	if v then
 		local sd, td, cd
-		fd, sd, td, cd = string.match(v, '^tb/2 (%-?[0-9]+) (%-?[0-9]+) (%-?[0-9]+) (%-?[0-9]+)$') -- (a range: %d calls isdigit)
+		-- A token bucket's state as the script writes it, its fields without
+		-- a leading 0 but the tokens', which may be 0, so that arithmetic
+		-- reads them (see above).
+		fd, sd, td, cd = string.match(v, '^tb/2 (%-?[1-9][0-9]*) (%-?[1-9][0-9]*) (%-?[0-9]+) (%-?[1-9][0-9]*)$')
 		if fd then
-			s, t, sc, full = tonumber(sd), tonumber(td), tonumber(cd), tonumber(fd)
+			s, t, sc, full = sd + 0, tonumber(td), cd + 0, fd + 0
 		end
 		if fd and s < EXACT and s > -EXACT and t < EXACT and t > -EXACT and sc < EXACT and sc > -EXACT
 			and #fd <= 18 and (kind == 'tb' or full < EXACT and full > -EXACT) then
@@ -193,6 +196,9 @@ for i = 1, nkeys do
 				return nil
 			end
 
+			if not fd then
+				fd, sd, td, cd = string.match(v, '^tb/2 (%-?%d+) (%-?%d+) (%-?%d+) (%-?%d+)$')
+			end
 			if fd then
 				sk = 'tb'
 			else

@@ -117,6 +117,7 @@ var serverCases = []serverCase{
 	{"batch-unreadable-value", testBatchUnreadableValue},
 	{"costs-beyond-exact", testCostsBeyondExact},
 	{"fullat-past-exact", testFullAtPastExact},
+	{"leading-zeros", func(t *testing.T, ps protoStore, srv *testserver.Server) { testLeadingZeros(t, ps, srv.Addr) }},
 	{"stored-values", testStoredValues},
 }
 

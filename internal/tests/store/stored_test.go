@@ -12,12 +12,14 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/spigot-go/spigot"
@@ -102,6 +104,70 @@ func checkUntouched(t *testing.T, raw goredis.UniversalClient, addr, key, value 
 	t.Helper()
 	if got, ok := getValue(t, raw, key); !ok || got != value || pttl(t, addr, key) != -1 {
 		t.Errorf("GET %s = %q (%v); want %q untouched, with no TTL", key, got, ok, value)
+	}
+}
+
+// testLeadingZeros: a token bucket's state whose fields have leading zeros
+// (which the script never writes, but reads, as wire.ParseState does), of
+// digits 0 to 7 only, so that a reading in octal would differ, at a fixed
+// instant, for every action: the decision and the value left are
+// Op.Apply's on the decimal fields, on the servers and on miniredis (whose
+// Lua reads a leading 0 as octal in arithmetic).
+func testLeadingZeros(t *testing.T, ps protoStore, addr string) {
+	clk := clocktest.New(t0)
+	T := t0.UnixMicro()
+	p := prefix(t)
+	s := ps.new(t, []string{addr}, storeOpts{clock: clk, prefix: p})
+	raw := testclient.GoRedis(t, addr)
+	ctx := context.Background()
+	values := []struct {
+		value string
+		state spigot.State
+	}{
+		{fmt.Sprintf("tb/2 0%d 0%d 01000000 02000000", T+17_000_000, T-1_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d %d 01000000 2000000", T+17_000_000, T-1_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d %d 0 02000000", T+20_000_000, T), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d 00%d 0 2000000", T+20_000_000, T), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d %d 06000000 -02000000", T+5_000_000, T-1_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 5_000_000, Stamp: T - 1_000_000, Tokens: 6_000_000, Scale: -2_000_000}},
+	}
+	for i, v := range values {
+		if got, err := wire.ParseState(v.value, spigot.TokenBucket); err != nil || !reflect.DeepEqual(got, v.state) {
+			t.Fatalf("value %d: ParseState(%q) = %+v, %v; the test wants %+v", i, v.value, got, err, v.state)
+		}
+		for j, a := range allActions {
+			op := spigot.Op{Limit: legacyLimit, Key: fmt.Sprintf("z%d-%d", i, j), Action: a, N: 1}
+			key := store.Key(p, legacyLimit, op.Key)
+			if err := raw.Set(ctx, key, v.value, 0).Err(); err != nil {
+				t.Fatalf("SET %s %q: %v", key, v.value, err)
+			}
+			next, want := apply(op, v.state, clk.Now())
+			got := do(t, s, op)
+			if problem := diffDecisions(got, want); problem != "" {
+				t.Errorf("step %d.%d: %v on %q: %s", i, j, op, v.value, problem)
+			}
+			value, ok := getValue(t, raw, key)
+			switch {
+			case a == spigot.Peek:
+				if value != v.value {
+					t.Errorf("step %d.%d: %v on %q: GET %s = %q; want it untouched", i, j, op, v.value, key, value)
+				}
+			case next.IsZero():
+				if ok {
+					t.Errorf("step %d.%d: %v on %q: GET %s = %q; want no key", i, j, op, v.value, key, value)
+				}
+			case !ok || value != formatState(next):
+				t.Errorf("step %d.%d: %v on %q: GET %s = %q (%v); want %q", i, j, op, v.value, key, value, ok, formatState(next))
+			}
+		}
+	}
+}
+
+// TestLeadingZerosMiniredis runs testLeadingZeros on miniredis.
+func TestLeadingZerosMiniredis(t *testing.T) {
+	for _, ps := range protoStores {
+		t.Run(ps.name, func(t *testing.T) {
+			testLeadingZeros(t, ps, miniredis.RunT(t).Addr())
+		})
 	}
 }
 
