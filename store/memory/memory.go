@@ -1,13 +1,20 @@
 // Package memory is an in-process spigot.Store: the fastest store, for a
 // single replica, for tests, and as the local side of store/hybrid.
 //
-// It runs spigot's model (spigot.Op.Apply) on a sharded map, so parallel callers
-// on different keys rarely contend on a lock, and an operation on a key that
-// already has state allocates nothing (but for a sliding log whose log
-// outgrows its array). A key's state is forgotten once its limit is whole
-// again (State.FullAt), so idle keys cost nothing; WithMaxKeys caps the
-// number of keys held at once against floods of distinct keys. It starts no
-// goroutine and needs no Close.
+// It runs spigot's model (spigot.Op.Apply) on a sharded map. A request
+// finds its key under a shared lock and holds a lock of its own only for
+// the arithmetic, so parallel callers on different keys rarely contend,
+// and callers on one key contend only for that. An operation on a key
+// that has state, or had it in the last ten seconds, allocates nothing
+// (but for a sliding log whose log outgrows its array).
+//
+// A key's state stops counting once its limit is whole again
+// (State.FullAt), so idle keys hold nothing back. Its memory is kept for
+// reuse for ten seconds more, so that a key that comes back (a user well
+// under their limit) costs no allocation, and is given back as the store
+// grows or by Sweep; WithMaxKeys caps the number of keys held at once
+// against floods of distinct keys, taking the place of a full key before
+// any other. It starts no goroutine and needs no Close.
 //
 // It does every operation (Take, TakeUpTo, Refund, Reset, Peek) on every
 // kind of limit, since it runs the model itself, and applies several at
@@ -18,9 +25,11 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
@@ -38,38 +47,75 @@ const (
 	sample = 8
 	// firstSweep is the size at which a shard first sweeps expired state.
 	firstSweep = 64
+	// stripes is how many locks a shard has for its keys' arithmetic: a
+	// key's is chosen by its hash.
+	stripes = 8
+	// keepFull is how long, in µs, a key whose limit is full again keeps
+	// its memory for reuse before a shard that grows gives it back.
+	keepFull = int64(10 * time.Second / time.Microsecond)
+	// hashBuf is the longest bucket name and key, with the ':' between
+	// them, that hash joins on the stack to hash at once.
+	hashBuf = 64
 )
 
 // Store is an in-process store. It is safe for concurrent use. The zero
 // Store is not usable; call New.
 type Store struct {
-	clock   clock.Clock
+	clock clock.Clock
+	// system is set when clock is clock.System(): the store then reads
+	// the same time from the monotonic clock alone, as base (a reading
+	// of the system clock) plus the time since.
+	system  bool
+	base    time.Time
+	baseNs  int64 // base in ns since the Unix epoch
 	seed    maphash.Seed
 	mask    uint64
 	shards  []shard
 	maxKeys int
 }
 
-// A shard holds the keys whose hash selects it, under one lock. Its map is
-// indexed by the key's hash, which the store computes anyway to choose the
-// shard, so a request hashes its key once and the map hashes only an
-// integer; the entries of one hash (the same key in several buckets, or a
-// collision) are chained.
+// A shard holds the keys whose hash selects it.
+//
+// Its map m is indexed by the hash of the bucket's name and the key, which
+// the store computes anyway to choose the shard, so a request hashes them
+// once and the map hashes only an integer. It holds the state of a token
+// or leaky bucket in an entry of 48 bytes; slow holds, by bucket and key,
+// every other state (a window's, a log's), and the rare key whose hash an
+// entry of m has already.
+//
+// mu guards the maps and what they hold. A request finds its key under mu
+// read-locked and changes the key's state under one of locks, chosen by
+// the hash, as well: requests on different keys go on in parallel. Adding
+// or removing a key, and whatever reads every key (Len, Sweep, Evictions,
+// an all-or-nothing DoMulti), take mu locked, which excludes the others.
 type shard struct {
-	mu        sync.Mutex
+	mu        sync.RWMutex
+	locks     [stripes]sync.Mutex
 	m         map[uint64]*entry
-	n         int // entries held
-	peak      int // the most entries held since m was made
-	sweepAt   int // a new key that makes the shard this big sweeps it first
-	perShard  int // this shard's cap, 0 when unbounded
+	slow      map[string]map[string]*slowEntry // by bucket, then key; nil when empty
+	n         int                              // entries held, in m and slow
+	peak      int                              // the most entries held since m was made
+	sweepAt   int                              // a new key that makes the shard this big sweeps it first
+	perShard  int                              // this shard's cap, 0 when unbounded
 	evictions int
 	_         [64]byte // keep shards' locks on separate cache lines
 }
 
+// An entry is the state of one key of one token or leaky bucket, compact:
+// the fields of spigot.State that such a state uses, with its Kind in the
+// sign of scale.
 type entry struct {
-	bucket, key string
-	state       spigot.State // forgotten from state.FullAt on
-	next        *entry       // the next entry with the same hash
+	id     string // the bucket's name, ':' and the key
+	stamp  int64
+	fullAt int64 // for the zero State, the instant it became so
+	tokens int64
+	scale  int64 // a TokenBucket's Scale, a LeakyBucket's negated, or 0 for the zero State
+}
+
+// A slowEntry is the state of a key that no entry holds.
+type slowEntry struct {
+	state spigot.State
+	since int64 // when state is the zero State, the instant it became so
 }
 
 // An Option configures a Store.
@@ -92,7 +138,7 @@ func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 // the store keeps are never admitted beyond their limit. Evicting the
 // nearest-to-full key keeps that error small and keeps the state of the
 // keys that are being limited hardest (a flooder's empty bucket is the last
-// to go).
+// to go). The keys held count those whose memory is kept for reuse.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 
 // New returns an empty store.
@@ -100,6 +146,12 @@ func New(opts ...Option) *Store {
 	s := &Store{clock: clock.System(), seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(s)
+	}
+	// Interfaces of different dynamic types compare unequal without
+	// panicking, whatever the type of s.clock.
+	if s.clock == clock.System() {
+		s.system, s.base = true, time.Now()
+		s.baseNs = s.base.UnixNano()
 	}
 	n := maxShards
 	if s.maxKeys > 0 {
@@ -124,9 +176,84 @@ func New(opts ...Option) *Store {
 	return s
 }
 
-// hash returns key's hash: its low bits choose the shard, and the shard's
-// map is indexed by all of it.
-func (s *Store) hash(key string) uint64 { return maphash.String(s.seed, key) }
+// now returns the store's time, and the same in µs since the Unix epoch.
+func (s *Store) now() (time.Time, int64) {
+	if s.system {
+		t := (s.baseNs + int64(time.Since(s.base))) / 1e3
+		return time.UnixMicro(t), t
+	}
+	now := s.clock.Now()
+	return now, now.UnixMicro()
+}
+
+// hash returns the hash of key in bucket: its low bits choose the shard,
+// and the shard's map is indexed by all of it. It hashes name+":"+key, the
+// entry's id, which no other bucket and key have, since a bucket's name
+// has no ':'.
+func (s *Store) hash(name, key string) uint64 {
+	if len(name)+1+len(key) <= hashBuf {
+		var buf [hashBuf]byte
+		n := copy(buf[:], name)
+		buf[n] = ':'
+		n += 1 + copy(buf[n+1:], key)
+		return maphash.Bytes(s.seed, buf[:n])
+	}
+	var h maphash.Hash // hashes the same bytes to the same value as Bytes
+	h.SetSeed(s.seed)
+	h.WriteString(name)
+	h.WriteByte(':')
+	h.WriteString(key)
+	return h.Sum64()
+}
+
+// is reports whether e holds key in bucket.
+func (e *entry) is(name, key string) bool {
+	id := e.id
+	return len(id) == len(name)+1+len(key) && id[len(name)+1:] == key && id[:len(name)] == name
+}
+
+// state returns e's state.
+func (e *entry) state() spigot.State {
+	switch {
+	case e.scale > 0:
+		return spigot.State{Kind: spigot.TokenBucket, Stamp: e.stamp, FullAt: e.fullAt, Tokens: e.tokens, Scale: e.scale}
+	case e.scale < 0:
+		return spigot.State{Kind: spigot.LeakyBucket, Stamp: e.stamp, FullAt: e.fullAt, Tokens: e.tokens, Scale: -e.scale}
+	}
+	return spigot.State{}
+}
+
+// set makes st e's state, if e can hold it, at t µs, and reports whether
+// it could.
+func (e *entry) set(st *spigot.State, t int64) bool {
+	if st.Start|st.Window|st.Count|st.Prev != 0 || st.Log != nil {
+		return false
+	}
+	scale := st.Scale
+	switch {
+	case st.Kind == spigot.TokenBucket && scale > 0:
+	case st.Kind == spigot.LeakyBucket && scale > 0:
+		scale = -scale
+	case st.IsZero():
+		e.stamp, e.fullAt, e.tokens, e.scale = 0, t, 0, 0
+		return true
+	default:
+		return false
+	}
+	e.stamp, e.fullAt, e.tokens, e.scale = st.Stamp, st.FullAt, st.Tokens, scale
+	return true
+}
+
+// full reports whether e's limit is full at t (its state no longer
+// counts), and since when: from then on, it is memory kept for reuse.
+func (e *entry) full(t int64) (bool, int64) { return e.scale == 0 || e.fullAt <= t, e.fullAt }
+
+func (e *slowEntry) full(t int64) (bool, int64) {
+	if e.state.IsZero() {
+		return true, e.since
+	}
+	return e.state.FullAt <= t, e.state.FullAt
+}
 
 // Do implements spigot.Store: it applies op with spigot.Op.Apply, in place,
 // under the lock of op's key.
@@ -134,30 +261,239 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
-	now := s.clock.Now()
-	t := now.UnixMicro()
-	h := s.hash(op.Key)
-	sh := &s.shards[h&s.mask]
+	now, t := s.now()
 	name := op.Limit.Name()
+	h := s.hash(name, op.Key)
+	return s.do(&s.shards[h&s.mask], h, name, op, now, t)
+}
 
-	sh.mu.Lock()
-	if e := sh.find(h, name, op.Key); e != nil {
-		d, err := op.Apply(&e.state, now) // in place; full from its FullAt on
-		if e.state.IsZero() {             // full: nothing worth keeping
-			sh.remove(h, e)
+// do is Do on the shard of hash h.
+func (s *Store) do(sh *shard, h uint64, name string, op spigot.Op, now time.Time, t int64) (spigot.Decision, error) {
+	sh.mu.RLock()
+	if e := sh.m[h]; e != nil && e.is(name, op.Key) {
+		mu := &sh.locks[(h>>32)%stripes]
+		mu.Lock()
+		st := e.state()
+		d, err := op.Apply(&st, now) // err: an invalid op, which changed nothing
+		if e.set(&st, t) {
+			mu.Unlock()
+			sh.mu.RUnlock()
+			return d, err
 		}
-		sh.mu.Unlock()
-		return d, err // err: an invalid op, which changed nothing
+		// A state that e cannot hold (a bucket's name reused for a window):
+		// apply the op again to move it, under sh.mu locked.
+		mu.Unlock()
+		sh.mu.RUnlock()
+	} else if e := sh.findSlow(name, op.Key); e != nil {
+		mu := &sh.locks[(h>>32)%stripes]
+		mu.Lock()
+		d, err := op.Apply(&e.state, now)
+		if e.state.IsZero() {
+			e.since = t
+		}
+		mu.Unlock()
+		sh.mu.RUnlock()
+		return d, err
+	} else {
+		// A key without state: there is nothing to add unless Apply leaves
+		// some, as a Peek, a Refund or a Reset never do.
+		sh.mu.RUnlock()
+		var st spigot.State
+		d, err := op.Apply(&st, now)
+		if st.IsZero() {
+			return d, err
+		}
 	}
-	var state spigot.State // never seen
-	d, err := op.Apply(&state, now)
-	if !state.IsZero() {
-		// The key is copied, so that holding it cannot pin a larger string
-		// it was cut from (a request line, a header).
-		sh.insert(h, &entry{bucket: name, key: strings.Clone(op.Key), state: state}, t)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[h]; e != nil && e.is(name, op.Key) {
+		st := e.state()
+		d, err := op.Apply(&st, now)
+		if !e.set(&st, t) {
+			delete(sh.m, h)
+			sh.addSlow(name, op.Key, &st, t)
+		}
+		return d, err
 	}
-	sh.mu.Unlock()
+	if e := sh.findSlow(name, op.Key); e != nil {
+		d, err := op.Apply(&e.state, now)
+		if e.state.IsZero() {
+			e.since = t
+		}
+		return d, err
+	}
+	var st spigot.State // never seen, or forgotten
+	d, err := op.Apply(&st, now)
+	if !st.IsZero() {
+		sh.insert(h, name, op.Key, &st, t)
+	}
 	return d, err
+}
+
+// findSlow returns the slowEntry of key in bucket, or nil.
+func (sh *shard) findSlow(name, key string) *slowEntry {
+	if sh.slow == nil {
+		return nil
+	}
+	return sh.slow[name][key]
+}
+
+// addSlow adds a slowEntry holding st for key in bucket, counted as the
+// entry it replaces in m or as a new one by the caller.
+func (sh *shard) addSlow(name, key string, st *spigot.State, t int64) {
+	if sh.slow == nil {
+		sh.slow = make(map[string]map[string]*slowEntry)
+	}
+	keys := sh.slow[name]
+	if keys == nil {
+		keys = make(map[string]*slowEntry)
+		sh.slow[name] = keys
+	}
+	// The key is copied, so that holding it cannot pin a larger string it
+	// was cut from (a request line, a header).
+	keys[strings.Clone(key)] = &slowEntry{state: *st, since: t}
+}
+
+// removeSlow removes the slowEntry of key in bucket.
+func (sh *shard) removeSlow(name, key string) {
+	keys := sh.slow[name]
+	delete(keys, key)
+	if len(keys) == 0 {
+		delete(sh.slow, name)
+		if len(sh.slow) == 0 {
+			sh.slow = nil
+		}
+	}
+}
+
+// insert adds st, not the zero State, for key in bucket under hash h,
+// making room first when the shard is at its cap, and sweeping whenever
+// the shard has doubled since its last sweep (amortized O(1) per insert).
+func (sh *shard) insert(h uint64, name, key string, st *spigot.State, t int64) {
+	switch {
+	case sh.perShard > 0 && sh.n >= sh.perShard:
+		sh.evict(t)
+	case sh.n+1 >= sh.sweepAt:
+		sh.sweep(t, t-keepFull)
+	}
+	sh.n++
+	sh.peak = max(sh.peak, sh.n)
+	if sh.m[h] == nil {
+		// One string holds the bucket's name and a copy of the key, so that
+		// holding it cannot pin a larger string the key was cut from (a
+		// request line, a header).
+		e := &entry{id: name + ":" + key}
+		if e.set(st, t) {
+			sh.m[h] = e
+			return
+		}
+	}
+	sh.addSlow(name, key, st, t)
+}
+
+// evict removes one entry, sampled as WithMaxKeys says. Map iteration
+// starts at a random place, so the sample is spread over the shard.
+func (sh *shard) evict(t int64) {
+	var (
+		victim  *entry
+		vh      uint64
+		svictim *slowEntry
+		sname   string
+		skey    string
+		vfull   bool
+		vat     int64
+		i       int
+	)
+	better := func(full bool, at int64) bool {
+		return i == 0 || full && !vfull || full == vfull && at < vat
+	}
+scan:
+	for h, e := range sh.m {
+		if full, at := e.full(t); better(full, at) {
+			victim, vh, vfull, vat = e, h, full, at
+		}
+		if i++; vfull || i == sample {
+			break scan
+		}
+	}
+	if !vfull && i < sample {
+	slow:
+		for name, keys := range sh.slow {
+			for key, e := range keys {
+				if full, at := e.full(t); better(full, at) {
+					victim, svictim, sname, skey, vfull, vat = nil, e, name, key, full, at
+				}
+				if i++; vfull || i == sample {
+					break slow
+				}
+			}
+		}
+	}
+	switch {
+	case victim != nil:
+		delete(sh.m, vh)
+	case svictim != nil:
+		sh.removeSlow(sname, skey)
+	default:
+		return
+	}
+	sh.n--
+	if !vfull {
+		sh.evictions++
+	}
+}
+
+// sweep removes every entry whose limit is full at t and has been since
+// cutoff µs or before, and gives the map's memory back when it holds under
+// a quarter of its peak (Go maps never shrink).
+func (sh *shard) sweep(t, cutoff int64) {
+	for h, e := range sh.m {
+		if full, at := e.full(t); full && at <= cutoff {
+			delete(sh.m, h)
+			sh.n--
+		}
+	}
+	for name, keys := range sh.slow {
+		for key, e := range keys {
+			if full, at := e.full(t); full && at <= cutoff {
+				delete(keys, key)
+				sh.n--
+			}
+		}
+		if len(keys) == 0 {
+			delete(sh.slow, name)
+		}
+	}
+	if len(sh.slow) == 0 {
+		sh.slow = nil
+	}
+	if sh.n < sh.peak/4 {
+		m := make(map[uint64]*entry, len(sh.m))
+		for h, e := range sh.m {
+			m[h] = e
+		}
+		sh.m, sh.peak = m, sh.n
+	}
+	sh.sweepAt = max(2*sh.n, firstSweep)
+}
+
+// live returns how many keys hold a state that counts at t: not the zero
+// State, and not full again.
+func (sh *shard) live(t int64) int {
+	n := 0
+	for _, e := range sh.m {
+		if full, _ := e.full(t); !full {
+			n++
+		}
+	}
+	for _, keys := range sh.slow {
+		for _, e := range keys {
+			if full, _ := e.full(t); !full {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // DoMulti implements spigot.Store. With Independent it applies each op as
@@ -199,8 +535,7 @@ type pending struct {
 
 // allOrNothing is DoMulti's AllOrNothing for valid ops.
 func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
-	now := s.clock.Now()
-	t := now.UnixMicro()
+	now, t := s.now()
 	// Up to small ops, the bookkeeping lives on the stack: no allocation.
 	const small = 8
 	var keysBuf [small]pending
@@ -211,12 +546,13 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 		keys, at, shards = make([]pending, 0, len(ops)), make([]int, 0, len(ops)), make([]uint64, 0, len(ops))
 	}
 	for _, op := range ops {
-		h, name := s.hash(op.Key), op.Limit.Name()
+		name := op.Limit.Name()
 		j := 0
-		for j < len(keys) && (keys[j].h != h || keys[j].name != name || keys[j].key != op.Key) {
+		for j < len(keys) && (keys[j].name != name || keys[j].key != op.Key) {
 			j++
 		}
 		if j == len(keys) {
+			h := s.hash(name, op.Key)
 			keys = append(keys, pending{h: h, name: name, key: op.Key})
 			shards = append(shards, h&s.mask)
 		}
@@ -234,7 +570,10 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 	}()
 	for j := range keys {
 		p := &keys[j]
-		if e := s.shards[p.h&s.mask].find(p.h, p.name, p.key); e != nil {
+		sh := &s.shards[p.h&s.mask]
+		if e := sh.m[p.h]; e != nil && e.is(p.name, p.key) {
+			p.state = e.state()
+		} else if e := sh.findSlow(p.name, p.key); e != nil {
 			p.state = e.state
 			// Apply reuses a log's array, and a batch denied keeps the
 			// entry's state: its own copy.
@@ -255,132 +594,24 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 		}
 		return nil
 	}
-	for _, p := range keys {
+	for j := range keys {
+		p := &keys[j]
 		sh := &s.shards[p.h&s.mask]
-		e := sh.find(p.h, p.name, p.key)
-		switch {
-		case e != nil && p.state.IsZero():
-			sh.remove(p.h, e)
-		case e != nil:
+		if e := sh.m[p.h]; e != nil && e.is(p.name, p.key) {
+			if !e.set(&p.state, t) {
+				delete(sh.m, p.h)
+				sh.addSlow(p.name, p.key, &p.state, t)
+			}
+		} else if e := sh.findSlow(p.name, p.key); e != nil {
 			e.state = p.state
-		case !p.state.IsZero():
-			sh.insert(p.h, &entry{bucket: p.name, key: strings.Clone(p.key), state: p.state}, t)
+			if e.state.IsZero() {
+				e.since = t
+			}
+		} else if !p.state.IsZero() {
+			sh.insert(p.h, p.name, p.key, &p.state, t)
 		}
 	}
 	return nil
-}
-
-// find returns the entry of key in bucket, or nil.
-func (sh *shard) find(h uint64, bucket, key string) *entry {
-	for e := sh.m[h]; e != nil; e = e.next {
-		if e.key == key && e.bucket == bucket {
-			return e
-		}
-	}
-	return nil
-}
-
-// remove unlinks e, held under hash h.
-func (sh *shard) remove(h uint64, e *entry) {
-	sh.n--
-	head := sh.m[h]
-	switch {
-	case head != e:
-		p := head
-		for p.next != e {
-			p = p.next
-		}
-		p.next = e.next
-	case e.next != nil:
-		sh.m[h] = e.next
-	default:
-		delete(sh.m, h)
-	}
-}
-
-// insert adds a new entry under hash h, making room first when the shard is
-// at its cap, and sweeping expired state whenever the shard has doubled
-// since its last sweep (amortized O(1) per insert).
-func (sh *shard) insert(h uint64, e *entry, t int64) {
-	switch {
-	case sh.perShard > 0 && sh.n >= sh.perShard:
-		sh.evict(t)
-	case sh.n+1 >= sh.sweepAt:
-		sh.sweep(t)
-	}
-	e.next = sh.m[h]
-	sh.m[h] = e
-	sh.n++
-	sh.peak = max(sh.peak, sh.n)
-}
-
-// evict removes one entry, sampled as WithMaxKeys says. Map iteration
-// starts at a random place, so the sample is spread over the shard.
-func (sh *shard) evict(t int64) {
-	var victim *entry
-	var vh uint64
-	i := 0
-scan:
-	for h, head := range sh.m {
-		for e := head; e != nil; e = e.next {
-			if victim == nil || e.state.FullAt < victim.state.FullAt {
-				victim, vh = e, h
-			}
-			if i++; e.state.FullAt <= t || i == sample {
-				break scan
-			}
-		}
-	}
-	if victim != nil {
-		sh.remove(vh, victim)
-		if victim.state.FullAt > t {
-			sh.evictions++
-		}
-	}
-}
-
-// sweep forgets every entry whose bucket is full again at t, and gives the
-// map's memory back when it holds under a quarter of its peak (Go maps
-// never shrink).
-func (sh *shard) sweep(t int64) {
-	for h, head := range sh.m {
-		kept := head
-		for p := &kept; *p != nil; {
-			if e := *p; e.state.FullAt <= t {
-				*p = e.next
-				sh.n--
-			} else {
-				p = &e.next
-			}
-		}
-		switch {
-		case kept == nil:
-			delete(sh.m, h)
-		case kept != head:
-			sh.m[h] = kept
-		}
-	}
-	if sh.n < sh.peak/4 {
-		m := make(map[uint64]*entry, sh.n)
-		for h, e := range sh.m {
-			m[h] = e
-		}
-		sh.m, sh.peak = m, sh.n
-	}
-	sh.sweepAt = max(2*sh.n, firstSweep)
-}
-
-// live returns how many entries hold a bucket that is not full at t.
-func (sh *shard) live(t int64) int {
-	n := 0
-	for _, head := range sh.m {
-		for e := head; e != nil; e = e.next {
-			if e.state.FullAt > t {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // Len reports how many keys hold state at the store's clock: those whose
@@ -389,7 +620,7 @@ func (sh *shard) live(t int64) int {
 // as the store grows, or by Sweep). It takes each shard's lock in turn and
 // costs time proportional to the number of keys held.
 func (s *Store) Len() int {
-	t := s.clock.Now().UnixMicro()
+	_, t := s.now()
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -400,18 +631,20 @@ func (s *Store) Len() int {
 	return n
 }
 
-// Sweep forgets every key whose bucket is full again and frees its memory.
-// State is forgotten as it expires whatever happens (an expired key is a
-// full bucket), but its memory is reclaimed only as the store grows; a
-// process that may sit idle after a flood of distinct keys can call Sweep
-// from a time.Ticker to give that memory back. It takes each shard's lock
-// in turn and costs time proportional to the number of keys held.
+// Sweep forgets every key whose bucket is full again and frees its memory,
+// including the memory kept for keys that may come back. State is
+// forgotten as it expires whatever happens (an expired key is a full
+// bucket), but its memory is reclaimed only as the store grows, and then
+// ten seconds after; a process that may sit idle after a flood of
+// distinct keys can call Sweep from a time.Ticker to give that memory
+// back. It takes each shard's lock in turn and costs time proportional to
+// the number of keys held.
 func (s *Store) Sweep() {
-	t := s.clock.Now().UnixMicro()
+	_, t := s.now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		sh.sweep(t)
+		sh.sweep(t, math.MaxInt64)
 		sh.mu.Unlock()
 	}
 }

@@ -69,8 +69,9 @@ func refilled(s *Store, op spigot.Op, now time.Time, want spigot.Decision) spigo
 	return want
 }
 
-// held reports whether the store holds state for key in b, without
-// sweeping or refilling anything.
+// held reports whether the store holds state for key in b (not the zero
+// State of a key whose memory is kept for reuse), without sweeping or
+// refilling anything.
 func held(s *Store, b spigot.Limit, key string) bool {
 	_, ok := stateOf(s, b, key)
 	return ok
@@ -79,14 +80,21 @@ func held(s *Store, b spigot.Limit, key string) bool {
 // stateOf returns the state the store holds for key in b, and whether it
 // holds any, without sweeping or refilling anything.
 func stateOf(s *Store, b spigot.Limit, key string) (spigot.State, bool) {
-	h := s.hash(key)
+	return stateAt(s, s.hash(b.Name(), key), b.Name(), key)
+}
+
+// stateAt is stateOf for key in bucket name, under hash h.
+func stateAt(s *Store, h uint64, name, key string) (spigot.State, bool) {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.find(h, b.Name(), key); e != nil {
-		return e.state, true
+	var st spigot.State
+	if e := sh.m[h]; e != nil && e.is(name, key) {
+		st = e.state()
+	} else if e := sh.findSlow(name, key); e != nil {
+		st = e.state
 	}
-	return spigot.State{}, false
+	return st, !st.IsZero()
 }
 
 // step is one operation on key at t0+at, its decision, and the number of
@@ -115,9 +123,34 @@ func play(t *testing.T, s *Store, clk *clocktest.Clock, b spigot.Limit, steps []
 	}
 }
 
-// count reports how many entries the store holds, expired or not, without
-// sweeping.
+// count reports how many keys hold state, expired or not, without
+// sweeping: the entries held, less those kept for reuse with the zero
+// State.
 func count(s *Store) int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for _, e := range sh.m {
+			if e.scale != 0 {
+				n++
+			}
+		}
+		for _, keys := range sh.slow {
+			for _, e := range keys {
+				if !e.state.IsZero() {
+					n++
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// entries reports how many entries the store holds, with state or kept
+// for reuse: its memory.
+func entries(s *Store) int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -922,46 +955,69 @@ func TestBucketsOfOneKey(t *testing.T) {
 	}
 }
 
-// TestHashCollision drives a shard directly with distinct keys under one
-// hash, which real 64-bit hashes make too rare to meet in a test.
+// TestHashCollision drives the store with distinct keys under one hash,
+// which real 64-bit hashes make too rare to meet in a test: the first key
+// has the shard's entry for the hash, the others are held apart, and each
+// keeps its own state until it is reset or swept.
 func TestHashCollision(t *testing.T) {
-	sh := &shard{m: make(map[uint64]*entry), sweepAt: firstSweep}
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	other := spigot.MustBucket("other", 5, spigot.PerSecond(1))
+	s, clk := newStore(t)
 	const h = 42
-	es := make([]*entry, 4)
-	for i := range es {
-		// Each insert goes ahead of the chain: es[3], es[2], es[1], es[0],
-		// expiring at 10, 20, 30, 40.
-		es[i] = &entry{bucket: "b", key: "k" + strconv.Itoa(i), state: spigot.State{FullAt: int64(10 * (4 - i))}}
-		sh.insert(h, es[i], 0)
-	}
-	check := func(step int, want ...int) {
+	doAt := func(op spigot.Op) spigot.Decision {
 		t.Helper()
-		if sh.n != len(want) {
-			t.Errorf("step %d: %d entries, want %d", step, sh.n, len(want))
+		now, us := s.now()
+		d, err := s.do(&s.shards[h&s.mask], h, op.Limit.Name(), op, now, us)
+		if err != nil {
+			t.Fatalf("Do(%v): %v", op, err)
 		}
-		for i, e := range es {
-			found := sh.find(h, "b", e.key) == e
-			w := false
-			for _, j := range want {
-				w = w || i == j
+		return d
+	}
+	type key struct {
+		b   spigot.Limit
+		key string
+	}
+	keys := []key{{b, "k0"}, {b, "k1"}, {b, "k2"}, {other, "k0"}}
+	for i, k := range keys {
+		doAt(spigot.Op{Limit: k.b, Key: k.key, N: int64(i + 1)})
+	}
+	check := func(step int, want ...int64) { // Remaining of each key, -1 for no state
+		t.Helper()
+		for i, k := range keys {
+			st, ok := stateAt(s, h, k.b.Name(), k.key)
+			got := int64(-1)
+			if ok {
+				got = st.Tokens / st.Scale
 			}
-			if found != w {
-				t.Errorf("step %d: entry %d found = %v, want %v", step, i, found, w)
+			if got != want[i] {
+				t.Errorf("step %d: %s %q holds %d tokens, want %d", step, k.b.Name(), k.key, got, want[i])
 			}
-		}
-		if sh.find(h, "other", "k0") != nil {
-			t.Errorf("step %d: found k0 in another bucket", step)
 		}
 	}
-	check(0, 0, 1, 2, 3)
-	sh.remove(h, es[2]) // in the middle of the chain
-	check(1, 0, 1, 3)
-	sh.sweep(30) // drops es[3] (the head) and es[1]
-	check(2, 0)
-	sh.remove(h, es[0])
-	check(3)
-	if len(sh.m) != 0 {
-		t.Errorf("%d hashes left in the map, want 0", len(sh.m))
+	check(0, 4, 3, 2, 1)
+	if sh := &s.shards[h&s.mask]; len(sh.m) != 1 || !sh.m[h].is("b", "k0") || sh.n != 4 {
+		t.Fatalf("the shard holds %d entries, %d in its map; want 4, with b \"k0\" in the map", sh.n, len(sh.m))
+	}
+	doAt(spigot.Op{Limit: b, Key: "k1", Action: spigot.Reset}) // held apart
+	check(1, 4, -1, 2, 1)
+	doAt(spigot.Op{Limit: b, Key: "k0", Action: spigot.Reset}) // the map's
+	check(2, -1, -1, 2, 1)
+	if got := doAt(spigot.Op{Limit: b, Key: "k1", Action: spigot.Peek}); got.Remaining != 5 {
+		t.Errorf("a Peek of b \"k1\" after its Reset: Remaining %d, want 5", got.Remaining)
+	}
+	if got := entries(s); got != 4 {
+		t.Errorf("%d entries before Sweep, want 4 (two kept for reuse)", got)
+	}
+	s.Sweep()
+	if got := entries(s); got != 2 {
+		t.Errorf("%d entries after Sweep, want 2", got)
+	}
+	doAt(spigot.Op{Limit: b, Key: "k1", N: 1}) // to the map's free place
+	check(3, -1, 4, 2, 1)
+	clk.Advance(5 * time.Second)
+	s.Sweep()
+	if sh := &s.shards[h&s.mask]; sh.n != 0 || len(sh.m) != 0 || sh.slow != nil {
+		t.Errorf("after the last Sweep the shard holds %d entries, %d in its map, slow %v; want none", sh.n, len(sh.m), sh.slow)
 	}
 }
 
@@ -1050,12 +1106,12 @@ func TestKeyCopied(t *testing.T) {
 	line := "GET /login HTTP/1.1 from 203.0.113.7"
 	key := line[len(line)-11:]
 	take(t, s, b, key, 1)
-	h := s.hash(key)
-	e := s.shards[h&s.mask].find(h, "b", key)
-	if e == nil {
+	h := s.hash("b", key)
+	e := s.shards[h&s.mask].m[h]
+	if e == nil || e.id != "b:"+key {
 		t.Fatal("the key is not held")
 	}
-	if unsafe.StringData(e.key) == unsafe.StringData(key) {
+	if p, l := uintptr(unsafe.Pointer(unsafe.StringData(e.id))), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
 		t.Error("the store holds the caller's string, not a copy")
 	}
 }
