@@ -40,7 +40,7 @@ func Example() {
 	attempt()
 
 	fmt.Println("keys held:", store.Len())
-	clk.Advance(time.Minute) // the bucket is full again: its state is gone
+	clk.Advance(time.Minute) // the bucket is full again: its state no longer counts
 	fmt.Println("keys held a minute later:", store.Len())
 	// Output:
 	// 09:00:00 allowed, 2 left

@@ -1190,3 +1190,163 @@ func TestDoMultiNoDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// TestReturningKeyAllocs checks that a key whose bucket is full again
+// (expired, refunded to full, or reset) keeps its memory for reuse: its
+// next request allocates nothing, whatever the action that filled it.
+func TestReturningKeyAllocs(t *testing.T) {
+	ctx := context.Background()
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	leaky := spigot.Must(spigot.NewLeakyBucket("leaky", 5, spigot.PerSecond(1)))
+	for _, c := range []struct {
+		name string
+		b    spigot.Limit
+		fill func(s *Store, clk *clocktest.Clock) // makes the bucket full again
+	}{
+		{"expired", b, func(s *Store, clk *clocktest.Clock) { clk.Advance(time.Second) }},
+		{"refunded", b, func(s *Store, clk *clocktest.Clock) {
+			s.Do(ctx, spigot.Op{Limit: b, Key: "k", Action: spigot.Refund, N: 1})
+		}},
+		{"reset", b, func(s *Store, clk *clocktest.Clock) {
+			s.Do(ctx, spigot.Op{Limit: b, Key: "k", Action: spigot.Reset})
+		}},
+		{"leaky/expired", leaky, func(s *Store, clk *clocktest.Clock) { clk.Advance(time.Second) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, clk := newStore(t)
+			take := spigot.Op{Limit: c.b, Key: "k", N: 1}
+			var denied int
+			n := testing.AllocsPerRun(100, func() {
+				if d, err := s.Do(ctx, take); err != nil || !d.Allowed() || d.Remaining != 4 {
+					denied++
+				}
+				c.fill(s, clk)
+			})
+			if denied != 0 {
+				t.Fatalf("%d Takes of 1 on a full bucket did not leave 4 tokens", denied)
+			}
+			if n != 0 {
+				t.Errorf("a key that comes back to a full bucket: %v allocations a request, want 0", n)
+			}
+			if got, want := entries(s), 1; got != want || s.Len() != 0 {
+				t.Errorf("%d entries, Len() %d; want %d kept for reuse, and 0", got, s.Len(), want)
+			}
+		})
+	}
+}
+
+// TestKeptForReuse checks how long the memory of a full key is kept: a
+// shard that grows gives back the memory of keys full for ten seconds or
+// more, and no other; Sweep gives back every full key's.
+func TestKeptForReuse(t *testing.T) {
+	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
+	s, clk := newStore(t, WithMaxKeys(64*1024)) // 1024 shards' worth: 256 shards of 256
+	const n = 4000
+	for i := range n {
+		take(t, s, b, ip(i), 1) // full again at t0+1s
+	}
+	steps := []struct {
+		at            time.Duration
+		from, to      int // keys taken at at
+		entries, held int
+	}{
+		// Full for 9 s: kept, however much the store grows.
+		{10 * time.Second, n, 3 * n, 3 * n, 2 * n},
+		// The first keys have been full for 10 s: freed as the shards grow.
+		{11 * time.Second, 3 * n, 5 * n, -1, 2 * n},
+	}
+	for i, st := range steps {
+		clk.Set(t0.Add(st.at))
+		for k := st.from; k < st.to; k++ {
+			take(t, s, b, ip(k), 1)
+		}
+		if got := entries(s); st.entries >= 0 && got != st.entries || st.entries < 0 && got >= st.to {
+			t.Errorf("step %d: at t0+%v, %d entries, want %d (-1: fewer than %d)", i, st.at, got, st.entries, st.to)
+		}
+		if got := s.Len(); got != st.held {
+			t.Errorf("step %d: at t0+%v, Len() = %d, want %d", i, st.at, got, st.held)
+		}
+		if held(s, b, ip(st.to-1)) != true {
+			t.Errorf("step %d: the last key taken holds no state", i)
+		}
+	}
+	s.Sweep()
+	if got := entries(s); got != 2*n {
+		t.Errorf("after Sweep, %d entries, want %d (the keys with state)", got, 2*n)
+	}
+}
+
+// TestConcurrentSweep runs requests on keys with state while other
+// goroutines sweep, count, and churn keys that come and go (taken then
+// reset, so that shards grow, sweep and rebuild their maps): every key is
+// admitted exactly its capacity, as if nothing else ran.
+func TestConcurrentSweep(t *testing.T) {
+	const (
+		capacity   = 10
+		keys       = 300
+		goroutines = 8 // each sends 3 requests to every key
+	)
+	b := spigot.MustBucket("b", capacity, spigot.PerHour(1))
+	churn := spigot.MustBucket("churn", 5, spigot.PerSecond(1))
+	window := spigot.Must(spigot.NewFixedWindow("b", spigot.Per(5, time.Hour), 0)) // b's name, another kind
+	s, clk := newStore(t)
+	admitted := make([]atomic.Int64, keys)
+	var reqs, wg sync.WaitGroup
+	for g := range goroutines {
+		reqs.Go(func() {
+			for r := range 3 {
+				for i := range keys {
+					k := (i + g*37 + r*11) % keys
+					a, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: ip(k), N: 1})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if a.Allowed() {
+						admitted[k].Add(1)
+					}
+				}
+			}
+		})
+	}
+	var done atomic.Bool
+	for g := range 2 {
+		wg.Go(func() {
+			for i := 0; !done.Load(); i++ {
+				k := ip(1<<20 | g<<16 | i%5000)
+				for _, op := range []spigot.Op{
+					{Limit: churn, Key: k, N: 1},
+					{Limit: churn, Key: k, Action: spigot.Reset},
+					{Limit: window, Key: k, N: 1}, // held apart from the entries
+				} {
+					if _, err := s.Do(context.Background(), op); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				if i%500 == 0 {
+					clk.Advance(time.Millisecond) // a refill of nothing: b's keys lose no token
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for !done.Load() {
+			s.Sweep()
+			s.Len()
+		}
+	})
+	reqs.Wait()
+	done.Store(true)
+	wg.Wait()
+	for k := range admitted {
+		if got := admitted[k].Load(); got != capacity {
+			t.Errorf("key %d: %d of %d requests admitted, want %d", k, got, 3*goroutines, capacity)
+		}
+	}
+	for k := range keys {
+		if d := peek(t, s, b, ip(k), 0); d.Remaining != 0 {
+			t.Errorf("key %d: Remaining = %d, want 0", k, d.Remaining)
+		}
+	}
+}
