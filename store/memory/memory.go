@@ -53,9 +53,6 @@ const (
 	// keepFull is how long, in µs, a key whose limit is full again keeps
 	// its memory for reuse before a shard that grows gives it back.
 	keepFull = int64(10 * time.Second / time.Microsecond)
-	// hashBuf is the longest bucket name and key, with the ':' between
-	// them, that hash joins on the stack to hash at once.
-	hashBuf = 64
 )
 
 // Store is an in-process store. It is safe for concurrent use. The zero
@@ -187,23 +184,37 @@ func (s *Store) now() (time.Time, int64) {
 }
 
 // hash returns the hash of key in bucket: its low bits choose the shard,
-// and the shard's map is indexed by all of it. It hashes name+":"+key, the
-// entry's id, which no other bucket and key have, since a bucket's name
-// has no ':'.
+// and the shard's map is indexed by all of it. It is the seeded hash of
+// the key, which a client cannot aim, mixed with a hash of the bucket's
+// name (its length and first and last 8 bytes), so that one key's buckets
+// spread out. Two buckets whose names mix alike, which only long names
+// that differ in the middle can, share a hash for every key: the second
+// of them a key uses is held apart, as a collision is.
 func (s *Store) hash(name, key string) uint64 {
-	if len(name)+1+len(key) <= hashBuf {
-		var buf [hashBuf]byte
-		n := copy(buf[:], name)
-		buf[n] = ':'
-		n += 1 + copy(buf[n+1:], key)
-		return maphash.Bytes(s.seed, buf[:n])
+	return maphash.String(s.seed, key) ^ mix(name)
+}
+
+// mix hashes name's length and first and last 8 bytes.
+func mix(name string) uint64 {
+	n := len(name)
+	var head, tail uint64
+	if n >= 8 {
+		head, tail = le64(name), le64(name[n-8:])
+	} else {
+		for i := range n {
+			head |= uint64(name[i]) << (8 * i)
+		}
 	}
-	var h maphash.Hash // hashes the same bytes to the same value as Bytes
-	h.SetSeed(s.seed)
-	h.WriteString(name)
-	h.WriteByte(':')
-	h.WriteString(key)
-	return h.Sum64()
+	x := (head ^ uint64(n)<<56) * 0x9e3779b97f4a7c15
+	x ^= tail * 0xc2b2ae3d27d4eb4f
+	return x ^ x>>29
+}
+
+// le64 reads the first 8 bytes of s, little-endian.
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // is reports whether e holds key in bucket.

@@ -1350,3 +1350,29 @@ func TestConcurrentSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesThatMixAlike checks two buckets whose names differ only in the
+// middle, so that every key has one hash in both: each keeps its own state.
+func TestNamesThatMixAlike(t *testing.T) {
+	x := spigot.MustBucket("tenant-1234-x-requests", 5, spigot.PerSecond(1))
+	y := spigot.MustBucket("tenant-1234-y-requests", 5, spigot.PerSecond(1))
+	s, _ := newStore(t)
+	if hx, hy := s.hash(x.Name(), "k"), s.hash(y.Name(), "k"); hx != hy {
+		t.Fatalf("the names hash apart (%#x, %#x): the test needs them alike", hx, hy)
+	}
+	for i, st := range []struct {
+		b    spigot.Limit
+		n    int64
+		want int64 // Remaining
+	}{
+		{x, 1, 4},
+		{y, 2, 3},
+		{x, 1, 3},
+		{y, 3, 0},
+		{x, 0, 3},
+	} {
+		if got := take(t, s, st.b, "k", st.n); got.Remaining != st.want {
+			t.Errorf("step %d: Take(%s, %d): Remaining %d, want %d", i, st.b.Name(), st.n, got.Remaining, st.want)
+		}
+	}
+}
