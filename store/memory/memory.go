@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
@@ -390,16 +391,51 @@ func (sh *shard) insert(h uint64, name, key string, st *spigot.State, t int64) {
 	sh.n++
 	sh.peak = max(sh.peak, sh.n)
 	if sh.m[h] == nil {
-		// One string holds the bucket's name and a copy of the key, so that
-		// holding it cannot pin a larger string the key was cut from (a
-		// request line, a header).
-		e := &entry{id: name + ":" + key}
+		e := newEntry(name, key)
 		if e.set(st, t) {
 			sh.m[h] = e
 			return
 		}
 	}
 	sh.addSlow(name, key, st, t)
+}
+
+// newEntry returns an entry for key in bucket name. Its id, the name, ':'
+// and a copy of the key (so that holding it cannot pin a larger string the
+// key was cut from, such as a request line), is one string, which shares
+// the entry's allocation when it is short: one allocation, and one cache
+// line to read for a lookup.
+func newEntry(name, key string) *entry {
+	n := len(name) + 1 + len(key)
+	var e *entry
+	var id []byte
+	switch {
+	case n <= 16:
+		x := new(struct {
+			entry
+			id [16]byte
+		})
+		e, id = &x.entry, x.id[:n]
+	case n <= 32:
+		x := new(struct {
+			entry
+			id [32]byte
+		})
+		e, id = &x.entry, x.id[:n]
+	case n <= 48:
+		x := new(struct {
+			entry
+			id [48]byte
+		})
+		e, id = &x.entry, x.id[:n]
+	default:
+		return &entry{id: name + ":" + key}
+	}
+	copy(id, name)
+	id[len(name)] = ':'
+	copy(id[len(name)+1:], key)
+	e.id = unsafe.String(&id[0], n) // never written again
+	return e
 }
 
 // evict removes one entry, sampled as WithMaxKeys says. Map iteration
