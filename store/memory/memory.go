@@ -273,14 +273,14 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
-	now, t := s.now()
 	name := op.Limit.Name()
-	h := s.hash(name, op.Key)
-	return s.do(&s.shards[h&s.mask], h, name, op, now, t)
+	return s.do(s.hash(name, op.Key), name, &op)
 }
 
-// do is Do on the shard of hash h.
-func (s *Store) do(sh *shard, h uint64, name string, op spigot.Op, now time.Time, t int64) (spigot.Decision, error) {
+// do is Do for op, of hash h, in bucket name.
+func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error) {
+	now, t := s.now()
+	sh := &s.shards[h&s.mask]
 	sh.mu.RLock()
 	if e := sh.m[h]; e != nil && e.is(name, op.Key) {
 		mu := &sh.locks[(h>>32)%stripes]

@@ -966,8 +966,7 @@ func TestHashCollision(t *testing.T) {
 	const h = 42
 	doAt := func(op spigot.Op) spigot.Decision {
 		t.Helper()
-		now, us := s.now()
-		d, err := s.do(&s.shards[h&s.mask], h, op.Limit.Name(), op, now, us)
+		d, err := s.do(h, op.Limit.Name(), &op)
 		if err != nil {
 			t.Fatalf("Do(%v): %v", op, err)
 		}
