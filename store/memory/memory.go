@@ -50,7 +50,7 @@ const (
 	firstSweep = 64
 	// stripes is how many locks a shard has for its keys' arithmetic: a
 	// key's is chosen by its hash.
-	stripes = 8
+	stripes = 4
 	// keepFull is how long, in µs, a key whose limit is full again keeps
 	// its memory for reuse before a shard that grows gives it back.
 	keepFull = int64(10 * time.Second / time.Microsecond)
@@ -87,16 +87,18 @@ type Store struct {
 // or removing a key, and whatever reads every key (Len, Sweep, Evictions,
 // an all-or-nothing DoMulti), take mu locked, which excludes the others.
 type shard struct {
-	mu        sync.RWMutex
-	locks     [stripes]sync.Mutex
-	m         map[uint64]*entry
+	// What a request reads, on one cache line: the locks and the map.
+	mu    sync.RWMutex
+	m     map[uint64]*entry
+	locks [stripes]sync.Mutex
+
 	slow      map[string]map[string]*slowEntry // by bucket, then key; nil when empty
 	n         int                              // entries held, in m and slow
 	peak      int                              // the most entries held since m was made
 	sweepAt   int                              // a new key that makes the shard this big sweeps it first
 	perShard  int                              // this shard's cap, 0 when unbounded
 	evictions int
-	_         [64]byte // keep shards' locks on separate cache lines
+	_         [16]byte // two cache lines a shard, so that shards share none
 }
 
 // An entry is the state of one key of one token or leaky bucket, compact:

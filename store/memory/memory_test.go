@@ -1375,3 +1375,16 @@ func TestNamesThatMixAlike(t *testing.T) {
 		}
 	}
 }
+
+// TestShardLayout checks that a shard takes two whole cache lines, the
+// first holding what a request reads (its locks and map), so that no two
+// shards share a line.
+func TestShardLayout(t *testing.T) {
+	var sh shard
+	if size := unsafe.Sizeof(sh); size != 128 {
+		t.Errorf("a shard is %d bytes, want 128", size)
+	}
+	if end := unsafe.Offsetof(sh.locks) + unsafe.Sizeof(sh.locks); end > 64 {
+		t.Errorf("a shard's locks and map end at byte %d, want 64 at most", end)
+	}
+}
