@@ -2,9 +2,9 @@
 // single replica, for tests, and as the local side of store/hybrid.
 //
 // It runs spigot's model (spigot.Op.Apply) on a sharded map. A request
-// finds its key under a shared lock and holds a lock of its own only for
-// the arithmetic, so parallel callers on different keys rarely contend,
-// and callers on one key contend only for that. An operation on a key
+// finds its key under a shared lock, and holds one of a few locks of its
+// shard only for the arithmetic, so parallel callers on different keys
+// rarely contend, and callers on one key contend only for that. An operation on a key
 // that has state, or had it in the last ten seconds, allocates nothing
 // (but for a sliding log whose log outgrows its array).
 //
