@@ -197,20 +197,27 @@ func (s *Store) hash(name, key string) uint64 {
 	return maphash.String(s.seed, key) ^ mix(name)
 }
 
-// mix hashes name's length and first and last 8 bytes.
+// mix hashes name's length and first and last 8 bytes (for a name
+// shorter than 8, its first and last 4, or its first, middle and last).
 func mix(name string) uint64 {
-	n := len(name)
 	var head, tail uint64
-	if n >= 8 {
+	switch n := len(name); {
+	case n >= 8:
 		head, tail = le64(name), le64(name[n-8:])
-	} else {
-		for i := range n {
-			head |= uint64(name[i]) << (8 * i)
-		}
+	case n >= 4:
+		head, tail = le32(name), le32(name[n-4:])
+	case n > 0:
+		head = uint64(name[0]) | uint64(name[n/2])<<8 | uint64(name[n-1])<<16
 	}
-	x := (head ^ uint64(n)<<56) * 0x9e3779b97f4a7c15
+	x := (head ^ uint64(len(name))<<56) * 0x9e3779b97f4a7c15
 	x ^= tail * 0xc2b2ae3d27d4eb4f
 	return x ^ x>>29
+}
+
+// le32 reads the first 4 bytes of s, little-endian.
+func le32(s string) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }
 
 // le64 reads the first 8 bytes of s, little-endian.
@@ -235,6 +242,20 @@ func (e *entry) state() spigot.State {
 		return spigot.State{Kind: spigot.LeakyBucket, Stamp: e.stamp, FullAt: e.fullAt, Tokens: e.tokens, Scale: -e.scale}
 	}
 	return spigot.State{}
+}
+
+// load sets *st, the zero State, to e's state, field by field: no State
+// is built to be copied.
+func (e *entry) load(st *spigot.State) {
+	switch {
+	case e.scale > 0:
+		st.Kind, st.Scale = spigot.TokenBucket, e.scale
+	case e.scale < 0:
+		st.Kind, st.Scale = spigot.LeakyBucket, -e.scale
+	default:
+		return
+	}
+	st.Stamp, st.FullAt, st.Tokens = e.stamp, e.fullAt, e.tokens
 }
 
 // set makes st e's state, if e can hold it, at t µs, and reports whether
@@ -279,7 +300,9 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	return s.do(s.hash(name, op.Key), name, &op)
 }
 
-// do is Do for op, of hash h, in bucket name.
+// do is Do for op, of hash h, in bucket name. It holds the common case, a
+// token or leaky bucket's key with an entry, so that its frame stays
+// small; doSlow does the rest.
 func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error) {
 	now, t := s.now()
 	sh := &s.shards[h&s.mask]
@@ -287,7 +310,8 @@ func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error
 	if e := sh.m[h]; e != nil && e.is(name, op.Key) {
 		mu := &sh.locks[(h>>32)%stripes]
 		mu.Lock()
-		st := e.state()
+		var st spigot.State
+		e.load(&st)
 		d, err := op.Apply(&st, now) // err: an invalid op, which changed nothing
 		if e.set(&st, t) {
 			mu.Unlock()
@@ -295,10 +319,18 @@ func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error
 			return d, err
 		}
 		// A state that e cannot hold (a bucket's name reused for a window):
-		// apply the op again to move it, under sh.mu locked.
+		// doSlow applies the op again to move it, under sh.mu locked.
 		mu.Unlock()
-		sh.mu.RUnlock()
-	} else if e := sh.findSlow(name, op.Key); e != nil {
+	}
+	sh.mu.RUnlock()
+	return s.doSlow(sh, h, name, op, now, t)
+}
+
+// doSlow is do for a key without an entry of its own, or whose entry
+// cannot hold its new state.
+func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time.Time, t int64) (spigot.Decision, error) {
+	sh.mu.RLock()
+	if e := sh.findSlow(name, op.Key); e != nil {
 		mu := &sh.locks[(h>>32)%stripes]
 		mu.Lock()
 		d, err := op.Apply(&e.state, now)
@@ -308,10 +340,12 @@ func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error
 		mu.Unlock()
 		sh.mu.RUnlock()
 		return d, err
-	} else {
+	}
+	moving := sh.m[h] != nil && sh.m[h].is(name, op.Key)
+	sh.mu.RUnlock()
+	if !moving {
 		// A key without state: there is nothing to add unless Apply leaves
 		// some, as a Peek, a Refund or a Reset never do.
-		sh.mu.RUnlock()
 		var st spigot.State
 		d, err := op.Apply(&st, now)
 		if st.IsZero() {
@@ -321,7 +355,8 @@ func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[h]; e != nil && e.is(name, op.Key) {
-		st := e.state()
+		var st spigot.State
+		e.load(&st)
 		d, err := op.Apply(&st, now)
 		if !e.set(&st, t) {
 			delete(sh.m, h)
