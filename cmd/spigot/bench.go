@@ -480,7 +480,7 @@ func benchTargets(names, addrs []string, cluster bool) ([]target, func(), error)
 			targets = append(targets, target{name: "memory", store: memory.New()})
 		case "hybrid":
 			remote := client("go-redis").Store.(*spigotredis.Store)
-			targets = append(targets, target{name: "hybrid", store: hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Second))})
+			targets = append(targets, target{name: "hybrid", store: hybrid.New(remote, memory.New(), hybrid.WithTimeout(time.Second)), grouped: true}) // remote: with group commit
 		default:
 			st := benchStores[slices.IndexFunc(benchStores, func(st benchStore) bool { return st.name == name })]
 			c := client(st.client)

@@ -141,7 +141,7 @@ func TestBenchEndToEnd(t *testing.T) {
 		if wantPipelines := strings.HasPrefix(c.Store, "valkey") || strings.HasPrefix(c.Store, "rueidis"); c.Pipelines != wantPipelines {
 			t.Errorf("%s: pipelines %v; want %v", c.Store, c.Pipelines, wantPipelines)
 		}
-		if wantGroup := slices.Contains([]string{"redis", "valkey", "rueidis"}, c.Store); c.GroupCommit != wantGroup {
+		if wantGroup := slices.Contains([]string{"redis", "valkey", "rueidis", "hybrid"}, c.Store); c.GroupCommit != wantGroup {
 			t.Errorf("%s: group commit %v; want %v", c.Store, c.GroupCommit, wantGroup)
 		}
 		for _, w := range c.Warnings {
