@@ -15,8 +15,9 @@ import (
 // period, on the system clock, from every goroutine. store=memory is the
 // memory store alone (the baseline); store=denycache is the same memory
 // store behind a denycache.Store, with the calls that reach it per period
-// (at most about 1: the Take admitted when the token comes back, which
-// leaves 0).
+// (at most about 2: the Take admitted when the token comes back, which
+// leaves 0, and the first denial after it, which the Store then
+// remembers; in a run shorter than a period, those two).
 func BenchmarkFlood(b *testing.B) {
 	for _, period := range []time.Duration{10 * time.Millisecond, time.Hour} {
 		l := spigot.MustBucket("flood", 1, spigot.Per(1, period))
