@@ -146,9 +146,13 @@ func (l *lane) leave(w *waiter) (replied bool) {
 	}
 }
 
-// next is called when the call in flight on l has returned: it sends
-// the ops queued meanwhile, if any, on a goroutine of its own.
+// next is called when the call in flight on l, if l is not nil, has
+// returned: it sends the ops queued meanwhile, if any, on a goroutine of
+// its own.
 func (s *Store) next(l *lane) {
+	if l == nil {
+		return
+	}
 	if ws := l.take(); len(ws) > 0 {
 		go s.flush(l, ws)
 	}

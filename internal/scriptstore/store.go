@@ -3,11 +3,10 @@
 // library (a Client). It runs spigot's script (package wire) on the
 // server: one call per request over only the request's keys (with group
 // commit, one batch call over the requests queued together, see lane),
-// EVALSHA and
-// then EVAL only after a NOSCRIPT reply, never a resend of a command whose
-// fate is unknown, a Peek as EVALSHA_RO. It names keys (store.Key),
-// checks ops, cuts batches, classifies errors and decodes replies, so
-// that what the three stores promise is written once.
+// EVALSHA and then EVAL only after a NOSCRIPT reply, never a resend of a
+// command whose fate is unknown, a Peek as EVALSHA_RO. It names keys
+// (store.Key), checks ops, cuts batches, classifies errors and decodes
+// replies, so that what the three stores promise is written once.
 package scriptstore
 
 import (
@@ -319,11 +318,11 @@ func (x *exchange) await(ctx context.Context) error {
 	done := ctx.Done()
 	if !x.s.topo.Detach || done == nil {
 		x.send(ctx, ctx)
-		x.s.handOn(x.lane)
+		x.s.next(x.lane)
 		return nil
 	}
 	if err := ctx.Err(); err != nil {
-		x.s.handOn(x.lane)
+		x.s.next(x.lane)
 		return err
 	}
 	go x.detached(ctx)
@@ -347,7 +346,7 @@ func (x *exchange) detached(caller context.Context) {
 	s, l := x.s, x.lane // x is the caller's again once done has a value
 	if err := caller.Err(); err != nil {
 		x.done <- err
-		s.handOn(l)
+		s.next(l)
 		return
 	}
 	ctx := context.WithoutCancel(caller)
@@ -358,14 +357,7 @@ func (x *exchange) detached(caller context.Context) {
 	}
 	x.send(ctx, caller)
 	x.done <- nil
-	s.handOn(l)
-}
-
-// handOn hands on l, if not nil, whose call in flight has returned.
-func (s *Store) handOn(l *lane) {
-	if l != nil {
-		s.next(l)
-	}
+	s.next(l)
 }
 
 // send sends x's calls with EVALSHA (EVALSHA_RO for a call of Peeks
