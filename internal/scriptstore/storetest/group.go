@@ -131,45 +131,7 @@ func groupExactCounts(t *testing.T, h Harness) {
 	const capacity, goroutines, rounds = 200, 48, 6
 	b := spigot.MustBucket("exact", capacity, spigot.Per(1, 24*time.Hour))
 	keys := []string{"a", "b", "c"}
-	var (
-		mu   sync.Mutex
-		seen = map[string]map[int64]int{} // key → Remaining → admissions
-		wg   sync.WaitGroup
-	)
-	for _, k := range keys {
-		seen[k] = map[int64]int{}
-	}
-	for g := range goroutines {
-		wg.Go(func() {
-			for r := range rounds * len(keys) {
-				key := keys[(g+r)%len(keys)]
-				d, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: key, N: 1})
-				if err != nil {
-					t.Errorf("Take(%q): %v", key, err)
-					return
-				}
-				if !d.Allowed() {
-					continue
-				}
-				mu.Lock()
-				seen[key][d.Remaining]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for _, k := range keys {
-		admitted := 0
-		for r, n := range seen[k] {
-			admitted += n
-			if n != 1 || r < 0 || r >= capacity {
-				t.Errorf("key %q: Remaining %d reported by %d admissions; want each of 0..%d once", k, r, n, capacity-1)
-			}
-		}
-		if admitted != capacity {
-			t.Errorf("key %q: %d takes from %d goroutines admitted %d; want exactly %d", k, goroutines*rounds, goroutines, admitted, capacity)
-		}
-	}
+	ExactTakes(t, []spigot.Store{s}, b, keys, goroutines, rounds)
 	trips, ops, most := rec.trips(), 0, 0
 	for _, trip := range trips {
 		ops += len(trip)
@@ -375,5 +337,65 @@ func groupPaused(t *testing.T, h Harness) {
 	}
 	if n := ran(t, srv, "evalsha") - evalsha; n > len(rec.trips()) {
 		t.Errorf("the server ran EVALSHA %d times for %d round trips: a call was sent again", n, len(rec.trips()))
+	}
+}
+
+// ExactTakes sends rounds Takes of one token on each of keys from each of
+// goroutines goroutines, spread over stores (goroutine g walks the keys
+// from the g-th on, so that the keys are busy at once), and checks that
+// each key admits exactly b's capacity, with Remaining capacity−1 down to
+// 0 each once, and that every denial is one (N 0, Remaining 0, a
+// RetryAfter). b must not refill during the test, and each key must get
+// more requests than its capacity.
+func ExactTakes(t *testing.T, stores []spigot.Store, b spigot.Limit, keys []string, goroutines, rounds int) {
+	t.Helper()
+	if goroutines*rounds <= int(b.Capacity()) {
+		t.Fatalf("ExactTakes: %d requests per key cannot exhaust %v", goroutines*rounds, b)
+	}
+	var (
+		mu   sync.Mutex
+		seen = make(map[string]map[int64]int) // key → Remaining → admissions
+		wg   sync.WaitGroup
+	)
+	for _, k := range keys {
+		seen[k] = make(map[int64]int)
+	}
+	for g := range goroutines {
+		s := stores[g%len(stores)]
+		wg.Go(func() {
+			for r := range rounds * len(keys) {
+				key := keys[(g+r)%len(keys)]
+				d, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: key, Action: spigot.Take, N: 1})
+				if err != nil {
+					t.Errorf("Take(%q): %v", key, err)
+					return
+				}
+				if !d.Allowed() {
+					if d.N != 0 || d.Remaining != 0 || d.RetryAfter <= 0 {
+						t.Errorf("key %q: a denial = %+v; want N 0, Remaining 0 and a RetryAfter", key, d)
+					}
+					continue
+				}
+				if d.N != 1 {
+					t.Errorf("key %q: an admission = %+v; want N 1", key, d)
+				}
+				mu.Lock()
+				seen[key][d.Remaining]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, k := range keys {
+		admitted := 0
+		for r, n := range seen[k] {
+			admitted += n
+			if n != 1 || r < 0 || r >= b.Capacity() {
+				t.Errorf("key %q: Remaining %d was reported by %d admitted requests; want each of 0..%d once", k, r, n, b.Capacity()-1)
+			}
+		}
+		if admitted != int(b.Capacity()) {
+			t.Errorf("key %q: %d requests from %d goroutines on %v admitted %d; want exactly %d", k, goroutines*rounds, goroutines, b, admitted, b.Capacity())
+		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
+	"github.com/spigot-go/spigot/internal/scriptstore/storetest"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
@@ -144,7 +145,7 @@ func testClusterLimits(t *testing.T, cl *testserver.Cluster) {
 					stores = append(stores, ps.new(t, cl.Addrs(), storeOpts{prefix: prefix(t)}))
 				}
 			}
-			hammerKeys(t, stores, b, keys, 24, 4)
+			storetest.ExactTakes(t, stores, b, keys, 24, 4)
 			for _, k := range keys {
 				full := store.Key(prefix(t), b, k)
 				if !exists(t, owners[k].Addr, full) {

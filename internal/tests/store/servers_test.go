@@ -32,6 +32,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/scriptstore/storetest"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/internal/wire"
@@ -956,66 +957,7 @@ func TestServersAllClientsOneKey(t *testing.T) {
 // with Remaining 149 down to 0 each once.
 func hammer(t *testing.T, stores []spigot.Store) {
 	t.Helper()
-	hammerKeys(t, stores, spigot.MustBucket("hammer", 150, spigot.Per(1, 24*time.Hour)), []string{"hot"}, 16, 25)
-}
-
-// hammerKeys sends rounds requests on each of keys from each of goroutines
-// goroutines, spread over stores (goroutine g walks the keys from the g-th
-// on, so the keys are busy at once), and checks that each key admits
-// exactly b's capacity, with Remaining capacity-1 down to 0 each once. b
-// must not refill during the test, and each key must get more requests
-// than its capacity.
-func hammerKeys(t *testing.T, stores []spigot.Store, b spigot.Limit, keys []string, goroutines, rounds int) {
-	t.Helper()
-	if goroutines*rounds <= int(b.Capacity()) {
-		t.Fatalf("hammerKeys: %d requests per key cannot exhaust %v", goroutines*rounds, b)
-	}
-	var (
-		mu   sync.Mutex
-		seen = make(map[string]map[int64]int) // key → Remaining → admissions
-		wg   sync.WaitGroup
-	)
-	for _, k := range keys {
-		seen[k] = make(map[int64]int)
-	}
-	for g := range goroutines {
-		s := stores[g%len(stores)]
-		wg.Go(func() {
-			for r := range rounds * len(keys) {
-				key := keys[(g+r)%len(keys)]
-				a, err := s.Do(context.Background(), takeOp(b, key, 1))
-				if err != nil {
-					t.Errorf("Take(%q): %v", key, err)
-					return
-				}
-				if !a.Allowed() {
-					if a.N != 0 || a.Remaining != 0 || a.RetryAfter <= 0 {
-						t.Errorf("key %q: a denial = %s; want N 0, Remaining 0 and a RetryAfter", key, show(a))
-					}
-					continue
-				}
-				if a.N != 1 {
-					t.Errorf("key %q: an admission = %s; want N 1", key, show(a))
-				}
-				mu.Lock()
-				seen[key][a.Remaining]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for _, k := range keys {
-		admitted := 0
-		for r, n := range seen[k] {
-			admitted += n
-			if n != 1 || r < 0 || r >= b.Capacity() {
-				t.Errorf("key %q: Remaining %d was reported by %d admitted requests; want each of 0..%d once", k, r, n, b.Capacity()-1)
-			}
-		}
-		if admitted != int(b.Capacity()) {
-			t.Errorf("key %q: %d requests from %d goroutines on %v admitted %d; want exactly %d", k, goroutines*rounds, goroutines, b, admitted, b.Capacity())
-		}
-	}
+	storetest.ExactTakes(t, stores, spigot.MustBucket("hammer", 150, spigot.Per(1, 24*time.Hour)), []string{"hot"}, 16, 25)
 }
 
 // testConfigChange: a bucket's config changes under its name, at fixed
