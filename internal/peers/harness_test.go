@@ -172,8 +172,11 @@ func run(b *testing.B, allow allowFunc, keys []string, g int, want bool) {
 // other, so that the load of the machine changes little between them. For
 // each number of keys and outcome, reset (if not nil) clears what the
 // previous cells left, then each peer's state is set up once (and exhausted,
-// for denied) before its goroutine counts run.
-func benchMatrix(b *testing.B, peers []peer, reset func(testing.TB)) {
+// for denied) before its goroutine counts run. With serverCPU (the CPU time
+// the server process has used so far), each cell also reports the server's
+// CPU time per request, server-µs/op: at one goroutine, where a request
+// waits for the server, it says how much of ns/op is the server's work.
+func benchMatrix(b *testing.B, peers []peer, reset func(testing.TB), serverCPU func(testing.TB) time.Duration) {
 	for _, nk := range keyCounts {
 		keys := benchKeys(nk)
 		b.Run("keys="+keysName(nk), func(b *testing.B) {
@@ -191,7 +194,14 @@ func benchMatrix(b *testing.B, peers []peer, reset func(testing.TB)) {
 				for _, g := range goroutines {
 					for i, p := range peers {
 						b.Run(fmt.Sprintf("goroutines=%d/outcome=%s/peer=%s", g, o.name, p.name), func(b *testing.B) {
+							var cpu0 time.Duration
+							if serverCPU != nil {
+								cpu0 = serverCPU(b)
+							}
 							run(b, allows[i], keys, g, o.q == admitted)
+							if serverCPU != nil {
+								b.ReportMetric(float64(serverCPU(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "server-µs/op")
+							}
 						})
 					}
 				}

@@ -45,7 +45,7 @@ var memoryPeers = []peer{
 }
 
 // BenchmarkMemory runs the matrix over the in-process limiters.
-func BenchmarkMemory(b *testing.B) { benchMatrix(b, memoryPeers, nil) }
+func BenchmarkMemory(b *testing.B) { benchMatrix(b, memoryPeers, nil, nil) }
 
 func spigotLimit(tb testing.TB, q quota) spigot.Limit {
 	l, err := spigot.NewBucket("peers", q.Burst, spigot.Per(q.Tokens, q.Period))

@@ -2,7 +2,9 @@ package peers
 
 import (
 	"context"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
@@ -96,5 +98,24 @@ func redisPeers(tb testing.TB, srv *testserver.Server) ([]peer, func(testing.TB)
 func BenchmarkRedis(b *testing.B) {
 	srv := testserver.Start(b, testserver.Redis)
 	peers, reset := redisPeers(b, srv)
-	benchMatrix(b, peers, reset)
+	benchMatrix(b, peers, reset, func(tb testing.TB) time.Duration { return serverCPU(tb, srv) })
+}
+
+// serverCPU returns the CPU time, user and system, that srv's process has
+// used so far, from INFO cpu (to the µs).
+func serverCPU(tb testing.TB, srv *testserver.Server) time.Duration {
+	tb.Helper()
+	info, err := srv.Info("cpu")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var total time.Duration
+	for _, field := range []string{"used_cpu_user", "used_cpu_sys"} {
+		sec, err := strconv.ParseFloat(info[field], 64)
+		if err != nil {
+			tb.Fatalf("INFO cpu: %s: %v", field, err)
+		}
+		total += time.Duration(sec * float64(time.Second))
+	}
+	return total
 }
