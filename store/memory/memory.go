@@ -26,9 +26,12 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -48,9 +51,14 @@ const (
 	sample = 8
 	// firstSweep is the size at which a shard first sweeps expired state.
 	firstSweep = 64
-	// stripes is how many locks a shard has for its keys' arithmetic: a
-	// key's is chosen by its hash.
+	// stripes is how many locks a shard has for the arithmetic of the keys
+	// it holds apart (slow): a key's is chosen by its hash.
 	stripes = 4
+	// minSlots is the size of a shard's smallest table.
+	minSlots = 8
+	// spins is how many times a request reads a locked entry's lock
+	// before it yields its thread at each read.
+	spins = 64
 	// keepFull is how long, in µs, a key whose limit is full again keeps
 	// its memory for reuse before a shard that grows gives it back.
 	keepFull = int64(10 * time.Second / time.Microsecond)
@@ -74,43 +82,118 @@ type Store struct {
 
 // A shard holds the keys whose hash selects it.
 //
-// Its map m is indexed by the hash of the bucket's name and the key, which
-// the store computes anyway to choose the shard, so a request hashes them
-// once and the map hashes only an integer. It holds the state of a token
-// or leaky bucket in an entry of 48 bytes; slow holds, by bucket and key,
-// every other state (a window's, a log's), and the rare key whose hash an
-// entry of m has already.
+// Its table tab holds the state of a token or leaky bucket's key in an
+// entry of 48 bytes, found by the hash of the bucket's name and the key,
+// which the store computes anyway to choose the shard. slow holds, by
+// bucket and key, every other state (a window's, a log's), and the rare
+// key whose hash an entry of tab has already.
 //
-// mu guards the maps and what they hold. A request finds its key under mu
-// read-locked and changes the key's state under one of locks, chosen by
-// the hash, as well: requests on different keys go on in parallel. Adding
-// or removing a key, and whatever reads every key (Len, Sweep, Evictions,
-// an all-or-nothing DoMulti), take mu locked, which excludes the others.
+// A request finds its key's entry in tab without a lock (a table is never
+// changed but by mu's holder, slot by slot, with atomic stores; one that
+// grows or shrinks is replaced whole) and changes its state under the
+// entry's own lock. An entry removed from tab is marked dead under that
+// lock, so that a request that found it before looks again. mu guards
+// what changes tab, and slow and what it holds: a request finds a slow
+// key under mu read-locked and changes its state under one of locks,
+// chosen by the hash, as well. Adding or removing a key, and whatever
+// reads every key (Len, Sweep, Evictions, an all-or-nothing DoMulti),
+// take mu locked, which excludes the others.
 type shard struct {
-	// What a request reads, on one cache line: the locks and the map.
-	mu    sync.RWMutex
-	m     map[uint64]*entry
-	locks [stripes]sync.Mutex
+	// What a request reads, alone on its cache line, which only a table
+	// that is replaced writes.
+	tab atomic.Pointer[table]
+	_   [56]byte
 
+	mu        sync.RWMutex
+	locks     [stripes]sync.Mutex
 	slow      map[string]map[string]*slowEntry // by bucket, then key; nil when empty
-	n         int                              // entries held, in m and slow
-	peak      int                              // the most entries held since m was made
+	n         int                              // entries held, in tab and slow
+	used      int                              // tab's slots not empty: its entries and the removed
 	sweepAt   int                              // a new key that makes the shard this big sweeps it first
 	perShard  int                              // this shard's cap, 0 when unbounded
 	evictions int
-	_         [16]byte // two cache lines a shard, so that shards share none
+	_         [24]byte // whole cache lines a shard, so that shards share none
+}
+
+// A table is an open-addressed hash table of entries, probed linearly from
+// the slot that the hash's bits above the shard's choose. A slot is empty
+// (a nil entry, which ends a probe), holds an entry and its hash, or held
+// one that was removed (the entry removed, which a probe passes).
+type table struct {
+	slots []slot // a power of two of them, never more than 3/4 used
+}
+
+type slot struct {
+	h atomic.Uint64
+	e atomic.Pointer[entry]
+}
+
+// removed marks a slot whose entry was removed.
+var removed = new(entry)
+
+// find returns the entry of t with hash h, or nil.
+func (t *table) find(h uint64) *entry {
+	mask := uint64(len(t.slots) - 1)
+	for i := h >> 8 & mask; ; i = (i + 1) & mask {
+		sl := &t.slots[i]
+		e := sl.e.Load()
+		if e == nil {
+			return nil
+		}
+		if e != removed && sl.h.Load() == h {
+			return e
+		}
+	}
 }
 
 // An entry is the state of one key of one token or leaky bucket, compact:
 // the fields of spigot.State that such a state uses, with its Kind in the
-// sign of scale.
+// sign of scale, and its id, which never changes, in a pointer and a
+// length. lk is its lock: the fields after it are read and written only
+// under it.
 type entry struct {
-	id     string // the bucket's name, ':' and the key
+	idp    *byte  // the bucket's name, ':' and the key
+	idn    uint32 // the id's length
+	lk     atomic.Uint32
 	stamp  int64
 	fullAt int64 // for the zero State, the instant it became so
 	tokens int64
 	scale  int64 // a TokenBucket's Scale, a LeakyBucket's negated, or 0 for the zero State
 }
+
+// The states of an entry's lock.
+const (
+	unlocked = iota
+	locked
+	dead // removed from its table: never unlocked again
+)
+
+// lock locks e and reports true, or reports false if e is dead. A lock is
+// held only for a few field copies and an Apply, so a request spins for
+// it, yielding its thread after the first tries.
+func (e *entry) lock() bool {
+	if e.lk.CompareAndSwap(unlocked, locked) {
+		return true
+	}
+	for i := 0; ; i++ {
+		switch e.lk.Load() {
+		case unlocked:
+			if e.lk.CompareAndSwap(unlocked, locked) {
+				return true
+			}
+		case dead:
+			return false
+		}
+		if i >= spins {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (e *entry) unlock() { e.lk.Store(unlocked) }
+
+// kill marks e, locked, dead.
+func (e *entry) kill() { e.lk.Store(dead) }
 
 // A slowEntry is the state of a key that no entry holds.
 type slowEntry struct {
@@ -163,7 +246,7 @@ func New(opts ...Option) *Store {
 	s.mask = uint64(n - 1)
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.m = make(map[uint64]*entry)
+		sh.tab.Store(&table{slots: make([]slot, minSlots)})
 		sh.sweepAt = firstSweep
 		if s.maxKeys > 0 {
 			// Split the cap exactly: the first maxKeys%n shards hold one more.
@@ -227,10 +310,16 @@ func le64(s string) uint64 {
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
+// id returns e's id: the bucket's name, ':' and the key.
+func (e *entry) id() string { return unsafe.String(e.idp, e.idn) }
+
 // is reports whether e holds key in bucket.
 func (e *entry) is(name, key string) bool {
-	id := e.id
-	return len(id) == len(name)+1+len(key) && id[len(name)+1:] == key && id[:len(name)] == name
+	if int(e.idn) != len(name)+1+len(key) {
+		return false
+	}
+	id := e.id()
+	return id[len(name)+1:] == key && id[:len(name)] == name
 }
 
 // state returns e's state.
@@ -306,44 +395,46 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error) {
 	now, t := s.now()
 	sh := &s.shards[h&s.mask]
-	sh.mu.RLock()
-	if e := sh.m[h]; e != nil && e.is(name, op.Key) {
-		mu := &sh.locks[(h>>32)%stripes]
-		mu.Lock()
+	for {
+		e := sh.tab.Load().find(h)
+		if e == nil || !e.is(name, op.Key) {
+			break
+		}
+		if !e.lock() {
+			continue // removed since: look again
+		}
 		var st spigot.State
 		e.load(&st)
 		d, err := op.Apply(&st, now) // err: an invalid op, which changed nothing
 		if e.set(&st, t) {
-			mu.Unlock()
-			sh.mu.RUnlock()
+			e.unlock()
 			return d, err
 		}
 		// A state that e cannot hold (a bucket's name reused for a window):
 		// doSlow applies the op again to move it, under sh.mu locked.
-		mu.Unlock()
+		e.unlock()
+		return s.doSlow(sh, h, name, op, now, t, true)
 	}
-	sh.mu.RUnlock()
-	return s.doSlow(sh, h, name, op, now, t)
+	return s.doSlow(sh, h, name, op, now, t, false)
 }
 
 // doSlow is do for a key without an entry of its own, or whose entry
-// cannot hold its new state.
-func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time.Time, t int64) (spigot.Decision, error) {
-	sh.mu.RLock()
-	if e := sh.findSlow(name, op.Key); e != nil {
-		mu := &sh.locks[(h>>32)%stripes]
-		mu.Lock()
-		d, err := op.Apply(&e.state, now)
-		if e.state.IsZero() {
-			e.since = t
-		}
-		mu.Unlock()
-		sh.mu.RUnlock()
-		return d, err
-	}
-	moving := sh.m[h] != nil && sh.m[h].is(name, op.Key)
-	sh.mu.RUnlock()
+// cannot hold its new state (moving).
+func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time.Time, t int64, moving bool) (spigot.Decision, error) {
 	if !moving {
+		sh.mu.RLock()
+		if e := sh.findSlow(name, op.Key); e != nil {
+			mu := &sh.locks[(h>>32)%stripes]
+			mu.Lock()
+			d, err := op.Apply(&e.state, now)
+			if e.state.IsZero() {
+				e.since = t
+			}
+			mu.Unlock()
+			sh.mu.RUnlock()
+			return d, err
+		}
+		sh.mu.RUnlock()
 		// A key without state: there is nothing to add unless Apply leaves
 		// some, as a Peek, a Refund or a Reset never do.
 		var st spigot.State
@@ -354,12 +445,16 @@ func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[h]; e != nil && e.is(name, op.Key) {
+	// Under mu, an entry of tab is not dead, and none is added or removed.
+	if e := sh.tab.Load().find(h); e != nil && e.is(name, op.Key) {
+		e.lock()
 		var st spigot.State
 		e.load(&st)
 		d, err := op.Apply(&st, now)
-		if !e.set(&st, t) {
-			delete(sh.m, h)
+		if e.set(&st, t) {
+			e.unlock()
+		} else {
+			sh.remove(h, e)
 			sh.addSlow(name, op.Key, &st, t)
 		}
 		return d, err
@@ -426,22 +521,94 @@ func (sh *shard) insert(h uint64, name, key string, st *spigot.State, t int64) {
 		sh.sweep(t, t-keepFull)
 	}
 	sh.n++
-	sh.peak = max(sh.peak, sh.n)
-	if sh.m[h] == nil {
+	if sh.tab.Load().find(h) == nil && len(name)+1+len(key) <= math.MaxUint32 {
 		e := newEntry(name, key)
 		if e.set(st, t) {
-			sh.m[h] = e
+			sh.add(h, e)
 			return
 		}
 	}
 	sh.addSlow(name, key, st, t)
 }
 
+// add puts e, which no request can see yet, in tab under hash h, which no
+// entry of tab has, in a new table if tab would be more than 3/4 used.
+func (sh *shard) add(h uint64, e *entry) {
+	tab := sh.tab.Load()
+	if 4*(sh.used+1) > 3*len(tab.slots) {
+		tab = sh.resize(tab)
+	}
+	mask := uint64(len(tab.slots) - 1)
+	i := h >> 8 & mask
+	for {
+		if x := tab.slots[i].e.Load(); x == nil || x == removed {
+			break
+		}
+		i = (i + 1) & mask
+	}
+	sl := &tab.slots[i]
+	if sl.e.Load() == nil {
+		sh.used++
+	}
+	// The hash first: a request that loads the entry then reads its hash.
+	sl.h.Store(h)
+	sl.e.Store(e)
+}
+
+// remove takes e, locked, out of tab, where it is under hash h, and marks
+// it dead for the requests that found it already.
+func (sh *shard) remove(h uint64, e *entry) {
+	tab := sh.tab.Load()
+	mask := uint64(len(tab.slots) - 1)
+	for i := h >> 8 & mask; ; i = (i + 1) & mask {
+		if sl := &tab.slots[i]; sl.e.Load() == e {
+			sl.e.Store(removed)
+			break
+		}
+	}
+	e.kill()
+}
+
+// resize replaces tab, the shard's table, with one that holds its entries
+// at most half used (and at least minSlots), and returns it. Requests that
+// loaded the old one find the same entries in it.
+func (sh *shard) resize(tab *table) *table {
+	live := 0
+	for i := range tab.slots {
+		if e := tab.slots[i].e.Load(); e != nil && e != removed {
+			live++
+		}
+	}
+	size := minSlots
+	for size < 2*(live+1) {
+		size *= 2
+	}
+	nt := &table{slots: make([]slot, size)}
+	mask := uint64(size - 1)
+	for i := range tab.slots {
+		sl := &tab.slots[i]
+		e := sl.e.Load()
+		if e == nil || e == removed {
+			continue
+		}
+		h := sl.h.Load()
+		j := h >> 8 & mask
+		for nt.slots[j].e.Load() != nil {
+			j = (j + 1) & mask
+		}
+		nt.slots[j].h.Store(h)
+		nt.slots[j].e.Store(e)
+	}
+	sh.tab.Store(nt)
+	sh.used = live
+	return nt
+}
+
 // newEntry returns an entry for key in bucket name. Its id, the name, ':'
 // and a copy of the key (so that holding it cannot pin a larger string the
-// key was cut from, such as a request line), is one string, which shares
-// the entry's allocation when it is short: one allocation, and one cache
-// line to read for a lookup.
+// key was cut from, such as a request line), shares the entry's allocation
+// when it is short: one allocation, and one cache line to read for a
+// lookup.
 func newEntry(name, key string) *entry {
 	n := len(name) + 1 + len(key)
 	var e *entry
@@ -466,17 +633,37 @@ func newEntry(name, key string) *entry {
 		})
 		e, id = &x.entry, x.id[:n]
 	default:
-		return &entry{id: name + ":" + key}
+		e, id = new(entry), make([]byte, n)
 	}
 	copy(id, name)
 	id[len(name)] = ':'
 	copy(id[len(name)+1:], key)
-	e.id = unsafe.String(&id[0], n) // never written again
+	e.idp, e.idn = &id[0], uint32(n) // never written again
 	return e
 }
 
-// evict removes one entry, sampled as WithMaxKeys says. Map iteration
-// starts at a random place, so the sample is spread over the shard.
+// entries calls f with each entry of tab and its hash, until f returns
+// false, starting at slot from.
+func (t *table) entries(from uint64, f func(h uint64, e *entry) bool) {
+	mask := uint64(len(t.slots) - 1)
+	for k := range uint64(len(t.slots)) {
+		sl := &t.slots[(from+k)&mask]
+		if e := sl.e.Load(); e != nil && e != removed && !f(sl.h.Load(), e) {
+			return
+		}
+	}
+}
+
+// fullAt is e.full under e's lock.
+func (e *entry) fullLocked(t int64) (bool, int64) {
+	e.lock()
+	full, at := e.full(t)
+	e.unlock()
+	return full, at
+}
+
+// evict removes one entry, sampled as WithMaxKeys says, from a random
+// place in the shard.
 func (sh *shard) evict(t int64) {
 	var (
 		victim  *entry
@@ -491,15 +678,13 @@ func (sh *shard) evict(t int64) {
 	better := func(full bool, at int64) bool {
 		return i == 0 || full && !vfull || full == vfull && at < vat
 	}
-scan:
-	for h, e := range sh.m {
-		if full, at := e.full(t); better(full, at) {
+	sh.tab.Load().entries(rand.Uint64(), func(h uint64, e *entry) bool {
+		if full, at := e.fullLocked(t); better(full, at) {
 			victim, vh, vfull, vat = e, h, full, at
 		}
-		if i++; vfull || i == sample {
-			break scan
-		}
-	}
+		i++
+		return !vfull && i < sample
+	})
 	if !vfull && i < sample {
 	slow:
 		for name, keys := range sh.slow {
@@ -515,7 +700,11 @@ scan:
 	}
 	switch {
 	case victim != nil:
-		delete(sh.m, vh)
+		// The victim may have been taken from since it was sampled: it
+		// counts as evicted if it is not full now.
+		victim.lock()
+		vfull, _ = victim.full(t)
+		sh.remove(vh, victim)
 	case svictim != nil:
 		sh.removeSlow(sname, skey)
 	default:
@@ -528,15 +717,22 @@ scan:
 }
 
 // sweep removes every entry whose limit is full at t and has been since
-// cutoff µs or before, and gives the map's memory back when it holds under
-// a quarter of its peak (Go maps never shrink).
+// cutoff µs or before, and gives the table's memory back when it is under
+// an eighth used.
 func (sh *shard) sweep(t, cutoff int64) {
-	for h, e := range sh.m {
+	tab := sh.tab.Load()
+	live := 0
+	tab.entries(0, func(h uint64, e *entry) bool {
+		e.lock()
 		if full, at := e.full(t); full && at <= cutoff {
-			delete(sh.m, h)
+			sh.remove(h, e)
 			sh.n--
+		} else {
+			e.unlock()
+			live++
 		}
-	}
+		return true
+	})
 	for name, keys := range sh.slow {
 		for key, e := range keys {
 			if full, at := e.full(t); full && at <= cutoff {
@@ -551,12 +747,8 @@ func (sh *shard) sweep(t, cutoff int64) {
 	if len(sh.slow) == 0 {
 		sh.slow = nil
 	}
-	if sh.n < sh.peak/4 {
-		m := make(map[uint64]*entry, len(sh.m))
-		for h, e := range sh.m {
-			m[h] = e
-		}
-		sh.m, sh.peak = m, sh.n
+	if 8*live < len(tab.slots) && len(tab.slots) > minSlots {
+		sh.resize(tab)
 	}
 	sh.sweepAt = max(2*sh.n, firstSweep)
 }
@@ -565,11 +757,12 @@ func (sh *shard) sweep(t, cutoff int64) {
 // State, and not full again.
 func (sh *shard) live(t int64) int {
 	n := 0
-	for _, e := range sh.m {
-		if full, _ := e.full(t); !full {
+	sh.tab.Load().entries(0, func(_ uint64, e *entry) bool {
+		if full, _ := e.fullLocked(t); !full {
 			n++
 		}
-	}
+		return true
+	})
 	for _, keys := range sh.slow {
 		for _, e := range keys {
 			if full, _ := e.full(t); !full {
@@ -614,6 +807,7 @@ type pending struct {
 	h     uint64
 	name  string
 	key   string
+	e     *entry // the key's entry, locked, or nil
 	state spigot.State
 }
 
@@ -652,11 +846,14 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 			s.shards[i].mu.Unlock()
 		}
 	}()
+	// With the shards locked, no entry is added or removed: a key's entry
+	// is locked for the batch, as requests change it under its lock alone.
 	for j := range keys {
 		p := &keys[j]
 		sh := &s.shards[p.h&s.mask]
-		if e := sh.m[p.h]; e != nil && e.is(p.name, p.key) {
-			p.state = e.state()
+		if e := sh.tab.Load().find(p.h); e != nil && e.is(p.name, p.key) {
+			e.lock()
+			p.e, p.state = e, e.state()
 		} else if e := sh.findSlow(p.name, p.key); e != nil {
 			p.state = e.state
 			// Apply reuses a log's array, and a batch denied keeps the
@@ -673,20 +870,38 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 		}
 	}
 	if denied {
+		for j := range keys {
+			if e := keys[j].e; e != nil {
+				e.unlock()
+			}
+		}
 		for i := range out {
 			out[i].N = 0
 		}
 		return nil
 	}
+	// The entries first, so that none is locked when an insert below
+	// samples entries to evict or sweeps.
 	for j := range keys {
 		p := &keys[j]
+		if p.e == nil {
+			continue
+		}
+		if p.e.set(&p.state, t) {
+			p.e.unlock()
+		} else {
+			sh := &s.shards[p.h&s.mask]
+			sh.remove(p.h, p.e)
+			sh.addSlow(p.name, p.key, &p.state, t)
+		}
+	}
+	for j := range keys {
+		p := &keys[j]
+		if p.e != nil {
+			continue
+		}
 		sh := &s.shards[p.h&s.mask]
-		if e := sh.m[p.h]; e != nil && e.is(p.name, p.key) {
-			if !e.set(&p.state, t) {
-				delete(sh.m, p.h)
-				sh.addSlow(p.name, p.key, &p.state, t)
-			}
-		} else if e := sh.findSlow(p.name, p.key); e != nil {
+		if e := sh.findSlow(p.name, p.key); e != nil {
 			e.state = p.state
 			if e.state.IsZero() {
 				e.since = t

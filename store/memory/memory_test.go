@@ -89,8 +89,10 @@ func stateAt(s *Store, h uint64, name, key string) (spigot.State, bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var st spigot.State
-	if e := sh.m[h]; e != nil && e.is(name, key) {
+	if e := sh.tab.Load().find(h); e != nil && e.is(name, key) {
+		e.lock()
 		st = e.state()
+		e.unlock()
 	} else if e := sh.findSlow(name, key); e != nil {
 		st = e.state
 	}
@@ -131,11 +133,14 @@ func count(s *Store) int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, e := range sh.m {
+		sh.tab.Load().entries(0, func(_ uint64, e *entry) bool {
+			e.lock()
 			if e.scale != 0 {
 				n++
 			}
-		}
+			e.unlock()
+			return true
+		})
 		for _, keys := range sh.slow {
 			for _, e := range keys {
 				if !e.state.IsZero() {
@@ -161,18 +166,22 @@ func entries(s *Store) int {
 	return n
 }
 
-// mapIDs returns the identity of every shard's map, to tell whether a sweep
-// replaced it. The pointers keep the maps alive, so that a new map cannot
-// take an old one's address.
-func mapIDs(s *Store) []unsafe.Pointer {
-	ids := make([]unsafe.Pointer, len(s.shards))
+// tableIDs returns every shard's table, to tell whether a sweep replaced
+// it. The pointers keep the tables alive, so that a new table cannot take
+// an old one's address.
+func tableIDs(s *Store) []*table {
+	ids := make([]*table, len(s.shards))
 	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		ids[i] = reflect.ValueOf(sh.m).UnsafePointer()
-		sh.mu.Unlock()
+		ids[i] = s.shards[i].tab.Load()
 	}
 	return ids
+}
+
+// tableLen returns how many entries sh's table holds.
+func tableLen(sh *shard) int {
+	n := 0
+	sh.tab.Load().entries(0, func(uint64, *entry) bool { n++; return true })
+	return n
 }
 
 func ip(i int) string {
@@ -181,12 +190,11 @@ func ip(i int) string {
 
 // TestMillionKeys touches a million distinct keys and checks that the store
 // holds them all until their buckets are full again, and then nothing, with
-// its maps' memory given back.
+// its tables' memory given back.
 func TestMillionKeys(t *testing.T) {
 	const n = 1_000_000
 	b := spigot.MustBucket("flood", 5, spigot.PerSecond(1))
 	s, clk := newStore(t)
-	ids := mapIDs(s)
 
 	// Two goroutines (the machine's cores), each on its half of the keys.
 	var wg sync.WaitGroup
@@ -205,6 +213,7 @@ func TestMillionKeys(t *testing.T) {
 	if d := denied.Load(); d != 0 {
 		t.Fatalf("%d of %d first requests did not take 1 token and leave 4", d, n)
 	}
+	ids := tableIDs(s)
 
 	// TestExpiryBoundary checks the microsecond before the boundary.
 	steps := []struct {
@@ -220,30 +229,30 @@ func TestMillionKeys(t *testing.T) {
 			t.Errorf("step %d: at t0+%v, Len() = %d, want %d", i, st.at, got, st.want)
 		}
 	}
-	// Len only counts: the entries and their maps are still there.
+	// Len only counts: the entries and their tables are still there.
 	if got := count(s); got != n {
 		t.Errorf("after Len, %d entries held; want %d (Len forgets nothing)", got, n)
 	}
-	for i, id := range mapIDs(s) {
+	for i, id := range tableIDs(s) {
 		if id != ids[i] {
-			t.Errorf("shard %d has a new map after Len; want the one it was created with", i)
+			t.Errorf("shard %d has a new table after Len; want the one it had", i)
 		}
 	}
 	s.Sweep()
 	if got := count(s); got != 0 {
 		t.Errorf("after Sweep, %d entries held; want 0", got)
 	}
-	for i, id := range mapIDs(s) {
+	for i, id := range tableIDs(s) {
 		if id == ids[i] {
-			t.Errorf("shard %d still has the map it was created with; want a new one once it emptied", i)
+			t.Errorf("shard %d still has the table it grew to; want a new one once it emptied", i)
 		}
-		if sh := &s.shards[i]; len(sh.m) != 0 || sh.peak != 0 {
-			t.Errorf("shard %d: %d hashes held, peak %d; want 0, 0", i, len(sh.m), sh.peak)
+		if sh := &s.shards[i]; tableLen(sh) != 0 || len(sh.tab.Load().slots) != minSlots {
+			t.Errorf("shard %d: %d entries held in %d slots; want 0 in %d", i, tableLen(sh), len(sh.tab.Load().slots), minSlots)
 		}
 	}
 }
 
-// TestMemoryGivenBackAfterTake checks that Sweep rebuilds a shard's map
+// TestMemoryGivenBackAfterTake checks that Sweep rebuilds a shard's table
 // when its keys left through a Take (a request that found the bucket full
 // again) rather than through the sweep itself.
 func TestMemoryGivenBackAfterTake(t *testing.T) {
@@ -253,7 +262,7 @@ func TestMemoryGivenBackAfterTake(t *testing.T) {
 	for i := range n {
 		take(t, s, b, ip(i), 1)
 	}
-	ids := mapIDs(s)
+	ids := tableIDs(s)
 	clk.Advance(time.Second)
 	for i := range n {
 		if a := take(t, s, b, ip(i), 0); a != (spigot.Decision{Remaining: 5, RefillAfter: time.Second}) {
@@ -267,9 +276,9 @@ func TestMemoryGivenBackAfterTake(t *testing.T) {
 		t.Fatalf("Len() = %d, want 0", got)
 	}
 	s.Sweep()
-	for i, id := range mapIDs(s) {
+	for i, id := range tableIDs(s) {
 		if id == ids[i] {
-			t.Errorf("shard %d kept its grown map after Sweep; want a new one", i)
+			t.Errorf("shard %d kept its grown table after Sweep; want a new one", i)
 		}
 	}
 }
@@ -328,7 +337,7 @@ func TestExpiryBoundary(t *testing.T) {
 }
 
 // TestExpiryUnderNewConfig checks that state past its expiry, even while
-// still in the map (nothing swept it), is a full bucket, whatever the
+// still in the table (nothing swept it), is a full bucket, whatever the
 // bucket's config has become since, as a key with a TTL would be.
 func TestExpiryUnderNewConfig(t *testing.T) {
 	small := spigot.MustBucket("b", 2, spigot.PerSecond(1))
@@ -344,7 +353,7 @@ func TestExpiryUnderNewConfig(t *testing.T) {
 		take(t, s, small, "k", 2) // empty, full again in 2 s
 		clk.Set(t0.Add(c.at))
 		if !held(s, large, "k") {
-			t.Fatalf("step %d: the key is not in the map; the test needs it there", i)
+			t.Fatalf("step %d: the key is not in the table; the test needs it there", i)
 		}
 		if a := peek(t, s, large, "k", 0); a.Remaining != c.want {
 			t.Errorf("step %d: at t0+%v, Remaining = %d, want %d", i, c.at, a.Remaining, c.want)
@@ -684,7 +693,7 @@ func TestConcurrentFlood(t *testing.T) {
 }
 
 // TestReset covers what Reset owes to expiry: state that has expired but is
-// still in the map gives back nothing (N 0), and so does a bucket full under
+// still in the table gives back nothing (N 0), and so does a bucket full under
 // a newer, smaller config; otherwise N is the whole tokens the bucket
 // lacked, rounded up. Either way the entry is gone afterwards.
 func TestReset(t *testing.T) {
@@ -698,7 +707,7 @@ func TestReset(t *testing.T) {
 		want  int64 // the Reset's N
 	}{
 		{1, time.Second - time.Microsecond, b, 1}, // 4.999999 of 5
-		{1, time.Second, b, 0},                    // expired, still in the map
+		{1, time.Second, b, 0},                    // expired, still in the table
 		{1, 3 * time.Second, b, 0},
 		{5, 4 * time.Second, b, 1},
 		{5, 5 * time.Second, b, 0},
@@ -994,12 +1003,12 @@ func TestHashCollision(t *testing.T) {
 		}
 	}
 	check(0, 4, 3, 2, 1)
-	if sh := &s.shards[h&s.mask]; len(sh.m) != 1 || !sh.m[h].is("b", "k0") || sh.n != 4 {
-		t.Fatalf("the shard holds %d entries, %d in its map; want 4, with b \"k0\" in the map", sh.n, len(sh.m))
+	if sh := &s.shards[h&s.mask]; tableLen(sh) != 1 || !sh.tab.Load().find(h).is("b", "k0") || sh.n != 4 {
+		t.Fatalf("the shard holds %d entries, %d in its table; want 4, with b \"k0\" in the table", sh.n, tableLen(sh))
 	}
 	doAt(spigot.Op{Limit: b, Key: "k1", Action: spigot.Reset}) // held apart
 	check(1, 4, -1, 2, 1)
-	doAt(spigot.Op{Limit: b, Key: "k0", Action: spigot.Reset}) // the map's
+	doAt(spigot.Op{Limit: b, Key: "k0", Action: spigot.Reset}) // the table's
 	check(2, -1, -1, 2, 1)
 	if got := doAt(spigot.Op{Limit: b, Key: "k1", Action: spigot.Peek}); got.Remaining != 5 {
 		t.Errorf("a Peek of b \"k1\" after its Reset: Remaining %d, want 5", got.Remaining)
@@ -1011,12 +1020,12 @@ func TestHashCollision(t *testing.T) {
 	if got := entries(s); got != 2 {
 		t.Errorf("%d entries after Sweep, want 2", got)
 	}
-	doAt(spigot.Op{Limit: b, Key: "k1", N: 1}) // to the map's free place
+	doAt(spigot.Op{Limit: b, Key: "k1", N: 1}) // to the table's free place
 	check(3, -1, 4, 2, 1)
 	clk.Advance(5 * time.Second)
 	s.Sweep()
-	if sh := &s.shards[h&s.mask]; sh.n != 0 || len(sh.m) != 0 || sh.slow != nil {
-		t.Errorf("after the last Sweep the shard holds %d entries, %d in its map, slow %v; want none", sh.n, len(sh.m), sh.slow)
+	if sh := &s.shards[h&s.mask]; sh.n != 0 || tableLen(sh) != 0 || sh.slow != nil {
+		t.Errorf("after the last Sweep the shard holds %d entries, %d in its table, slow %v; want none", sh.n, tableLen(sh), sh.slow)
 	}
 }
 
@@ -1106,11 +1115,11 @@ func TestKeyCopied(t *testing.T) {
 	key := line[len(line)-11:]
 	take(t, s, b, key, 1)
 	h := s.hash("b", key)
-	e := s.shards[h&s.mask].m[h]
-	if e == nil || e.id != "b:"+key {
+	e := s.shards[h&s.mask].tab.Load().find(h)
+	if e == nil || e.id() != "b:"+key {
 		t.Fatal("the key is not held")
 	}
-	if p, l := uintptr(unsafe.Pointer(unsafe.StringData(e.id))), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
+	if p, l := uintptr(unsafe.Pointer(e.idp)), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
 		t.Error("the store holds the caller's string, not a copy")
 	}
 }
@@ -1277,7 +1286,7 @@ func TestKeptForReuse(t *testing.T) {
 
 // TestConcurrentSweep runs requests on keys with state while other
 // goroutines sweep, count, and churn keys that come and go (taken then
-// reset, so that shards grow, sweep and rebuild their maps): every key is
+// reset, so that shards grow, sweep and rebuild their tables): every key is
 // admitted exactly its capacity, as if nothing else ran.
 func TestConcurrentSweep(t *testing.T) {
 	const (
@@ -1376,15 +1385,19 @@ func TestNamesThatMixAlike(t *testing.T) {
 	}
 }
 
-// TestShardLayout checks that a shard takes two whole cache lines, the
-// first holding what a request reads (its locks and map), so that no two
-// shards share a line.
+// TestShardLayout checks that a shard takes whole cache lines, the first
+// holding what a request on an entry reads (its table) alone, so that no
+// two shards share a line and adding a key does not write that line, and
+// that an entry is 48 bytes.
 func TestShardLayout(t *testing.T) {
 	var sh shard
-	if size := unsafe.Sizeof(sh); size != 128 {
-		t.Errorf("a shard is %d bytes, want 128", size)
+	if size := unsafe.Sizeof(sh); size%64 != 0 {
+		t.Errorf("a shard is %d bytes, want a multiple of 64", size)
 	}
-	if end := unsafe.Offsetof(sh.locks) + unsafe.Sizeof(sh.locks); end > 64 {
-		t.Errorf("a shard's locks and map end at byte %d, want 64 at most", end)
+	if off := unsafe.Offsetof(sh.mu); off != 64 {
+		t.Errorf("a shard's lock is at byte %d, want 64", off)
+	}
+	if size := unsafe.Sizeof(entry{}); size != 48 {
+		t.Errorf("an entry is %d bytes, want 48", size)
 	}
 }
