@@ -1401,3 +1401,127 @@ func TestShardLayout(t *testing.T) {
 		t.Errorf("an entry is %d bytes, want 48", size)
 	}
 }
+
+// TestConcurrentRemoval hammers the keys of one shard while their entries
+// are removed and added again under the requests: by Sweep, by the sweeps
+// and evictions of inserts at the cap (the clock advancing past the ten
+// seconds a full key is kept), and by keys that leave and come back. Every
+// request is applied once, to the state the key holds: a key with state is
+// admitted exactly its capacity, and a key whose every Take is refunded
+// admits every Take and ends full.
+func TestConcurrentRemoval(t *testing.T) {
+	const (
+		capacity = 5
+		kept     = 4  // keys taken until denied, each by every taker
+		takers   = 4  // goroutines on the kept keys
+		rounds   = 50 // requests of each taker to each kept key
+		bouncers = 4  // goroutines on each bounce key
+		bounces  = 2  // keys taken and refunded
+		cycles   = 2000
+	)
+	b := spigot.MustBucket("b", capacity, spigot.PerHour(1))
+	// A bounce key holds a token for each of its goroutines and one for
+	// the batches.
+	bounce := spigot.MustBucket("bounce", bouncers+1, spigot.PerHour(1))
+	churn := spigot.MustBucket("churn", 5, spigot.PerSecond(1))
+	s, clk := newStore(t, WithMaxKeys(64))
+	if len(s.shards) != 1 {
+		t.Fatalf("%d shards, want 1: the test needs every key in one", len(s.shards))
+	}
+	ctx := context.Background()
+	admitted := make([]atomic.Int64, kept)
+	var reqs, bg sync.WaitGroup
+	for g := range takers {
+		reqs.Go(func() {
+			for r := range rounds {
+				for i := range kept {
+					k := (i + g + r) % kept
+					d, err := s.Do(ctx, spigot.Op{Limit: b, Key: "kept" + strconv.Itoa(k), N: 1})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed() {
+						admitted[k].Add(1)
+					}
+				}
+			}
+		})
+	}
+	for k := range bounces {
+		key := "bounce" + strconv.Itoa(k)
+		for range bouncers {
+			reqs.Go(func() {
+				for range cycles {
+					d, err := s.Do(ctx, spigot.Op{Limit: bounce, Key: key, N: 1})
+					if err != nil || !d.Allowed() {
+						t.Errorf("%s: Take of 1 = %+v, %v; want it allowed", key, d, err)
+						return
+					}
+					d, err = s.Do(ctx, spigot.Op{Limit: bounce, Key: key, Action: spigot.Refund, N: 1})
+					if err != nil || d.N != 1 {
+						t.Errorf("%s: Refund of 1 = %+v, %v; want N 1", key, d, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	reqs.Go(func() { // all-or-nothing batches over both bounce keys
+		out := make([]spigot.Decision, bounces)
+		for range cycles {
+			for _, action := range []spigot.Action{spigot.Take, spigot.Refund} {
+				ops := []spigot.Op{
+					{Limit: bounce, Key: "bounce0", Action: action, N: 1},
+					{Limit: bounce, Key: "bounce1", Action: action, N: 1},
+				}
+				if err := s.DoMulti(ctx, spigot.AllOrNothing, ops, out); err != nil || out[0].N != 1 || out[1].N != 1 {
+					t.Errorf("a batch of %v: %+v, %v; want N 1 for each op", action, out, err)
+					return
+				}
+			}
+		}
+	})
+	var done atomic.Bool
+	for g := range 2 { // keys that come and go, beyond the cap
+		bg.Go(func() {
+			for i := 0; !done.Load(); i++ {
+				k := ip(g<<16 | i%5000)
+				for _, op := range []spigot.Op{
+					{Limit: churn, Key: k, N: 1},
+					{Limit: churn, Key: k, Action: spigot.Reset},
+				} {
+					if _, err := s.Do(ctx, op); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	bg.Go(func() {
+		// Past the time a full key is kept, 100 times at most: under an
+		// hour in all, so that b and bounce refill no whole token.
+		for i := 0; i < 100 && !done.Load(); i++ {
+			clk.Advance(time.Duration(keepFull+1e6) * time.Microsecond)
+			s.Sweep()
+			s.Len()
+		}
+	})
+	reqs.Wait()
+	done.Store(true)
+	bg.Wait()
+	if n := s.Evictions(); n != 0 {
+		t.Fatalf("%d keys evicted before they were full: the test needs a full key in every sample", n)
+	}
+	for k := range admitted {
+		if got := admitted[k].Load(); got != capacity {
+			t.Errorf("kept%d: %d of %d requests admitted, want %d", k, got, takers*rounds, capacity)
+		}
+	}
+	for k := range bounces {
+		if d := peek(t, s, bounce, "bounce"+strconv.Itoa(k), 0); d.Remaining != bouncers+1 {
+			t.Errorf("bounce%d: Remaining = %d, want %d (every Take refunded)", k, d.Remaining, bouncers+1)
+		}
+	}
+}
