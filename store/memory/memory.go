@@ -27,7 +27,6 @@ import (
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -56,9 +55,6 @@ const (
 	stripes = 4
 	// minSlots is the size of a shard's smallest table.
 	minSlots = 8
-	// spins is how many times a request reads a locked entry's lock
-	// before it yields its thread at each read.
-	spins = 64
 	// keepFull is how long, in µs, a key whose limit is full again keeps
 	// its memory for reuse before a shard that grows gives it back.
 	keepFull = int64(10 * time.Second / time.Microsecond)
@@ -148,52 +144,38 @@ func (t *table) find(h uint64) *entry {
 
 // An entry is the state of one key of one token or leaky bucket, compact:
 // the fields of spigot.State that such a state uses, with its Kind in the
-// sign of scale, and its id, which never changes, in a pointer and a
-// length. lk is its lock: the fields after it are read and written only
-// under it.
+// sign of scale. Its id, the bucket's name, ':' and the key, follows it in
+// the same allocation (see newEntry). mu guards the fields after it.
 type entry struct {
-	idp    *byte  // the bucket's name, ':' and the key
-	idn    uint32 // the id's length
-	lk     atomic.Uint32
+	mu     sync.Mutex
+	idn    uint32 // the id's length, which never changes
+	dead   bool   // removed from its table
 	stamp  int64
 	fullAt int64 // for the zero State, the instant it became so
 	tokens int64
 	scale  int64 // a TokenBucket's Scale, a LeakyBucket's negated, or 0 for the zero State
 }
 
-// The states of an entry's lock.
-const (
-	unlocked = iota
-	locked
-	dead // removed from its table: never unlocked again
-)
+// entrySize is the size of an entry, and where its id starts.
+const entrySize = unsafe.Sizeof(entry{})
 
-// lock locks e and reports true, or reports false if e is dead. A lock is
-// held only for a few field copies and an Apply, so a request spins for
-// it, yielding its thread after the first tries.
+// lock locks e and reports true, or reports false if e is dead.
 func (e *entry) lock() bool {
-	if e.lk.CompareAndSwap(unlocked, locked) {
-		return true
+	e.mu.Lock()
+	if e.dead {
+		e.mu.Unlock()
+		return false
 	}
-	for i := 0; ; i++ {
-		switch e.lk.Load() {
-		case unlocked:
-			if e.lk.CompareAndSwap(unlocked, locked) {
-				return true
-			}
-		case dead:
-			return false
-		}
-		if i >= spins {
-			runtime.Gosched()
-		}
-	}
+	return true
 }
 
-func (e *entry) unlock() { e.lk.Store(unlocked) }
+func (e *entry) unlock() { e.mu.Unlock() }
 
-// kill marks e, locked, dead.
-func (e *entry) kill() { e.lk.Store(dead) }
+// kill marks e, locked, dead, and unlocks it.
+func (e *entry) kill() {
+	e.dead = true
+	e.mu.Unlock()
+}
 
 // A slowEntry is the state of a key that no entry holds.
 type slowEntry struct {
@@ -311,7 +293,9 @@ func le64(s string) uint64 {
 }
 
 // id returns e's id: the bucket's name, ':' and the key.
-func (e *entry) id() string { return unsafe.String(e.idp, e.idn) }
+func (e *entry) id() string {
+	return unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(e), entrySize)), e.idn)
+}
 
 // is reports whether e holds key in bucket.
 func (e *entry) is(name, key string) bool {
@@ -604,41 +588,21 @@ func (sh *shard) resize(tab *table) *table {
 	return nt
 }
 
-// newEntry returns an entry for key in bucket name. Its id, the name, ':'
-// and a copy of the key (so that holding it cannot pin a larger string the
-// key was cut from, such as a request line), shares the entry's allocation
-// when it is short: one allocation, and one cache line to read for a
-// lookup.
+// newEntry returns an entry for key in bucket name, with its id: the
+// name, ':' and a copy of the key (so that holding it cannot pin a larger
+// string the key was cut from, such as a request line). An entry holds no
+// pointer, so the entry and its id are one allocation of words, which the
+// garbage collector does not scan, and one cache line to read for a
+// lookup when the id is short.
 func newEntry(name, key string) *entry {
 	n := len(name) + 1 + len(key)
-	var e *entry
-	var id []byte
-	switch {
-	case n <= 16:
-		x := new(struct {
-			entry
-			id [16]byte
-		})
-		e, id = &x.entry, x.id[:n]
-	case n <= 32:
-		x := new(struct {
-			entry
-			id [32]byte
-		})
-		e, id = &x.entry, x.id[:n]
-	case n <= 48:
-		x := new(struct {
-			entry
-			id [48]byte
-		})
-		e, id = &x.entry, x.id[:n]
-	default:
-		e, id = new(entry), make([]byte, n)
-	}
+	words := make([]uint64, (int(entrySize)+n+7)/8)
+	e := (*entry)(unsafe.Pointer(&words[0]))
+	id := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(e), entrySize)), n)
 	copy(id, name)
 	id[len(name)] = ':'
 	copy(id[len(name)+1:], key)
-	e.idp, e.idn = &id[0], uint32(n) // never written again
+	e.idn = uint32(n) // never written again
 	return e
 }
 
@@ -679,13 +643,26 @@ func (sh *shard) evict(t int64) {
 		return i == 0 || full && !vfull || full == vfull && at < vat
 	}
 	sh.tab.Load().entries(rand.Uint64(), func(h uint64, e *entry) bool {
-		if full, at := e.fullLocked(t); better(full, at) {
-			victim, vh, vfull, vat = e, h, full, at
+		e.lock()
+		full, at := e.full(t)
+		if full {
+			// None is better: removed at once, still full.
+			sh.remove(h, e)
+			victim, vfull = nil, true
+			return false
+		}
+		e.unlock()
+		if better(full, at) {
+			victim, vh, vat = e, h, at
 		}
 		i++
-		return !vfull && i < sample
+		return i < sample
 	})
-	if !vfull && i < sample {
+	if vfull {
+		sh.n--
+		return
+	}
+	if i < sample {
 	slow:
 		for name, keys := range sh.slow {
 			for key, e := range keys {
@@ -700,8 +677,8 @@ func (sh *shard) evict(t int64) {
 	}
 	switch {
 	case victim != nil:
-		// The victim may have been taken from since it was sampled: it
-		// counts as evicted if it is not full now.
+		// Requests may have changed it since it was sampled: it counts as
+		// evicted if it is not full now.
 		victim.lock()
 		vfull, _ = victim.full(t)
 		sh.remove(vh, victim)

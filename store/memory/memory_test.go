@@ -1119,7 +1119,7 @@ func TestKeyCopied(t *testing.T) {
 	if e == nil || e.id() != "b:"+key {
 		t.Fatal("the key is not held")
 	}
-	if p, l := uintptr(unsafe.Pointer(e.idp)), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
+	if p, l := uintptr(unsafe.Pointer(unsafe.StringData(e.id()))), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
 		t.Error("the store holds the caller's string, not a copy")
 	}
 }
