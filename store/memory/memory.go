@@ -74,6 +74,9 @@ type Store struct {
 	mask    uint64
 	shards  []shard
 	maxKeys int
+	// sameHash, when not 0, is the hash of every key: for tests of keys
+	// whose hashes collide, which real hashes make too rare to meet.
+	sameHash uint64
 }
 
 // A shard holds the keys whose hash selects it.
@@ -259,6 +262,9 @@ func (s *Store) now() (time.Time, int64) {
 // that differ in the middle can, share a hash for every key: the second
 // of them a key uses is held apart, as a collision is.
 func (s *Store) hash(name, key string) uint64 {
+	if s.sameHash != 0 {
+		return s.sameHash
+	}
 	return maphash.String(s.seed, key) ^ mix(name)
 }
 
@@ -369,15 +375,11 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
-	name := op.Limit.Name()
-	return s.do(s.hash(name, op.Key), name, &op)
-}
-
-// do is Do for op, of hash h, in bucket name. It holds the common case, a
-// token or leaky bucket's key with an entry, so that its frame stays
-// small; doSlow does the rest.
-func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error) {
+	// The common case, a token or leaky bucket's key with an entry, is
+	// here, so that its frame stays small; doSlow does the rest.
 	now, t := s.now()
+	name := op.Limit.Name()
+	h := s.hash(name, op.Key)
 	sh := &s.shards[h&s.mask]
 	for {
 		e := sh.tab.Load().find(h)
@@ -397,12 +399,12 @@ func (s *Store) do(h uint64, name string, op *spigot.Op) (spigot.Decision, error
 		// A state that e cannot hold (a bucket's name reused for a window):
 		// doSlow applies the op again to move it, under sh.mu locked.
 		e.unlock()
-		return s.doSlow(sh, h, name, op, now, t, true)
+		return s.doSlow(sh, h, name, &op, now, t, true)
 	}
-	return s.doSlow(sh, h, name, op, now, t, false)
+	return s.doSlow(sh, h, name, &op, now, t, false)
 }
 
-// doSlow is do for a key without an entry of its own, or whose entry
+// doSlow is Do for a key without an entry of its own, or whose entry
 // cannot hold its new state (moving).
 func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time.Time, t int64, moving bool) (spigot.Decision, error) {
 	if !moving {

@@ -973,13 +973,10 @@ func TestHashCollision(t *testing.T) {
 	other := spigot.MustBucket("other", 5, spigot.PerSecond(1))
 	s, clk := newStore(t)
 	const h = 42
+	s.sameHash = h
 	doAt := func(op spigot.Op) spigot.Decision {
 		t.Helper()
-		d, err := s.do(h, op.Limit.Name(), &op)
-		if err != nil {
-			t.Fatalf("Do(%v): %v", op, err)
-		}
-		return d
+		return do(t, s, op)
 	}
 	type key struct {
 		b   spigot.Limit
