@@ -1,11 +1,13 @@
 // Package memory is an in-process spigot.Store: the fastest store, for a
 // single replica, for tests, and as the local side of store/hybrid.
 //
-// It runs spigot's model (spigot.Op.Apply) on a sharded map. A request
-// finds its key under a shared lock, and holds one of a few locks of its
-// shard only for the arithmetic, so parallel callers on different keys
-// rarely contend, and callers on one key contend only for that. An operation on a key
-// that has state, or had it in the last ten seconds, allocates nothing
+// It runs spigot's model (spigot.Op.Apply) on sharded hash tables. A
+// request on a token or leaky bucket's key that the store holds finds it
+// without taking a lock, and holds only that key's own lock, for the
+// arithmetic: callers on different keys do not wait for each other, and
+// callers on one key wait only for that. The other kinds of limit, and a
+// key being added, also take a lock of the key's shard. An operation on a
+// key that has state, or had it in the last ten seconds, allocates nothing
 // (but for a sliding log whose log outgrows its array).
 //
 // A key's state stops counting once its limit is whole again
@@ -96,7 +98,8 @@ type Store struct {
 // key under mu read-locked and changes its state under one of locks,
 // chosen by the hash, as well. Adding or removing a key, and whatever
 // reads every key (Len, Sweep, Evictions, an all-or-nothing DoMulti),
-// take mu locked, which excludes the others.
+// take mu locked, which excludes the others, and lock each entry they
+// read or change.
 type shard struct {
 	// What a request reads, alone on its cache line, which only a table
 	// that is replaced writes.
@@ -119,7 +122,7 @@ type shard struct {
 // (a nil entry, which ends a probe), holds an entry and its hash, or held
 // one that was removed (the entry removed, which a probe passes).
 type table struct {
-	slots []slot // a power of two of them, never more than 3/4 used
+	slots []slot // a power of two of them, never more than 7/8 used
 }
 
 type slot struct {
@@ -507,7 +510,7 @@ func (sh *shard) insert(h uint64, name, key string, st *spigot.State, t int64) {
 		sh.sweep(t, t-keepFull)
 	}
 	sh.n++
-	if sh.tab.Load().find(h) == nil && len(name)+1+len(key) <= math.MaxUint32 {
+	if sh.tab.Load().find(h) == nil && uint64(len(name))+1+uint64(len(key)) <= math.MaxUint32 {
 		e := newEntry(name, key)
 		if e.set(st, t) {
 			sh.add(h, e)
@@ -518,10 +521,10 @@ func (sh *shard) insert(h uint64, name, key string, st *spigot.State, t int64) {
 }
 
 // add puts e, which no request can see yet, in tab under hash h, which no
-// entry of tab has, in a new table if tab would be more than 3/4 used.
+// entry of tab has, in a new table if tab would be more than 7/8 used.
 func (sh *shard) add(h uint64, e *entry) {
 	tab := sh.tab.Load()
-	if 4*(sh.used+1) > 3*len(tab.slots) {
+	if 8*(sh.used+1) > 7*len(tab.slots) {
 		tab = sh.resize(tab)
 	}
 	mask := uint64(len(tab.slots) - 1)
