@@ -84,9 +84,13 @@ type benchClient struct {
 //     script with the same key and arguments, built once: the store's own
 //     cost is the difference;
 //   - evalsha-noop-script: the same, of bench.NoopScript: the client's own cost,
-//     the server doing next to nothing.
+//     the server doing next to nothing;
+//   - spigot-cancelable, evalsha-spigot-script-cancelable: spigot and
+//     evalsha-spigot-script on a context that can be cancelled, as a
+//     request's is (and as spigot bench's is), where the others have
+//     context.Background.
 //
-// The three calls of one configuration run one after the other, so that
+// The calls of one configuration run one after the other, so that
 // the load of other processes changes little between them. A
 // configuration is one goroutine on one key (latency), or 64 or 256
 // goroutines on one hot key or on manyKeys keys. Every key holds state
@@ -140,6 +144,8 @@ func BenchmarkRedisStores(b *testing.B) {
 					{"spigot-group-commit", acquireCall(c.grouped, keys)},
 					{"evalsha-spigot-script", c.raw(wire.SHA1())},
 					{"evalsha-noop-script", c.raw(bench.NoopSHA1)},
+					{"spigot-cancelable", cancelable(b, acquireCall(c.ungrouped, keys))},
+					{"evalsha-spigot-script-cancelable", cancelable(b, c.raw(wire.SHA1()))},
 				}
 				for _, cf := range configs {
 					name := fmt.Sprintf("client=%s/goroutines=%d/keys=%d", c.name, cf.goroutines, cf.keys)
@@ -329,6 +335,16 @@ func (rk *redisKinds) bench(b *testing.B, m *meter, l spigot.Limit, p, goroutine
 		return err
 	}, p, goroutines, nkeys)
 	reportOther(b, l, allowed, int(rk.other.Load()), b.N)
+}
+
+// cancelable returns call on a context that can be cancelled (and never
+// is), as a request's context is, in place of the benchmark's
+// context.Background: a store may take another path for a call whose
+// context can end (see store/valkey's doc).
+func cancelable(tb testing.TB, call benchCall) benchCall {
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	return func(_ context.Context, i int) error { return call(ctx, i) }
 }
 
 // acquireCall returns the call of the stores' benchmarks: s's Acquire of

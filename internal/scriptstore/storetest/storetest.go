@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -139,6 +140,61 @@ func Run(t *testing.T, h Harness) {
 	t.Run("PeekOnReplica", func(t *testing.T) { peekOnReplica(t, h) })
 	t.Run("UnreadableState", func(t *testing.T) { unreadableState(t, h) })
 	t.Run("GroupCommit", func(t *testing.T) { groupCommit(t, h) })
+	t.Run("ConcurrentKeys", func(t *testing.T) { concurrentKeys(t, h) })
+}
+
+// concurrentKeys: many goroutines, each on keys of its own (short, long,
+// with a '{'), some calls on a context that can end and some not, charge
+// each key exactly its own requests, and the server holds exactly those
+// keys: no call's key is sent in another's place.
+func concurrentKeys(t *testing.T, h Harness) {
+	srv := testserver.Start(t, h.Kind)
+	const prefix = "names:"
+	s := h.Dial(t, srv.Addr, Options{}).Store(nil, prefix)
+	const goroutines, perGoroutine, capacity = 32, 6, 100
+	b := spigot.MustBucket("names", capacity, spigot.Per(1, 24*time.Hour))
+	// key returns goroutine g's i-th key, which gets i+1 Takes.
+	key := func(g, i int) string {
+		switch i % 3 {
+		case 0:
+			return fmt.Sprintf("%s-%d-%d", strings.Repeat("long", 40), g, i)
+		case 1:
+			return fmt.Sprintf("{g%d}-%d", g, i)
+		}
+		return fmt.Sprintf("g%d-%d", g, i)
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for round := range perGoroutine {
+				ctx := context.Background()
+				if (g+round)%2 == 1 {
+					ctx = t.Context() // one that can end
+				}
+				for i := round; i < perGoroutine; i++ { // key i, round 0 to i
+					k := key(g, i)
+					if _, err := s.Do(ctx, spigot.Op{Limit: b, Key: k, N: 1}); err != nil {
+						t.Errorf("Take(%q): %v", k, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for g := range goroutines {
+		for i := range perGoroutine {
+			k := key(g, i)
+			d, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: k, Action: spigot.Peek})
+			if want := int64(capacity - i - 1); err != nil || d.Remaining != want {
+				t.Errorf("Peek(%q) = %+v, %v; want Remaining %d (%d Takes)", k, d, err, want, i+1)
+			}
+		}
+	}
+	n, err := srv.Do("EVAL", "return #redis.call('KEYS', ARGV[1])", "0", prefix+"*")
+	if want := strconv.Itoa(goroutines * perGoroutine); err != nil || n != want {
+		t.Errorf("the server holds %s keys named %s*, %v; want %s", n, prefix, err, want)
+	}
 }
 
 // eachKind runs f on a server of each kind, in a subtest named after it.
