@@ -1,0 +1,328 @@
+package lease_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/countstore"
+	"github.com/spigot-go/spigot/store/lease"
+	"github.com/spigot-go/spigot/store/memory"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// setup returns a remote memory store that counts its calls, and a lease
+// Store on it, both on clk.
+func setup(t *testing.T, clk *clocktest.Clock, opts ...lease.Option) (*countstore.Store, *lease.Store) {
+	t.Helper()
+	remote := countstore.New(memory.New(memory.WithClock(clk)))
+	s := lease.New(remote, append([]lease.Option{lease.WithClock(clk)}, opts...)...)
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return remote, s
+}
+
+func take(t *testing.T, s spigot.Store, l spigot.Limit, key string, n int64) spigot.Decision {
+	t.Helper()
+	d, err := s.Do(context.Background(), spigot.Op{Limit: l, Key: key, Action: spigot.Take, N: n})
+	if err != nil {
+		t.Fatalf("Take(%q, %d): %v", key, n, err)
+	}
+	return d
+}
+
+func peek(t *testing.T, s spigot.Store, l spigot.Limit, key string) spigot.Decision {
+	t.Helper()
+	d, err := s.Do(context.Background(), spigot.Op{Limit: l, Key: key, Action: spigot.Peek})
+	if err != nil {
+		t.Fatalf("Peek(%q): %v", key, err)
+	}
+	return d
+}
+
+// TestBusyKeyFromLeases: a key taken from one token at a time, 10µs apart,
+// is decided mostly from leases: at least 10× fewer remote calls than
+// requests, and the bucket's capacity is admitted exactly, no more.
+func TestBusyKeyFromLeases(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	b := spigot.MustBucket("busy", 10_000, spigot.Per(1, time.Hour))
+	admitted := 0
+	for range 10_001 {
+		if take(t, s, b, "k", 1).Allowed() {
+			admitted++
+		}
+		clk.Advance(10 * time.Microsecond)
+	}
+	if admitted != 10_000 {
+		t.Errorf("admitted %d of 10 001; want exactly the capacity, 10 000", admitted)
+	}
+	if calls := remote.Calls(); calls*10 > 10_001 {
+		t.Errorf("%d remote calls for 10 001 requests; want at most a tenth", calls)
+	}
+	d := take(t, s, b, "k", 1)
+	if d.Allowed() || d.RetryAfter <= 0 || d.RetryAfter > time.Hour {
+		t.Errorf("Take past the capacity = %+v; want denied, with the remote's RetryAfter (under an hour)", d)
+	}
+}
+
+// TestFirstRequestTakesNoLease: a key seen once costs one remote call and
+// takes nothing beyond its cost.
+func TestFirstRequestTakesNoLease(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	b := spigot.MustBucket("once", 100, spigot.Per(1, time.Hour))
+	d := take(t, s, b, "k", 3)
+	if !d.Allowed() || d.N != 3 || d.Remaining != 97 {
+		t.Errorf("first Take(3) = %+v; want allowed, N 3, Remaining 97", d)
+	}
+	if got := peek(t, remote, b, "k").Remaining; got != 97 {
+		t.Errorf("the remote holds %d; want 97: no lease beyond the cost", got)
+	}
+}
+
+// TestNeverAboveTheLimit: three lease Stores share one remote, with 8
+// goroutines each taking random costs while the clock moves; together they
+// admit no more than capacity + rate × elapsed, and after Close every
+// unspent token is back: the remote holds what was not admitted.
+func TestNeverAboveTheLimit(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote := memory.New(memory.WithClock(clk))
+	const capacity, perSecond = 500, 1000
+	b := spigot.MustBucket("shared", capacity, spigot.Per(perSecond, time.Second))
+	stores := make([]*lease.Store, 3)
+	for i := range stores {
+		stores[i] = lease.New(remote, lease.WithClock(clk))
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for g := range 24 {
+		s := stores[g%len(stores)]
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := 1 + rng.Int64N(3)
+				d, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "hot", N: n})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed() {
+					if d.N != n {
+						t.Errorf("admitted %+v for a Take of %d", d, n)
+					}
+					admitted.Add(d.N)
+				}
+			}
+		})
+	}
+	const steps, step = 2000, 100 * time.Microsecond
+	for range steps {
+		clk.Advance(step)
+	}
+	close(stop)
+	wg.Wait()
+	elapsed := steps * step
+	limit := capacity + int64(perSecond*elapsed/time.Second)
+	if got := admitted.Load(); got > limit {
+		t.Errorf("the three Stores admitted %d tokens in %v; want at most capacity + rate × elapsed = %d", got, elapsed, limit)
+	} else {
+		t.Logf("admitted %d of at most %d", got, limit)
+	}
+	for _, s := range stores {
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every token still out in a lease is back: with the remote never
+	// full (demand exceeds the rate), what it holds is exactly what the
+	// Stores did not admit.
+	if rem := peek(t, remote, b, "hot").Remaining; rem+admitted.Load() > limit {
+		t.Errorf("after Close the remote holds %d and %d were admitted: %d, more than %d", rem, admitted.Load(), rem+admitted.Load(), limit)
+	}
+}
+
+// TestIdleLeaseGoesBack: a lease unused for WithIdle goes back to the
+// remote at the next Sweep, and the key is forgotten.
+func TestIdleLeaseGoesBack(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk, lease.WithIdle(time.Second))
+	b := spigot.MustBucket("idle", 1000, spigot.Per(1, time.Hour))
+	for range 50 {
+		take(t, s, b, "k", 1)
+		clk.Advance(time.Microsecond)
+	}
+	held := peek(t, s, b, "k").Remaining - peek(t, remote, b, "k").Remaining
+	if held <= 0 {
+		t.Fatalf("the Store holds a lease of %d after 50 busy requests; want some", held)
+	}
+	clk.Advance(999 * time.Millisecond)
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := peek(t, remote, b, "k").Remaining; got != 950-held {
+		t.Errorf("before WithIdle, the remote holds %d; want %d (the lease kept)", got, 950-held)
+	}
+	clk.Advance(time.Millisecond)
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := peek(t, remote, b, "k").Remaining; got != 950 {
+		t.Errorf("after WithIdle and a Sweep, the remote holds %d; want 950 (the lease back)", got)
+	}
+	if got := peek(t, s, b, "k").Remaining; got != 950 {
+		t.Errorf("the Store's Peek says %d; want 950", got)
+	}
+}
+
+// TestCloseGivesBack: Close refunds every lease, and the Store then goes
+// to the remote for everything.
+func TestCloseGivesBack(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	b := spigot.MustBucket("close", 1000, spigot.Per(1, time.Hour))
+	for _, key := range []string{"a", "b"} {
+		for range 30 {
+			take(t, s, b, key, 1)
+			clk.Advance(time.Microsecond)
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a", "b"} {
+		if got := peek(t, remote, b, key).Remaining; got != 970 {
+			t.Errorf("key %s: after Close the remote holds %d; want 970", key, got)
+		}
+	}
+	before := remote.Calls()
+	take(t, s, b, "a", 1)
+	take(t, s, b, "a", 1)
+	if got := remote.Calls() - before; got != 2 {
+		t.Errorf("after Close, 2 Takes made %d remote calls; want 2", got)
+	}
+}
+
+// TestResetDropsLease: a Reset drops the key's lease without giving it back
+// (the limit is full again), so the Store admits no more than the capacity
+// after it.
+func TestResetDropsLease(t *testing.T) {
+	clk := clocktest.New(t0)
+	_, s := setup(t, clk)
+	b := spigot.MustBucket("reset", 100, spigot.Per(1, time.Hour))
+	for range 40 {
+		take(t, s, b, "k", 1)
+		clk.Advance(time.Microsecond)
+	}
+	if _, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "k", Action: spigot.Reset}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := 0
+	for range 150 {
+		if take(t, s, b, "k", 1).Allowed() {
+			admitted++
+		}
+		clk.Advance(time.Microsecond)
+	}
+	if admitted != 100 {
+		t.Errorf("after Reset, %d admitted; want the capacity, 100", admitted)
+	}
+}
+
+// TestDenialRetryAfter: a Take that the lease holds part of is denied with
+// the RetryAfter of what it lacks, as the remote tells it.
+func TestDenialRetryAfter(t *testing.T) {
+	clk := clocktest.New(t0)
+	_, s := setup(t, clk)
+	b := spigot.MustBucket("retry", 10, spigot.Per(1, time.Second))
+	if d := take(t, s, b, "k", 8); !d.Allowed() {
+		t.Fatalf("Take(8) of 10 = %+v; want allowed", d)
+	}
+	d := take(t, s, b, "k", 5) // 2 there, 3 lacking
+	if d.Allowed() || d.RetryAfter != 3*time.Second {
+		t.Errorf("Take(5) with 2 left = %+v; want denied, RetryAfter 3s", d)
+	}
+	clk.Advance(3 * time.Second)
+	if d := take(t, s, b, "k", 5); !d.Allowed() {
+		t.Errorf("Take(5) after the RetryAfter = %+v; want allowed", d)
+	}
+}
+
+// TestOtherKindsPassThrough: a fixed window's ops go to the remote as they
+// are, one call each.
+func TestOtherKindsPassThrough(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	w, err := spigot.NewFixedWindow("window", spigot.Per(5, time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		d := take(t, s, w, "k", 1)
+		if d.Allowed() != (i < 5) {
+			t.Errorf("Take %d = %+v; want allowed %v", i+1, d, i < 5)
+		}
+		clk.Advance(time.Microsecond)
+	}
+	if got := remote.Calls(); got != 7 {
+		t.Errorf("7 Takes on a fixed window made %d remote calls; want 7", got)
+	}
+}
+
+// TestAllOrNothing: a batch the leases hold is applied from them with no
+// remote call; one they do not hold goes to the remote, all or nothing.
+func TestAllOrNothing(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	a := spigot.MustBucket("a", 1000, spigot.Per(1, time.Hour))
+	b := spigot.MustBucket("b", 2, spigot.Per(1, time.Hour))
+	for range 40 {
+		take(t, s, a, "k", 1)
+		clk.Advance(time.Microsecond)
+	}
+	ops := []spigot.Op{{Limit: a, Key: "k", N: 1}, {Limit: a, Key: "k", N: 1}}
+	out := make([]spigot.Decision, 2)
+	before := remote.Calls()
+	if err := s.DoMulti(context.Background(), spigot.AllOrNothing, ops, out); err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Allowed() || !out[1].Allowed() || remote.Calls() != before {
+		t.Errorf("a batch the lease holds = %+v with %d remote calls; want both allowed, no call", out, remote.Calls()-before)
+	}
+	// b holds 2: a batch of 1 of a and 3 of b is denied whole.
+	ops = []spigot.Op{{Limit: a, Key: "k", N: 1}, {Limit: b, Key: "k", N: 3}}
+	rem := peek(t, s, a, "k").Remaining
+	if err := s.DoMulti(context.Background(), spigot.AllOrNothing, ops, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[0].N != 0 || out[1].Allowed() {
+		t.Errorf("a batch b cannot hold = %+v; want nothing taken", out)
+	}
+	if got := peek(t, s, a, "k").Remaining; got != rem {
+		t.Errorf("a's Remaining went from %d to %d after a denied batch; want unchanged", rem, got)
+	}
+}
+
+// TestInvalidOp: an invalid op is the model's error, and changes nothing.
+func TestInvalidOp(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	b := spigot.MustBucket("bad", 10, spigot.Per(1, time.Hour))
+	if _, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "k", N: -1}); err == nil {
+		t.Error("Take(-1) gave no error")
+	}
+	if remote.Calls() != 0 {
+		t.Errorf("an invalid op made %d remote calls; want 0", remote.Calls())
+	}
+}
