@@ -19,10 +19,12 @@
 // # Lease sizes
 //
 // A key's first request takes no lease: it is a remote call, as without
-// the Store. After that, a key whose lease was spent within WithInterval of
-// being taken gets one twice as large plus one the next time, and one
-// spent more slowly half as large: a lease lasts about an interval of the
-// key's traffic. A lease is never more than a sixteenth of the limit's
+// the Store. After that, a key whose lease was spent within WithInterval
+// (plus twice the time the remote took to answer) of being taken gets one
+// twice as large plus one the next time, and one spent more slowly half as
+// large: a lease lasts about an interval of the key's traffic. While a key
+// with no lease asks the remote, the key's other requests go to the remote
+// as they are, and while it asks for a lease, they wait for it. A lease is never more than a sixteenth of the limit's
 // capacity, nor more than a quarter of what the remote last said it held,
 // so that a key near its limit is decided almost centrally. At any instant
 // at most (replicas × the largest lease) tokens sit unspent in leases: the
@@ -115,6 +117,7 @@ type lease struct {
 	tokens  int64         // unspent
 	size    int64         // the next lease, beyond a request's own cost
 	takenAt time.Time     // when the last lease was taken
+	rtt     time.Duration // how long the remote took to answer the last fill
 	usedAt  time.Time     // the last request
 	filling chan struct{} // closed when the remote call in flight for this key returns; nil if none
 	dead    bool          // given back and forgotten: look the key up again
@@ -134,8 +137,8 @@ type Option func(*Store)
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithInterval sets how long a lease should last on a busy key (10ms by
-// default): a lease spent faster than this doubles, one spent slower
-// halves.
+// default), beyond the remote's round trips: a lease spent faster than
+// this doubles, one spent slower halves.
 func WithInterval(d time.Duration) Option { return func(s *Store) { s.interval = d } }
 
 // WithIdle sets how long a key goes without a request before its unspent
@@ -293,9 +296,21 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			l.mu.Unlock()
 			return d, nil
 		}
+		if w := l.filling; w != nil && l.size == 0 {
+			// Another request on the key is asking the remote, for no
+			// more than its own cost (a key new or near its limit): this
+			// one goes to the remote as it is, as without the Store.
+			held := l.tokens
+			l.mu.Unlock()
+			d, err := s.remote.Do(ctx, op)
+			if err == nil {
+				d.Remaining += held
+			}
+			return d, err
+		}
 		if w := l.filling; w != nil {
-			// Another request on the key is asking the remote: its answer
-			// may hold this one too.
+			// Another request on the key is asking the remote for a
+			// lease, which may hold this one too.
 			l.mu.Unlock()
 			select {
 			case <-w:
@@ -338,7 +353,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	// The lease grows when the last one went within an interval.
 	switch {
 	case l.takenAt.IsZero():
-	case now.Sub(l.takenAt) <= s.interval:
+	case now.Sub(l.takenAt) <= s.interval+2*l.rtt:
 		l.size = 2*l.size + 1
 	default:
 		l.size /= 2
@@ -356,6 +371,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	d, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.TakeUpTo, N: want})
 
 	l.mu.Lock()
+	l.rtt = s.clock.Now().Sub(now)
 	if err == nil {
 		d, err = s.filled(ctx, l, op, now, d)
 	}
