@@ -289,10 +289,9 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		}
 		now := s.clock.Now()
 		l.usedAt = now
-		if l.tokens >= op.N || op.Action == spigot.TakeUpTo && l.tokens > 0 && l.filling == nil {
-			n := min(op.N, l.tokens)
-			l.tokens -= n
-			d := l.local(n, now)
+		if l.tokens >= op.N { // a TakeUpTo the lease holds only in part asks the remote for the rest
+			l.tokens -= op.N
+			d := l.local(op.N, now)
 			l.mu.Unlock()
 			return d, nil
 		}

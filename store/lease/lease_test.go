@@ -326,3 +326,28 @@ func TestInvalidOp(t *testing.T) {
 		t.Errorf("an invalid op made %d remote calls; want 0", remote.Calls())
 	}
 }
+
+// TestTakeUpToTakesAll: a TakeUpTo larger than the lease takes the lease
+// and all the remote holds, as the limit would without leases.
+func TestTakeUpToTakesAll(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	b := spigot.MustBucket("upto", 1000, spigot.Per(1, time.Hour))
+	for range 40 {
+		take(t, s, b, "k", 1)
+		clk.Advance(time.Microsecond)
+	}
+	if held := peek(t, s, b, "k").Remaining - peek(t, remote, b, "k").Remaining; held <= 0 {
+		t.Fatalf("no lease after 40 busy requests (held %d)", held)
+	}
+	d, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "k", Action: spigot.TakeUpTo, N: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.N != 960 || d.Remaining != 0 {
+		t.Errorf("TakeUpTo(5000) with 960 left = %+v; want N 960, Remaining 0", d)
+	}
+	if d := take(t, s, b, "k", 1); d.Allowed() {
+		t.Errorf("Take after taking everything = %+v; want denied", d)
+	}
+}
