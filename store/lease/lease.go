@@ -24,14 +24,18 @@
 // twice as large plus one the next time, and one spent more slowly half as
 // large: a lease lasts about an interval of the key's traffic. While a key
 // with no lease asks the remote, the key's other requests go to the remote
-// as they are, and while it asks for a lease, they wait for it. A lease is never more than a sixteenth of the limit's
-// capacity, nor more than a quarter of what the remote last said it held,
-// so that a key near its limit is decided almost centrally. At any instant
-// at most (replicas × the largest lease) tokens sit unspent in leases: the
-// most by which the limit's clients can be under-admitted.
+// as they are, and while it asks for a lease, they wait for it. A lease is
+// never more than a sixteenth of the limit's capacity, nor more than a
+// quarter of what the remote last said it held, so that a key near its
+// limit is decided almost centrally. At any instant at most (replicas × the
+// largest lease) tokens sit unspent in leases: the most by which the
+// limit's clients can be under-admitted.
 //
 // Unspent tokens go back to the remote (a Refund) once their key has had no
-// request for WithIdle, and all of them at Close.
+// request for WithIdle, or its lease was taken more than twice WithIdle
+// ago, and all of them at Close. The Store looks for such leases every
+// WithIdle/2, so a token sits unspent in a lease for at most about 2.5 ×
+// WithIdle.
 //
 // # Decisions
 //
@@ -57,7 +61,7 @@
 // Remaining is exact only for the replica that asked, at the remote's last
 // answer; another replica's leases are not seen. A client can be denied
 // while tokens sit in another replica's lease, by at most that lease, for
-// at most WithIdle. The conformance suite's cases of Remaining and
+// at most 2.5 × WithIdle. The conformance suite's cases of Remaining and
 // ResetAfter after local decisions therefore do not hold.
 package lease
 
@@ -541,16 +545,19 @@ func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
 }
 
 // Sweep gives back to the remote the unspent tokens of every key that has
-// had no request for WithIdle, and forgets those keys. The Store's own
+// had no request for WithIdle, and forgets those keys, and those of every
+// lease taken more than twice WithIdle ago. The Store's own
 // goroutine calls it every WithIdle/2; it is for tests on a fake clock, and
 // for callers that want it sooner.
 func (s *Store) Sweep(ctx context.Context) error {
-	return s.giveBack(ctx, s.clock.Now().Add(-s.idle))
+	now := s.clock.Now()
+	return s.giveBack(ctx, now.Add(-s.idle), now.Add(-2*s.idle))
 }
 
-// giveBack forgets the keys whose last request came at cutoff or before,
-// and refunds their unspent tokens.
-func (s *Store) giveBack(ctx context.Context, cutoff time.Time) error {
+// giveBack forgets the keys whose last request came at idle or before,
+// and refunds their unspent tokens and those of the leases taken at old or
+// before.
+func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 	type refund struct {
 		limit  spigot.Limit
 		key    string
@@ -562,13 +569,18 @@ func (s *Store) giveBack(ctx context.Context, cutoff time.Time) error {
 		sh.mu.Lock()
 		for k, l := range sh.leases {
 			l.mu.Lock()
-			if l.filling == nil && !l.usedAt.After(cutoff) {
+			switch {
+			case l.filling != nil:
+			case !l.usedAt.After(idle):
 				if l.tokens > 0 {
 					refunds = append(refunds, refund{k.limit, k.key, l.tokens})
 				}
 				l.tokens, l.dead = 0, true
 				delete(sh.leases, k)
 				s.keys.Add(-1)
+			case l.tokens > 0 && !l.takenAt.After(old):
+				refunds = append(refunds, refund{k.limit, k.key, l.tokens})
+				l.tokens = 0
 			}
 			l.mu.Unlock()
 		}
@@ -590,5 +602,6 @@ func (s *Store) giveBack(ctx context.Context, cutoff time.Time) error {
 func (s *Store) Close(ctx context.Context) error {
 	s.closed.Do(func() { close(s.stop) })
 	<-s.done
-	return s.giveBack(ctx, time.Unix(1<<62, 0))
+	end := time.Unix(1<<62, 0)
+	return s.giveBack(ctx, end, end)
 }

@@ -351,3 +351,40 @@ func TestTakeUpToTakesAll(t *testing.T) {
 		t.Errorf("Take after taking everything = %+v; want denied", d)
 	}
 }
+
+// TestOldLeaseGoesBack: a lease taken more than twice WithIdle ago goes
+// back at the next Sweep even on a key still in use, which keeps its
+// place.
+func TestOldLeaseGoesBack(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk, lease.WithIdle(time.Second))
+	b := spigot.MustBucket("old", 1000, spigot.Per(1, time.Hour))
+	for range 50 {
+		take(t, s, b, "k", 1)
+		clk.Advance(time.Microsecond)
+	}
+	held := func() int64 { return peek(t, s, b, "k").Remaining - peek(t, remote, b, "k").Remaining }
+	if held() < 4 {
+		t.Fatalf("held %d after 50 busy requests; want a lease of at least 4", held())
+	}
+	for range 3 { // a request every 600ms, from the lease: the key is not idle
+		clk.Advance(600 * time.Millisecond)
+		take(t, s, b, "k", 1)
+	}
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h := held(); h == 0 {
+		t.Fatalf("the lease went back 1.8s after it was taken; want it kept until 2s")
+	}
+	clk.Advance(300 * time.Millisecond)
+	if err := s.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h := held(); h != 0 {
+		t.Errorf("2.1s after the lease was taken, the Store still holds %d; want 0 (given back)", h)
+	}
+	if got := peek(t, remote, b, "k").Remaining; got != 1000-53 {
+		t.Errorf("the remote holds %d; want %d: all but the 53 admitted", got, 1000-53)
+	}
+}
