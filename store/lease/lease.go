@@ -69,6 +69,7 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,12 +201,6 @@ func (s *Store) sweeper() {
 	}
 }
 
-// leased reports whether op is one a lease can decide: a Take of tokens
-// of a token bucket.
-func leased(op spigot.Op) bool {
-	return op.Limit.Kind() == spigot.TokenBucket && op.N > 0 && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo)
-}
-
 func (s *Store) shardOf(k leaseKey) *shard {
 	return &s.shards[maphash.String(s.seed, k.key)%shards]
 }
@@ -225,7 +220,7 @@ func (s *Store) find(k leaseKey) *lease {
 					sh.mu.Unlock()
 					return nil
 				}
-				k.key = clone(k.key)
+				k.key = strings.Clone(k.key) // not the larger string it may be cut from
 				l = &lease{}
 				sh.leases[k] = l
 				s.keys.Add(1)
@@ -239,8 +234,6 @@ func (s *Store) find(k leaseKey) *lease {
 		l.mu.Unlock()
 	}
 }
-
-func clone(s string) string { return string(append([]byte(nil), s...)) }
 
 // lookup returns k's lease, or nil.
 func (s *Store) lookup(k leaseKey) *lease {
@@ -456,10 +449,8 @@ func (s *Store) held(k leaseKey) int64 {
 // in its Remaining.
 func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
 	held := s.held(k)
-	if op.Action == spigot.Peek && held >= op.N {
-		op.N = 0 // the lease holds it: ask for the rest of the decision
-	} else if op.Action == spigot.Peek {
-		op.N -= held
+	if op.Action == spigot.Peek {
+		op.N -= min(held, op.N) // what the lease holds is not the remote's to tell
 	}
 	d, err := s.remote.Do(ctx, op)
 	if err != nil {
@@ -504,7 +495,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
 	ls := make([]*lease, len(ops))
 	for i, op := range ops {
-		if !leased(op) || op.Action != spigot.Take {
+		if op.Limit.Kind() != spigot.TokenBucket || op.Action != spigot.Take || op.N == 0 {
 			return false
 		}
 		if ls[i] = s.lookup(leaseKey{op.Limit, op.Key}); ls[i] == nil {

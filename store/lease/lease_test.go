@@ -388,3 +388,32 @@ func TestOldLeaseGoesBack(t *testing.T) {
 		t.Errorf("the remote holds %d; want %d: all but the 53 admitted", got, 1000-53)
 	}
 }
+
+// TestPeekCountsTheLease: a Peek the lease holds is allowed, one beyond
+// the lease and the remote is denied, and neither takes anything.
+func TestPeekCountsTheLease(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote, s := setup(t, clk)
+	b := spigot.MustBucket("peek", 100, spigot.Per(1, time.Hour))
+	for range 20 {
+		take(t, s, b, "k", 1)
+		clk.Advance(time.Microsecond)
+	}
+	remoteLeft := peek(t, remote, b, "k").Remaining
+	held := peek(t, s, b, "k").Remaining - remoteLeft
+	if held <= 0 {
+		t.Fatalf("no lease after 20 busy requests")
+	}
+	for _, c := range []struct {
+		n    int64
+		want bool
+	}{{held, true}, {held + remoteLeft, true}, {held + remoteLeft + 1, false}} {
+		d, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: c.n})
+		if err != nil || d.Allowed() != c.want || d.Remaining != 80 {
+			t.Errorf("Peek(%d) with %d leased and %d remote = %+v, %v; want allowed %v, Remaining 80", c.n, held, remoteLeft, d, err, c.want)
+		}
+	}
+	if got := peek(t, remote, b, "k").Remaining; got != remoteLeft {
+		t.Errorf("the Peeks moved the remote from %d to %d", remoteLeft, got)
+	}
+}
