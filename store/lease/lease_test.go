@@ -36,6 +36,16 @@ func take(t *testing.T, s spigot.Store, l spigot.Limit, key string, n int64) spi
 	return d
 }
 
+// busy sends n Takes of one token on key, 1µs apart, so that the Store
+// takes a lease on it.
+func busy(t *testing.T, s spigot.Store, clk *clocktest.Clock, l spigot.Limit, key string, n int) {
+	t.Helper()
+	for range n {
+		take(t, s, l, key, 1)
+		clk.Advance(time.Microsecond)
+	}
+}
+
 func peek(t *testing.T, s spigot.Store, l spigot.Limit, key string) spigot.Decision {
 	t.Helper()
 	d, err := s.Do(context.Background(), spigot.Op{Limit: l, Key: key, Action: spigot.Peek})
@@ -159,10 +169,7 @@ func TestIdleLeaseGoesBack(t *testing.T) {
 	clk := clocktest.New(t0)
 	remote, s := setup(t, clk, lease.WithIdle(time.Second))
 	b := spigot.MustBucket("idle", 1000, spigot.Per(1, time.Hour))
-	for range 50 {
-		take(t, s, b, "k", 1)
-		clk.Advance(time.Microsecond)
-	}
+	busy(t, s, clk, b, "k", 50)
 	held := peek(t, s, b, "k").Remaining - peek(t, remote, b, "k").Remaining
 	if held <= 0 {
 		t.Fatalf("the Store holds a lease of %d after 50 busy requests; want some", held)
@@ -193,10 +200,7 @@ func TestCloseGivesBack(t *testing.T) {
 	remote, s := setup(t, clk)
 	b := spigot.MustBucket("close", 1000, spigot.Per(1, time.Hour))
 	for _, key := range []string{"a", "b"} {
-		for range 30 {
-			take(t, s, b, key, 1)
-			clk.Advance(time.Microsecond)
-		}
+		busy(t, s, clk, b, key, 30)
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -221,10 +225,7 @@ func TestResetDropsLease(t *testing.T) {
 	clk := clocktest.New(t0)
 	_, s := setup(t, clk)
 	b := spigot.MustBucket("reset", 100, spigot.Per(1, time.Hour))
-	for range 40 {
-		take(t, s, b, "k", 1)
-		clk.Advance(time.Microsecond)
-	}
+	busy(t, s, clk, b, "k", 40)
 	if _, err := s.Do(context.Background(), spigot.Op{Limit: b, Key: "k", Action: spigot.Reset}); err != nil {
 		t.Fatal(err)
 	}
@@ -287,10 +288,7 @@ func TestAllOrNothing(t *testing.T) {
 	remote, s := setup(t, clk)
 	a := spigot.MustBucket("a", 1000, spigot.Per(1, time.Hour))
 	b := spigot.MustBucket("b", 2, spigot.Per(1, time.Hour))
-	for range 40 {
-		take(t, s, a, "k", 1)
-		clk.Advance(time.Microsecond)
-	}
+	busy(t, s, clk, a, "k", 40)
 	ops := []spigot.Op{{Limit: a, Key: "k", N: 1}, {Limit: a, Key: "k", N: 1}}
 	out := make([]spigot.Decision, 2)
 	before := remote.Calls()
@@ -333,10 +331,7 @@ func TestTakeUpToTakesAll(t *testing.T) {
 	clk := clocktest.New(t0)
 	remote, s := setup(t, clk)
 	b := spigot.MustBucket("upto", 1000, spigot.Per(1, time.Hour))
-	for range 40 {
-		take(t, s, b, "k", 1)
-		clk.Advance(time.Microsecond)
-	}
+	busy(t, s, clk, b, "k", 40)
 	if held := peek(t, s, b, "k").Remaining - peek(t, remote, b, "k").Remaining; held <= 0 {
 		t.Fatalf("no lease after 40 busy requests (held %d)", held)
 	}
@@ -359,10 +354,7 @@ func TestOldLeaseGoesBack(t *testing.T) {
 	clk := clocktest.New(t0)
 	remote, s := setup(t, clk, lease.WithIdle(time.Second))
 	b := spigot.MustBucket("old", 1000, spigot.Per(1, time.Hour))
-	for range 50 {
-		take(t, s, b, "k", 1)
-		clk.Advance(time.Microsecond)
-	}
+	busy(t, s, clk, b, "k", 50)
 	held := func() int64 { return peek(t, s, b, "k").Remaining - peek(t, remote, b, "k").Remaining }
 	if held() < 4 {
 		t.Fatalf("held %d after 50 busy requests; want a lease of at least 4", held())
@@ -395,10 +387,7 @@ func TestPeekCountsTheLease(t *testing.T) {
 	clk := clocktest.New(t0)
 	remote, s := setup(t, clk)
 	b := spigot.MustBucket("peek", 100, spigot.Per(1, time.Hour))
-	for range 20 {
-		take(t, s, b, "k", 1)
-		clk.Advance(time.Microsecond)
-	}
+	busy(t, s, clk, b, "k", 20)
 	remoteLeft := peek(t, remote, b, "k").Remaining
 	held := peek(t, s, b, "k").Remaining - remoteLeft
 	if held <= 0 {
