@@ -40,14 +40,26 @@
 // # Decisions
 //
 // Denials come from the remote, with its RetryAfter. A decision made from a
-// lease has the N asked and, for Remaining, what the lease still holds plus
-// what the remote said the shared limit held at its last answer for the
-// key; its ResetAfter and RefillAfter are the remote's last, less the time
-// since. Peek, Refund and Reset go to the remote (Reset drops the key's
-// lease first, without giving it back: the limit is full again), and their
-// Remaining counts the lease too. A Take of 0, and every op on a kind of
-// limit other than a token bucket (whose Delay or window a lease cannot
-// tell), goes to the remote as it is.
+// lease has the N asked; its Remaining is what the lease still holds plus
+// what the remote held at its last answer for the key, refilled since at
+// the limit's rate (other replicas may have taken some meanwhile), and its
+// ResetAfter and RefillAfter are worked out from that answer, as if the
+// lease's tokens were back in the limit. The remote rounds them to the
+// millisecond, so they may be that much off: Remaining by up to a
+// millisecond of refill above what a central bucket would say. Peek, Refund
+// and Reset go to the remote and count the lease too: Refund gives the
+// lease back with the tokens refunded, and Reset drops it without giving it
+// back (the limit is full again). A Take of 0 or of more than the capacity,
+// and every op on a kind of limit other than a token bucket (whose Delay or
+// window a lease cannot tell), goes to the remote as it is.
+//
+// Once the remote, refilling, would hold with a lease more than the
+// limit's capacity (a lease older than the time the remote takes to fill
+// up to it), the lease is not spent: its tokens go back to the remote,
+// which caps them, in the call that asks for the next. A lease therefore
+// never adds to what a central bucket would admit; a key's leases are
+// keyed by the limit's name, and one taken under a configuration that has
+// changed goes back too.
 //
 // DoMulti applies an all-or-nothing batch from the leases when they hold
 // all of it, and otherwise sends it to the remote as it is, leases
@@ -55,20 +67,30 @@
 //
 // # What it guarantees
 //
-// The replicas admit no more than the limit, over any interval, whatever
-// happens to them or to the remote, but for Resets: a Reset makes the
-// remote's limit full while other replicas may still hold leases on it.
-// Remaining is exact only for the replica that asked, at the remote's last
-// answer; another replica's leases are not seen. A client can be denied
-// while tokens sit in another replica's lease, by at most that lease, for
-// at most 2.5 × WithIdle. The conformance suite's cases of Remaining and
-// ResetAfter after local decisions therefore do not hold.
+// On one replica, every decision allows and takes what the remote alone
+// would (TestAgainstModel checks it on random operations). Together the
+// replicas admit no more than the limit, whatever happens to them or to
+// the remote: tokens are taken from it before they are spent, and go back
+// to it before its refill could overtake them. Two things loosen that, by
+// at most the tokens the leases hold: a Reset makes the remote's limit
+// full while other replicas may still hold leases on it, and a Refund on
+// one replica (a client's, or a lease given back) is not seen by the
+// leases of another, which may outlast the refill by what was refunded.
+// Remaining counts only the asking replica's leases; concurrent
+// admissions on one replica may report the same Remaining. A client can be
+// denied while tokens sit in another replica's lease, by at most that
+// lease, for at most 2.5 × WithIdle.
+//
+// conformance.Run passes but for its cases concurrent (Remaining under
+// concurrency), never-more-than and random-operations (fields off by the
+// remote's rounding, as above).
 package lease
 
 import (
 	"context"
 	"errors"
 	"hash/maphash"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,15 +132,17 @@ type shard struct {
 	leases map[leaseKey]*lease
 }
 
+// A leaseKey names a key's limit by name, as stores do, so that a limit
+// whose configuration changes keeps one lease.
 type leaseKey struct {
-	limit spigot.Limit
-	key   string
+	name, key string
 }
 
 // A lease is one key's tokens taken from the remote and not yet spent,
 // and what the remote last said of the key.
 type lease struct {
 	mu      sync.Mutex
+	limit   spigot.Limit  // the limit the tokens were taken under
 	tokens  int64         // unspent
 	size    int64         // the next lease, beyond a request's own cost
 	takenAt time.Time     // when the last lease was taken
@@ -207,7 +231,7 @@ func (s *Store) shardOf(k leaseKey) *shard {
 
 // find returns k's lease, made if need be, locked; or nil when the Store
 // is closed or holds WithMaxKeys leases already.
-func (s *Store) find(k leaseKey) *lease {
+func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 	sh := s.shardOf(k)
 	for {
 		sh.mu.RLock()
@@ -221,7 +245,7 @@ func (s *Store) find(k leaseKey) *lease {
 					return nil
 				}
 				k.key = strings.Clone(k.key) // not the larger string it may be cut from
-				l = &lease{}
+				l = &lease{limit: lim}
 				sh.leases[k] = l
 				s.keys.Add(1)
 			}
@@ -260,33 +284,36 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
-	if op.Limit.Kind() != spigot.TokenBucket || op.Action == spigot.Take && op.N == 0 {
+	if op.Limit.Kind() != spigot.TokenBucket {
 		return s.remote.Do(ctx, op)
 	}
-	k := leaseKey{op.Limit, op.Key}
-	switch op.Action {
-	case spigot.Reset:
+	k := leaseKey{op.Limit.Name(), op.Key}
+	switch {
+	case op.Action == spigot.Reset:
+		var dropped int64
 		if l := s.lookup(k); l != nil {
 			l.mu.Lock()
-			l.tokens = 0 // the limit is full again: nothing to give back
+			dropped, l.tokens = l.usable(s.clock.Now()), 0 // the limit is full again: nothing to give back
 			l.mu.Unlock()
 		}
-		d, err := s.remote.Do(ctx, op)
-		if err == nil {
-			d.Remaining += s.held(k)
-		}
+		d, err := s.passOn(ctx, k, op)
+		d.N = max(d.N-dropped, 0) // what the limit lacked, counting the lease
 		return d, err
-	case spigot.Peek, spigot.Refund:
+	case op.Action == spigot.Refund:
+		return s.refund(ctx, k, op)
+	case op.Action == spigot.Peek, op.N == 0, op.N > op.Limit.Capacity() && op.Action == spigot.Take:
+		// A Take of 0 is a Peek that moves the state on; one of more than
+		// the capacity is denied for ever.
 		return s.passOn(ctx, k, op)
 	}
 	for {
-		l := s.find(k)
+		l := s.find(k, op.Limit)
 		if l == nil {
 			return s.remote.Do(ctx, op)
 		}
 		now := s.clock.Now()
 		l.usedAt = now
-		if l.tokens >= op.N { // a TakeUpTo the lease holds only in part asks the remote for the rest
+		if l.limit == op.Limit && l.tokens >= op.N && !l.overtaken(now) { // a TakeUpTo the lease holds only in part asks the remote for the rest
 			l.tokens -= op.N
 			d := l.local(op.N, now)
 			l.mu.Unlock()
@@ -296,13 +323,23 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			// Another request on the key is asking the remote, for no
 			// more than its own cost (a key new or near its limit): this
 			// one goes to the remote as it is, as without the Store.
-			held := l.tokens
 			l.mu.Unlock()
 			d, err := s.remote.Do(ctx, op)
-			if err == nil {
-				d.Remaining += held
+			if err != nil {
+				return d, err
 			}
-			return d, err
+			if !d.Allowed() {
+				// The call in flight may have taken what the remote
+				// lacks, for this replica's lease: count it.
+				select {
+				case <-w:
+				case <-ctx.Done():
+				}
+			}
+			l.mu.Lock()
+			credit(&d, op.Limit, l.usable(s.clock.Now()))
+			l.mu.Unlock()
+			return d, nil
 		}
 		if w := l.filling; w != nil {
 			// Another request on the key is asking the remote for a
@@ -315,6 +352,19 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 				return spigot.Decision{}, ctx.Err()
 			}
 		}
+		if l.limit != op.Limit {
+			// The limit's configuration changed: give back what the
+			// lease took under the old one, and start again.
+			back := l.tokens
+			l.limit, l.tokens, l.size, l.takenAt, l.at = op.Limit, 0, 0, time.Time{}, time.Time{}
+			l.mu.Unlock()
+			if back > 0 {
+				if _, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}); err != nil {
+					return spigot.Decision{}, err
+				}
+			}
+			continue
+		}
 		return s.fill(ctx, l, op, now)
 	}
 }
@@ -322,12 +372,63 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 // local returns the decision of n tokens taken from l, locked, at now.
 func (l *lease) local(n int64, now time.Time) spigot.Decision {
 	since := now.Sub(l.at)
-	return spigot.Decision{
+	d := spigot.Decision{
 		N:           n,
-		Remaining:   l.tokens + l.remaining,
+		Remaining:   l.refilled(since),
 		ResetAfter:  aged(l.resetAfter, since),
-		RefillAfter: aged(l.refillAfter, since),
+		RefillAfter: nextToken(l.refillAfter, since, l.limit),
 	}
+	credit(&d, l.limit, l.tokens)
+	return d
+}
+
+// overtaken reports whether the remote's refill has overtaken l (locked)
+// by now: whether the remote, refilling from its last answer, lacks fewer
+// tokens than the lease holds. The lease and the remote then hold more
+// than the limit's capacity between them, which a central bucket never
+// does, so its tokens must go back to the remote, which caps them, before
+// any is spent. (The remote's ResetAfter is rounded up to the millisecond:
+// a lease may be overtaken by the refill of up to a millisecond before it
+// knows.)
+func (l *lease) overtaken(now time.Time) bool {
+	return l.tokens > l.lacks(now)
+}
+
+// usable returns the tokens of l (locked) that the remote's refill has not
+// overtaken by now.
+func (l *lease) usable(now time.Time) int64 { return min(l.tokens, l.lacks(now)) }
+
+// lacks returns the whole tokens the remote lacks of full at now, as far
+// as its last answer to l (locked) tells.
+func (l *lease) lacks(now time.Time) int64 {
+	if l.at.IsZero() || l.resetAfter == spigot.Never {
+		return math.MaxInt64
+	}
+	left := ceilMicros(l.resetAfter - now.Sub(l.at))
+	refill := l.limit.Refill()
+	switch {
+	case left <= 0:
+		return 0
+	case left > math.MaxInt64/refill:
+		return math.MaxInt64 // far from full
+	}
+	return left * refill / l.limit.Scale()
+}
+
+// credit counts, in the remote's decision d on limit lim, held tokens
+// that a lease holds unspent: they are in Remaining, and the limit is full
+// again sooner by their refill time, rounded down to the millisecond (so
+// ResetAfter may be up to a millisecond late, never early).
+func credit(d *spigot.Decision, lim spigot.Limit, held int64) {
+	if held <= 0 {
+		return
+	}
+	d.Remaining += held
+	if d.ResetAfter == spigot.Never || d.ResetAfter == 0 {
+		return
+	}
+	us := min(held, lim.Capacity()) * lim.Scale() / lim.Refill() // capacity × scale fits: it is the limit's size
+	d.ResetAfter = max(d.ResetAfter-(time.Duration(us)*time.Microsecond).Truncate(time.Millisecond), 0)
 }
 
 // aged returns d less since, rounded up to the millisecond, at least 0;
@@ -342,10 +443,51 @@ func aged(d, since time.Duration) time.Duration {
 	return (d - since + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
+// refilled returns what the remote held at its last answer to l (locked),
+// refilled since at the limit's rate, as far as the remote's ResetAfter
+// tells (other replicas may have taken some meanwhile).
+func (l *lease) refilled(since time.Duration) int64 {
+	left := ceilMicros(l.resetAfter - since)
+	if l.resetAfter == spigot.Never || since <= 0 || left > math.MaxInt64/l.limit.Refill() {
+		return l.remaining
+	}
+	capacity := l.limit.Capacity()
+	if left <= 0 {
+		return capacity - l.tokens
+	}
+	lacks := (left*l.limit.Refill() + l.limit.Scale() - 1) / l.limit.Scale()
+	return max(l.remaining, capacity-lacks)
+}
+
+// ceilMicros returns d in microseconds, rounded up, and one more: the
+// remote counts time in whole microseconds, from instants rounded down.
+func ceilMicros(d time.Duration) int64 {
+	return (d + time.Microsecond - 1).Microseconds() + 1
+}
+
+// nextToken returns the RefillAfter of lim, refill after since: the wait
+// for the next token once refill has passed, a token's refill time apart,
+// rounded up to the millisecond (a token's time is not a whole number of
+// microseconds at every rate, so it may be a millisecond off).
+func nextToken(refill, since time.Duration, lim spigot.Limit) time.Duration {
+	if refill == spigot.Never || since < refill {
+		return aged(refill, since)
+	}
+	per := time.Duration(float64(lim.Scale()) / float64(lim.Refill()) * float64(time.Microsecond))
+	if per <= 0 {
+		return time.Millisecond
+	}
+	return max((per - (since-refill)%per + time.Millisecond - 1).Truncate(time.Millisecond), time.Millisecond)
+}
+
 // fill asks the remote, for op on l (locked, which fill unlocks), for what
 // l lacks of op's cost and a new lease, in one TakeUpTo.
 func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time) (spigot.Decision, error) {
-	held := l.tokens
+	held, back := l.tokens, int64(0)
+	if l.overtaken(now) {
+		// Give it all back first, in the same call: the remote caps it.
+		held, back, l.tokens = 0, l.tokens, 0
+	}
 	// The lease grows when the last one went within an interval.
 	switch {
 	case l.takenAt.IsZero():
@@ -364,7 +506,16 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	l.filling = w
 	l.mu.Unlock()
 
-	d, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.TakeUpTo, N: want})
+	take := spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.TakeUpTo, N: want}
+	var d spigot.Decision
+	var err error
+	if back == 0 {
+		d, err = s.remote.Do(ctx, take)
+	} else {
+		out := make([]spigot.Decision, 2)
+		err = spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, take}, out)
+		d = out[1]
+	}
 
 	l.mu.Lock()
 	l.rtt = s.clock.Now().Sub(now)
@@ -372,7 +523,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 		d, err = s.filled(ctx, l, op, now, d)
 	}
 	// A Store closed meanwhile gives back what this call brought.
-	var back int64
+	back = 0
 	if s.isClosed() {
 		back, l.tokens = l.tokens, 0
 	}
@@ -404,7 +555,7 @@ func (s *Store) filled(ctx context.Context, l *lease, op spigot.Op, now time.Tim
 	case d.N == 0 && (op.Action == spigot.TakeUpTo || op.N-have == 1):
 		// Denied by the remote, whose RetryAfter is for one token: what
 		// the request lacks.
-		d.Remaining = have
+		credit(&d, op.Limit, have)
 		return d, nil
 	default:
 		// The remote had some of the cost or none: keep what it gave, and
@@ -412,7 +563,7 @@ func (s *Store) filled(ctx context.Context, l *lease, op spigot.Op, now time.Tim
 		return s.peekLacking(ctx, l, op, have)
 	}
 	d.RetryAfter = 0
-	d.Remaining = l.tokens + l.remaining
+	credit(&d, op.Limit, l.tokens)
 	return d, nil
 }
 
@@ -430,33 +581,67 @@ func (s *Store) peekLacking(ctx context.Context, l *lease, op spigot.Op, have in
 		// cannot take.
 		d.RetryAfter = time.Millisecond
 	}
-	d.N, d.Remaining = 0, have
+	d.N = 0
+	credit(&d, op.Limit, have)
 	return d, nil
 }
 
-// held returns the unspent tokens of k's lease.
-func (s *Store) held(k leaseKey) int64 {
-	l := s.lookup(k)
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.tokens
-}
-
-// passOn sends op (a Peek or a Refund) to the remote, and counts k's lease
-// in its Remaining.
+// passOn sends op (a Peek, a Reset, or a Take the lease cannot serve) to
+// the remote, and counts k's lease in its decision. A lease the remote's
+// refill has overtaken goes back first, in the same call, so that the
+// decision is the limit's as a central bucket would make it.
 func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
-	held := s.held(k)
-	if op.Action == spigot.Peek {
+	var held, back int64
+	if l := s.lookup(k); l != nil {
+		l.mu.Lock()
+		if l.overtaken(s.clock.Now()) {
+			back, l.tokens = l.tokens, 0
+		} else {
+			held = l.tokens
+		}
+		l.mu.Unlock()
+	}
+	if op.Action == spigot.Peek && op.N <= op.Limit.Capacity() {
 		op.N -= min(held, op.N) // what the lease holds is not the remote's to tell
 	}
-	d, err := s.remote.Do(ctx, op)
-	if err != nil {
-		return d, err
+	var d spigot.Decision
+	var err error
+	if back == 0 {
+		d, err = s.remote.Do(ctx, op)
+	} else {
+		out := make([]spigot.Decision, 2)
+		err = spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, op}, out)
+		d = out[1]
 	}
-	d.Remaining += held
+	if err != nil {
+		return spigot.Decision{}, err // what went back is lost until the limit refills
+	}
+	credit(&d, op.Limit, held)
+	return d, nil
+}
+
+// refund gives op.N tokens back to the remote together with what k's
+// lease holds, so that the limit, counting the lease, is not filled past
+// its capacity; the lease starts again empty.
+func (s *Store) refund(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
+	var held int64
+	if l := s.lookup(k); l != nil {
+		l.mu.Lock()
+		held, l.tokens = l.tokens, 0 // all of it: the remote caps what its refill overtook
+		l.mu.Unlock()
+	}
+	capacity := op.Limit.Capacity()
+	n := op.N
+	if n >= capacity-held {
+		n = capacity // fills the limit, as any refund of more would
+	} else {
+		n += held
+	}
+	d, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: n})
+	if err != nil {
+		return d, err // the lease's tokens are lost until the limit refills
+	}
+	d.N = max(d.N-held, 0)
 	return d, nil
 }
 
@@ -498,7 +683,7 @@ func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
 		if op.Limit.Kind() != spigot.TokenBucket || op.Action != spigot.Take || op.N == 0 {
 			return false
 		}
-		if ls[i] = s.lookup(leaseKey{op.Limit, op.Key}); ls[i] == nil {
+		if ls[i] = s.lookup(leaseKey{op.Limit.Name(), op.Key}); ls[i] == nil {
 			return false
 		}
 	}
@@ -508,6 +693,7 @@ func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
 			l.mu.Unlock()
 		}
 	}()
+	now := s.clock.Now()
 	need := make(map[*lease]int64, len(ops))
 	for i, op := range ops {
 		l := ls[i]
@@ -516,7 +702,7 @@ func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
 				return false
 			}
 			locked = append(locked, l)
-			if l.dead || l.filling != nil {
+			if l.dead || l.filling != nil || l.limit != op.Limit || l.overtaken(now) {
 				return false
 			}
 		}
@@ -525,7 +711,6 @@ func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
 			return false
 		}
 	}
-	now := s.clock.Now()
 	for i, op := range ops {
 		l := ls[i]
 		l.tokens -= op.N
@@ -564,13 +749,13 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 			case l.filling != nil:
 			case !l.usedAt.After(idle):
 				if l.tokens > 0 {
-					refunds = append(refunds, refund{k.limit, k.key, l.tokens})
+					refunds = append(refunds, refund{l.limit, k.key, l.tokens})
 				}
 				l.tokens, l.dead = 0, true
 				delete(sh.leases, k)
 				s.keys.Add(-1)
 			case l.tokens > 0 && !l.takenAt.After(old):
-				refunds = append(refunds, refund{k.limit, k.key, l.tokens})
+				refunds = append(refunds, refund{l.limit, k.key, l.tokens})
 				l.tokens = 0
 			}
 			l.mu.Unlock()
