@@ -118,6 +118,7 @@ type Store struct {
 	interval time.Duration
 	idle     time.Duration
 	maxKeys  int
+	obs      Observer
 	seed     maphash.Seed
 	shards   [shards]shard
 	keys     atomic.Int64 // the leases held, in every shard
@@ -179,6 +180,29 @@ func WithIdle(d time.Duration) Option { return func(s *Store) { s.idle = d } }
 // WithMaxKeys caps the keys that hold a lease at once at n (100 000 by
 // default): a request on another key goes to the remote as it is.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
+
+// Observer receives what a Store does with leases, for metrics. Each field
+// is optional. The functions are called synchronously, on the goroutine of
+// the call that caused them (the sweeper's, for leases given back when
+// idle), with its context, so they must be fast and safe for concurrent
+// use: increment a counter.
+type Observer struct {
+	// Hit is called for each op decided from a lease, with no remote call.
+	Hit func(ctx context.Context, op spigot.Op)
+	// Take is called after each remote call that asked for a lease: a
+	// TakeUpTo of asked tokens (op's cost, less what the lease held, and
+	// the next lease) that took got, or failed with err.
+	Take func(ctx context.Context, op spigot.Op, asked, got int64, err error)
+	// Return is called for each lease given back to the remote: when its
+	// key is idle or it is old, at Close, with a Refund, when its limit
+	// changed, or when the remote's refill overtook it. tokens is what it
+	// held; err is the Refund's error, whose tokens are lost until the
+	// limit refills.
+	Return func(ctx context.Context, limit spigot.Limit, tokens int64, err error)
+}
+
+// WithObserver sets the observer of lease hits, takes and returns.
+func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 
 // New returns a Store that takes its leases from remote, and starts the
 // goroutine that gives idle leases back; Close stops it.
@@ -317,6 +341,9 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			l.tokens -= op.N
 			d := l.local(op.N, now)
 			l.mu.Unlock()
+			if s.obs.Hit != nil {
+				s.obs.Hit(ctx, op)
+			}
 			return d, nil
 		}
 		if w := l.filling; w != nil && l.size == 0 {
@@ -359,7 +386,9 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			l.limit, l.tokens, l.size, l.takenAt, l.at = op.Limit, 0, 0, time.Time{}, time.Time{}
 			l.mu.Unlock()
 			if back > 0 {
-				if _, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}); err != nil {
+				_, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back})
+				s.returned(ctx, op.Limit, back, err)
+				if err != nil {
 					return spigot.Decision{}, err
 				}
 			}
@@ -515,6 +544,10 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 		out := make([]spigot.Decision, 2)
 		err = spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, take}, out)
 		d = out[1]
+		s.returned(ctx, op.Limit, back, err)
+	}
+	if s.obs.Take != nil {
+		s.obs.Take(ctx, op, want, d.N, err)
 	}
 
 	l.mu.Lock()
@@ -531,7 +564,8 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	close(w)
 	l.mu.Unlock()
 	if back > 0 {
-		s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}) // as Close's refunds: lost on failure
+		_, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}) // as Close's refunds: lost on failure
+		s.returned(ctx, op.Limit, back, err)
 	}
 	// On an error, nothing was taken, or it was and is lost until the
 	// limit refills: a failed request is charged at most, never admitted.
@@ -612,6 +646,7 @@ func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 		out := make([]spigot.Decision, 2)
 		err = spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, op}, out)
 		d = out[1]
+		s.returned(ctx, op.Limit, back, err)
 	}
 	if err != nil {
 		return spigot.Decision{}, err // what went back is lost until the limit refills
@@ -638,6 +673,9 @@ func (s *Store) refund(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 		n += held
 	}
 	d, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: n})
+	if held > 0 {
+		s.returned(ctx, op.Limit, held, err)
+	}
 	if err != nil {
 		return d, err // the lease's tokens are lost until the limit refills
 	}
@@ -667,7 +705,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.allFromLeases(ops, out) {
+	if s.allFromLeases(ctx, ops, out) {
 		return nil
 	}
 	return s.remote.DoMulti(ctx, mode, ops, out)
@@ -677,7 +715,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 // every op's cost (summed by key), and reports whether it did. It looks
 // every lease up before it locks any, and only tries their locks, going to
 // the remote if one is busy: it never waits while holding a lock.
-func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
+func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot.Decision) bool {
 	ls := make([]*lease, len(ops))
 	for i, op := range ops {
 		if op.Limit.Kind() != spigot.TokenBucket || op.Action != spigot.Take || op.N == 0 {
@@ -717,7 +755,19 @@ func (s *Store) allFromLeases(ops []spigot.Op, out []spigot.Decision) bool {
 		l.usedAt = now
 		out[i] = l.local(op.N, now)
 	}
+	if s.obs.Hit != nil {
+		for _, op := range ops {
+			s.obs.Hit(ctx, op)
+		}
+	}
 	return true
+}
+
+// returned tells the observer that tokens of a lease on limit went back.
+func (s *Store) returned(ctx context.Context, limit spigot.Limit, tokens int64, err error) {
+	if s.obs.Return != nil {
+		s.obs.Return(ctx, limit, tokens, err)
+	}
 }
 
 // Sweep gives back to the remote the unspent tokens of every key that has
@@ -764,7 +814,9 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 	}
 	var errs []error
 	for _, r := range refunds {
-		if _, err := s.remote.Do(ctx, spigot.Op{Limit: r.limit, Key: r.key, Action: spigot.Refund, N: r.tokens}); err != nil {
+		_, err := s.remote.Do(ctx, spigot.Op{Limit: r.limit, Key: r.key, Action: spigot.Refund, N: r.tokens})
+		s.returned(ctx, r.limit, r.tokens, err)
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -406,3 +406,42 @@ func TestPeekCountsTheLease(t *testing.T) {
 		t.Errorf("the Peeks moved the remote from %d to %d", remoteLeft, got)
 	}
 }
+
+// TestObserver: every request on a busy key is a lease hit or asks the
+// remote, and what the takes brought is what was admitted plus what went
+// back at Close.
+func TestObserver(t *testing.T) {
+	clk := clocktest.New(t0)
+	var hits, takes, taken, returned atomic.Int64
+	remote := memory.New(memory.WithClock(clk))
+	s := lease.New(remote, lease.WithClock(clk), lease.WithObserver(lease.Observer{
+		Hit: func(_ context.Context, op spigot.Op) { hits.Add(op.N) },
+		Take: func(_ context.Context, _ spigot.Op, asked, got int64, err error) {
+			if err != nil || got > asked {
+				t.Errorf("Take: got %d of %d, %v", got, asked, err)
+			}
+			takes.Add(1)
+			taken.Add(got)
+		},
+		Return: func(_ context.Context, _ spigot.Limit, tokens int64, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			returned.Add(tokens)
+		},
+	}))
+	l := spigot.MustBucket("observed", 10_000, spigot.PerSecond(1))
+	busy(t, s, clk, l, "k", 1000)
+	if hits.Load()+takes.Load() != 1000 || hits.Load() < 900 {
+		t.Errorf("%d hits and %d takes for 1000 requests; want them to add up, and 90%% hits at least", hits.Load(), takes.Load())
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := taken.Load() - returned.Load(); got != 1000 {
+		t.Errorf("taken %d, returned %d: %d kept; want the 1000 admitted", taken.Load(), returned.Load(), got)
+	}
+	if d := peek(t, remote, l, "k"); d.Remaining != 10_000-1000 {
+		t.Errorf("the remote holds %d after Close; want %d", d.Remaining, 10_000-1000)
+	}
+}
