@@ -283,6 +283,17 @@ func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 	}
 }
 
+// forget removes k's lease l, which is dead, if it is still there.
+func (s *Store) forget(k leaseKey, l *lease) {
+	sh := s.shardOf(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.leases[k] == l {
+		delete(sh.leases, k)
+		s.keys.Add(-1)
+	}
+}
+
 // lookup returns k's lease, or nil.
 func (s *Store) lookup(k leaseKey) *lease {
 	sh := s.shardOf(k)
@@ -557,12 +568,16 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	}
 	// A Store closed meanwhile gives back what this call brought.
 	back = 0
-	if s.isClosed() {
-		back, l.tokens = l.tokens, 0
+	closed := s.isClosed()
+	if closed {
+		back, l.tokens, l.dead = l.tokens, 0, true
 	}
 	l.filling = nil
 	close(w)
 	l.mu.Unlock()
+	if closed {
+		s.forget(leaseKey{op.Limit.Name(), op.Key}, l)
+	}
 	if back > 0 {
 		_, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}) // as Close's refunds: lost on failure
 		s.returned(ctx, op.Limit, back, err)

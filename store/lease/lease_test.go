@@ -445,3 +445,70 @@ func TestObserver(t *testing.T) {
 		t.Errorf("the remote holds %d after Close; want %d", d.Remaining, 10_000-1000)
 	}
 }
+
+// gate is a store whose first TakeUpTo once armed waits for release: it
+// holds a lease's fill in flight.
+type gate struct {
+	spigot.Store
+	armed            atomic.Bool
+	entered, release chan struct{}
+}
+
+func (g *gate) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if op.Action == spigot.TakeUpTo && g.armed.CompareAndSwap(true, false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Store.Do(ctx, op)
+}
+
+// TestCloseDuringFill: a lease whose fill is in flight when Close runs
+// gives back what the fill brought when it returns, and its key is
+// forgotten: requests after Close go to the remote as they are, one call
+// each.
+func TestCloseDuringFill(t *testing.T) {
+	clk := clocktest.New(t0)
+	remote := memory.New(memory.WithClock(clk))
+	counted := countstore.New(remote)
+	g := &gate{Store: counted, entered: make(chan struct{}), release: make(chan struct{})}
+	s := lease.New(g, lease.WithClock(clk))
+	l := spigot.MustBucket("closing", 1000, spigot.PerSecond(1))
+	busy(t, s, clk, l, "k", 20) // leases grow
+	g.armed.Store(true)
+	admitted := int64(20)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-g.entered:
+				// This Take is the one that entered the gate: it returns
+				// once released, after Close.
+				return
+			default:
+			}
+			d, err := s.Do(context.Background(), spigot.Op{Limit: l, Key: "k", N: 1})
+			if err != nil || !d.Allowed() {
+				t.Errorf("Take: %+v, %v", d, err)
+				return
+			}
+			admitted++
+		}
+	}()
+	<-g.entered
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	<-done
+	if d := peek(t, remote, l, "k"); d.Remaining != 1000-admitted {
+		t.Errorf("the remote holds %d after Close and the fill; want %d, all but the %d admitted", d.Remaining, 1000-admitted, admitted)
+	}
+	before := counted.Calls()
+	for range 3 {
+		take(t, s, l, "k", 1)
+	}
+	if n := counted.Calls() - before; n != 3 {
+		t.Errorf("3 Takes after Close made %d remote calls; want 3", n)
+	}
+}
