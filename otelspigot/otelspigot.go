@@ -1,7 +1,8 @@
 // Package otelspigot records OpenTelemetry metrics and traces of spigot's
 // decisions: how much is denied and by which limit, how slow the store
-// is, and, for store/hybrid, whether the remote store fails, how the
-// breaker moves, and which requests the fallback decided.
+// is, for store/hybrid, whether the remote store fails, how the breaker
+// moves, and which requests the fallback decided, and for store/lease,
+// how many requests its leases decided and the tokens they took.
 //
 // Wrap puts the instruments around any spigot.Store, so that it composes
 // with every store of spigot's and your own; the wrapped store does
@@ -29,6 +30,13 @@
 //	spigot.hybrid.remote.errors        counter    {error}       error.type (unavailable, request, unsupported, ...)
 //	spigot.hybrid.circuit.transitions  counter    {transition}  spigot.circuit.from, spigot.circuit.to (closed, open, half-open)
 //	spigot.hybrid.circuit              gauge      {state}       0 closed, 1 half-open, 2 open
+//
+// and LeaseObserver, for store/lease,
+//
+//	spigot.lease.hits             counter  {request}  spigot.limit
+//	spigot.lease.takes            counter  {call}     spigot.limit, error.type (when the call failed)
+//	spigot.lease.tokens.taken     counter  {token}    spigot.limit
+//	spigot.lease.tokens.returned  counter  {token}    spigot.limit, error.type (when the refund failed: tokens lost)
 //
 // A decision counts each limit's own outcome: when several limits decide
 // one request all or nothing and one denies it, the others count it
@@ -68,6 +76,8 @@
 //	spigot_store_duration_seconds            spigot_hybrid_remote_errors_total
 //	spigot_store_errors_total                spigot_hybrid_circuit_transitions_total
 //	                                         spigot_hybrid_circuit
+//	spigot_lease_hits_total                  spigot_lease_tokens_taken_total
+//	spigot_lease_takes_total                 spigot_lease_tokens_returned_total
 //
 // The repository's docs/grafana holds a dashboard of them, and the
 // queries it makes.
@@ -142,8 +152,8 @@ const (
 	CircuitToKey   = attribute.Key("spigot.circuit.to")
 )
 
-// An Option configures Wrap, HybridObserver, ObserveCircuit and
-// HTTPObserver.
+// An Option configures Wrap, HybridObserver, ObserveCircuit,
+// LeaseObserver and HTTPObserver.
 type Option func(*config)
 
 type config struct {
