@@ -552,10 +552,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	if back == 0 {
 		d, err = s.remote.Do(ctx, take)
 	} else {
-		out := make([]spigot.Decision, 2)
-		err = spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, take}, out)
-		d = out[1]
-		s.returned(ctx, op.Limit, back, err)
+		d, err = s.afterReturn(ctx, back, take)
 	}
 	if s.obs.Take != nil {
 		s.obs.Take(ctx, op, want, d.N, err)
@@ -658,10 +655,7 @@ func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 	if back == 0 {
 		d, err = s.remote.Do(ctx, op)
 	} else {
-		out := make([]spigot.Decision, 2)
-		err = spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, op}, out)
-		d = out[1]
-		s.returned(ctx, op.Limit, back, err)
+		d, err = s.afterReturn(ctx, back, op)
 	}
 	if err != nil {
 		return spigot.Decision{}, err // what went back is lost until the limit refills
@@ -776,6 +770,33 @@ func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot
 		}
 	}
 	return true
+}
+
+// afterReturn sends op to the remote after a Refund of a lease's back
+// tokens, in one call, and returns op's decision or error; the Refund's
+// goes to the observer.
+func (s *Store) afterReturn(ctx context.Context, back int64, op spigot.Op) (spigot.Decision, error) {
+	out := make([]spigot.Decision, 2)
+	err := spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, op}, out)
+	if err == nil {
+		s.returned(ctx, op.Limit, back, nil)
+		return out[1], nil
+	}
+	// An op that failed alone has Failed's decision; if neither has, the
+	// call failed as a whole.
+	refundFailed, opFailed := out[0] == spigot.Failed(), out[1] == spigot.Failed()
+	if !refundFailed && !opFailed {
+		refundFailed, opFailed = true, true
+	}
+	if refundFailed {
+		s.returned(ctx, op.Limit, back, err)
+	} else {
+		s.returned(ctx, op.Limit, back, nil)
+	}
+	if opFailed {
+		return spigot.Decision{}, err
+	}
+	return out[1], nil
 }
 
 // returned tells the observer that tokens of a lease on limit went back.

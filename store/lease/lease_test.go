@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -510,5 +511,60 @@ func TestCloseDuringFill(t *testing.T) {
 	}
 	if n := counted.Calls() - before; n != 3 {
 		t.Errorf("3 Takes after Close made %d remote calls; want 3", n)
+	}
+}
+
+// refundsFail is a store whose Refunds fail, alone or in a batch, as a
+// remote that rejects one op of a batch does.
+type refundsFail struct{ spigot.Store }
+
+var errRefund = errors.New("test: refund refused")
+
+func (r refundsFail) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	if op.Action == spigot.Refund {
+		return spigot.Failed(), errRefund
+	}
+	return r.Store.Do(ctx, op)
+}
+
+func (r refundsFail) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	if mode != spigot.Independent {
+		return r.Store.DoMulti(ctx, mode, ops, out)
+	}
+	var errs []error
+	for i, op := range ops {
+		d, err := r.Do(ctx, op)
+		if err != nil {
+			d = spigot.Failed()
+			errs = append(errs, err)
+		}
+		out[i] = d
+	}
+	return errors.Join(errs...)
+}
+
+// TestOvertakenReturnFails: a lease the remote's refill overtook goes back
+// in the call that takes the next; when only that Refund fails, the Take
+// is still decided (its tokens were taken), and the observer sees the
+// Refund's error.
+func TestOvertakenReturnFails(t *testing.T) {
+	clk := clocktest.New(t0)
+	var returnErrs atomic.Int64
+	s := lease.New(refundsFail{memory.New(memory.WithClock(clk))}, lease.WithClock(clk), lease.WithObserver(lease.Observer{
+		Return: func(_ context.Context, _ spigot.Limit, _ int64, err error) {
+			if errors.Is(err, errRefund) {
+				returnErrs.Add(1)
+			}
+		},
+	}))
+	t.Cleanup(func() { s.Close(context.Background()) })
+	l := spigot.MustBucket("overtaken", 1000, spigot.Per(1, time.Millisecond))
+	busy(t, s, clk, l, "k", 100)
+	clk.Advance(2 * time.Second) // the remote is full again: the lease is overtaken
+	if d := take(t, s, l, "k", 1); !d.Allowed() || d.Remaining != 999 {
+		t.Errorf("Take after the overtaken lease went back, its Refund refused: %+v; want admitted, 999 left", d)
+	}
+	if returnErrs.Load() != 1 {
+		t.Errorf("%d failed returns observed; want 1", returnErrs.Load())
 	}
 }
