@@ -19,10 +19,11 @@
 // # Lease sizes
 //
 // A key's first request takes no lease: it is a remote call, as without
-// the Store. After that, a key whose lease was spent within WithInterval
-// (plus twice the time the remote took to answer) of being taken gets one
-// twice as large plus one the next time, and one spent more slowly half as
-// large: a lease lasts about an interval of the key's traffic. While a key
+// the Store. After that, a key whose lease was gone (spent, or dropped as
+// below) within WithInterval (plus twice the time the remote took to
+// answer) of being taken gets one twice as large plus one the next time,
+// and one that lasted longer half as large: a lease lasts about an
+// interval. While a key
 // with no lease asks the remote, the key's other requests go to the remote
 // as they are, and while it asks for a lease, they wait for it. A lease is
 // never more than a sixteenth of the limit's capacity, nor more than a
@@ -53,13 +54,15 @@
 // and every op on a kind of limit other than a token bucket (whose Delay or
 // window a lease cannot tell), goes to the remote as it is.
 //
-// Once the remote, refilling, would hold with a lease more than the
-// limit's capacity (a lease older than the time the remote takes to fill
-// up to it), the lease is not spent: its tokens go back to the remote,
-// which caps them, in the call that asks for the next. A lease therefore
-// never adds to what a central bucket would admit; a key's leases are
-// keyed by the limit's name, and one taken under a configuration that has
-// changed goes back too.
+// A lease never adds to what a central bucket would admit. Once the
+// remote, refilling, lacks fewer tokens of its capacity than a lease
+// holds, the two would hold more than the capacity between them, where a
+// central bucket would stop at it: the lease keeps only what the remote
+// lacks, and the rest, which the remote has again, is dropped. On a key
+// under its limit, where the remote stays nearly full, a lease thus lasts
+// about its size over the limit's rate, and sizes grow to about the rate
+// times WithInterval. A key's leases are keyed by the limit's name; one
+// taken under a configuration that has changed goes back.
 //
 // DoMulti applies an all-or-nothing batch from the leases when they hold
 // all of it, and otherwise sends it to the remote as it is, leases
@@ -68,18 +71,21 @@
 // # What it guarantees
 //
 // On one replica, every decision allows and takes what the remote alone
-// would (TestAgainstModel checks it on random operations). Together the
-// replicas admit no more than the limit, whatever happens to them or to
-// the remote: tokens are taken from it before they are spent, and go back
-// to it before its refill could overtake them. Two things loosen that, by
-// at most the tokens the leases hold: a Reset makes the remote's limit
-// full while other replicas may still hold leases on it, and a Refund on
-// one replica (a client's, or a lease given back) is not seen by the
-// leases of another, which may outlast the refill by what was refunded.
-// Remaining counts only the asking replica's leases; concurrent
-// admissions on one replica may report the same Remaining. A client can be
-// denied while tokens sit in another replica's lease, by at most that
-// lease, for at most 2.5 × WithIdle.
+// would, but that a lease drops the fraction of a token it cannot keep, so
+// that the limit may hold less than a token fewer than a central bucket,
+// for less than a token's time (TestAgainstModel checks both on random
+// operations). Together the replicas admit no more than the limit,
+// whatever happens to them or to the remote: tokens are taken from it
+// before they are spent, and dropped before its refill could overtake
+// them. Two things loosen that, by at most the tokens the leases hold: a
+// Reset makes the remote's limit full while other replicas may still hold
+// leases on it, and a Refund on one replica (a client's, or a lease given
+// back when idle or at Close) is not seen by the leases of another, which
+// may then outlast the refill by what was refunded. Remaining counts only
+// the asking replica's leases; concurrent admissions on one replica may
+// report the same Remaining. A client can be denied while tokens sit in
+// another replica's lease, by at most that lease, for at most 2.5 ×
+// WithIdle.
 //
 // conformance.Run passes but for its cases concurrent (Remaining under
 // concurrency), never-more-than and random-operations (fields off by the
@@ -193,11 +199,12 @@ type Observer struct {
 	// TakeUpTo of asked tokens (op's cost, less what the lease held, and
 	// the next lease) that took got, or failed with err.
 	Take func(ctx context.Context, op spigot.Op, asked, got int64, err error)
-	// Return is called for each lease given back to the remote: when its
-	// key is idle or it is old, at Close, with a Refund, when its limit
-	// changed, or when the remote's refill overtook it. tokens is what it
-	// held; err is the Refund's error, whose tokens are lost until the
-	// limit refills.
+	// Return is called for each lease given back to the remote: with a
+	// Refund when its key is idle or it is old, at Close, with a client's
+	// Refund, or when its limit changed; and without one (err nil) for
+	// the tokens a lease drops when the remote's refill overtakes it. tokens
+	// is how many; err is the Refund's error, whose tokens are lost until
+	// the limit refills.
 	Return func(ctx context.Context, limit spigot.Limit, tokens int64, err error)
 }
 
@@ -328,7 +335,8 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		var dropped int64
 		if l := s.lookup(k); l != nil {
 			l.mu.Lock()
-			dropped, l.tokens = l.usable(s.clock.Now()), 0 // the limit is full again: nothing to give back
+			s.trim(ctx, l, s.clock.Now())
+			dropped, l.tokens = l.tokens, 0 // the limit is full again: nothing to give back
 			l.mu.Unlock()
 		}
 		d, err := s.passOn(ctx, k, op)
@@ -348,7 +356,8 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		}
 		now := s.clock.Now()
 		l.usedAt = now
-		if l.limit == op.Limit && l.tokens >= op.N && !l.overtaken(now) { // a TakeUpTo the lease holds only in part asks the remote for the rest
+		s.trim(ctx, l, now)
+		if l.limit == op.Limit && l.tokens >= op.N { // a TakeUpTo the lease holds only in part asks the remote for the rest
 			l.tokens -= op.N
 			d := l.local(op.N, now)
 			l.mu.Unlock()
@@ -375,7 +384,8 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 				}
 			}
 			l.mu.Lock()
-			credit(&d, op.Limit, l.usable(s.clock.Now()))
+			s.trim(ctx, l, s.clock.Now())
+			credit(&d, op.Limit, l.tokens)
 			l.mu.Unlock()
 			return d, nil
 		}
@@ -422,21 +432,24 @@ func (l *lease) local(n int64, now time.Time) spigot.Decision {
 	return d
 }
 
-// overtaken reports whether the remote's refill has overtaken l (locked)
-// by now: whether the remote, refilling from its last answer, lacks fewer
-// tokens than the lease holds. The lease and the remote then hold more
-// than the limit's capacity between them, which a central bucket never
-// does, so its tokens must go back to the remote, which caps them, before
-// any is spent. (The remote's ResetAfter is rounded up to the millisecond:
-// a lease may be overtaken by the refill of up to a millisecond before it
-// knows.)
-func (l *lease) overtaken(now time.Time) bool {
-	return l.tokens > l.lacks(now)
+// trim drops the tokens of l (locked) that the remote's refill has
+// overtaken by now, and tells the observer they went back. Once the
+// remote, refilling from its last answer, lacks fewer whole tokens of full
+// than the lease holds, the lease and the remote would hold more than the
+// limit's capacity between them, which a central bucket never does: the
+// lease keeps what the remote lacks, and the rest is in the remote again.
+// On a key under its limit, a lease so lasts about its size over the
+// limit's rate. (The remote's ResetAfter is rounded up to the millisecond:
+// a lease may keep a millisecond of refill too many; and it drops the
+// fraction of a token the remote lacks, which a central bucket would have
+// back within a token's time.)
+func (s *Store) trim(ctx context.Context, l *lease, now time.Time) {
+	if lacks := l.lacks(now); l.tokens > lacks {
+		n := l.tokens - lacks
+		l.tokens = lacks
+		s.returned(ctx, l.limit, n, nil)
+	}
 }
-
-// usable returns the tokens of l (locked) that the remote's refill has not
-// overtaken by now.
-func (l *lease) usable(now time.Time) int64 { return min(l.tokens, l.lacks(now)) }
 
 // lacks returns the whole tokens the remote lacks of full at now, as far
 // as its last answer to l (locked) tells.
@@ -523,11 +536,7 @@ func nextToken(refill, since time.Duration, lim spigot.Limit) time.Duration {
 // fill asks the remote, for op on l (locked, which fill unlocks), for what
 // l lacks of op's cost and a new lease, in one TakeUpTo.
 func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time) (spigot.Decision, error) {
-	held, back := l.tokens, int64(0)
-	if l.overtaken(now) {
-		// Give it all back first, in the same call: the remote caps it.
-		held, back, l.tokens = 0, l.tokens, 0
-	}
+	held := l.tokens // trimmed at now by Do
 	// The lease grows when the last one went within an interval.
 	switch {
 	case l.takenAt.IsZero():
@@ -547,13 +556,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	l.mu.Unlock()
 
 	take := spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.TakeUpTo, N: want}
-	var d spigot.Decision
-	var err error
-	if back == 0 {
-		d, err = s.remote.Do(ctx, take)
-	} else {
-		d, err = s.afterReturn(ctx, back, take)
-	}
+	d, err := s.remote.Do(ctx, take)
 	if s.obs.Take != nil {
 		s.obs.Take(ctx, op, want, d.N, err)
 	}
@@ -564,7 +567,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 		d, err = s.filled(ctx, l, op, now, d)
 	}
 	// A Store closed meanwhile gives back what this call brought.
-	back = 0
+	var back int64
 	closed := s.isClosed()
 	if closed {
 		back, l.tokens, l.dead = l.tokens, 0, true
@@ -633,32 +636,21 @@ func (s *Store) peekLacking(ctx context.Context, l *lease, op spigot.Op, have in
 }
 
 // passOn sends op (a Peek, a Reset, or a Take the lease cannot serve) to
-// the remote, and counts k's lease in its decision. A lease the remote's
-// refill has overtaken goes back first, in the same call, so that the
-// decision is the limit's as a central bucket would make it.
+// the remote, and counts k's lease in its decision.
 func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
-	var held, back int64
+	var held int64
 	if l := s.lookup(k); l != nil {
 		l.mu.Lock()
-		if l.overtaken(s.clock.Now()) {
-			back, l.tokens = l.tokens, 0
-		} else {
-			held = l.tokens
-		}
+		s.trim(ctx, l, s.clock.Now())
+		held = l.tokens
 		l.mu.Unlock()
 	}
 	if op.Action == spigot.Peek && op.N <= op.Limit.Capacity() {
 		op.N -= min(held, op.N) // what the lease holds is not the remote's to tell
 	}
-	var d spigot.Decision
-	var err error
-	if back == 0 {
-		d, err = s.remote.Do(ctx, op)
-	} else {
-		d, err = s.afterReturn(ctx, back, op)
-	}
+	d, err := s.remote.Do(ctx, op)
 	if err != nil {
-		return spigot.Decision{}, err // what went back is lost until the limit refills
+		return d, err
 	}
 	credit(&d, op.Limit, held)
 	return d, nil
@@ -671,7 +663,8 @@ func (s *Store) refund(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 	var held int64
 	if l := s.lookup(k); l != nil {
 		l.mu.Lock()
-		held, l.tokens = l.tokens, 0 // all of it: the remote caps what its refill overtook
+		s.trim(ctx, l, s.clock.Now())
+		held, l.tokens = l.tokens, 0
 		l.mu.Unlock()
 	}
 	capacity := op.Limit.Capacity()
@@ -749,9 +742,10 @@ func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot
 				return false
 			}
 			locked = append(locked, l)
-			if l.dead || l.filling != nil || l.limit != op.Limit || l.overtaken(now) {
+			if l.dead || l.filling != nil || l.limit != op.Limit {
 				return false
 			}
+			s.trim(ctx, l, now)
 		}
 		need[l] += op.N
 		if need[l] > l.tokens {
@@ -770,33 +764,6 @@ func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot
 		}
 	}
 	return true
-}
-
-// afterReturn sends op to the remote after a Refund of a lease's back
-// tokens, in one call, and returns op's decision or error; the Refund's
-// goes to the observer.
-func (s *Store) afterReturn(ctx context.Context, back int64, op spigot.Op) (spigot.Decision, error) {
-	out := make([]spigot.Decision, 2)
-	err := spigot.DoMulti(ctx, s.remote, spigot.Independent, []spigot.Op{{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}, op}, out)
-	if err == nil {
-		s.returned(ctx, op.Limit, back, nil)
-		return out[1], nil
-	}
-	// An op that failed alone has Failed's decision; if neither has, the
-	// call failed as a whole.
-	refundFailed, opFailed := out[0] == spigot.Failed(), out[1] == spigot.Failed()
-	if !refundFailed && !opFailed {
-		refundFailed, opFailed = true, true
-	}
-	if refundFailed {
-		s.returned(ctx, op.Limit, back, err)
-	} else {
-		s.returned(ctx, op.Limit, back, nil)
-	}
-	if opFailed {
-		return spigot.Decision{}, err
-	}
-	return out[1], nil
 }
 
 // returned tells the observer that tokens of a lease on limit went back.
@@ -826,11 +793,13 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 		tokens int64
 	}
 	var refunds []refund
+	now := s.clock.Now()
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, l := range sh.leases {
 			l.mu.Lock()
+			s.trim(ctx, l, now)
 			switch {
 			case l.filling != nil:
 			case !l.usedAt.After(idle):

@@ -514,8 +514,7 @@ func TestCloseDuringFill(t *testing.T) {
 	}
 }
 
-// refundsFail is a store whose Refunds fail, alone or in a batch, as a
-// remote that rejects one op of a batch does.
+// refundsFail is a store whose Refunds fail, alone or in a batch.
 type refundsFail struct{ spigot.Store }
 
 var errRefund = errors.New("test: refund refused")
@@ -527,32 +526,18 @@ func (r refundsFail) Do(ctx context.Context, op spigot.Op) (spigot.Decision, err
 	return r.Store.Do(ctx, op)
 }
 
-func (r refundsFail) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if mode != spigot.Independent {
-		return r.Store.DoMulti(ctx, mode, ops, out)
-	}
-	var errs []error
-	for i, op := range ops {
-		d, err := r.Do(ctx, op)
-		if err != nil {
-			d = spigot.Failed()
-			errs = append(errs, err)
-		}
-		out[i] = d
-	}
-	return errors.Join(errs...)
-}
-
-// TestOvertakenReturnFails: a lease the remote's refill overtook goes back
-// in the call that takes the next; when only that Refund fails, the Take
-// is still decided (its tokens were taken), and the observer sees the
-// Refund's error.
-func TestOvertakenReturnFails(t *testing.T) {
+// TestOvertakenLeaseDrops: a lease the remote's refill overtook keeps
+// only what the remote lacks, with no Refund (the remote has the rest
+// again: a Refund would fill it past what a central bucket holds), and the
+// observer sees the rest go back; the next Take is decided as a central
+// bucket would.
+func TestOvertakenLeaseDrops(t *testing.T) {
 	clk := clocktest.New(t0)
-	var returnErrs atomic.Int64
+	var returned, returnErrs atomic.Int64
 	s := lease.New(refundsFail{memory.New(memory.WithClock(clk))}, lease.WithClock(clk), lease.WithObserver(lease.Observer{
-		Return: func(_ context.Context, _ spigot.Limit, _ int64, err error) {
-			if errors.Is(err, errRefund) {
+		Return: func(_ context.Context, _ spigot.Limit, n int64, err error) {
+			returned.Add(n)
+			if err != nil {
 				returnErrs.Add(1)
 			}
 		},
@@ -562,9 +547,9 @@ func TestOvertakenReturnFails(t *testing.T) {
 	busy(t, s, clk, l, "k", 100)
 	clk.Advance(2 * time.Second) // the remote is full again: the lease is overtaken
 	if d := take(t, s, l, "k", 1); !d.Allowed() || d.Remaining != 999 {
-		t.Errorf("Take after the overtaken lease went back, its Refund refused: %+v; want admitted, 999 left", d)
+		t.Errorf("Take after the lease was overtaken: %+v; want admitted, 999 left", d)
 	}
-	if returnErrs.Load() != 1 {
-		t.Errorf("%d failed returns observed; want 1", returnErrs.Load())
+	if returned.Load() == 0 || returnErrs.Load() != 0 {
+		t.Errorf("%d tokens went back, with %d errors (a Refund was sent); want some, with none", returned.Load(), returnErrs.Load())
 	}
 }
