@@ -7,7 +7,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,11 +15,8 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/countstore"
-	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
 	"github.com/spigot-go/spigot/store/lease"
-	"github.com/spigot-go/spigot/store/memory"
-	"github.com/spigot-go/spigot/store/rueidis"
 )
 
 // serverMicros returns the server's clock, in µs since the epoch.
@@ -114,56 +110,6 @@ func TestLeaseGlobalLimit(t *testing.T) {
 					})
 				}
 			}
-		})
-	}
-}
-
-// BenchmarkLease: 64 goroutines take one token at a time from one busy key
-// (a limit far above the requests) on the memory store, on a redis-server
-// through store/rueidis, and through a lease Store in front of that store,
-// in one run:
-//
-//	go test -run '^$' -bench Lease -benchtime 1s -count 3 ./internal/tests/store
-//
-// calls/op is what reaches the server per request.
-func BenchmarkLease(b *testing.B) {
-	l := spigot.MustBucket("busy", 1e12, spigot.Per(1e12, time.Second))
-	run := func(b *testing.B, s spigot.Store, counted *countstore.Store) {
-		ctx := context.Background()
-		op := spigot.Op{Limit: l, Key: "tenant-7", N: 1}
-		before := counted.Calls()
-		b.ReportAllocs()
-		b.SetParallelism(32) // 64 goroutines on 2 CPUs
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if d, err := s.Do(ctx, op); err != nil || !d.Allowed() {
-					b.Errorf("got %+v, %v; want admitted", d, err)
-					return
-				}
-			}
-		})
-		b.ReportMetric(float64(counted.Calls()-before)/float64(b.N), "calls/op")
-	}
-	b.Run("store=memory", func(b *testing.B) {
-		counted := countstore.New(memory.New())
-		run(b, counted, counted)
-	})
-	srv := testserver.Start(b, testserver.Redis)
-	for _, leased := range []bool{false, true} {
-		name := "store=rueidis"
-		if leased {
-			name = "store=lease"
-		}
-		b.Run(name, func(b *testing.B) {
-			counted := countstore.New(rueidis.New(testclient.Rueidis(b, srv.Addr), rueidis.WithPrefix(fmt.Sprintf("lease%d:", time.Now().UnixNano()))))
-			var s spigot.Store = counted
-			if leased {
-				ls := lease.New(counted)
-				b.Cleanup(func() { ls.Close(context.Background()) })
-				s = ls
-			}
-			run(b, s, counted)
 		})
 	}
 }

@@ -1,0 +1,194 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/countstore"
+	"github.com/spigot-go/spigot/internal/tests/testclient"
+	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/lease"
+	"github.com/spigot-go/spigot/store/memory"
+	"github.com/spigot-go/spigot/store/redis"
+	"github.com/spigot-go/spigot/store/rueidis"
+)
+
+// BenchmarkShare compares the ways to share one limit across replicas, in
+// one run: the central store (store=central: a redis-server through
+// store/rueidis, which pipelines, or store/redis on go-redis, which does
+// not), a lease Store in front of it (store=lease), and the hybrid store in
+// front of it (store=hybrid, with store/memory as its local store), with
+// the memory store (store=memory) as the baseline:
+//
+//	go test -run '^$' -bench Share -benchtime 1s -count 3 ./internal/tests/lease/
+//
+// Every request takes one token of a limit far above the requests, so
+// that all are admitted, on one hot key (keys=1) or on 10 000 keys in turn
+// (keys=10000). With goroutines=1, a lone caller, ns/op is a request's
+// latency, and p50-ns and p99-ns its percentiles (each includes one read
+// of the clock); with goroutines=64, ns/op is the inverse of the
+// throughput. store=lease/replicas=3 is three lease Stores, replicas of
+// one another, over one remote, the 64 goroutines spread among them.
+//
+// calls/op is what reaches the remote per request: 1 for the memory store
+// and the central store, the hybrid store's own calls, and a lease Store's
+// TakeUpTos and its sweeper's Refunds while the benchmark runs (not those
+// of Close).
+func BenchmarkShare(b *testing.B) {
+	srv := testserver.Start(b, testserver.Redis)
+	clients := []struct {
+		name string
+		new  func(b *testing.B, prefix string) spigot.Store
+	}{
+		{"rueidis", func(b *testing.B, p string) spigot.Store {
+			return rueidis.New(testclient.Rueidis(b, srv.Addr), rueidis.WithPrefix(p))
+		}},
+		{"go-redis", func(b *testing.B, p string) spigot.Store {
+			return redis.New(testclient.GoRedis(b, srv.Addr), redis.WithPrefix(p))
+		}},
+	}
+	// p goroutines per P: 64 goroutines, or the next multiple of
+	// GOMAXPROCS.
+	procs := runtime.GOMAXPROCS(0)
+	p := (64 + procs - 1) / procs
+	for _, nkeys := range []int{1, 10_000} {
+		keys := shareKeys(nkeys)
+		for _, goroutines := range []int{1, p * procs} {
+			cell := fmt.Sprintf("keys=%d/goroutines=%d/", nkeys, goroutines)
+			b.Run(cell+"store=memory", func(b *testing.B) {
+				counted := countstore.New(memory.New())
+				share(b, keys, goroutines, counted, counted)
+			})
+			for _, c := range clients {
+				for _, way := range []string{"central", "lease", "hybrid"} {
+					b.Run(cell+"client="+c.name+"/store="+way, func(b *testing.B) {
+						counted := countstore.New(c.new(b, uniquePrefix()))
+						switch way {
+						case "central":
+							share(b, keys, goroutines, counted, counted)
+						case "lease":
+							ls := lease.New(counted)
+							share(b, keys, goroutines, counted, ls)
+							closeLeases(b, ls)
+						case "hybrid":
+							var fallbacks atomic.Int64
+							h := hybrid.New(counted, memory.New(), hybrid.WithObserver(hybrid.Observer{
+								RemoteError: func(context.Context, spigot.Op, error, time.Duration) { fallbacks.Add(1) },
+							}))
+							share(b, keys, goroutines, counted, h)
+							if n := fallbacks.Load(); n > 0 {
+								b.Logf("%d of %d requests failed on the remote and were decided locally", n, b.N)
+							}
+						}
+					})
+				}
+				if goroutines == 1 {
+					continue
+				}
+				b.Run(cell+"client="+c.name+"/store=lease/replicas=3", func(b *testing.B) {
+					counted := countstore.New(c.new(b, uniquePrefix()))
+					replicas := []*lease.Store{lease.New(counted), lease.New(counted), lease.New(counted)}
+					share(b, keys, goroutines, counted, replicas[0], replicas[1], replicas[2])
+					closeLeases(b, replicas...)
+				})
+			}
+		}
+	}
+}
+
+// share sends b.N Takes of one token of roomy, on keys in turn, from
+// goroutines goroutines spread over stores (goroutine g on stores[g %
+// len(stores)]), and reports the calls that reached counted per request.
+// A lone goroutine also reports the latency percentiles.
+func share(b *testing.B, keys []string, goroutines int, counted *countstore.Store, stores ...spigot.Store) {
+	ctx := context.Background()
+	take := func(s spigot.Store, key string) bool {
+		d, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: key, N: 1})
+		if err != nil || !d.Allowed() {
+			b.Errorf("key %s: got %+v, %v; want admitted", key, d, err)
+			return false
+		}
+		return true
+	}
+	b.ReportAllocs()
+	before := counted.Calls()
+	if goroutines == 1 {
+		// One read of the clock per request: a request's latency is the
+		// time from the end of the one before it to its own end.
+		h := hdrhistogram.New(1, int64(10*time.Second), 3)
+		s := stores[0]
+		b.ResetTimer()
+		last := time.Now()
+		for i := range b.N {
+			if !take(s, keys[i%len(keys)]) {
+				return
+			}
+			now := time.Now()
+			if err := h.RecordValue(int64(now.Sub(last))); err != nil {
+				b.Fatal(err)
+			}
+			last = now
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(h.ValueAtQuantile(50)), "p50-ns")
+		b.ReportMetric(float64(h.ValueAtQuantile(99)), "p99-ns")
+	} else {
+		// Each goroutine walks every key from a point of its own, so that
+		// on 10 000 keys each key comes back to every replica, and at
+		// about the same interval.
+		var next atomic.Int64
+		b.SetParallelism(goroutines / runtime.GOMAXPROCS(0))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			g := int(next.Add(1) - 1)
+			s := stores[g%len(stores)]
+			i := g * len(keys) / goroutines
+			for pb.Next() {
+				if !take(s, keys[i]) {
+					return
+				}
+				if i++; i == len(keys) {
+					i = 0
+				}
+			}
+		})
+		b.StopTimer()
+	}
+	b.ReportMetric(float64(counted.Calls()-before)/float64(b.N), "calls/op")
+}
+
+// roomy admits every request of the benchmarks: a trillion tokens,
+// refilled at a trillion a second.
+var roomy = spigot.MustBucket("share", 1e12, spigot.Per(1e12, time.Second))
+
+// shareKeys returns n distinct keys, made before the timer starts.
+func shareKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "tenant-" + strconv.Itoa(i)
+	}
+	return keys
+}
+
+// uniquePrefix returns a key prefix of its own for each run, so that no
+// run finds a key another has used.
+func uniquePrefix() string { return fmt.Sprintf("share%d:", time.Now().UnixNano()) }
+
+// closeLeases closes stores, which gives their unspent tokens back.
+func closeLeases(b *testing.B, stores ...*lease.Store) {
+	b.Helper()
+	for _, s := range stores {
+		if err := s.Close(context.Background()); err != nil {
+			b.Error(err)
+		}
+	}
+}
