@@ -33,7 +33,11 @@ import (
 //
 // Every request takes one token of a limit far above the requests, so
 // that all are admitted, on one hot key (keys=1) or on 10 000 keys in turn
-// (keys=10000). With goroutines=1, a lone caller, ns/op is a request's
+// (keys=10000). The limit's refill is either far above the requests too
+// (refill=fast: the remote's bucket stays full, as for a key under its
+// limit, and its refill overtakes a lease within about a millisecond), or
+// far below them (refill=slow: the bucket drains as a key's at its limit
+// does, but holds more than a run takes). With goroutines=1, a lone caller, ns/op is a request's
 // latency, and p50-ns and p99-ns its percentiles (each includes one read
 // of the clock); with goroutines=64, ns/op is the inverse of the
 // throughput. store=lease/replicas=3 is three lease Stores, replicas of
@@ -64,13 +68,21 @@ func BenchmarkShare(b *testing.B) {
 	// GOMAXPROCS.
 	procs := runtime.GOMAXPROCS(0)
 	p := (64 + procs - 1) / procs
-	for _, nkeys := range []int{1, 10_000} {
-		keys := shareKeys(nkeys)
+	for _, l := range []struct {
+		keys   int
+		refill string
+		limit  spigot.Limit
+	}{
+		{1, "fast", roomy},
+		{1, "slow", draining},
+		{10_000, "fast", roomy},
+	} {
+		w := load{shareKeys(l.keys), l.limit}
 		for _, goroutines := range []int{1, p * procs} {
-			cell := fmt.Sprintf("keys=%d/goroutines=%d/", nkeys, goroutines)
+			cell := fmt.Sprintf("keys=%d/refill=%s/goroutines=%d/", l.keys, l.refill, goroutines)
 			b.Run(cell+"store=memory", func(b *testing.B) {
 				counted := countstore.New(memory.New())
-				share(b, keys, goroutines, counted, counted)
+				share(b, w, goroutines, counted, counted)
 			})
 			for _, c := range clients {
 				for _, way := range []string{"central", "lease", "hybrid"} {
@@ -78,10 +90,10 @@ func BenchmarkShare(b *testing.B) {
 						counted := countstore.New(c.new(b, uniquePrefix()))
 						switch way {
 						case "central":
-							share(b, keys, goroutines, counted, counted)
+							share(b, w, goroutines, counted, counted)
 						case "lease":
 							ls := lease.New(counted)
-							share(b, keys, goroutines, counted, ls)
+							share(b, w, goroutines, counted, ls)
 							closeLeases(b, ls)
 						case "hybrid":
 							var local atomic.Int64
@@ -90,7 +102,7 @@ func BenchmarkShare(b *testing.B) {
 								hybrid.WithObserver(hybrid.Observer{
 									RemoteError: func(context.Context, spigot.Op, error, time.Duration) { local.Add(1) },
 								}))
-							share(b, keys, goroutines, counted, h)
+							share(b, w, goroutines, counted, h)
 							b.ReportMetric(float64(local.Load())/float64(b.N), "local/op")
 						}
 					})
@@ -101,7 +113,7 @@ func BenchmarkShare(b *testing.B) {
 				b.Run(cell+"client="+c.name+"/store=lease/replicas=3", func(b *testing.B) {
 					counted := countstore.New(c.new(b, uniquePrefix()))
 					replicas := []*lease.Store{lease.New(counted), lease.New(counted), lease.New(counted)}
-					share(b, keys, goroutines, counted, replicas[0], replicas[1], replicas[2])
+					share(b, w, goroutines, counted, replicas[0], replicas[1], replicas[2])
 					closeLeases(b, replicas...)
 				})
 			}
@@ -109,14 +121,21 @@ func BenchmarkShare(b *testing.B) {
 	}
 }
 
-// share sends b.N Takes of one token of roomy, on keys in turn, from
+// A load is what the requests of a benchmark take: one token of limit, on
+// keys in turn.
+type load struct {
+	keys  []string
+	limit spigot.Limit
+}
+
+// share sends b.N requests of w, from
 // goroutines goroutines spread over stores (goroutine g on stores[g %
 // len(stores)]), and reports the calls that reached counted per request.
 // A lone goroutine also reports the latency percentiles.
-func share(b *testing.B, keys []string, goroutines int, counted *countstore.Store, stores ...spigot.Store) {
+func share(b *testing.B, w load, goroutines int, counted *countstore.Store, stores ...spigot.Store) {
 	ctx := context.Background()
 	take := func(s spigot.Store, key string) bool {
-		d, err := s.Do(ctx, spigot.Op{Limit: roomy, Key: key, N: 1})
+		d, err := s.Do(ctx, spigot.Op{Limit: w.limit, Key: key, N: 1})
 		if err != nil || !d.Allowed() {
 			b.Errorf("key %s: got %+v, %v; want admitted", key, d, err)
 			return false
@@ -133,7 +152,7 @@ func share(b *testing.B, keys []string, goroutines int, counted *countstore.Stor
 		b.ResetTimer()
 		last := time.Now()
 		for i := range b.N {
-			if !take(s, keys[i%len(keys)]) {
+			if !take(s, w.keys[i%len(w.keys)]) {
 				return
 			}
 			now := time.Now()
@@ -155,12 +174,12 @@ func share(b *testing.B, keys []string, goroutines int, counted *countstore.Stor
 		b.RunParallel(func(pb *testing.PB) {
 			g := int(next.Add(1) - 1)
 			s := stores[g%len(stores)]
-			i := g * len(keys) / goroutines
+			i := g * len(w.keys) / goroutines
 			for pb.Next() {
-				if !take(s, keys[i]) {
+				if !take(s, w.keys[i]) {
 					return
 				}
-				if i++; i == len(keys) {
+				if i++; i == len(w.keys) {
 					i = 0
 				}
 			}
@@ -173,6 +192,10 @@ func share(b *testing.B, keys []string, goroutines int, counted *countstore.Stor
 // roomy admits every request of the benchmarks: a trillion tokens,
 // refilled at a trillion a second.
 var roomy = spigot.MustBucket("share", 1e12, spigot.Per(1e12, time.Second))
+
+// draining admits every request of the benchmarks too (a billion tokens),
+// but refills one token a second: the requests drain it.
+var draining = spigot.MustBucket("share-draining", 1e9, spigot.PerSecond(1))
 
 // shareKeys returns n distinct keys, made before the timer starts.
 func shareKeys(n int) []string {
