@@ -137,6 +137,9 @@ type Store struct {
 type shard struct {
 	mu     sync.RWMutex
 	leases map[leaseKey]*lease
+	// last is the lease the shard last found, read without the lock: a
+	// busy key's requests find it with one atomic load.
+	last atomic.Pointer[lease]
 }
 
 // A leaseKey names a key's limit by name, as stores do, so that a limit
@@ -148,6 +151,7 @@ type leaseKey struct {
 // A lease is one key's tokens taken from the remote and not yet spent,
 // and what the remote last said of the key.
 type lease struct {
+	key     leaseKey // immutable
 	mu      sync.Mutex
 	limit   spigot.Limit  // the limit the tokens were taken under
 	tokens  int64         // unspent
@@ -265,9 +269,7 @@ func (s *Store) shardOf(k leaseKey) *shard {
 func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 	sh := s.shardOf(k)
 	for {
-		sh.mu.RLock()
-		l := sh.leases[k]
-		sh.mu.RUnlock()
+		l := sh.lookup(k)
 		if l == nil {
 			sh.mu.Lock()
 			if l = sh.leases[k]; l == nil {
@@ -275,8 +277,8 @@ func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 					sh.mu.Unlock()
 					return nil
 				}
-				k.key = strings.Clone(k.key) // not the larger string it may be cut from
-				l = &lease{limit: lim}
+				k = leaseKey{k.name, strings.Clone(k.key)} // not the larger string it may be cut from
+				l = &lease{key: k, limit: lim}
 				sh.leases[k] = l
 				s.keys.Add(1)
 			}
@@ -287,6 +289,7 @@ func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 			return l
 		}
 		l.mu.Unlock()
+		sh.last.CompareAndSwap(l, nil)
 	}
 }
 
@@ -295,18 +298,36 @@ func (s *Store) forget(k leaseKey, l *lease) {
 	sh := s.shardOf(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.leases[k] == l {
-		delete(sh.leases, k)
+	if sh.remove(k, l) {
 		s.keys.Add(-1)
 	}
 }
 
-// lookup returns k's lease, or nil.
-func (s *Store) lookup(k leaseKey) *lease {
-	sh := s.shardOf(k)
+// remove removes k's lease l from sh, locked, if it is still there.
+func (sh *shard) remove(k leaseKey, l *lease) bool {
+	if sh.leases[k] != l {
+		return false
+	}
+	delete(sh.leases, k)
+	sh.last.CompareAndSwap(l, nil)
+	return true
+}
+
+// lookup returns k's lease, or nil; it may be dead.
+func (s *Store) lookup(k leaseKey) *lease { return s.shardOf(k).lookup(k) }
+
+func (sh *shard) lookup(k leaseKey) *lease {
+	last := sh.last.Load()
+	if last != nil && last.key == k {
+		return last
+	}
 	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	return sh.leases[k]
+	l := sh.leases[k]
+	sh.mu.RUnlock()
+	if l != nil && l != last {
+		sh.last.Store(l)
+	}
+	return l
 }
 
 func (s *Store) isClosed() bool {
@@ -419,17 +440,38 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	}
 }
 
-// local returns the decision of n tokens taken from l, locked, at now.
+// local returns the decision of n tokens taken from l, locked, at now:
+// the remote's last answer, refilled since, with the lease's tokens in it.
 func (l *lease) local(n int64, now time.Time) spigot.Decision {
-	since := now.Sub(l.at)
-	d := spigot.Decision{
-		N:           n,
-		Remaining:   l.refilled(since),
-		ResetAfter:  aged(l.resetAfter, since),
-		RefillAfter: nextToken(l.refillAfter, since, l.limit),
+	d := spigot.Decision{N: n}
+	lack, ok := l.lack(now)
+	if !ok { // far from full: the remote's last answer, aged
+		since := now.Sub(l.at)
+		d.Remaining, d.ResetAfter, d.RefillAfter = l.remaining, aged(l.resetAfter, since), nextToken(l.refillAfter, since, l.limit)
+		credit(&d, l.limit, l.tokens)
+		return d
 	}
-	credit(&d, l.limit, l.tokens)
+	scale, refill := l.limit.Scale(), l.limit.Refill()
+	whole, part := lack/scale, lack%scale
+	remote := l.limit.Capacity() - whole
+	if part > 0 {
+		remote--
+	}
+	d.Remaining = max(remote, l.remaining) + l.tokens
+	if short := lack - l.tokens*scale; short > 0 { // the lease is trimmed: l.tokens ≤ whole
+		d.ResetAfter = ceilMs((short + refill - 1) / refill)
+	}
+	next := scale // the units the next whole token lacks
+	if part > 0 {
+		next = part
+	}
+	d.RefillAfter = ceilMs((next + refill - 1) / refill)
 	return d
+}
+
+// ceilMs returns us microseconds rounded up to the millisecond.
+func ceilMs(us int64) time.Duration {
+	return time.Duration((us+999)/1000) * time.Millisecond
 }
 
 // trim drops the tokens of l (locked) that the remote's refill has
@@ -454,18 +496,32 @@ func (s *Store) trim(ctx context.Context, l *lease, now time.Time) {
 // lacks returns the whole tokens the remote lacks of full at now, as far
 // as its last answer to l (locked) tells.
 func (l *lease) lacks(now time.Time) int64 {
-	if l.at.IsZero() || l.resetAfter == spigot.Never {
+	lack, ok := l.lack(now)
+	if !ok || lack > math.MaxInt64-l.limit.Refill() {
 		return math.MaxInt64
 	}
-	left := ceilMicros(l.resetAfter - now.Sub(l.at))
+	// A microsecond more: the remote counts time in whole microseconds,
+	// from instants rounded down.
+	return (lack + l.limit.Refill()) / l.limit.Scale()
+}
+
+// lack returns the scaled units the remote lacks of full at now, as far as
+// its last answer to l (locked) tells, rounded up; false when it has not
+// answered, or lacks more than an int64 counts.
+func (l *lease) lack(now time.Time) (int64, bool) {
+	if l.at.IsZero() || l.resetAfter == spigot.Never {
+		return 0, false
+	}
+	d := l.resetAfter - now.Sub(l.at)
+	left := (d + time.Microsecond - 1).Microseconds()
 	refill := l.limit.Refill()
 	switch {
 	case left <= 0:
-		return 0
+		return 0, true
 	case left > math.MaxInt64/refill:
-		return math.MaxInt64 // far from full
+		return 0, false
 	}
-	return left * refill / l.limit.Scale()
+	return left * refill, true
 }
 
 // credit counts, in the remote's decision d on limit lim, held tokens
@@ -494,28 +550,6 @@ func aged(d, since time.Duration) time.Duration {
 		return 0
 	}
 	return (d - since + time.Millisecond - 1).Truncate(time.Millisecond)
-}
-
-// refilled returns what the remote held at its last answer to l (locked),
-// refilled since at the limit's rate, as far as the remote's ResetAfter
-// tells (other replicas may have taken some meanwhile).
-func (l *lease) refilled(since time.Duration) int64 {
-	left := ceilMicros(l.resetAfter - since)
-	if l.resetAfter == spigot.Never || since <= 0 || left > math.MaxInt64/l.limit.Refill() {
-		return l.remaining
-	}
-	capacity := l.limit.Capacity()
-	if left <= 0 {
-		return capacity - l.tokens
-	}
-	lacks := (left*l.limit.Refill() + l.limit.Scale() - 1) / l.limit.Scale()
-	return max(l.remaining, capacity-lacks)
-}
-
-// ceilMicros returns d in microseconds, rounded up, and one more: the
-// remote counts time in whole microseconds, from instants rounded down.
-func ceilMicros(d time.Duration) int64 {
-	return (d + time.Microsecond - 1).Microseconds() + 1
 }
 
 // nextToken returns the RefillAfter of lim, refill after since: the wait
@@ -807,7 +841,7 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 					refunds = append(refunds, refund{l.limit, k.key, l.tokens})
 				}
 				l.tokens, l.dead = 0, true
-				delete(sh.leases, k)
+				sh.remove(k, l)
 				s.keys.Add(-1)
 			case l.tokens > 0 && !l.takenAt.After(old):
 				refunds = append(refunds, refund{l.limit, k.key, l.tokens})
