@@ -109,6 +109,10 @@ func TestFairness(t *testing.T) {
 							})
 						}
 					}
+					t.Cleanup(func() { // when the test ends early
+						stop.Store(true)
+						wg.Wait()
+					})
 					untilServerClock(t, srv, start+run.Microseconds(), func() bool { return true })
 					stop.Store(true)
 					wg.Wait()

@@ -201,6 +201,10 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 			})
 		}
 	}
+	t.Cleanup(func() { // when the test ends early
+		stop.Store(true)
+		wg.Wait()
+	})
 	// The kill, at the child's next report once both survivors have
 	// admitted requests: the child is busy, its goroutines in the midst of
 	// their requests.

@@ -70,6 +70,7 @@ func TestServerPaused(t *testing.T) {
 			var (
 				phase      atomic.Int32
 				resume     = make(chan struct{})
+				resumeOnce sync.Once
 				stop       atomic.Bool
 				ledgers    [replicas]*ledger
 				stores     [replicas]*lease.Store
@@ -118,6 +119,11 @@ func TestServerPaused(t *testing.T) {
 					})
 				}
 			}
+			t.Cleanup(func() { // when the test ends early
+				stop.Store(true)
+				resumeOnce.Do(func() { close(resume) })
+				wg.Wait()
+			})
 			admittedBy := func(i int) int64 { return wins[i][0].Load() + wins[i][1].Load() + wins[i][2].Load() }
 
 			// Stop the server once each replica has been seen holding a
@@ -162,7 +168,7 @@ func TestServerPaused(t *testing.T) {
 			}
 			srv.Resume()
 			phase.Store(resumed)
-			close(resume)
+			resumeOnce.Do(func() { close(resume) })
 			var afterPause [replicas]int64
 			waitFor(t, "every replica admitting after the server runs again", func() bool {
 				for i := range replicas {
