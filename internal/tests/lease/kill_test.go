@@ -218,6 +218,9 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 	killed = true
 	<-readDone // every report the child wrote before it died
 	cmd.Wait()
+	if strings.Contains(stderr.String(), "DATA RACE") {
+		t.Errorf("the child replica reported a data race:\n%s", stderr.String())
+	}
 	atKill := child.get()
 	killedAt := serverMicros(t, srv)
 	var before [survivors]int64
