@@ -116,6 +116,9 @@ type ledger struct {
 	// that brought it returns, so before any of its tokens is spent; it is
 	// called with the ledger's lock held.
 	onGrant func(key string, n int64)
+	// onReturn, when not nil, is called with each Refund before it is
+	// sent, with no lock held.
+	onReturn func(key string, n int64)
 
 	mu      sync.Mutex
 	taken   map[string]int64
@@ -145,7 +148,19 @@ func (l *ledger) record(op spigot.Op, d spigot.Decision) {
 	}
 }
 
+func (l *ledger) returning(ops ...spigot.Op) {
+	if l.onReturn == nil {
+		return
+	}
+	for _, op := range ops {
+		if op.Action == spigot.Refund {
+			l.onReturn(op.Key, op.N)
+		}
+	}
+}
+
 func (l *ledger) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
+	l.returning(op)
 	d, err := l.Store.Do(ctx, op)
 	if err == nil {
 		l.record(op, d)
@@ -154,6 +169,7 @@ func (l *ledger) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) 
 }
 
 func (l *ledger) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
+	l.returning(ops...)
 	err := l.Store.DoMulti(ctx, mode, ops, out)
 	for i, op := range ops {
 		if out[i].Remaining >= 0 { // a failed op's Decision is Failed(): nothing moved

@@ -44,8 +44,10 @@ func (c replicaConfig) limit() spigot.Limit { return spigot.MustBucket("kill", c
 // and the two others are busy too, the child is killed with SIGKILL. Each
 // key then admits at most capacity + rate × the interval, on the server's
 // clock, from before the first request to after the last, counting for the
-// child every token the server granted it (it reports each grant before it
-// spends it, so whatever it admitted unreported is counted); each survivor
+// child every token the server granted it less those it sent back (it
+// reports each grant before it spends it, and each Refund of a lease the
+// refill overtook before it sends it, so whatever it admitted unreported
+// is counted); each survivor
 // admits no more than the server granted it; and the survivors keep
 // admitting after the kill, at the refill's pace, with no error.
 func TestReplicaKilled(t *testing.T) {
@@ -81,6 +83,7 @@ type childState struct {
 	mu       sync.Mutex
 	ready    bool
 	granted  map[string]int64 // by key: every grant the child reported
+	returned map[string]int64 // by key: every Refund the child reported sending
 	admitted int64            // the child's last report of its admissions
 	held     int64            // and of what it held: granted less admitted
 	leased   bool             // a report showed a lease: held ≥ 2
@@ -124,7 +127,7 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 			cmd.Wait()
 		}
 	})
-	child := &childState{granted: make(map[string]int64)}
+	child := &childState{granted: make(map[string]int64), returned: make(map[string]int64)}
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -141,6 +144,9 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 			case f[1] == "grant" && len(f) == 4:
 				n, _ := strconv.ParseInt(f[3], 10, 64)
 				child.granted[f[2]] += n
+			case f[1] == "return" && len(f) == 4:
+				n, _ := strconv.ParseInt(f[3], 10, 64)
+				child.returned[f[2]] += n
 			case f[1] == "admitted" && len(f) == 5:
 				child.admitted, _ = strconv.ParseInt(f[2], 10, 64)
 				child.held, _ = strconv.ParseInt(f[4], 10, 64)
@@ -241,12 +247,16 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 
 	elapsed := end - start
 	limit := bound(cfg.Capacity, cfg.Rate, elapsed)
-	var total, childTotal, lost int64
+	var total, childTotal, childBack, lost int64
 	child.mu.Lock()
 	defer child.mu.Unlock()
 	for k := range cfg.Keys {
-		n := child.granted[key(k)] // all the child could have admitted
+		// All the child could have admitted: what it was granted, less
+		// what it sent back (a lease's tokens leave it before the Refund
+		// that gives them back is sent, whether it arrives or not).
+		n := child.granted[key(k)] - child.returned[key(k)]
 		childTotal += n
+		childBack += child.returned[key(k)]
 		for i := range survivors {
 			a := admitted[i][k].Load()
 			n += a
@@ -256,8 +266,8 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 		}
 		total += n
 		if n > limit {
-			t.Errorf("key %s: the replicas admitted %d (the child counted at the %d tokens it was granted) in %v of the server's clock; want at most capacity + rate × interval = %d",
-				key(k), n, child.granted[key(k)], time.Duration(elapsed)*time.Microsecond, limit)
+			t.Errorf("key %s: the replicas admitted %d (the child counted at the %d tokens it was granted and kept) in %v of the server's clock; want at most capacity + rate × interval = %d",
+				key(k), n, child.granted[key(k)]-child.returned[key(k)], time.Duration(elapsed)*time.Microsecond, limit)
 		}
 	}
 	lost = childTotal - atKill.admitted
@@ -266,15 +276,16 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 			t.Errorf("survivor %d: Close: %v", i, err)
 		}
 	}
-	t.Logf("%v on the server's clock; child: granted %d, last reported %d admitted and %d held (%d reports), so at most %d admitted unreported or lost with it; survivors: %d and %d admitted before the kill, %d and %d after; %d admitted on %d keys, at most %d each",
-		time.Duration(elapsed)*time.Microsecond, childTotal, atKill.admitted, atKill.held, atKill.reports, lost,
+	t.Logf("%v on the server's clock; child: granted %d less %d sent back, last reported %d admitted and %d held (%d reports), so at most %d admitted unreported or lost with it; survivors: %d and %d admitted before the kill, %d and %d after; %d admitted on %d keys, at most %d each",
+		time.Duration(elapsed)*time.Microsecond, childTotal+childBack, childBack, atKill.admitted, atKill.held, atKill.reports, lost,
 		before[0], before[1], wins[0].Load()-before[0], wins[1].Load()-before[1], total, cfg.Keys, limit)
 }
 
 // runReplica is the child replica: a lease Store on cfg's server, whose
 // every grant from the server is written to standard output ("replica:
 // grant KEY N") before the call that brought it returns, so before any of
-// its tokens can be admitted. Once told "go" on its standard input, its
+// its tokens can be admitted, and every Refund ("replica: return KEY N")
+// before it is sent, when its tokens have left the lease. Once told "go" on its standard input, its
 // goroutines take one token at a time from cfg's keys until the process is
 // killed, and it reports every 32nd admission with what it held then
 // ("replica: admitted A held H"). It ends when its standard input closes.
@@ -300,8 +311,14 @@ func runReplica(t *testing.T, js string) {
 		granted += n
 		report("grant %s %d", key, n)
 	}
-	// No sweeps while the replica lives: a refund would make it hold less
-	// than it reported.
+	l.onReturn = func(key string, n int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		granted -= n
+		report("return %s %d", key, n)
+	}
+	// No sweeps while the replica lives: only the leases the remote's
+	// refill overtakes go back.
 	s := lease.New(l, lease.WithIdle(time.Hour))
 	b := cfg.limit()
 	mu.Lock()
