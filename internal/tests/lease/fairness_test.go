@@ -82,6 +82,7 @@ func TestFairness(t *testing.T) {
 						key      string
 						sent     atomic.Int64
 						admitted [3]atomic.Int64
+						longest  atomic.Int64 // the longest request, in ns
 					}
 					sides := []*side{{stores: fleet, key: "fleet"}, {stores: central, key: "central"}}
 					var (
@@ -95,7 +96,11 @@ func TestFairness(t *testing.T) {
 							wg.Go(func() {
 								for !stop.Load() {
 									r := pattern[s.sent.Add(1)%10]
+									t0 := time.Now()
 									d, err := s.stores[r].Do(context.Background(), spigot.Op{Limit: b, Key: s.key, N: 1})
+									if took := int64(time.Since(t0)); took > s.longest.Load() {
+										s.longest.Store(took) // a race between goroutines may keep a shorter one: a figure to log
+									}
 									if err != nil {
 										if errs.Add(1) <= 3 {
 											t.Errorf("%s, replica %d: %v", s.key, r, err)
@@ -135,10 +140,11 @@ func TestFairness(t *testing.T) {
 						directCalls += direct[i].Calls()
 					}
 					ratio := float64(got) / float64(want)
-					rtt := time.Duration(goroutines * (end - start) * 1000 / sides[1].sent.Load()) // the central bucket's mean call
-					t.Logf("interval %v: mean round trip %v; with leases %d admitted (by replica %d, %d, %d) of %d requests, %d server calls; central bucket %d of %d requests, %d calls; ratio %.3f; to capacity + rate × %v = %d: %.3f and %.3f",
-						interval, rtt, got, sides[0].admitted[0].Load(), sides[0].admitted[1].Load(), sides[0].admitted[2].Load(), sides[0].sent.Load(), calls,
-						want, sides[1].sent.Load(), directCalls, ratio,
+					mean := func(s *side) time.Duration { return time.Duration(goroutines * (end - start) * 1000 / s.sent.Load()) }
+					rtt := mean(sides[1]) // the central bucket's mean call
+					t.Logf("interval %v: mean round trip %v; with leases %d admitted (by replica %d, %d, %d) of %d requests (mean %v, longest %v), %d server calls; central bucket %d of %d requests (longest %v), %d calls; ratio %.3f; to capacity + rate × %v = %d: %.3f and %.3f",
+						interval, rtt, got, sides[0].admitted[0].Load(), sides[0].admitted[1].Load(), sides[0].admitted[2].Load(), sides[0].sent.Load(), mean(sides[0]), time.Duration(sides[0].longest.Load()), calls,
+						want, sides[1].sent.Load(), time.Duration(sides[1].longest.Load()), directCalls, ratio,
 						time.Duration(end-start)*time.Microsecond, limit, float64(got)/float64(limit), float64(want)/float64(limit))
 					if interval == 10*time.Millisecond && got*100 < want*95 {
 						t.Errorf("with leases and the default interval the replicas admitted %d, %.1f %% of the central bucket's %d; want at least 95 %%", got, 100*ratio, want)
