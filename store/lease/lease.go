@@ -25,7 +25,9 @@
 // and one that lasted longer half as large: a lease lasts about an
 // interval. While a key
 // with no lease asks the remote, the key's other requests go to the remote
-// as they are, and while it asks for a lease, they wait for it. A lease is
+// as they are, and while it asks for a lease, they wait for it (near the
+// limit, for that lease only: one it does not serve goes to the remote as
+// it is while another request asks for the next). A lease is
 // never more than a sixteenth of the limit's capacity, nor more than a
 // quarter of what the remote last said it held, so that a key near its
 // limit is decided almost centrally. At any instant at most (replicas × the
@@ -370,6 +372,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		// the capacity is denied for ever.
 		return s.passOn(ctx, k, op)
 	}
+	waited := false // for a lease another request asked for
 	for {
 		l := s.find(k, op.Limit)
 		if l == nil {
@@ -387,9 +390,12 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			}
 			return d, nil
 		}
-		if w := l.filling; w != nil && l.size == 0 {
+		if w := l.filling; w != nil && (l.size == 0 || waited && l.size >= l.remaining/lowFraction) {
 			// Another request on the key is asking the remote, for no
-			// more than its own cost (a key new or near its limit): this
+			// more than its own cost (a key new or near its limit), or
+			// for a lease that what the remote holds keeps small, after
+			// the one this request waited for (the key's other requests
+			// took it first, and would take the next first too): this
 			// one goes to the remote as it is, as without the Store.
 			l.mu.Unlock()
 			d, err := s.remote.Do(ctx, op)
@@ -416,6 +422,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			l.mu.Unlock()
 			select {
 			case <-w:
+				waited = true
 				continue
 			case <-ctx.Done():
 				return spigot.Decision{}, ctx.Err()
