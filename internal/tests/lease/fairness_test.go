@@ -38,9 +38,10 @@ import (
 // What only the fleet loses, on a key at its limit: the tokens its leases
 // hold when the run ends, and those its bucket holds because a replica
 // cannot take them fast enough. A replica whose lease is being filled
-// makes its other requests wait for it, so it takes at most 1 + its lease
-// size per round trip (rtt), and a lease is at most a quarter of what
-// the bucket last held: the replica with 80 % of the traffic keeps up
+// makes its other requests wait for it (near the limit, then go to the
+// remote as they are), so at worst it takes 1 + its lease size per round
+// trip (rtt), and a lease is at most a quarter of what the bucket last
+// held: the replica with 80 % of the traffic keeps up
 // with its share of the rate r once the bucket holds about 4 × 0.8r × rtt,
 // and the three leases then hold at most 3/4 of that: together about
 // 5.6 × r × rtt tokens. Against the central bucket's capacity + r × 3s,
