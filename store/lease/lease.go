@@ -23,14 +23,13 @@
 // below) within WithInterval (plus twice the time the remote took to
 // answer) of being taken gets one twice as large plus one the next time,
 // and one that lasted longer half as large: a lease lasts about an
-// interval. While a key
-// with no lease asks the remote, the key's other requests go to the remote
-// as they are, and while it asks for a lease, they wait for it (near the
-// limit, for that lease only: one it does not serve goes to the remote as
-// it is while another request asks for the next). A lease is
-// never more than a sixteenth of the limit's capacity, nor more than a
-// quarter of what the remote last said it held, so that a key near its
-// limit is decided almost centrally. At any instant at most (replicas × the
+// interval. While a key with no lease asks the remote, the key's other
+// requests go to the remote as they are, and while it asks for a lease,
+// they wait for it (near the limit, for that lease only: one it does not
+// serve goes to the remote as it is while another request asks for the
+// next). A lease is never more than a sixteenth of the limit's capacity,
+// nor more than a quarter of what the remote last said it held, so that a
+// key near its limit is decided almost centrally. At any instant at most (replicas × the
 // largest lease) tokens sit unspent in leases: the most by which the
 // limit's clients can be under-admitted.
 //
