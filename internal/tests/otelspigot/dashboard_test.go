@@ -22,6 +22,7 @@ import (
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/otelspigot"
 	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/lease"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -87,9 +88,10 @@ func TestDashboardNames(t *testing.T) {
 // through the Prometheus exporter, with its labels (the instrumentation
 // scope's left out): a counter's or a gauge's name, a histogram's with
 // _bucket (and the label le), _sum and _count. It registers the
-// instruments of Wrap, HybridObserver and ObserveCircuit on a fresh
-// registry, and drives decisions, store errors, remote errors and a
-// breaker that opens and closes, so that every instrument has data.
+// instruments of Wrap, HybridObserver, ObserveCircuit and LeaseObserver
+// on a fresh registry, and drives decisions, store errors, remote errors,
+// a breaker that opens and closes, and leases (exportLease), so that
+// every instrument has data.
 func exportedSeries(t *testing.T) map[string][]string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -131,6 +133,7 @@ func exportedSeries(t *testing.T) map[string][]string {
 	if got := h.Circuit(); got != hybrid.CircuitClosed {
 		t.Fatalf("got circuit %v, want closed again", got)
 	}
+	exportLease(t, with)
 
 	families, err := reg.Gather()
 	if err != nil {
@@ -163,12 +166,56 @@ func exportedSeries(t *testing.T) map[string][]string {
 	for _, name := range []string{
 		"spigot_decisions_total", "spigot_store_errors_total", "spigot_hybrid_remote_errors_total",
 		"spigot_hybrid_circuit_transitions_total", "spigot_hybrid_circuit", "spigot_hybrid_remote_duration_seconds_bucket",
+		"spigot_lease_hits_total", "spigot_lease_takes_total", "spigot_lease_tokens_taken_total", "spigot_lease_tokens_returned_total",
 	} {
 		if _, ok := series[name]; !ok {
 			t.Fatalf("%s is not exported (exported: %v)", name, sortedKeys(series))
 		}
 	}
 	return series
+}
+
+// exportLease records LeaseObserver's instruments with opts: a lease
+// Store over a memory store, on a fake clock of its own, decides a busy
+// key's requests from leases, fails a take while its remote is down, and
+// loses the tokens its leases hold at a Close while the remote is down
+// again, so that every instrument has data, the failed ones error.type.
+func exportLease(t *testing.T, opts ...otelspigot.Option) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clocktest.New(t0)
+	remote := &switchStore{Store: memory.New(memory.WithClock(clk))}
+	s := lease.New(remote, lease.WithClock(clk), lease.WithObserver(otelspigot.LeaseObserver(opts...)))
+	api := spigot.MustBucket("api", 10_000, spigot.Per(10_000, time.Hour))
+	take := func() error {
+		clk.Advance(time.Microsecond)
+		_, err := s.Do(ctx, spigot.Op{Limit: api, Key: "tenant-7", N: 1})
+		return err
+	}
+	busy := func(step string) {
+		for i := range 100 {
+			if err := take(); err != nil {
+				t.Fatalf("%s: request %d: %v", step, i, err)
+			}
+		}
+	}
+	busy("before the outage")
+	remote.down.Store(true)
+	failed := false
+	for range 1000 { // until the lease is spent
+		if failed = take() != nil; failed {
+			break
+		}
+	}
+	if !failed {
+		t.Fatal("no take failed while the remote was down")
+	}
+	remote.down.Store(false)
+	busy("after the outage")
+	remote.down.Store(true)
+	if err := s.Close(ctx); !errors.Is(err, errDown) {
+		t.Fatalf("Close: got %v, want the refunds' error %v: tokens lost", err, errDown)
+	}
 }
 
 // switchStore is a remote store that fails while down is set.
