@@ -272,6 +272,22 @@ func (s *Server) Info(section string) (map[string]string, error) { return Info(s
 // Do sends one command to the server; see the function Do.
 func (s *Server) Do(args ...string) (string, error) { return Do(s.Addr, args...) }
 
+// Micros returns the server's clock (TIME), in microseconds since the
+// epoch, as the stores' scripts read it; it fails tb if the server does
+// not answer.
+func (s *Server) Micros(tb testing.TB) int64 {
+	tb.Helper()
+	r, err := s.Do("EVAL", "local t = redis.call('TIME') return t[1] * 1000000 + t[2]", "0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	us, err := strconv.ParseInt(r, 10, 64)
+	if err != nil {
+		tb.Fatalf("TIME in µs: %q: %v", r, err)
+	}
+	return us
+}
+
 // Kill stops the server at once with SIGKILL (it loses its data) and waits
 // for the process to end.
 func (s *Server) Kill() {

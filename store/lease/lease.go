@@ -354,13 +354,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	k := leaseKey{op.Limit.Name(), op.Key}
 	switch {
 	case op.Action == spigot.Reset:
-		var dropped int64
-		if l := s.lookup(k); l != nil {
-			l.mu.Lock()
-			s.trim(ctx, l, s.clock.Now())
-			dropped, l.tokens = l.tokens, 0 // the limit is full again: nothing to give back
-			l.mu.Unlock()
-		}
+		dropped := s.held(ctx, k, true) // the limit is full again: nothing to give back
 		d, err := s.passOn(ctx, k, op)
 		d.N = max(d.N-dropped, 0) // what the limit lacked, counting the lease
 		return d, err
@@ -675,16 +669,27 @@ func (s *Store) peekLacking(ctx context.Context, l *lease, op spigot.Op, have in
 	return d, nil
 }
 
+// held returns what k's lease holds, trimmed to what the remote lacks,
+// and empties the lease if take.
+func (s *Store) held(ctx context.Context, k leaseKey, take bool) int64 {
+	l := s.lookup(k)
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s.trim(ctx, l, s.clock.Now())
+	n := l.tokens
+	if take {
+		l.tokens = 0
+	}
+	return n
+}
+
 // passOn sends op (a Peek, a Reset, or a Take the lease cannot serve) to
 // the remote, and counts k's lease in its decision.
 func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
-	var held int64
-	if l := s.lookup(k); l != nil {
-		l.mu.Lock()
-		s.trim(ctx, l, s.clock.Now())
-		held = l.tokens
-		l.mu.Unlock()
-	}
+	held := s.held(ctx, k, false)
 	if op.Action == spigot.Peek && op.N <= op.Limit.Capacity() {
 		op.N -= min(held, op.N) // what the lease holds is not the remote's to tell
 	}
@@ -700,13 +705,7 @@ func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 // lease holds, so that the limit, counting the lease, is not filled past
 // its capacity; the lease starts again empty.
 func (s *Store) refund(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
-	var held int64
-	if l := s.lookup(k); l != nil {
-		l.mu.Lock()
-		s.trim(ctx, l, s.clock.Now())
-		held, l.tokens = l.tokens, 0
-		l.mu.Unlock()
-	}
+	held := s.held(ctx, k, true)
 	capacity := op.Limit.Capacity()
 	n := op.N
 	if n >= capacity-held {

@@ -91,7 +91,7 @@ func TestFairness(t *testing.T) {
 						errs atomic.Int64
 						wg   sync.WaitGroup
 					)
-					start := serverMicros(t, srv)
+					start := srv.Micros(t)
 					for _, s := range sides {
 						for range goroutines {
 							wg.Go(func() {
@@ -122,7 +122,7 @@ func TestFairness(t *testing.T) {
 					untilServerClock(t, srv, start+run.Microseconds(), func() bool { return true })
 					stop.Store(true)
 					wg.Wait()
-					end := serverMicros(t, srv)
+					end := srv.Micros(t)
 
 					sum := func(s *side) (n int64) {
 						for i := range s.admitted {

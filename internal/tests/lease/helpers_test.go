@@ -2,7 +2,6 @@ package lease_test
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -46,20 +45,6 @@ func prefix(t *testing.T) string {
 	}, t.Name()) + ":"
 }
 
-// serverMicros returns the server's clock, in µs since the epoch.
-func serverMicros(tb testing.TB, srv *testserver.Server) int64 {
-	tb.Helper()
-	r, err := srv.Do("EVAL", "local t = redis.call('TIME') return t[1] * 1000000 + t[2]", "0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	us, err := strconv.ParseInt(r, 10, 64)
-	if err != nil {
-		tb.Fatalf("TIME in µs: %q: %v", r, err)
-	}
-	return us
-}
-
 // bound returns the most a token bucket with capacity and rate, full at
 // first, can let take over elapsed µs: capacity + rate × elapsed.
 func bound(capacity int64, rate spigot.Rate, elapsedMicros int64) int64 {
@@ -78,7 +63,7 @@ func untilServerClock(tb testing.TB, srv *testserver.Server, at int64, cond func
 	giveUp := time.After(time.Minute)
 	for {
 		if cond() {
-			if now := serverMicros(tb, srv); now >= at {
+			if now := srv.Micros(tb); now >= at {
 				return now
 			}
 		}

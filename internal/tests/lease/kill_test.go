@@ -116,7 +116,7 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
-	start := serverMicros(t, srv)
+	start := srv.Micros(t)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 		t.Errorf("the child replica reported a data race:\n%s", stderr.String())
 	}
 	atKill := child.get()
-	killedAt := serverMicros(t, srv)
+	killedAt := srv.Micros(t)
 	var before [survivors]int64
 	for i := range survivors {
 		before[i] = wins[i].Load()
@@ -241,7 +241,7 @@ func testReplicaKilled(t *testing.T, srv *testserver.Server, cfg replicaConfig) 
 	})
 	stop.Store(true)
 	wg.Wait()
-	if e := serverMicros(t, srv); e > end {
+	if e := srv.Micros(t); e > end {
 		end = e
 	}
 

@@ -81,7 +81,7 @@ func TestServerPaused(t *testing.T) {
 				longest    atomic.Int64 // the longest failed call beyond its deadline, in ns
 				wg         sync.WaitGroup
 			)
-			start := serverMicros(t, srv)
+			start := srv.Micros(t)
 			for i := range replicas {
 				ledgers[i] = newLedger(newRemote(t, clients[i], srv.Addr, prefix(t)))
 				stores[i] = lease.New(ledgers[i])
@@ -180,7 +180,7 @@ func TestServerPaused(t *testing.T) {
 			})
 			stop.Store(true)
 			wg.Wait()
-			end := serverMicros(t, srv)
+			end := srv.Micros(t)
 			for i := range replicas {
 				afterPause[i] = wins[i][resumed].Load()
 			}

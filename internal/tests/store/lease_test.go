@@ -19,20 +19,6 @@ import (
 	"github.com/spigot-go/spigot/store/lease"
 )
 
-// serverMicros returns the server's clock, in µs since the epoch.
-func serverMicros(t *testing.T, srv *testserver.Server) int64 {
-	t.Helper()
-	r, err := srv.Do("EVAL", "local t = redis.call('TIME') return t[1] * 1000000 + t[2]", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	us, err := strconv.ParseInt(r, 10, 64)
-	if err != nil {
-		t.Fatalf("TIME in µs: %q: %v", r, err)
-	}
-	return us
-}
-
 // TestLeaseGlobalLimit: 3 lease Stores (replicas) × 64 goroutines, each
 // goroutine sending Takes of one token on one hot key, or spread over
 // 10 000 keys, through every client on each server. Each key admits at most
@@ -66,7 +52,7 @@ func TestLeaseGlobalLimit(t *testing.T) {
 						}
 						admitted := make([]atomic.Int64, c.keys)
 						var requests atomic.Int64
-						start := serverMicros(t, srv)
+						start := srv.Micros(t)
 						var wg sync.WaitGroup
 						for g := range replicas * goroutines {
 							s := stores[g%replicas]
@@ -86,7 +72,7 @@ func TestLeaseGlobalLimit(t *testing.T) {
 							})
 						}
 						wg.Wait()
-						end := serverMicros(t, srv)
+						end := srv.Micros(t)
 						for _, s := range stores {
 							if err := s.Close(context.Background()); err != nil {
 								t.Error(err)
