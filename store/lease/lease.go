@@ -178,8 +178,9 @@ type Option func(*Store)
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithInterval sets how long a lease should last on a busy key (10ms by
-// default), beyond the remote's round trips: a lease spent faster than
-// this doubles, one spent slower halves.
+// default), beyond the remote's round trips: a lease gone (spent, or
+// dropped as the refill overtook it) sooner doubles, one that lasts
+// longer halves.
 func WithInterval(d time.Duration) Option { return func(s *Store) { s.interval = d } }
 
 // WithIdle sets how long a key goes without a request before its unspent
@@ -624,6 +625,9 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 // filled returns the decision of op on l (locked) once the remote's
 // TakeUpTo, asked at now, answered d.
 func (s *Store) filled(ctx context.Context, l *lease, op spigot.Op, now time.Time, d spigot.Decision) (spigot.Decision, error) {
+	// The answer is the remote's at some instant after now: read as now's,
+	// what the remote lacks as it refills is never overestimated, so a
+	// lease is never trimmed late.
 	l.at, l.remaining, l.resetAfter, l.refillAfter = now, d.Remaining, d.ResetAfter, d.RefillAfter
 	l.takenAt = now
 	l.tokens += d.N
