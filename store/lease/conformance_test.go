@@ -34,7 +34,7 @@ func TestConformance(t *testing.T) {
 		if why, ok := notConforming[name]; ok {
 			t.Skip("not a lease Store's semantics: " + why)
 		}
-		s := lease.New(memory.New(memory.WithClock(clk)), lease.WithClock(clk))
+		s := lease.New(memory.New(memory.WithClock(clk)), lease.WithClock(clk), lease.WithIdle(time.Hour))
 		t.Cleanup(func() { s.Close(context.Background()) })
 		return s
 	})

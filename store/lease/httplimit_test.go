@@ -28,7 +28,7 @@ func TestUnderHTTPLimit(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	var replicas [2]http.Handler
 	for i := range replicas {
-		s := lease.New(remote, lease.WithClock(clk))
+		s := lease.New(remote, lease.WithClock(clk), lease.WithIdle(time.Hour))
 		t.Cleanup(func() { s.Close(context.Background()) })
 		replicas[i] = httplimit.New(s,
 			httplimit.By(perClient, httplimit.ClientIP()),

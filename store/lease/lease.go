@@ -174,7 +174,10 @@ type Option func(*Store)
 
 // WithClock makes the Store read the time from c instead of the system
 // clock, as tests with clocktest do. It decides only lease sizes and when
-// leases go back; the limits run on the remote's clock.
+// leases go back; the limits run on the remote's clock. The sweeper still
+// wakes on the real clock, every WithIdle/2: a test on a fake clock that
+// must not see it sweep sets a WithIdle longer than it runs, and calls
+// Sweep itself.
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithInterval sets how long a lease should last on a busy key (10ms by

@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 func setup(t *testing.T, clk *clocktest.Clock, opts ...lease.Option) (*countstore.Store, *lease.Store) {
 	t.Helper()
 	remote := countstore.New(memory.New(memory.WithClock(clk)))
-	s := lease.New(remote, append([]lease.Option{lease.WithClock(clk)}, opts...)...)
+	s := lease.New(remote, append([]lease.Option{lease.WithClock(clk), lease.WithIdle(time.Hour)}, opts...)...)
 	t.Cleanup(func() { s.Close(context.Background()) })
 	return remote, s
 }
@@ -108,7 +108,7 @@ func TestNeverAboveTheLimit(t *testing.T) {
 	b := spigot.MustBucket("shared", capacity, spigot.Per(perSecond, time.Second))
 	stores := make([]*lease.Store, 3)
 	for i := range stores {
-		stores[i] = lease.New(remote, lease.WithClock(clk))
+		stores[i] = lease.New(remote, lease.WithClock(clk), lease.WithIdle(time.Hour))
 	}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -415,7 +415,7 @@ func TestObserver(t *testing.T) {
 	clk := clocktest.New(t0)
 	var hits, takes, taken, returned atomic.Int64
 	remote := memory.New(memory.WithClock(clk))
-	s := lease.New(remote, lease.WithClock(clk), lease.WithObserver(lease.Observer{
+	s := lease.New(remote, lease.WithClock(clk), lease.WithIdle(time.Hour), lease.WithObserver(lease.Observer{
 		Hit: func(_ context.Context, op spigot.Op) { hits.Add(op.N) },
 		Take: func(_ context.Context, _ spigot.Op, asked, got int64, err error) {
 			if err != nil || got > asked {
@@ -472,7 +472,7 @@ func TestCloseDuringFill(t *testing.T) {
 	remote := memory.New(memory.WithClock(clk))
 	counted := countstore.New(remote)
 	g := &gate{Store: counted, entered: make(chan struct{}), release: make(chan struct{})}
-	s := lease.New(g, lease.WithClock(clk))
+	s := lease.New(g, lease.WithClock(clk), lease.WithIdle(time.Hour))
 	l := spigot.MustBucket("closing", 1000, spigot.PerSecond(1))
 	busy(t, s, clk, l, "k", 20) // leases grow
 	g.armed.Store(true)
@@ -534,7 +534,7 @@ func (r refundsFail) Do(ctx context.Context, op spigot.Op) (spigot.Decision, err
 func TestOvertakenLeaseDrops(t *testing.T) {
 	clk := clocktest.New(t0)
 	var returned, returnErrs atomic.Int64
-	s := lease.New(refundsFail{memory.New(memory.WithClock(clk))}, lease.WithClock(clk), lease.WithObserver(lease.Observer{
+	s := lease.New(refundsFail{memory.New(memory.WithClock(clk))}, lease.WithClock(clk), lease.WithIdle(time.Hour), lease.WithObserver(lease.Observer{
 		Return: func(_ context.Context, _ spigot.Limit, n int64, err error) {
 			returned.Add(n)
 			if err != nil {
