@@ -1,0 +1,67 @@
+// Package grpclimit puts spigot's limits in front of gRPC services: server
+// interceptors, unary and streaming, that limit calls by their client
+// address, metadata (an API key, a tenant), method or request message,
+// answer a denial with the status and details gRPC clients understand,
+// and send the rate-limit fields in the response header. It is a module of
+// its own, so that users of httplimit never download gRPC.
+//
+// A Limiter is one policy: rules, each a limit, a key, the methods it
+// applies to and what their calls cost it. A call takes from every rule
+// that applies to it, all or nothing, in one round trip to the store; a
+// call that no rule applies to passes through untouched:
+//
+//	policy := grpclimit.New(store,
+//		grpclimit.By(perAddress, grpclimit.PeerIP()),
+//		grpclimit.By(perTenant, grpclimit.Metadata("x-tenant"), grpclimit.Methods("/shop.Orders/")),
+//		grpclimit.By(perExport, grpclimit.Metadata("x-tenant"), grpclimit.Methods("/shop.Orders/Export"), grpclimit.Cost(rows)),
+//	)
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(policy.UnaryServerInterceptor()),
+//		grpc.ChainStreamInterceptor(policy.StreamServerInterceptor()),
+//	)
+//
+// Methods narrows a rule to some methods or services; Cost and Weight set
+// what a call costs one rule (1 by default). A stream is limited once,
+// when it opens, before its handler runs.
+//
+// # Client addresses
+//
+// PeerIP keys by the connection's peer, without its port. It reads
+// x-forwarded-for metadata only from proxies you name, walking back from
+// the nearest hop, so a client cannot choose its own key by sending it;
+// see PeerIP. RequireForwardedClient makes a call from a named proxy that
+// names no client a key error, so that no key is ever a proxy's address.
+//
+// # What clients see
+//
+// Every limited call, admitted or denied, gets in its response header the
+// ratelimit-policy and ratelimit metadata, with the values that httplimit
+// sends in its IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-12), one member per limit:
+//
+//	ratelimit-policy: "api";q=5;w=5
+//	ratelimit: "api";r=0;t=1
+//
+// A client reads them with grpc.Header. A denial is a status of
+// codes.ResourceExhausted whose details are a google.rpc.RetryInfo, whose
+// retry_delay is the decision's exact RetryAfter, and a
+// google.rpc.QuotaFailure with one violation per limit that denied the
+// call: its quota_id is the limit's name, its quota_value the limit's
+// capacity. No detail holds the key. The message says the same:
+//
+//	too many requests (api): retry in 1.5s
+//
+// A call whose cost no wait can admit is ResourceExhausted without
+// RetryInfo ("call exceeds the limit (rows): the call costs more than the
+// limit ever holds").
+//
+// # Failures
+//
+// A call that has no key (a KeyFunc failed) or no cost (a Cost's func
+// failed) is charged nothing and gets codes.InvalidArgument
+// (WithKeyErrorHandler), as does a key longer than spigot.MaxKeyLen. When
+// the store fails, the call is not served: it gets codes.Unavailable with
+// a RetryInfo of one second, and the error goes to the observer
+// (WithErrorHandler, WithObserver; FailOpen serves it instead). No status
+// message shows an error's text, a key, or what the client sent.
+package grpclimit

@@ -1,0 +1,433 @@
+package grpclimit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/wait"
+)
+
+// A Limiter limits the calls of the services it intercepts by its rules,
+// in one store. It is safe for concurrent use, and one Limiter may serve
+// both interceptors of many servers. Create one with New; the zero
+// Limiter is not usable.
+type Limiter struct {
+	store    spigot.Store
+	rules    []rule
+	clock    clock.Clock
+	keyErr   func(ctx context.Context, fullMethod string, err error) error
+	storeErr func(ctx context.Context, fullMethod string, err error) error
+	observe  func(ctx context.Context, res *Result)
+	pool     sync.Pool // of *scratch
+}
+
+// A rule is one limit applied to the calls it matches, by one key, at one
+// cost.
+type rule struct {
+	limit   spigot.Limit
+	key     KeyFunc
+	policy  string   // limit's ratelimit-policy member, made once
+	methods []string // Methods'; nil: every method
+	cost    func(ctx context.Context, fullMethod string, req any) (int64, error)
+	weight  int64 // Weight's, or 0
+}
+
+// An Option configures a Limiter: a rule (By) or a setting.
+type Option func(*Limiter)
+
+// A RuleOption narrows a rule to some methods (Methods) or sets what
+// their calls cost it (Cost, Weight). A rule with several Methods applies
+// to the calls that any of them names.
+type RuleOption func(*rule)
+
+// By adds a rule: every call it applies to (every call, unless opts
+// narrow it) takes its cost (1 by default) from limit, for the key that
+// key returns (PeerIP() when key is nil). A call takes from every rule
+// that applies to it, all or nothing (see New).
+func By(limit spigot.Limit, key KeyFunc, opts ...RuleOption) Option {
+	return func(l *Limiter) {
+		ru := rule{limit: limit, key: key}
+		for _, o := range opts {
+			o(&ru)
+		}
+		l.rules = append(l.rules, ru)
+	}
+}
+
+// Methods narrows a rule to the calls of the given methods: full method
+// names, as gRPC writes them ("/pkg.Service/Method"), compared exactly,
+// or a service's prefix ending in a slash ("/pkg.Service/") for every
+// method of that service. It panics on a name that does not start with a
+// slash, or that is neither a full method name nor a service's prefix.
+func Methods(names ...string) RuleOption {
+	ms := make([]string, len(names))
+	for i, n := range names {
+		svc, method, ok := strings.Cut(strings.TrimPrefix(n, "/"), "/")
+		if !strings.HasPrefix(n, "/") || !ok || svc == "" || strings.Contains(method, "/") {
+			panic(fmt.Sprintf("spigot: grpclimit: Methods(%q): want a full method name, /pkg.Service/Method, or a service's prefix, /pkg.Service/", n))
+		}
+		ms[i] = n
+	}
+	return func(ru *rule) { ru.methods = append(ru.methods, ms...) }
+}
+
+// Cost makes each call cost the rule what f returns, instead of 1: the
+// rows a query asks for, say. req is the request message of a unary call,
+// and nil for a stream, which is limited when it opens. A cost of 0 leaves
+// the rule out for that call. An error, or a negative cost, is a key
+// error (see WithKeyErrorHandler). f must be safe for concurrent use. It
+// panics if f is nil.
+func Cost(f func(ctx context.Context, fullMethod string, req any) (int64, error)) RuleOption {
+	if f == nil {
+		panic("spigot: grpclimit: Cost: nil func")
+	}
+	return func(ru *rule) { ru.cost, ru.weight = f, 0 }
+}
+
+// Weight makes each call cost the rule n tokens, instead of 1: for a
+// method that is n times as expensive as the others. It panics unless
+// n ≥ 1.
+func Weight(n int64) RuleOption {
+	if n < 1 {
+		panic(fmt.Sprintf("spigot: grpclimit: Weight(%d): want 1 or more", n))
+	}
+	return func(ru *rule) { ru.cost, ru.weight = nil, n }
+}
+
+// applies reports whether the rule applies to a call of fullMethod.
+func (ru *rule) applies(fullMethod string) bool {
+	if ru.methods == nil {
+		return true
+	}
+	for _, m := range ru.methods {
+		if m == fullMethod || m[len(m)-1] == '/' && strings.HasPrefix(fullMethod, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// WithKeyErrorHandler replaces the error returned for a call that has no
+// key or no cost: a KeyFunc or a Cost's func failed, and err is a
+// *RequestError. The call is charged nothing and not served; f returns
+// the error the client gets, which should be a status error (see
+// google.golang.org/grpc/status), and must not be nil. The default is
+// codes.InvalidArgument with a message that says what the call lacks and
+// for which limit, never err's text:
+//
+//	the call has no key for the limit "per-tenant"
+//
+// It panics if f is nil.
+func WithKeyErrorHandler(f func(ctx context.Context, fullMethod string, err error) error) Option {
+	if f == nil {
+		panic("spigot: grpclimit: WithKeyErrorHandler: nil func")
+	}
+	return func(l *Limiter) { l.keyErr = f }
+}
+
+// WithErrorHandler decides what a call gets when the store fails (a lost
+// connection, a timeout, a key that holds another Redis type; never a
+// denial, which is a decision): f returns nil to serve the call anyway,
+// with no rate-limit metadata, or the error the client gets, which should
+// be a status error. The observer (see WithObserver) sees every store
+// error first.
+//
+// The default fails safe: it serves nothing and returns
+// codes.Unavailable, with a RetryInfo of one second and the message
+// "rate limiter unavailable: retry in 1s", which never shows the error.
+// FailOpen serves the call instead, unlimited: use it only for limits
+// whose job is fairness, never for login attempts or quota-billed work.
+// To keep limiting while Redis is down (in each process), or to choose
+// per limit, put the Redis store behind store/hybrid. It panics if f is
+// nil.
+func WithErrorHandler(f func(ctx context.Context, fullMethod string, err error) error) Option {
+	if f == nil {
+		panic("spigot: grpclimit: WithErrorHandler: nil func")
+	}
+	return func(l *Limiter) { l.storeErr = f }
+}
+
+// FailOpen is an error handler (see WithErrorHandler) that serves a call
+// when the store fails, as if no limit applied.
+func FailOpen(context.Context, string, error) error { return nil }
+
+// WithObserver calls f once per call that the store decided or failed
+// (not for cost 0 or a key error), before the call is served or refused:
+// for metrics and logs. f must be quick and must not keep res, which the
+// Limiter reuses once f returns. With no observer the Limiter does not
+// read the clock. It panics if f is nil.
+func WithObserver(f func(ctx context.Context, res *Result)) Option {
+	if f == nil {
+		panic("spigot: grpclimit: WithObserver: nil func")
+	}
+	return func(l *Limiter) { l.observe = f }
+}
+
+// WithClock makes the Limiter wait on c for a leaky bucket's Delay,
+// instead of the system clock. It does not change the store's clock. It
+// panics if c is nil.
+func WithClock(c clock.Clock) Option {
+	if nilcheck.Nil(c) {
+		panic("spigot: grpclimit: WithClock: nil Clock")
+	}
+	return func(l *Limiter) { l.clock = c }
+}
+
+// A Result is what the Limiter decided on one call, as its observer sees
+// it. It is valid only until the observer returns.
+type Result struct {
+	// FullMethod is the call's method, "/pkg.Service/Method".
+	FullMethod string
+	// Limits, Keys and Costs are, for each rule that applied to the call
+	// (in the order of the rules), its limit, its key, and the tokens the
+	// call asked of it.
+	Limits []spigot.Limit
+	Keys   []string
+	Costs  []int64
+	// Decisions is the store's decision: the combined one, the index By
+	// (into Limits) of the limit that decided, and Each limit's (see
+	// spigot.Combine). With Err it is a denied, Degraded decision.
+	Decisions spigot.Decisions
+	// Latency is how long the store took to decide, when there is an
+	// observer; otherwise 0.
+	Latency time.Duration
+	// Err is the store's error, or nil.
+	Err error
+}
+
+// New returns a Limiter that limits calls by the rules among opts (By),
+// in s. A call takes its cost from every rule that applies to it, for
+// that rule's key, all or nothing: one that a limit denies is charged to
+// none of them, so that a flood stopped by the per-tenant limit does not
+// drain the per-address one. The rules that apply to a call are one round
+// trip to the store, together (see spigot.DoMulti). A call that no rule
+// applies to passes through untouched.
+//
+// It panics (a programmer error) when s is nil, without a rule, or with a
+// rule of the zero Limit.
+func New(s spigot.Store, opts ...Option) *Limiter {
+	if nilcheck.Nil(s) {
+		panic("spigot: grpclimit: New: nil Store")
+	}
+	l := &Limiter{store: s, clock: clock.System()}
+	for _, o := range opts {
+		o(l)
+	}
+	if len(l.rules) == 0 {
+		panic("spigot: grpclimit: New: no rule; add one with By")
+	}
+	for i := range l.rules {
+		ru := &l.rules[i]
+		if ru.key == nil {
+			ru.key = PeerIP()
+		}
+		if ru.limit == (spigot.Limit{}) {
+			panic(fmt.Sprintf("spigot: grpclimit: New: rule %d has the zero Limit", i))
+		}
+		ru.policy = string(policyItem(nil, ru.limit))
+	}
+	if l.keyErr == nil {
+		l.keyErr = keyError
+	}
+	if l.storeErr == nil {
+		l.storeErr = failSafe
+	}
+	n := len(l.rules)
+	l.pool.New = func() any {
+		return &scratch{
+			rules:  make([]int, n),
+			limits: make([]spigot.Limit, n),
+			keys:   make([]string, n),
+			costs:  make([]int64, n),
+			ops:    make([]spigot.Op, n),
+			out:    make([]spigot.Decision, n),
+		}
+	}
+	return l
+}
+
+// scratch is what one call needs, kept in a pool. The first n entries of
+// each slice are the rules that apply to the call.
+type scratch struct {
+	n      int
+	rules  []int // the index of each rule that applies
+	limits []spigot.Limit
+	keys   []string
+	costs  []int64
+	ops    []spigot.Op
+	out    []spigot.Decision
+	res    Result
+}
+
+// UnaryServerInterceptor returns an interceptor that limits unary calls:
+// it calls the handler for those the rules admit, with the rate-limit
+// metadata in the response header, and returns a status error for the
+// others (see the package doc). A call that a leaky bucket admits with a
+// Delay is held for that long, on the Limiter's clock; one whose context
+// ends first is refunded and not served. Install it with
+// grpc.ChainUnaryInterceptor (or grpc.UnaryInterceptor).
+func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if err := l.limit(ctx, info.FullMethod, req, grpc.SetHeader); err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// StreamServerInterceptor returns an interceptor that limits streams
+// when they open, before the handler runs: the request message of a rule's
+// KeyFunc and Cost is nil there. It answers as UnaryServerInterceptor
+// does, the rate-limit metadata going in the stream's header. Install it
+// with grpc.ChainStreamInterceptor (or grpc.StreamInterceptor).
+func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		setHeader := func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) }
+		if err := l.limit(ss.Context(), info.FullMethod, nil, setHeader); err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// limit decides a call of fullMethod, with request req (nil for a
+// stream), and returns nil to serve it or the error to return instead.
+// setHeader sets the call's response header.
+func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHeader func(context.Context, metadata.MD) error) error {
+	s := l.pool.Get().(*scratch)
+	defer l.pool.Put(s)
+	if err := l.resolve(ctx, fullMethod, req, s, spigot.Take); err != nil {
+		return l.keyErr(ctx, fullMethod, err)
+	}
+	if s.n == 0 {
+		return nil
+	}
+	var start time.Time
+	if l.observe != nil {
+		start = time.Now()
+	}
+	var err error
+	if s.n == 1 {
+		s.out[0], err = l.store.Do(ctx, s.ops[0])
+	} else {
+		err = spigot.DoMulti(ctx, l.store, spigot.AllOrNothing, s.ops[:s.n], s.out[:s.n])
+	}
+	n := s.n
+	res := &s.res
+	*res = Result{FullMethod: fullMethod, Limits: s.limits[:n], Keys: s.keys[:n], Costs: s.costs[:n], Err: err}
+	if l.observe != nil {
+		res.Latency = time.Since(start)
+	}
+	out := s.out[:n]
+	if err != nil {
+		for i := range out {
+			out[i] = spigot.Failed()
+		}
+		res.Decisions = spigot.Decisions{Decision: out[0], By: -1, Each: out}
+		if l.observe != nil {
+			l.observe(ctx, res)
+		}
+		return l.storeErr(ctx, fullMethod, err)
+	}
+	d, by := spigot.Combine(out)
+	res.Decisions = spigot.Decisions{Decision: d, By: by, Each: out}
+	if l.observe != nil {
+		l.observe(ctx, res)
+	}
+	_ = setHeader(ctx, l.header(s.rules[:n], res.Limits, out)) // fails only once the header went: nothing to add then
+	if !d.Allowed() {
+		return denial(res)
+	}
+	if d.Delay > 0 && wait.Sleep(ctx, l.clock, d.Delay) != nil {
+		l.refund(ctx, s)
+		return contextError(ctx)
+	}
+	return nil
+}
+
+// refund gives back what the call of s took, best effort: the client is
+// gone either way.
+func (l *Limiter) refund(ctx context.Context, s *scratch) {
+	ctx = context.WithoutCancel(ctx)
+	for i := range s.n {
+		s.ops[i].Action = spigot.Refund
+	}
+	if s.n == 1 {
+		_, _ = l.store.Do(ctx, s.ops[0])
+		return
+	}
+	_ = spigot.DoMulti(ctx, l.store, spigot.Independent, s.ops[:s.n], s.out[:s.n])
+}
+
+// resolve sets in s the rules that apply to a call of fullMethod with
+// request req, with their limits, keys, costs, and an op of action for
+// each; a rule that the call costs 0 is left out.
+func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, s *scratch, action spigot.Action) error {
+	s.n = 0
+	for i := range l.rules {
+		ru := &l.rules[i]
+		if !ru.applies(fullMethod) {
+			continue
+		}
+		cost := int64(1)
+		switch {
+		case ru.weight > 0:
+			cost = ru.weight
+		case ru.cost != nil:
+			var err error
+			cost, err = ru.cost(ctx, fullMethod, req)
+			if err == nil && cost < 0 {
+				err = fmt.Errorf("%w %d: a cost must be 0 or more", spigot.ErrInvalidCost, cost)
+			}
+			if err != nil {
+				return &RequestError{Rule: i, Limit: ru.limit.Name(), Part: "cost", Err: err}
+			}
+		}
+		if cost == 0 {
+			continue
+		}
+		k, err := ru.key(ctx, fullMethod, req)
+		if err == nil && len(k) > spigot.MaxKeyLen {
+			err = fmt.Errorf("the key is %d bytes long, more than %d: %w", len(k), spigot.MaxKeyLen, spigot.ErrInvalidKey)
+		}
+		if err != nil {
+			return &RequestError{Rule: i, Limit: ru.limit.Name(), Part: "key", Err: err}
+		}
+		j := s.n
+		s.rules[j], s.limits[j], s.keys[j], s.costs[j] = i, ru.limit, k, cost
+		s.ops[j] = spigot.Op{Limit: ru.limit, Key: k, Action: action, N: cost}
+		s.n++
+	}
+	return nil
+}
+
+// A RequestError is what a key error handler (see WithKeyErrorHandler)
+// receives when the Limiter cannot read what a rule needs from a call:
+// its key or its cost. Err is the cause, which may hold the client's
+// input and Go internals: log it, do not send it to the client.
+type RequestError struct {
+	// Rule is the index of the rule, in the order of New's options.
+	Rule int
+	// Limit is the name of the rule's limit.
+	Limit string
+	// Part is what could not be read: "key" or "cost".
+	Part string
+	// Err is why.
+	Err error
+}
+
+func (e *RequestError) Error() string {
+	return fmt.Sprintf("spigot: grpclimit: rule %d (%s): the call's %s: %v", e.Rule, e.Limit, e.Part, e.Err)
+}
+
+// Unwrap returns e.Err.
+func (e *RequestError) Unwrap() error { return e.Err }

@@ -1,0 +1,228 @@
+package grpclimit
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/spigot-go/spigot"
+)
+
+// The keys of the rate-limit metadata, as gRPC writes header names: in
+// lower case.
+const (
+	mdPolicy    = "ratelimit-policy"
+	mdRateLimit = "ratelimit"
+)
+
+// maxSF is the largest integer a structured field may hold (RFC 8941
+// §3.3.1: 15 digits). Counts above it are sent as it.
+const maxSF = 999_999_999_999_999
+
+// header returns the rate-limit metadata of the decisions out on limits,
+// the limits of the rules of the given indices: ratelimit-policy and
+// ratelimit, each one value of one member per limit, as httplimit's IETF
+// RateLimit-Policy and RateLimit fields.
+func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decision) metadata.MD {
+	var buf [512]byte
+	b := buf[:0]
+	for i := range limits {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, l.rules[rules[i]].policy...)
+	}
+	policyEnd := len(b)
+	for i, d := range out {
+		if d.Degraded() {
+			continue
+		}
+		if len(b) > policyEnd {
+			b = append(b, ", "...)
+		}
+		b = appendSFString(b, limits[i].Name())
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, min(d.Remaining, maxSF), 10)
+		if d.RefillAfter > 0 && d.RefillAfter != spigot.Never {
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, min(seconds(d.RefillAfter), maxSF), 10)
+		}
+	}
+	all := string(b)
+	md := metadata.MD{mdPolicy: {all[:policyEnd]}}
+	if len(all) > policyEnd {
+		md[mdRateLimit] = []string{all[policyEnd:]}
+	}
+	return md
+}
+
+// denial returns the status error of the call that res denied:
+// ResourceExhausted, with a RetryInfo of the exact RetryAfter unless no
+// wait can admit the call, and a QuotaFailure naming each limit that
+// denied it.
+func denial(res *Result) error {
+	d := res.Decisions
+	never := d.RetryAfter == spigot.Never
+	var names []string
+	each := res.Decisions.Each
+next:
+	for i := range min(len(each), len(res.Limits)) {
+		if each[i].Allowed() {
+			continue
+		}
+		name := res.Limits[i].Name()
+		for _, n := range names {
+			if n == name {
+				continue next
+			}
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 && d.By >= 0 && d.By < len(res.Limits) {
+		names = append(names, res.Limits[d.By].Name())
+	}
+	var msg []byte
+	if never {
+		msg = append(msg, "call exceeds the limit ("...)
+	} else {
+		msg = append(msg, "too many requests ("...)
+	}
+	qf := &errdetails.QuotaFailure{Violations: make([]*errdetails.QuotaFailure_Violation, len(names))}
+	for i, name := range names {
+		if i > 0 {
+			msg = append(msg, ", "...)
+		}
+		msg = append(msg, name...)
+		v := &errdetails.QuotaFailure_Violation{QuotaId: name}
+		for j, l := range res.Limits {
+			if l.Name() == name && !each[j].Allowed() {
+				v.QuotaValue = l.Capacity()
+				if each[j].RetryAfter == spigot.Never {
+					v.Description = "the call costs more than the limit " + strconv.Quote(name) + " ever holds"
+				} else {
+					v.Description = "the limit " + strconv.Quote(name) + " is exhausted"
+				}
+				break
+			}
+		}
+		qf.Violations[i] = v
+	}
+	if never {
+		msg = append(msg, "): the call costs more than the limit ever holds"...)
+	} else {
+		msg = append(msg, "): retry in "...)
+		msg = append(msg, d.RetryAfter.String()...)
+	}
+	st := status.New(codes.ResourceExhausted, string(msg))
+	if never {
+		st, _ = st.WithDetails(qf) // fails only for a nil detail
+	} else {
+		st, _ = st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)}, qf)
+	}
+	return st.Err()
+}
+
+// keyError is the key error handler of WithKeyErrorHandler's doc.
+func keyError(_ context.Context, _ string, err error) error {
+	return status.Error(codes.InvalidArgument, requestDetail(err))
+}
+
+// requestDetail returns what a client is told of err, a key error: which
+// part of the call could not be read, for which limit, in a
+// *RequestError; never err's text, which may hold Go internals and the
+// client's input.
+func requestDetail(err error) string {
+	var re *RequestError
+	if !errors.As(err, &re) {
+		return "the call has no key or cost that the rate limiter can read"
+	}
+	limit := " for the limit " + strconv.Quote(re.Limit)
+	switch {
+	case re.Part == "key" && errors.Is(re.Err, spigot.ErrInvalidKey):
+		return "the call's key" + limit + " is too long"
+	case re.Part == "key":
+		return "the call has no key" + limit
+	case errors.Is(re.Err, spigot.ErrInvalidCost):
+		return "the call's cost" + limit + " is negative"
+	default:
+		return "the call's cost" + limit + " could not be read"
+	}
+}
+
+// failSafe is the error handler of WithErrorHandler's doc.
+func failSafe(context.Context, string, error) error {
+	st := status.New(codes.Unavailable, "rate limiter unavailable: retry in 1s")
+	st, _ = st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	return st.Err()
+}
+
+// contextError returns the status error of ctx, which is done.
+func contextError(ctx context.Context) error {
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// The functions below format the members of the rate-limit metadata
+// exactly as httplimit formats its IETF fields; httplimit does not export
+// them.
+
+// policyItem returns the ratelimit-policy member of l: "name";q=…;w=….
+func policyItem(b []byte, l spigot.Limit) []byte {
+	b = appendSFString(b, l.Name())
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, min(l.Capacity(), maxSF), 10)
+	if w := windowSeconds(l); w > 0 {
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, min(w, maxSF), 10)
+	}
+	return b
+}
+
+// windowSeconds returns the w of l's policy, in whole seconds rounded up:
+// a window's length, or the time a bucket takes to refill from empty (a
+// leaky bucket's queue to drain).
+func windowSeconds(l spigot.Limit) int64 {
+	if w := l.Window(); w > 0 {
+		return seconds(w)
+	}
+	if l.Refill() == 0 {
+		return 0
+	}
+	us := ceilDiv(l.Capacity()*l.Scale(), l.Refill()) // ≤ 2^53: exact
+	return ceilDiv(us, 1_000_000)
+}
+
+// appendSFString appends s as a structured-field string (RFC 8941): in
+// quotes, with '"' and '\' escaped; a byte outside printable ASCII, which
+// a field string cannot hold, becomes '?'.
+func appendSFString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// seconds returns d ≥ 0 in whole seconds, rounded up.
+func seconds(d time.Duration) int64 {
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
+}
+
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
