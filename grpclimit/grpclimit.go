@@ -13,6 +13,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/ratefield"
 	"github.com/spigot-go/spigot/internal/wait"
 )
 
@@ -233,7 +234,7 @@ func New(s spigot.Store, opts ...Option) *Limiter {
 		if ru.limit == (spigot.Limit{}) {
 			panic(fmt.Sprintf("spigot: grpclimit: New: rule %d has the zero Limit", i))
 		}
-		ru.policy = string(policyItem(nil, ru.limit))
+		ru.policy = string(ratefield.AppendPolicy(nil, ru.limit))
 	}
 	if l.keyErr == nil {
 		l.keyErr = keyError

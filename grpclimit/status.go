@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/ratefield"
 )
 
 // The keys of the rate-limit metadata, as gRPC writes header names: in
@@ -21,10 +22,6 @@ const (
 	mdPolicy    = "ratelimit-policy"
 	mdRateLimit = "ratelimit"
 )
-
-// maxSF is the largest integer a structured field may hold (RFC 8941
-// §3.3.1: 15 digits). Counts above it are sent as it.
-const maxSF = 999_999_999_999_999
 
 // header returns the rate-limit metadata of the decisions out on limits,
 // the limits of the rules of the given indices: ratelimit-policy and
@@ -47,13 +44,7 @@ func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decisi
 		if len(b) > policyEnd {
 			b = append(b, ", "...)
 		}
-		b = appendSFString(b, limits[i].Name())
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, min(d.Remaining, maxSF), 10)
-		if d.RefillAfter > 0 && d.RefillAfter != spigot.Never {
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, min(seconds(d.RefillAfter), maxSF), 10)
-		}
+		b = ratefield.AppendLimit(b, limits[i], d)
 	}
 	all := string(b)
 	md := metadata.MD{mdPolicy: {all[:policyEnd]}}
@@ -167,62 +158,3 @@ func failSafe(context.Context, string, error) error {
 func contextError(ctx context.Context) error {
 	return status.FromContextError(ctx.Err()).Err()
 }
-
-// The functions below format the members of the rate-limit metadata
-// exactly as httplimit formats its IETF fields; httplimit does not export
-// them.
-
-// policyItem returns the ratelimit-policy member of l: "name";q=…;w=….
-func policyItem(b []byte, l spigot.Limit) []byte {
-	b = appendSFString(b, l.Name())
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, min(l.Capacity(), maxSF), 10)
-	if w := windowSeconds(l); w > 0 {
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, min(w, maxSF), 10)
-	}
-	return b
-}
-
-// windowSeconds returns the w of l's policy, in whole seconds rounded up:
-// a window's length, or the time a bucket takes to refill from empty (a
-// leaky bucket's queue to drain).
-func windowSeconds(l spigot.Limit) int64 {
-	if w := l.Window(); w > 0 {
-		return seconds(w)
-	}
-	if l.Refill() == 0 {
-		return 0
-	}
-	us := ceilDiv(l.Capacity()*l.Scale(), l.Refill()) // ≤ 2^53: exact
-	return ceilDiv(us, 1_000_000)
-}
-
-// appendSFString appends s as a structured-field string (RFC 8941): in
-// quotes, with '"' and '\' escaped; a byte outside printable ASCII, which
-// a field string cannot hold, becomes '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-// seconds returns d ≥ 0 in whole seconds, rounded up.
-func seconds(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/ratefield"
 )
 
 // Headers selects the sets of rate-limit headers the middleware sends.
@@ -95,9 +96,8 @@ const (
 	hRetryAfter = "Retry-After"
 )
 
-// maxSF is the largest integer a structured field may hold (RFC 8941
-// §3.3.1: 15 digits). Counts above it are sent as it.
-const maxSF = 999_999_999_999_999
+// maxSF is the largest integer a structured field may hold.
+const maxSF = ratefield.Max
 
 // setHeaders sets in h the rate-limit headers of the decisions out on
 // limits, the limits of the rules of the given indices, of which
@@ -122,7 +122,7 @@ func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limi
 			if p := m.rules[rules[i]].policy; p != "" { // "" for a limit a ByFunc chose
 				b = append(b, p...)
 			} else {
-				b = policyItem(b, limits[i])
+				b = ratefield.AppendPolicy(b, limits[i])
 			}
 		}
 		keys[n], ends[n], n = hPolicy, len(b), n+1
@@ -138,15 +138,14 @@ func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limi
 			if len(b) > from {
 				b = append(b, ", "...)
 			}
-			b = appendSFString(b, limits[i].Name())
-			b = append(b, ";r="...)
-			b = strconv.AppendInt(b, min(d.Remaining, maxSF), 10)
 			if draft10 {
+				b = ratefield.AppendString(b, limits[i].Name())
+				b = append(b, ";r="...)
+				b = strconv.AppendInt(b, min(d.Remaining, maxSF), 10)
 				b = append(b, ";t="...)
-				b = strconv.AppendInt(b, min(seconds(d.ResetAfter), maxSF), 10)
-			} else if d.RefillAfter > 0 && d.RefillAfter != spigot.Never {
-				b = append(b, ";t="...)
-				b = strconv.AppendInt(b, min(seconds(d.RefillAfter), maxSF), 10)
+				b = strconv.AppendInt(b, min(ratefield.Seconds(d.ResetAfter), maxSF), 10)
+			} else {
+				b = ratefield.AppendLimit(b, limits[i], d)
 			}
 		}
 		if len(b) > from {
@@ -162,10 +161,10 @@ func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limi
 			if !decided.Degraded() {
 				b = strconv.AppendInt(b, min(decided.Remaining, maxSF), 10)
 				keys[n], ends[n], n = hRemaining, len(b), n+1
-				reset := seconds(decided.ResetAfter)
+				reset := ratefield.Seconds(decided.ResetAfter)
 				if m.epoch {
 					now := m.clock.Now()
-					reset = now.Unix() + seconds(time.Duration(now.Nanosecond())+decided.ResetAfter)
+					reset = now.Unix() + ratefield.Seconds(time.Duration(now.Nanosecond())+decided.ResetAfter)
 				}
 				b = strconv.AppendInt(b, min(reset, maxSF), 10)
 				keys[n], ends[n], n = hReset, len(b), n+1
@@ -176,7 +175,7 @@ func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limi
 		}
 	}
 	if !d.Allowed() && d.RetryAfter != spigot.Never {
-		b = strconv.AppendInt(b, min(max(seconds(d.RetryAfter), 1), maxSF), 10)
+		b = strconv.AppendInt(b, min(max(ratefield.Seconds(d.RetryAfter), 1), maxSF), 10)
 		keys[n], ends[n], n = hRetryAfter, len(b), n+1
 	}
 	if n == 0 {
@@ -455,58 +454,3 @@ func unhex(c byte) byte {
 }
 
 func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c) }
-
-// policyItem returns the RateLimit-Policy member of l: "name";q=…;w=….
-func policyItem(b []byte, l spigot.Limit) []byte {
-	b = appendSFString(b, l.Name())
-	b = append(b, ";q="...)
-	b = strconv.AppendInt(b, min(l.Capacity(), maxSF), 10)
-	if w := windowSeconds(l); w > 0 {
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, min(w, maxSF), 10)
-	}
-	return b
-}
-
-// windowSeconds returns the w of l's policy, in whole seconds rounded up:
-// a window's length, or the time a bucket takes to refill from empty (a
-// leaky bucket's queue to drain).
-func windowSeconds(l spigot.Limit) int64 {
-	if w := l.Window(); w > 0 {
-		return seconds(w)
-	}
-	if l.Refill() == 0 {
-		return 0
-	}
-	us := ceilDiv(l.Capacity()*l.Scale(), l.Refill()) // ≤ 2^53: exact
-	return ceilDiv(us, 1_000_000)
-}
-
-// appendSFString appends s as a structured-field string (RFC 8941): in
-// quotes, with '"' and '\' escaped; a byte outside printable ASCII, which
-// a field string cannot hold, becomes '?'.
-func appendSFString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e:
-			b = append(b, '?')
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
-}
-
-// seconds returns d ≥ 0 in whole seconds, rounded up.
-func seconds(d time.Duration) int64 {
-	s := int64(d / time.Second)
-	if d%time.Second != 0 {
-		s++
-	}
-	return s
-}
-
-func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }

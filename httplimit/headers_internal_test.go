@@ -3,7 +3,6 @@ package httplimit
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spigot-go/spigot"
 )
@@ -43,7 +42,7 @@ func FuzzKeepMembers(f *testing.F) {
 	})
 }
 
-// TestSFStringIs: a name matches its string as appendSFString writes it,
+// TestSFStringIs: a name matches its string as ratefield.AppendString writes it,
 // and nothing else.
 func TestSFStringIs(t *testing.T) {
 	for i, c := range []struct {
@@ -62,20 +61,6 @@ func TestSFStringIs(t *testing.T) {
 	} {
 		if got := sfStringIs(c.quoted, c.name); got != c.want {
 			t.Errorf("step %d: sfStringIs(%s, %q) = %v; want %v", i+1, c.quoted, c.name, got, c.want)
-		}
-	}
-}
-
-// TestSeconds: whole seconds rounded up, without overflow.
-func TestSeconds(t *testing.T) {
-	for i, c := range []struct {
-		d    time.Duration
-		want int64
-	}{
-		{0, 0}, {1, 1}, {time.Second, 1}, {time.Second + 1, 2}, {spigot.Never, 9223372037},
-	} {
-		if got := seconds(c.d); got != c.want {
-			t.Errorf("step %d: seconds(%v) = %d; want %d", i+1, c.d, got, c.want)
 		}
 	}
 }

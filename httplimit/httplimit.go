@@ -11,6 +11,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/internal/ratefield"
 	"github.com/spigot-go/spigot/internal/wait"
 )
 
@@ -381,7 +382,7 @@ func New(s spigot.Store, opts ...Option) *Middleware {
 			if ru.limit == (spigot.Limit{}) {
 				panic(fmt.Sprintf("spigot: httplimit: New: rule %d has the zero Limit", i))
 			}
-			ru.policy = string(policyItem(nil, ru.limit))
+			ru.policy = string(ratefield.AppendPolicy(nil, ru.limit))
 		}
 	}
 	if m.deny == nil {

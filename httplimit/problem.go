@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/ratefield"
 )
 
 // A RequestError is what a key error handler (see WithKeyErrorHandler)
@@ -98,7 +99,7 @@ func retryAfter(h http.Header, d spigot.Decisions) int64 {
 			return n
 		}
 	}
-	return max(seconds(d.RetryAfter), 1)
+	return max(ratefield.Seconds(d.RetryAfter), 1)
 }
 
 // appendViolated appends the names of the limits that denied res, once
