@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+
+	"github.com/spigot-go/spigot/internal/clientaddr"
 )
 
 // A KeyFunc returns the key that a rule limits a call by: the client's
@@ -133,10 +135,10 @@ func (c *peerIP) key(ctx context.Context, _ string, _ any) (string, error) {
 		return "", fmt.Errorf("%w: the call has no peer", ErrNoKey)
 	}
 	remote := p.Addr.String()
-	addr, err := parseHost(remote)
+	addr, err := clientaddr.ParseHost(remote)
 	if c.trusted == nil || (err == nil && !c.isTrusted(addr)) {
 		if err != nil {
-			return "", fmt.Errorf("%w: the peer's address %q is not an IP address", ErrNoKey, clip(remote))
+			return "", fmt.Errorf("%w: the peer's address %q is not an IP address", ErrNoKey, clientaddr.Clip(remote))
 		}
 		return c.format(addr), nil
 	}
@@ -151,15 +153,15 @@ func (c *peerIP) key(ctx context.Context, _ string, _ any) (string, error) {
 		for line := values[i]; ; {
 			var entry string
 			var ok bool
-			if line, entry, ok = lastXForwardedFor(line); !ok {
+			if line, entry, ok = clientaddr.LastXForwardedFor(line); !ok {
 				break
 			}
-			a, err := parseHost(entry)
+			a, err := clientaddr.ParseHost(entry)
 			if hops++; hops > MaxHops {
 				return "", fmt.Errorf("%w: the call came through more than %d trusted proxies", ErrNoKey, MaxHops)
 			}
 			if err != nil {
-				return "", fmt.Errorf("%w: the %s entry %q is not an IP address", ErrNoKey, xff, clip(entry))
+				return "", fmt.Errorf("%w: the %s entry %q is not an IP address", ErrNoKey, xff, clientaddr.Clip(entry))
 			}
 			if !c.isTrusted(a) {
 				return c.format(a), nil
@@ -171,12 +173,12 @@ func (c *peerIP) key(ctx context.Context, _ string, _ any) (string, error) {
 	// address.
 	switch {
 	case c.require && hops == 0:
-		return "", fmt.Errorf("%w: the trusted proxy %q sent no %s entry", ErrNoKey, clip(remote), xff)
+		return "", fmt.Errorf("%w: the trusted proxy %q sent no %s entry", ErrNoKey, clientaddr.Clip(remote), xff)
 	case c.require:
 		return "", fmt.Errorf("%w: every address of %s is in a trusted network", ErrNoKey, xff)
 	}
 	if !addr.IsValid() {
-		return "", fmt.Errorf("%w: the peer's address %q is not an IP address, and %s names no client", ErrNoKey, clip(remote), xff)
+		return "", fmt.Errorf("%w: the peer's address %q is not an IP address, and %s names no client", ErrNoKey, clientaddr.Clip(remote), xff)
 	}
 	return c.format(addr), nil
 }
@@ -199,87 +201,6 @@ func (c *peerIP) format(a netip.Addr) string {
 		return p.String()
 	}
 	return a.String()
-}
-
-// parseHost parses an IP address with or without a port ("192.0.2.1",
-// "192.0.2.1:80", "2001:db8::1", "[2001:db8::1]:80"), and returns it
-// unmapped, without its zone.
-func parseHost(s string) (netip.Addr, error) {
-	host, ok := splitHost(s)
-	if !ok {
-		return netip.Addr{}, errNotIP
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}, errNotIP
-	}
-	return a.Unmap().WithZone(""), nil
-}
-
-var errNotIP = errors.New("not an IP address")
-
-// splitHost returns the host of "host:port" or "[host]:port", or s itself
-// when it has no port, and false when what follows the host is not a port
-// of 1 to 5 digits.
-func splitHost(s string) (host string, ok bool) {
-	if strings.HasPrefix(s, "[") { // [IPv6] or [IPv6]:port
-		end := strings.IndexByte(s, ']')
-		if end < 0 || end+1 < len(s) && (s[end+1] != ':' || !isPort(s[end+2:])) {
-			return s, false
-		}
-		return s[1:end], true
-	}
-	if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i { // IPv4:port
-		return s[:i], isPort(s[i+1:])
-	}
-	return s, true
-}
-
-// isPort reports whether s is a port: 1 to 5 digits.
-func isPort(s string) bool {
-	if len(s) < 1 || len(s) > 5 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// lastXForwardedFor splits the x-forwarded-for value s before its last
-// entry, the text after its last comma without the spaces and tabs around
-// it, and returns that entry and the value before it (without the comma).
-// It returns ok false when s holds nothing but spaces and tabs.
-func lastXForwardedFor(s string) (rest, entry string, ok bool) {
-	end := len(s)
-	for end > 0 && isOWS(s[end-1]) {
-		end--
-	}
-	if end == 0 {
-		return "", "", false
-	}
-	start := strings.LastIndexByte(s[:end], ',') + 1
-	if start > 0 {
-		rest = s[:start-1]
-	}
-	for start < end && isOWS(s[start]) {
-		start++
-	}
-	return rest, s[start:end], true
-}
-
-// isOWS reports whether c is a space or a tab.
-func isOWS(c byte) bool { return c == ' ' || c == '\t' }
-
-// clip shortens s for an error message to its last 64 bytes, those
-// nearest the proxies.
-func clip(s string) string {
-	if len(s) > 64 {
-		return "…" + s[len(s)-64:]
-	}
-	return s
 }
 
 // Metadata returns the KeyFunc of the first value of the call's incoming

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/spigot-go/spigot/internal/clientaddr"
 )
 
 // A KeyFunc returns the key that a rule limits a request by: the client's
@@ -158,12 +160,12 @@ func ClientIP(opts ...IPOption) KeyFunc {
 }
 
 func (c *clientIP) key(r *http.Request) (string, error) {
-	peer, err := parseHost(r.RemoteAddr)
+	peer, err := clientaddr.ParseHost(r.RemoteAddr)
 	if c.header == "" || (err == nil && !c.isTrusted(peer)) {
 		if err != nil {
 			return "", fmt.Errorf("%w: the peer's address %q is not an IP address", ErrNoKey, r.RemoteAddr)
 		}
-		host, _ := splitHost(r.RemoteAddr)
+		host, _ := clientaddr.SplitHost(r.RemoteAddr)
 		return c.format(peer, host), nil
 	}
 	// The peer is a trusted proxy: read its header back from the right
@@ -190,16 +192,16 @@ func (c *clientIP) key(r *http.Request) (string, error) {
 				}
 			} else {
 				var ok bool
-				if line, entry, ok = lastXForwardedFor(line); !ok {
+				if line, entry, ok = clientaddr.LastXForwardedFor(line); !ok {
 					break
 				}
-				a, err = parseHost(entry)
+				a, err = clientaddr.ParseHost(entry)
 			}
 			if hops++; hops > MaxHops {
 				return "", fmt.Errorf("%w: the request came through more than %d trusted proxies", ErrNoKey, MaxHops)
 			}
 			if err != nil {
-				return "", fmt.Errorf("%w: the %s header's entry %q %v", ErrNoKey, c.header, clip(entry), err)
+				return "", fmt.Errorf("%w: the %s header's entry %q %v", ErrNoKey, c.header, clientaddr.Clip(entry), err)
 			}
 			if !c.isTrusted(a) {
 				return c.format(a, ""), nil
@@ -211,7 +213,7 @@ func (c *clientIP) key(r *http.Request) (string, error) {
 	// leftmost address.
 	switch {
 	case c.require && hops == 0:
-		return "", fmt.Errorf("%w: the trusted proxy %q sent no %s entry", ErrNoKey, clip(r.RemoteAddr), c.header)
+		return "", fmt.Errorf("%w: the trusted proxy %q sent no %s entry", ErrNoKey, clientaddr.Clip(r.RemoteAddr), c.header)
 	case c.require:
 		return "", fmt.Errorf("%w: every address of the %s header is in a trusted network", ErrNoKey, c.header)
 	}
@@ -247,76 +249,11 @@ func (c *clientIP) format(a netip.Addr, text string) string {
 	return string(b)
 }
 
-// splitHost returns the host of "host:port" or "[host]:port", or s itself
-// when it has no port, and false when what follows the host is not a port
-// of 1 to 5 digits.
-func splitHost(s string) (host string, ok bool) {
-	if strings.HasPrefix(s, "[") { // [IPv6] or [IPv6]:port
-		end := strings.IndexByte(s, ']')
-		if end < 0 || end+1 < len(s) && (s[end+1] != ':' || !isPort(s[end+2:])) {
-			return s, false
-		}
-		return s[1:end], true
-	}
-	if i := strings.IndexByte(s, ':'); i >= 0 && strings.LastIndexByte(s, ':') == i { // IPv4:port
-		return s[:i], isPort(s[i+1:])
-	}
-	return s, true
-}
-
-// isPort reports whether s is a port: 1 to 5 digits.
-func isPort(s string) bool {
-	if len(s) < 1 || len(s) > 5 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// parseHost parses an IP address with or without a port ("192.0.2.1",
-// "192.0.2.1:80", "2001:db8::1", "[2001:db8::1]:80"), and returns it
-// unmapped, without its zone.
-func parseHost(s string) (netip.Addr, error) {
-	host, ok := splitHost(s)
-	if !ok {
-		return netip.Addr{}, errNotIP
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return netip.Addr{}, errNotIP
-	}
-	return a.Unmap().WithZone(""), nil
-}
-
 var (
-	errNotIP     = errors.New("is not an IP address")
 	errMalformed = errors.New("is malformed")
 	errNoFor     = errors.New("has no for= parameter")
 	errTwoFor    = errors.New("has two for= parameters")
 )
-
-// lastXForwardedFor splits the X-Forwarded-For line s before its last
-// entry, the text after its last comma without the spaces and tabs around
-// it, and returns that entry and the line before it (without the comma).
-// It returns ok false when s holds nothing but spaces and tabs.
-func lastXForwardedFor(s string) (rest, entry string, ok bool) {
-	end := trimOWS(s, len(s))
-	if end == 0 {
-		return "", "", false
-	}
-	start := strings.LastIndexByte(s[:end], ',') + 1
-	if start > 0 {
-		rest = s[:start-1]
-	}
-	for start < end && isOWS(s[start]) {
-		start++
-	}
-	return rest, s[start:end], true
-}
 
 // lastForwarded reads the Forwarded line s (RFC 7239) back from its right
 // end, past empty elements, and splits it before its last element: it
@@ -335,7 +272,7 @@ func lastXForwardedFor(s string) (rest, entry string, ok bool) {
 func lastForwarded(s string) (rest, elem, forValue string, err error) {
 	end := len(s)
 	for {
-		if end = trimOWS(s, end); end == 0 {
+		if end = clientaddr.TrimOWS(s, end); end == 0 {
 			return "", "", "", nil
 		}
 		if s[end-1] != ',' {
@@ -346,7 +283,7 @@ func lastForwarded(s string) (rest, elem, forValue string, err error) {
 	// Read the pairs back, each ending at i.
 	i := end
 	for {
-		if i > 0 && s[i-1] != ';' && s[i-1] != ',' && !isOWS(s[i-1]) {
+		if i > 0 && s[i-1] != ';' && s[i-1] != ',' && !clientaddr.IsOWS(s[i-1]) {
 			v := valueStart(s, i)
 			if v <= 0 || s[v-1] != '=' {
 				return "", s[:end], "", errMalformed
@@ -369,7 +306,7 @@ func lastForwarded(s string) (rest, elem, forValue string, err error) {
 		i--
 	}
 	elem = s[i:end]
-	if j := trimOWS(s, i); j > 0 {
+	if j := clientaddr.TrimOWS(s, i); j > 0 {
 		if s[j-1] != ',' {
 			return "", s[:end], "", errMalformed
 		}
@@ -459,24 +396,13 @@ func isTchar(c byte) bool {
 	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// isOWS reports whether c is a space or a tab.
-func isOWS(c byte) bool { return c == ' ' || c == '\t' }
-
-// trimOWS returns the end of s[:end] without its trailing spaces and tabs.
-func trimOWS(s string, end int) int {
-	for end > 0 && isOWS(s[end-1]) {
-		end--
-	}
-	return end
-}
-
 // forwardedNode returns the address of a Forwarded for= value (RFC 7239
 // section 6): an IPv4 address as a token, or in a quoted string an IPv4
 // address or an IPv6 address in brackets, either optionally followed by
 // ':' and a port (1 to 5 digits, or an obfuscated port, "_" then letters,
 // digits, '.', '_' or '-'). It returns the address unmapped; "unknown", an
 // obfuscated identifier, a zone, a quoted-pair or anything else is
-// errNotIP.
+// clientaddr.ErrNotIP.
 func forwardedNode(v string) (netip.Addr, error) {
 	if v[0] == '"' {
 		v = v[1 : len(v)-1]
@@ -486,18 +412,18 @@ func forwardedNode(v string) (netip.Addr, error) {
 	if bracketed {
 		end := strings.IndexByte(v, ']')
 		if end < 0 {
-			return netip.Addr{}, errNotIP
+			return netip.Addr{}, clientaddr.ErrNotIP
 		}
 		host, port = v[1:end], v[end+1:]
 	} else if i := strings.IndexByte(v, ':'); i >= 0 {
 		host, port = v[:i], v[i:]
 	}
-	if port != "" && (port[0] != ':' || !isPort(port[1:]) && !isObfPort(port[1:])) {
-		return netip.Addr{}, errNotIP
+	if port != "" && (port[0] != ':' || !clientaddr.IsPort(port[1:]) && !isObfPort(port[1:])) {
+		return netip.Addr{}, clientaddr.ErrNotIP
 	}
 	a, err := netip.ParseAddr(host)
 	if err != nil || a.Is4() == bracketed || a.Zone() != "" {
-		return netip.Addr{}, errNotIP
+		return netip.Addr{}, clientaddr.ErrNotIP
 	}
 	return a.Unmap(), nil
 }
@@ -516,15 +442,6 @@ func isObfPort(s string) bool {
 		}
 	}
 	return true
-}
-
-// clip shortens s for an error message to its last 64 bytes, those
-// nearest the proxies.
-func clip(s string) string {
-	if len(s) > 64 {
-		return "…" + s[len(s)-64:]
-	}
-	return s
 }
 
 // Header returns the KeyFunc of the value of the request's header name,
