@@ -1,19 +1,17 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
-	"github.com/spigot-go/spigot/internal/wait"
+	"github.com/spigot-go/spigot/internal/outbound"
 )
 
 // ErrLimited is matched (errors.Is) by the error of a request that a
@@ -73,15 +71,6 @@ func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
 // Unwrap returns Err.
 func (e *LimitedError) Unwrap() error { return e.Err }
 
-// The bounds of the Retry-After holds a Transport keeps.
-const (
-	// holdCap is the most keys a Transport keeps a hold for.
-	holdCap = 10_000
-	// holdMax is the longest Retry-After a Transport honours: a longer
-	// one is taken for a mistake, and ignored.
-	holdMax = 24 * time.Hour
-)
-
 // A Transport is an http.RoundTripper that limits outgoing requests.
 // Before it sends a request through its base RoundTripper it takes the
 // request's cost in tokens (1 by default) from its Limiter, for the
@@ -133,13 +122,10 @@ const (
 // with NewTransport.
 type Transport struct {
 	base       http.RoundTripper
-	limiter    *spigot.Limiter
 	key        func(*http.Request) (string, error)
 	cost       func(*http.Request) (int64, error)
-	clock      clock.Clock
-	wait       bool
 	retryAfter bool
-	holds      holdTable
+	gate       outbound.Gate
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -156,13 +142,10 @@ func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...TransportOp
 	}
 	t := &Transport{
 		base:       base,
-		limiter:    l,
 		key:        hostKey,
 		cost:       costOne,
-		clock:      clock.System(),
-		wait:       true,
 		retryAfter: true,
-		holds:      holdTable{max: holdCap},
+		gate:       outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, HoldName: "Retry-After"},
 	}
 	for _, o := range opts {
 		o(t)
@@ -209,7 +192,7 @@ func WithTransportClock(c clock.Clock) TransportOption {
 	if nilcheck.Nil(c) {
 		panic("spigot: httplimit: WithTransportClock: nil Clock")
 	}
-	return func(t *Transport) { t.clock = c }
+	return func(t *Transport) { t.gate.Clock = c }
 }
 
 // WithoutWaiting makes RoundTrip return a *LimitedError at once, instead
@@ -217,7 +200,7 @@ func WithTransportClock(c clock.Clock) TransportOption {
 // would hold it for a Delay (its turn is given back), or a Retry-After
 // holds the request back.
 func WithoutWaiting() TransportOption {
-	return func(t *Transport) { t.wait = false }
+	return func(t *Transport) { t.gate.Wait = false }
 }
 
 // WithoutRetryAfter makes the Transport ignore the Retry-After of 429 and
@@ -258,9 +241,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := base.RoundTrip(req)
 	if err == nil && t.retryAfter && resp != nil &&
 		(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
-		now := t.clock.Now()
-		if d, ok := retryAfterDelay(resp.Header.Get("Retry-After"), now); ok {
-			t.holds.hold(key, now.Add(d), now)
+		if d, ok := retryAfterDelay(resp.Header.Get("Retry-After"), t.gate.Clock.Now()); ok {
+			t.gate.Hold(key, d)
 		}
 	}
 	return resp, err
@@ -269,7 +251,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // admit decides whether req may be sent, waiting as configured, and
 // returns its key.
 func (t *Transport) admit(req *http.Request) (string, error) {
-	if t.limiter == nil {
+	if t.gate.Limiter == nil {
 		return "", errors.New("spigot: httplimit: the zero Transport sends nothing; create one with NewTransport")
 	}
 	key, err := t.key(req)
@@ -283,75 +265,20 @@ func (t *Transport) admit(req *http.Request) (string, error) {
 	if n < 0 {
 		return "", fmt.Errorf("spigot: httplimit: cost %d of the outgoing request for key %q: %w", n, key, spigot.ErrInvalidCost)
 	}
-	ctx := req.Context()
-	if t.retryAfter {
-		if err := t.waitHold(ctx, key); err != nil {
-			return "", err
-		}
-	}
-	if n == 0 {
-		return key, nil
-	}
-	if !t.wait {
-		d, err := t.limiter.AllowN(ctx, key, n)
-		switch {
-		case err != nil:
-			return "", fmt.Errorf("spigot: httplimit: limiting the outgoing request for key %q: %w", key, err)
-		case d.Allowed() && d.Delay > 0:
-			// A leaky bucket's turn comes later: give it back, as the
-			// Transport does not wait.
-			_, _ = t.limiter.Refund(context.WithoutCancel(ctx), key, n)
-			return "", &LimitedError{Key: key, RetryAfter: (d.Delay + time.Millisecond - 1).Truncate(time.Millisecond)}
-		case d.Allowed():
-			return key, nil
-		case d.RetryAfter == spigot.Never:
-			return "", &LimitedError{Key: key, RetryAfter: spigot.Never, Err: fmt.Errorf("%w: %d tokens, capacity %d",
-				spigot.ErrNeverAdmitted, n, t.limiter.Limit().Capacity())}
-		}
-		return "", &LimitedError{Key: key, RetryAfter: d.RetryAfter}
-	}
-	d, err := t.limiter.WaitN(ctx, key, n)
+	err = t.gate.Admit(req.Context(), key, n)
+	var denied *outbound.Denied
+	var failed *outbound.Failed
 	switch {
 	case err == nil:
 		return key, nil
-	case errors.Is(err, spigot.ErrNeverAdmitted):
-		return "", &LimitedError{Key: key, RetryAfter: spigot.Never, Err: err}
-	case errors.Is(err, context.DeadlineExceeded) && d.RetryAfter > 0 && d.RetryAfter != spigot.Never:
-		// WaitN's own denial: the tokens come after the deadline. (A
-		// store that timed out returns no such Decision.)
-		return "", &LimitedError{Key: key, RetryAfter: d.RetryAfter, Err: err}
+	case errors.As(err, &denied):
+		return "", &LimitedError{Key: key, RetryAfter: denied.RetryAfter, Err: denied.Err, held: denied.Held}
+	case errors.As(err, &failed) && failed.Waiting:
+		return "", fmt.Errorf("spigot: httplimit: waiting for the server's Retry-After for key %q: %w", key, failed.Err)
+	case errors.As(err, &failed):
+		err = failed.Err
 	}
 	return "", fmt.Errorf("spigot: httplimit: limiting the outgoing request for key %q: %w", key, err)
-}
-
-// waitHold waits until key's Retry-After hold, if any, ends.
-func (t *Transport) waitHold(ctx context.Context, key string) error {
-	for {
-		now := t.clock.Now()
-		d := t.holds.remaining(key, now)
-		if d <= 0 {
-			return nil
-		}
-		if !t.wait {
-			return &LimitedError{Key: key, RetryAfter: d, held: true}
-		}
-		if deadline, ok := ctx.Deadline(); ok && deadline.Sub(now) < d {
-			return &LimitedError{Key: key, RetryAfter: d, held: true, Err: fmt.Errorf(
-				"the server's Retry-After holds it back for %v, past the context's deadline: %w", d, context.DeadlineExceeded)}
-		}
-		err := ctx.Err()
-		if err == nil {
-			err = t.sleep(ctx, d)
-		}
-		if err != nil {
-			return fmt.Errorf("spigot: httplimit: waiting for the server's Retry-After for key %q: %w", key, err)
-		}
-	}
-}
-
-// sleep waits d on the Transport's clock, or until ctx is done.
-func (t *Transport) sleep(ctx context.Context, d time.Duration) error {
-	return wait.Sleep(ctx, t.clock, d)
 }
 
 // CloseIdleConnections closes the idle connections of the base
@@ -377,7 +304,7 @@ func retryAfterDelay(v string, now time.Time) (time.Duration, bool) {
 	}
 	if strings.Trim(v, "0123456789") == "" { // delta-seconds: 1*DIGIT
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 || n > int64(holdMax/time.Second) {
+		if err != nil || n <= 0 || n > int64(outbound.HoldMax/time.Second) {
 			return 0, false
 		}
 		return time.Duration(n) * time.Second, true
@@ -387,81 +314,5 @@ func retryAfterDelay(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	d := at.Sub(now)
-	return d, d > 0 && d <= holdMax
-}
-
-// holdTable holds the instant before which no request for a key is sent,
-// for at most max keys. The zero holdTable holds nothing and records
-// nothing.
-type holdTable struct {
-	mu  sync.Mutex
-	max int
-	end map[string]time.Time
-}
-
-// remaining returns how long key is still held at now, 0 when it is not,
-// and forgets a hold that has ended.
-func (h *holdTable) remaining(key string, now time.Time) time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	end, ok := h.end[key]
-	if !ok {
-		return 0
-	}
-	d := end.Sub(now)
-	if d <= 0 {
-		delete(h.end, key)
-		return 0
-	}
-	return d
-}
-
-// hold holds key until end, unless it is already held longer. When the
-// table is full it first forgets the holds that have ended at now, then,
-// if it is still full, the one that ends first, unless the new hold ends
-// before it: the table keeps the holds that end last.
-func (h *holdTable) hold(key string, end, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if old, ok := h.end[key]; ok {
-		if end.After(old) {
-			h.end[key] = end
-		}
-		return
-	}
-	if h.max <= 0 {
-		return
-	}
-	if h.end == nil {
-		h.end = make(map[string]time.Time)
-	}
-	if len(h.end) >= h.max {
-		for k, e := range h.end {
-			if !e.After(now) {
-				delete(h.end, k)
-			}
-		}
-	}
-	for len(h.end) >= h.max {
-		var first string
-		var firstEnd time.Time
-		found := false
-		for k, e := range h.end {
-			if !found || e.Before(firstEnd) {
-				first, firstEnd, found = k, e, true
-			}
-		}
-		if !firstEnd.Before(end) {
-			return
-		}
-		delete(h.end, first)
-	}
-	h.end[key] = end
-}
-
-// size reports how many keys the table holds, ended or not.
-func (h *holdTable) size() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.end)
+	return d, d > 0 && d <= outbound.HoldMax
 }

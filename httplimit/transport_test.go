@@ -750,7 +750,7 @@ func TestTransportWithoutRetryAfter(t *testing.T) {
 			if got := trOutcome(trGetNow(t, clk, tr, srv.url())); got != "200" {
 				t.Errorf("next request: got %s, want 200 at once", got)
 			}
-			if got := tr.holds.size(); got != 0 {
+			if got := tr.gate.Holds.Len(); got != 0 {
 				t.Errorf("%d holds kept, want 0", got)
 			}
 		})
@@ -901,7 +901,7 @@ func TestTransportHoldsBounded(t *testing.T) {
 		WithoutWaiting(), WithTransportClock(clk), WithTransportKey(func(r *http.Request) (string, error) {
 			return r.Header.Get("X-Key"), nil
 		}))
-	tr.holds.max = 4
+	tr.gate.Holds.Max = 4
 	steps := []struct {
 		at    time.Duration
 		key   string
@@ -936,30 +936,11 @@ func TestTransportHoldsBounded(t *testing.T) {
 		if got := trOutcome(resp, err); got != st.want {
 			t.Errorf("step %d (t0+%v, %s): got %s (%v), want %s", i, st.at, st.key, got, err, st.want)
 		}
-		if got := tr.holds.size(); got != st.size {
+		if got := tr.gate.Holds.Len(); got != st.size {
 			t.Errorf("step %d (t0+%v, %s): %d holds kept, want %d", i, st.at, st.key, got, st.size)
 		}
 	}
 
-	// The real cap, filled with holds that all outlast the new ones but
-	// the last.
-	h := &holdTable{max: holdCap}
-	for i := range holdCap + 100 {
-		h.hold(strconv.Itoa(i), trT0.Add(time.Hour+time.Duration(i)*time.Millisecond), trT0)
-		if n := h.size(); n > holdCap {
-			t.Fatalf("after %d holds: %d kept, want at most %d", i+1, n, holdCap)
-		}
-	}
-	if d := h.remaining("0", trT0); d != 0 {
-		t.Errorf("the hold that ends first is still there, for %v", d)
-	}
-	if d := h.remaining(strconv.Itoa(holdCap+99), trT0); d == 0 {
-		t.Error("the hold that ends last is gone")
-	}
-	h.hold("new", trT0.Add(3*time.Hour), trT0.Add(2*time.Hour)) // every other hold has ended
-	if n := h.size(); n != 1 {
-		t.Errorf("after every hold ended: %d kept, want 1", n)
-	}
 }
 
 // TestTransportCloseIdleConnections: the Transport passes an http.Client's
