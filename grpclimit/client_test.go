@@ -232,9 +232,9 @@ func TestClientHonoursRetryInfo(t *testing.T) {
 		arrived int64
 	}{
 		{0, echoMethod, "ok", 1},
-		{0, echoMethod, "ResourceExhausted", 2},       // the server's denial, RetryInfo 1m
-		{0, echoMethod, "limited 1m0s", 2},            // held back by the Client
-		{0, otherMethod, "ok", 3},                     // another key
+		{0, echoMethod, "ResourceExhausted", 2}, // the server's denial, RetryInfo 1m
+		{0, echoMethod, "limited 1m0s", 2},      // held back by the Client
+		{0, otherMethod, "ok", 3},               // another key
 		{59 * time.Second, echoMethod, "limited 1s", 3},
 		{time.Minute, echoMethod, "ok", 4},
 	}
