@@ -40,6 +40,7 @@ type rule struct {
 	methods []string // Methods'; nil: every method
 	cost    func(ctx context.Context, fullMethod string, req any) (int64, error)
 	weight  int64 // Weight's, or 0
+	message bool  // PerMessage
 }
 
 // An Option configures a Limiter: a rule (By) or a setting.
@@ -83,7 +84,8 @@ func Methods(names ...string) RuleOption {
 
 // Cost makes each call cost the rule what f returns, instead of 1: the
 // rows a query asks for, say. req is the request message of a unary call,
-// and nil for a stream, which is limited when it opens. A cost of 0 leaves
+// nil for a stream's opening, and the message of a stream for a
+// PerMessage rule. A cost of 0 leaves
 // the rule out for that call. An error, or a negative cost, is a key
 // error (see WithKeyErrorHandler). f must be safe for concurrent use. It
 // panics if f is nil.
@@ -104,8 +106,36 @@ func Weight(n int64) RuleOption {
 	return func(ru *rule) { ru.cost, ru.weight = nil, n }
 }
 
-// applies reports whether the rule applies to a call of fullMethod.
-func (ru *rule) applies(fullMethod string) bool {
+// PerMessage makes a rule limit each message that a client sends on a
+// stream, at the rule's cost, instead of the stream's opening: for a
+// stream of uploads, or of queries. req, for the rule's KeyFunc and Cost,
+// is the message. A message that the rules deny is not handed to the
+// handler: its RecvMsg returns the denial's status error instead
+// (ResourceExhausted, with RetryInfo and QuotaFailure, as for a call),
+// which the handler returns to end the stream, and a later RecvMsg may
+// receive the next message. A unary call's request is one message, so a
+// PerMessage rule limits unary calls as any rule does. Only a stream's
+// opening sends the rate-limit metadata, in its header; its messages'
+// decisions are not sent.
+func PerMessage() RuleOption {
+	return func(ru *rule) { ru.message = true }
+}
+
+// The moments a Limiter decides.
+type phase int
+
+const (
+	unaryCall     phase = iota // a unary call: every rule
+	streamOpen                 // a stream's opening: the rules without PerMessage
+	streamMessage              // a stream's message: the PerMessage rules
+)
+
+// applies reports whether the rule applies, at phase p, to a call of
+// fullMethod.
+func (ru *rule) applies(fullMethod string, p phase) bool {
+	if p == streamOpen && ru.message || p == streamMessage && !ru.message {
+		return false
+	}
 	if ru.methods == nil {
 		return true
 	}
@@ -278,7 +308,7 @@ type scratch struct {
 // grpc.ChainUnaryInterceptor (or grpc.UnaryInterceptor).
 func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := l.limit(ctx, info.FullMethod, req, grpc.SetHeader); err != nil {
+		if err := l.limit(ctx, info.FullMethod, req, grpc.SetHeader, unaryCall); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
@@ -288,25 +318,58 @@ func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // StreamServerInterceptor returns an interceptor that limits streams
 // when they open, before the handler runs: the request message of a rule's
 // KeyFunc and Cost is nil there. It answers as UnaryServerInterceptor
-// does, the rate-limit metadata going in the stream's header. Install it
-// with grpc.ChainStreamInterceptor (or grpc.StreamInterceptor).
+// does, the rate-limit metadata going in the stream's header. The rules
+// with PerMessage limit instead each message the handler receives (see
+// PerMessage). Install it with grpc.ChainStreamInterceptor (or
+// grpc.StreamInterceptor).
 func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		setHeader := func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) }
-		if err := l.limit(ss.Context(), info.FullMethod, nil, setHeader); err != nil {
+		if err := l.limit(ss.Context(), info.FullMethod, nil, setHeader, streamOpen); err != nil {
 			return err
+		}
+		if l.perMessage(info.FullMethod) {
+			ss = &limitedStream{ServerStream: ss, l: l, method: info.FullMethod}
 		}
 		return handler(srv, ss)
 	}
 }
 
+// perMessage reports whether a PerMessage rule applies to fullMethod.
+func (l *Limiter) perMessage(fullMethod string) bool {
+	for i := range l.rules {
+		if l.rules[i].applies(fullMethod, streamMessage) {
+			return true
+		}
+	}
+	return false
+}
+
+// limitedStream limits the messages its handler receives by the
+// PerMessage rules.
+type limitedStream struct {
+	grpc.ServerStream
+	l      *Limiter
+	method string
+}
+
+// RecvMsg receives the next message into m, and returns the error of its
+// denial if the PerMessage rules deny it.
+func (s *limitedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.l.limit(s.Context(), s.method, m, nil, streamMessage)
+}
+
 // limit decides a call of fullMethod, with request req (nil for a
-// stream), and returns nil to serve it or the error to return instead.
-// setHeader sets the call's response header.
-func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHeader func(context.Context, metadata.MD) error) error {
+// stream's opening), at phase p, and returns nil to serve it or the error
+// to return instead. setHeader, unless nil, sets the call's response
+// header.
+func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHeader func(context.Context, metadata.MD) error, p phase) error {
 	s := l.pool.Get().(*scratch)
 	defer l.pool.Put(s)
-	if err := l.resolve(ctx, fullMethod, req, s, spigot.Take); err != nil {
+	if err := l.resolve(ctx, fullMethod, req, s, p); err != nil {
 		return l.keyErr(ctx, fullMethod, err)
 	}
 	if s.n == 0 {
@@ -344,7 +407,9 @@ func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHead
 	if l.observe != nil {
 		l.observe(ctx, res)
 	}
-	_ = setHeader(ctx, l.header(s.rules[:n], res.Limits, out)) // fails only once the header went: nothing to add then
+	if setHeader != nil {
+		_ = setHeader(ctx, l.header(s.rules[:n], res.Limits, out)) // fails only once the header went: nothing to add then
+	}
 	if !d.Allowed() {
 		return denial(res)
 	}
@@ -369,14 +434,14 @@ func (l *Limiter) refund(ctx context.Context, s *scratch) {
 	_ = spigot.DoMulti(ctx, l.store, spigot.Independent, s.ops[:s.n], s.out[:s.n])
 }
 
-// resolve sets in s the rules that apply to a call of fullMethod with
-// request req, with their limits, keys, costs, and an op of action for
-// each; a rule that the call costs 0 is left out.
-func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, s *scratch, action spigot.Action) error {
+// resolve sets in s the rules that apply, at phase p, to a call of
+// fullMethod with request req, with their limits, keys, costs, and a Take
+// of each; a rule that the call costs 0 is left out.
+func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, s *scratch, p phase) error {
 	s.n = 0
 	for i := range l.rules {
 		ru := &l.rules[i]
-		if !ru.applies(fullMethod) {
+		if !ru.applies(fullMethod, p) {
 			continue
 		}
 		cost := int64(1)
@@ -405,7 +470,7 @@ func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, s *sc
 		}
 		j := s.n
 		s.rules[j], s.limits[j], s.keys[j], s.costs[j] = i, ru.limit, k, cost
-		s.ops[j] = spigot.Op{Limit: ru.limit, Key: k, Action: action, N: cost}
+		s.ops[j] = spigot.Op{Limit: ru.limit, Key: k, Action: spigot.Take, N: cost}
 		s.n++
 	}
 	return nil

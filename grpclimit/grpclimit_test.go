@@ -291,6 +291,89 @@ func TestStreamLimitedOnOpen(t *testing.T) {
 	}
 }
 
+// TestStreamPerMessage: a PerMessage rule limits each message a stream
+// sends, by a key and a cost read from the message, and unary calls as
+// any rule; the rule without it limits the stream's opening alone, and is
+// the only one in the header. A denied message never reaches the handler:
+// the stream ends with ResourceExhausted and the model's RetryAfter.
+func TestStreamPerMessage(t *testing.T) {
+	clk := clocktest.New(t0)
+	streams := spigot.MustBucket("streams", 5, spigot.PerMinute(1))
+	messages := spigot.MustBucket("messages", 10, spigot.PerMinute(10))
+	// A message "t1:abcd" is tenant t1's, and costs 4.
+	tenant := grpclimit.Message(func(req any) (string, error) {
+		k, _, _ := strings.Cut(req.(*wrapperspb.StringValue).GetValue(), ":")
+		return k, nil
+	})
+	size := grpclimit.Cost(func(_ context.Context, _ string, req any) (int64, error) {
+		_, v, _ := strings.Cut(req.(*wrapperspb.StringValue).GetValue(), ":")
+		return int64(len(v)), nil
+	})
+	conn, _ := serve(t, grpclimit.New(memory.New(memory.WithClock(clk)),
+		grpclimit.By(streams, nil, grpclimit.Methods(chatMethod)),
+		grpclimit.By(messages, tenant, size, grpclimit.PerMessage())))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	model := map[string]*spigot.State{"t1": {}, "t2": {}}
+	st, err := conn.NewStream(ctx, chatDesc, chatMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range []string{"t1:aaaa", "t1:bbbb", "t2:cccccc", "t1:ccc"} {
+		k, v, _ := strings.Cut(m, ":")
+		want, err := spigot.Op{Limit: messages, Key: k, N: int64(len(v))}.Apply(model[k], clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(wrapperspb.String(m)); err != nil {
+			t.Fatalf("message %d: SendMsg: %v", i, err)
+		}
+		got := new(wrapperspb.StringValue)
+		err = st.RecvMsg(got)
+		if want.Allowed() {
+			if err != nil || got.GetValue() != m {
+				t.Fatalf("message %d (%s): got %q, %v; want the echo", i, m, got.GetValue(), err)
+			}
+			continue
+		}
+		d := readStatus(err)
+		if d.code != codes.ResourceExhausted || d.retry.GetRetryDelay().AsDuration() != want.RetryAfter || !slices.Equal(quotaIDs(d.quota), []string{"messages"}) {
+			t.Errorf("message %d (%s): got %v, RetryInfo %v, QuotaFailure %v; want ResourceExhausted, %v, messages", i, m, d.code, d.retry, d.quota, want.RetryAfter)
+		}
+		if want.RetryAfter != 6*time.Second {
+			t.Errorf("message %d: the model's RetryAfter is %v; the test expects 6s", i, want.RetryAfter)
+		}
+	}
+	header, err := st.Header()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := one(t, 0, header, "ratelimit-policy"); got != `"streams";q=5;w=300` {
+		t.Errorf("got ratelimit-policy %q; want the opening's limit alone", got)
+	}
+	if got := one(t, 0, header, "ratelimit"); got != `"streams";r=4;t=60` {
+		t.Errorf("got ratelimit %q; want the opening's decision", got)
+	}
+
+	// A unary call is one message: t2 has 4 tokens left, then none.
+	if _, err := call2(t, conn, "t2:dddd"); err != nil {
+		t.Errorf("unary t2:dddd: %v; want it served", err)
+	}
+	if _, err := call2(t, conn, "t2:e"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("unary t2:e: got %v; want ResourceExhausted", err)
+	}
+}
+
+// call2 makes one unary Echo call of the message m.
+func call2(t *testing.T, conn *grpc.ClientConn, m string) (*wrapperspb.StringValue, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out := new(wrapperspb.StringValue)
+	return out, conn.Invoke(ctx, echoMethod, wrapperspb.String(m), out)
+}
+
 // TestNeverFits: a call whose cost is more than the capacity is
 // ResourceExhausted without RetryInfo, and costs nothing.
 func TestNeverFits(t *testing.T) {

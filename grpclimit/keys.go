@@ -16,8 +16,8 @@ import (
 // A KeyFunc returns the key that a rule limits a call by: the client's
 // address, an API key, a tenant. ctx is the call's context, which holds
 // its peer and its incoming metadata; fullMethod is "/pkg.Service/Method";
-// req is the request message of a unary call, and nil for a stream, which
-// is limited when it opens. When it fails, the Limiter charges nothing and
+// req is the request message of a unary call, nil for a stream's opening,
+// and a stream's message for a PerMessage rule. When it fails, the Limiter charges nothing and
 // returns its key error handler's error (codes.InvalidArgument by
 // default, see WithKeyErrorHandler). A KeyFunc must be safe for
 // concurrent use.
@@ -230,12 +230,13 @@ func FullMethod() KeyFunc {
 	}
 }
 
-// Message returns the KeyFunc of what f reads from a unary call's request
+// Message returns the KeyFunc of what f reads from a call's request
 // message: a tenant or account field, say. f receives the message as the
-// handler will (a *pb.Request of the method), must not change it, and
-// must be safe for concurrent use. A stream has no request message when
-// it opens, so there the KeyFunc fails with ErrNoKey: narrow a rule keyed
-// by Message to unary methods with Methods. An error of f, or an empty
+// handler will (a *pb.Request of the method, or a stream's message for a
+// PerMessage rule), must not change it, and must be safe for concurrent
+// use. A stream has no request message when it opens, so there the KeyFunc
+// fails with ErrNoKey: narrow a rule keyed by Message to unary methods
+// with Methods, or make it PerMessage. An error of f, or an empty
 // key, is a key error. It panics if f is nil.
 func Message(f func(req any) (string, error)) KeyFunc {
 	if f == nil {
