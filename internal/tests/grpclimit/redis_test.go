@@ -4,6 +4,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -240,5 +241,73 @@ func TestSharedRedis(t *testing.T) {
 	}
 	if opened != 3 {
 		t.Errorf("opened %d streams of 6; want 3", opened)
+	}
+}
+
+// TestClientsShareRedis: two clients of one server, each a process of its
+// own (its own connection, grpclimit.Client, Limiter and client of one
+// redis-server), send together no more calls than their shared bucket
+// holds: of 128 concurrent calls, exactly its capacity reach the server;
+// one client does not wait, the other waits up to a deadline that falls
+// before the next token, so both deny the rest at once.
+func TestClientsShareRedis(t *testing.T) {
+	srv := testserver.Start(t, testserver.Redis)
+	partner := spigot.MustBucket("grpc-partner", 20, spigot.PerHour(20))
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := new(atomic.Int64)
+	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) { return h(ctx, req) }
+	server := grpc.NewServer(grpc.UnaryInterceptor(pass))
+	server.RegisterService(echoService(arrived), struct{}{})
+	done := make(chan error, 1)
+	go func() { done <- server.Serve(lis) }()
+	t.Cleanup(func() {
+		server.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+
+	conns := make([]*grpc.ClientConn, 2)
+	for i := range conns {
+		store := spigotredis.New(testclient.GoRedis(t, srv.Addr), spigotredis.WithPrefix("grpclimit-client:"))
+		opts := []grpclimit.ClientOption{}
+		if i == 0 {
+			opts = append(opts, grpclimit.WithoutWaiting())
+		}
+		c := grpclimit.NewClient(spigot.New(store, partner), opts...)
+		conns[i], err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conns[i].Close() })
+	}
+
+	var wg sync.WaitGroup
+	var sent, limited atomic.Int64
+	for g := range 64 {
+		wg.Go(func() {
+			for range 2 {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := conns[g%2].Invoke(ctx, echoMethod, wrapperspb.String("hi"), new(wrapperspb.StringValue))
+				cancel()
+				switch {
+				case err == nil:
+					sent.Add(1)
+				case errors.Is(err, grpclimit.ErrLimited):
+					limited.Add(1)
+				default:
+					t.Errorf("client %d: got %v; want the call sent or a *LimitedError", g%2, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if sent.Load() != 20 || limited.Load() != 108 || arrived.Load() != 20 {
+		t.Errorf("got %d sent, %d limited, %d reached the server; want 20, 108, 20", sent.Load(), limited.Load(), arrived.Load())
 	}
 }
