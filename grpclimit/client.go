@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -58,24 +56,8 @@ type LimitedError struct {
 
 // Error describes the denial; it starts with "spigot: grpclimit: ".
 func (e *LimitedError) Error() string {
-	var b strings.Builder
-	b.WriteString("spigot: grpclimit: outgoing call for key ")
-	b.WriteString(strconv.Quote(e.Key))
-	b.WriteString(" limited")
-	switch {
-	case e.Err != nil:
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	case e.RetryAfter == spigot.Never:
-		b.WriteString(": its cost exceeds the bucket's capacity and can never be admitted")
-	case e.held:
-		b.WriteString(": the server's RetryInfo holds it back for ")
-		b.WriteString(e.RetryAfter.String())
-	default:
-		b.WriteString(": retry after ")
-		b.WriteString(e.RetryAfter.String())
-	}
-	return b.String()
+	d := outbound.Denied{RetryAfter: e.RetryAfter, Held: e.held, Err: e.Err}
+	return d.Describe("spigot: grpclimit: outgoing call", e.Key, "server's RetryInfo")
 }
 
 // Is reports whether target is ErrLimited.

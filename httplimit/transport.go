@@ -45,24 +45,8 @@ type LimitedError struct {
 
 // Error describes the denial; it starts with "spigot: httplimit: ".
 func (e *LimitedError) Error() string {
-	var b strings.Builder
-	b.WriteString("spigot: httplimit: outgoing request for key ")
-	b.WriteString(strconv.Quote(e.Key))
-	b.WriteString(" limited")
-	switch {
-	case e.Err != nil:
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
-	case e.RetryAfter == spigot.Never:
-		b.WriteString(": its cost exceeds the bucket's capacity and can never be admitted")
-	case e.held:
-		b.WriteString(": the server's Retry-After holds it back for ")
-		b.WriteString(e.RetryAfter.String())
-	default:
-		b.WriteString(": retry after ")
-		b.WriteString(e.RetryAfter.String())
-	}
-	return b.String()
+	d := outbound.Denied{RetryAfter: e.RetryAfter, Held: e.held, Err: e.Err}
+	return d.Describe("spigot: httplimit: outgoing request", e.Key, "server's Retry-After")
 }
 
 // Is reports whether target is ErrLimited.

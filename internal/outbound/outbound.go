@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +58,34 @@ type Denied struct {
 	Err error
 }
 
-func (e *Denied) Error() string { return "denied" }
+func (e *Denied) Error() string { return e.Describe("spigot: outbound: call", "", "server's hold") }
+
+// Describe words the denial of a call for key: call is what was not sent,
+// with the package's prefix ("spigot: httplimit: outgoing request"), and
+// hold is what held it back ("server's Retry-After").
+func (e *Denied) Describe(call, key, hold string) string {
+	var b strings.Builder
+	b.WriteString(call)
+	b.WriteString(" for key ")
+	b.WriteString(strconv.Quote(key))
+	b.WriteString(" limited")
+	switch {
+	case e.Err != nil:
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	case e.RetryAfter == spigot.Never:
+		b.WriteString(": its cost exceeds the bucket's capacity and can never be admitted")
+	case e.Held:
+		b.WriteString(": the ")
+		b.WriteString(hold)
+		b.WriteString(" holds it back for ")
+		b.WriteString(e.RetryAfter.String())
+	default:
+		b.WriteString(": retry after ")
+		b.WriteString(e.RetryAfter.String())
+	}
+	return b.String()
+}
 
 // A Failed is Admit's error when the store failed, or when the call's
 // context ended while it waited for a hold to end (Waiting).
