@@ -23,21 +23,25 @@ import (
 )
 
 // start serves the test services (spigot.test.Echo's Echo and Chat,
-// spigot.test.Other's Echo) on 127.0.0.1 behind l's interceptors, and
-// returns a client connection and a func that stops both.
-func start(l *grpclimit.Limiter) (*grpc.ClientConn, func()) {
+// spigot.test.Other's Echo) on 127.0.0.1 behind l's interceptors (none
+// when l is nil), and returns a client connection made with the options
+// opts and a func that stops both.
+func start(l *grpclimit.Limiter, opts ...grpc.DialOption) (*grpc.ClientConn, func()) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
 	}
-	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(l.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(l.StreamServerInterceptor()),
-	)
+	var srvOpts []grpc.ServerOption
+	if l != nil {
+		srvOpts = append(srvOpts,
+			grpc.ChainUnaryInterceptor(l.UnaryServerInterceptor()),
+			grpc.ChainStreamInterceptor(l.StreamServerInterceptor()))
+	}
+	srv := grpc.NewServer(srvOpts...)
 	srv.RegisterService(serviceDesc("spigot.test.Echo"), &counter{})
 	srv.RegisterService(serviceDesc("spigot.test.Other"), &counter{})
 	go srv.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		panic(err)
 	}
