@@ -1,9 +1,11 @@
-// Package grpclimit puts spigot's limits in front of gRPC services: server
-// interceptors, unary and streaming, that limit calls by their client
-// address, metadata (an API key, a tenant), method or request message,
-// answer a denial with the status and details gRPC clients understand,
-// and send the rate-limit fields in the response header. It is a module of
-// its own, so that users of httplimit never download gRPC.
+// Package grpclimit puts spigot's limits in front of gRPC services, and
+// on the calls a gRPC client sends. Its server interceptors, unary and
+// streaming, limit calls by their client address, metadata (an API key, a
+// tenant), method or request message, answer a denial with the status and
+// details gRPC clients understand, and send the rate-limit fields in the
+// response header. Its client interceptors (Client) hold outgoing calls
+// to a partner's limit, and to the retry delays its servers send. It is a
+// module of its own, so that users of httplimit never download gRPC.
 //
 // A Limiter is one policy: rules, each a limit, a key, the methods it
 // applies to and what their calls cost it. A call takes from every rule
@@ -22,7 +24,8 @@
 //
 // Methods narrows a rule to some methods or services; Cost and Weight set
 // what a call costs one rule (1 by default). A stream is limited once,
-// when it opens, before its handler runs.
+// when it opens, before its handler runs; a rule with PerMessage limits
+// instead each message the stream's client sends.
 //
 // # Client addresses
 //
@@ -64,4 +67,25 @@
 // a RetryInfo of one second, and the error goes to the observer
 // (WithErrorHandler, WithObserver; FailOpen serves it instead). No status
 // message shows an error's text, a key, or what the client sent.
+//
+// # Outgoing calls
+//
+// A Client takes each outgoing call's cost from a spigot.Limiter before
+// the call is sent, by the connection's target (or MethodKey, or a key of
+// your own), waiting for its tokens up to the call's deadline, or not at
+// all (WithoutWaiting):
+//
+//	c := grpclimit.NewClient(spigot.New(store, partner))
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
+//		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()),
+//		…)
+//
+// A call the limit holds back fails with a *LimitedError, whose gRPC
+// status is the ResourceExhausted (with RetryInfo) that the server would
+// have sent, or DeadlineExceeded when the wait would outlast the call.
+// When a server answers ResourceExhausted or Unavailable with a
+// RetryInfo, the Client sends nothing more for that key until the delay
+// ends. In a store shared by replicas, such as Redis, their Clients
+// together send no more than one bucket admits.
 package grpclimit
