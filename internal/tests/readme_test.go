@@ -115,6 +115,13 @@ func TestREADMEAlgorithms(t *testing.T) {
 	runREADMEProgram(t, "algorithms", "spigot.NewSlidingLog")
 }
 
+// TestREADMEGRPC runs the README's gRPC program, a server and a client
+// on loopback, and checks that it prints what its "// Output:" comment
+// says.
+func TestREADMEGRPC(t *testing.T) {
+	runREADMEProgram(t, "gRPC", "grpclimit.New(")
+}
+
 // runREADMEProgram builds and runs the README's program that contains
 // text, named name, with env added to its environment, and checks that it
 // prints what its "// Output:" comment says.
