@@ -365,6 +365,47 @@ func TestStreamPerMessage(t *testing.T) {
 	}
 }
 
+// TestStreamPerMessageKeyError: a message that has no key for a
+// PerMessage rule is not handed to the handler and charges nothing: the
+// stream ends with InvalidArgument, and a later stream of the same tenant
+// finds its budget less only the one message it sent before.
+func TestStreamPerMessageKeyError(t *testing.T) {
+	clk := clocktest.New(t0)
+	messages := spigot.MustBucket("messages", 2, spigot.PerMinute(2))
+	tenant := grpclimit.Message(func(req any) (string, error) {
+		k, _, _ := strings.Cut(req.(*wrapperspb.StringValue).GetValue(), ":")
+		return k, nil
+	})
+	conn, _ := serve(t, grpclimit.New(memory.New(memory.WithClock(clk)),
+		grpclimit.By(messages, tenant, grpclimit.Methods(chatMethod), grpclimit.PerMessage())))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	chat := func(msgs ...string) (echoed int, err error) {
+		st, err := conn.NewStream(ctx, chatDesc, chatMethod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.CloseSend()
+		for _, m := range msgs {
+			if err := st.SendMsg(wrapperspb.String(m)); err != nil {
+				break // the server ended the stream: RecvMsg says why
+			}
+			if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+				return echoed, err
+			}
+			echoed++
+		}
+		return echoed, nil
+	}
+	if n, err := chat("t1:a", ":no tenant", "t1:b"); n != 1 || status.Code(err) != codes.InvalidArgument ||
+		!strings.Contains(status.Convert(err).Message(), `no key for the limit "messages"`) {
+		t.Errorf("got %d echoed, then %v; want 1, then InvalidArgument naming the limit", n, err)
+	}
+	if n, err := chat("t1:c", "t1:d", "t1:e"); n != 1 || status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("second stream: got %d echoed, then %v; want 1 (t1 took 1 of 2 before), then ResourceExhausted", n, err)
+	}
+}
+
 // call2 makes one unary Echo call of the message m.
 func call2(t *testing.T, conn *grpc.ClientConn, m string) (*wrapperspb.StringValue, error) {
 	t.Helper()
