@@ -259,7 +259,9 @@ func TestClientsShareRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	arrived := new(atomic.Int64)
-	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) { return h(ctx, req) }
+	pass := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		return h(ctx, req)
+	}
 	server := grpc.NewServer(grpc.UnaryInterceptor(pass))
 	server.RegisterService(echoService(arrived), struct{}{})
 	done := make(chan error, 1)
