@@ -16,7 +16,7 @@
 //
 // # Instruments
 //
-// Wrap (or HTTPObserver) records
+// Wrap (or HTTPObserver, or otelgrpclimit.Observer) records
 //
 //	spigot.decisions         counter    {decision}  spigot.limit, spigot.outcome (allowed, denied, never)
 //	spigot.tokens.requested  counter    {token}     spigot.limit
@@ -55,12 +55,15 @@
 //
 // HTTPObserver feeds spigot.decisions from httplimit's observer instead,
 // with the route (http.route) as an attribute: use it or Wrap, not both,
-// or every decision counts twice.
+// or every decision counts twice. Observer, of the subpackage
+// otelgrpclimit, does the same for grpclimit, with the call's method
+// (rpc.method, "pkg.Service/Method", and rpc.system.name, "grpc"); it is
+// a package of its own, so that this one links no gRPC.
 //
 // Keys (client addresses, users) never become attribute values: their
 // number has no bound, and a metric backend pays for every distinct one.
-// Only limit names, outcomes, paths, routes, kinds of error and states of
-// the breaker do, whose number your configuration bounds.
+// Only limit names, outcomes, paths, routes, methods, kinds of error and
+// states of the breaker do, whose number your configuration bounds.
 //
 // # Prometheus
 //
