@@ -22,8 +22,9 @@
 // as the OpenTelemetry semantic conventions for gRPC name a call:
 // rpc.system.name is "grpc", rpc.method the method without its leading
 // slash ("pkg.Service/Method"). A call that rules of several limits
-// decide counts once in each; a call whose store failed counts its error,
-// not its decisions. A call that no rule applies to, that costs nothing
+// decide counts once in each, and so does each message of a stream that
+// a grpclimit.PerMessage rule limits; a call whose store failed counts
+// its error, not its decisions. A call that no rule applies to, that costs nothing
 // or that has no key is not recorded. Keys (client addresses, tenants)
 // never become attribute values.
 //
@@ -46,16 +47,16 @@ import (
 	"github.com/spigot-go/spigot/otelspigot/internal/observe"
 )
 
-// Observer returns a grpclimit observer that records each limited call's
-// decisions in spigot.decisions and spigot.tokens.requested, with its
-// method as rpc.method (and rpc.system.name "grpc"), its store errors in
-// spigot.store.errors and the store's latency in spigot.store.duration,
-// each in the call's context. Give it to grpclimit.WithObserver; to
-// combine it with an observer of your own, call it from yours. It is safe
-// for concurrent use, and recording allocates nothing once the attributes
-// of a limit and method are built. An instrument the MeterProvider
-// refuses is left out (the provider reports why to otel's error handler).
-// It makes no spans.
+// Observer returns a grpclimit observer that records the decisions on
+// each limited call (and message) in spigot.decisions and
+// spigot.tokens.requested, with its method as rpc.method (and
+// rpc.system.name "grpc"), its store errors in spigot.store.errors and
+// the store's latency in spigot.store.duration, each in the call's
+// context. Give it to grpclimit.WithObserver; to combine it with an
+// observer of your own, call it from yours. It is safe for concurrent
+// use, and recording allocates nothing once the attributes of a limit and
+// method are built. An instrument the MeterProvider refuses is left out
+// (the provider reports why to otel's error handler). It makes no spans.
 func Observer(opts ...otelspigot.Option) func(ctx context.Context, res *grpclimit.Result) {
 	record := observe.RPC(observe.NewConfig(opts), "grpc")
 	return func(ctx context.Context, res *grpclimit.Result) {

@@ -108,18 +108,21 @@ func equalMap(t *testing.T, what string, got, want map[string]int64) {
 	}
 }
 
-// TestObserver counts the decisions of two limits on the calls of three
-// methods, unary and streaming, by method, over a real server, and a
-// broken store's error.
+// TestObserver counts the decisions of three limits on the calls of
+// three methods, unary and streaming, by method, over a real server: those
+// of a stream's opening and of its messages (PerMessage), and a broken
+// store's error.
 func TestObserver(t *testing.T) {
 	mp, r := provider(t)
 	obs := grpclimit.WithObserver(otelgrpclimit.Observer(otelspigot.WithMeterProvider(mp)))
 	perAddr := spigot.MustBucket("per-address", 10, spigot.PerMinute(1))
 	perTenant := spigot.MustBucket("per-tenant", 4, spigot.PerMinute(2))
+	perMessage := spigot.MustBucket("per-message", 1, spigot.PerMinute(1))
 	clk := clocktest.New(t0)
 	conn := serve(t, grpclimit.New(memory.New(memory.WithClock(clk)),
 		grpclimit.By(perAddr, grpclimit.PeerIP()),
 		grpclimit.By(perTenant, grpclimit.Metadata("x-tenant"), grpclimit.Methods("/spigot.test.Echo/"), grpclimit.Weight(2)),
+		grpclimit.By(perMessage, grpclimit.Metadata("x-tenant"), grpclimit.Methods(chatMethod), grpclimit.PerMessage()),
 		obs))
 	broken := serve(t, grpclimit.New(brokenStore{}, grpclimit.By(perAddr, nil), obs))
 
@@ -137,7 +140,8 @@ func TestObserver(t *testing.T) {
 		{t0, conn, otherMethod, "alice", codes.OK},               // per-address alone
 		{t1, conn, echoMethod, "alice", codes.OK},
 		{t1, conn, chatMethod, "bob", codes.OK},
-		{t1, broken, echoMethod, "alice", codes.Unavailable}, // fails safe
+		{t1, conn, chatMethod, "bob", codes.ResourceExhausted}, // opened; per-message denies its message
+		{t1, broken, echoMethod, "alice", codes.Unavailable},   // fails safe
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -160,18 +164,21 @@ func TestObserver(t *testing.T) {
 		echo + "spigot.limit=per-tenant,spigot.outcome=allowed":   3,
 		echo + "spigot.limit=per-tenant,spigot.outcome=denied":    1,
 		other + "spigot.limit=per-address,spigot.outcome=allowed": 1,
-		chat + "spigot.limit=per-address,spigot.outcome=allowed":  1,
-		chat + "spigot.limit=per-tenant,spigot.outcome=allowed":   1,
+		chat + "spigot.limit=per-address,spigot.outcome=allowed":  2,
+		chat + "spigot.limit=per-tenant,spigot.outcome=allowed":   2,
+		chat + "spigot.limit=per-message,spigot.outcome=allowed":  1,
+		chat + "spigot.limit=per-message,spigot.outcome=denied":   1,
 	})
 	equalMap(t, "spigot.tokens.requested", p["spigot.tokens.requested"], map[string]int64{
 		echo + "spigot.limit=per-address":  4,
 		echo + "spigot.limit=per-tenant":   8,
 		other + "spigot.limit=per-address": 1,
-		chat + "spigot.limit=per-address":  1,
-		chat + "spigot.limit=per-tenant":   2,
+		chat + "spigot.limit=per-address":  2,
+		chat + "spigot.limit=per-tenant":   4,
+		chat + "spigot.limit=per-message":  2,
 	})
 	equalMap(t, "spigot.store.duration", p["spigot.store.duration"], map[string]int64{
-		"spigot.operation=do_multi": 5, "spigot.operation=do": 2,
+		"spigot.operation=do_multi": 6, "spigot.operation=do": 4,
 	})
 	equalMap(t, "spigot.store.errors", p["spigot.store.errors"], map[string]int64{"error.type=unavailable": 1})
 	for _, kv := range all {
