@@ -12,6 +12,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/otelspigot/internal/observe"
 	"github.com/spigot-go/spigot/store/hybrid"
 )
 
@@ -39,7 +40,7 @@ import (
 // why to otel's error handler). It makes no spans.
 func HybridObserver(opts ...Option) hybrid.Observer {
 	c := newConfig(opts)
-	m := c.mp.Meter(ScopeName)
+	m := c.MeterProvider.Meter(ScopeName)
 	var err, e error
 	decisions, e := m.Int64Counter("spigot.hybrid.decisions", metric.WithUnit("{decision}"),
 		metric.WithDescription("Decisions of store/hybrid, by the path that made them."))
@@ -100,7 +101,7 @@ const circuits = hybrid.CircuitHalfOpen + 1
 // Unregister stops it.
 func ObserveCircuit(h *hybrid.Store, opts ...Option) (metric.Registration, error) {
 	c := newConfig(opts)
-	m := c.mp.Meter(ScopeName)
+	m := c.MeterProvider.Meter(ScopeName)
 	gauge, err := m.Int64ObservableGauge("spigot.hybrid.circuit", metric.WithUnit("{state}"),
 		metric.WithDescription("The breaker of store/hybrid: 0 closed, 1 half-open, 2 open."))
 	if err != nil {
@@ -130,23 +131,13 @@ func circuitValue(c hybrid.Circuit) int64 {
 // wrapped (or every decision counts twice).
 func HTTPObserver(opts ...Option) func(*http.Request, *httplimit.Result) {
 	c := newConfig(opts)
-	in, err := newInstruments(c.mp)
+	in, err := newInstruments(c.MeterProvider)
 	if err != nil {
 		otel.Handle(err)
 	}
 	return func(r *http.Request, res *httplimit.Result) {
-		ctx := r.Context()
-		op := 0
-		if len(res.Limits) > 1 {
-			op = 1
-		}
-		in.duration.Record(ctx, res.Latency.Seconds(), in.ops[op]...)
-		if res.Err != nil {
-			in.failed(ctx, res.Err)
-			return
-		}
-		for i, l := range res.Limits {
-			in.decided(ctx, spigot.Op{Limit: l, Action: spigot.Take, N: res.Costs[i]}, res.Decisions.Each[i], res.Route)
-		}
+		in.observe(r.Context(), route{name: res.Route}, observe.Result{
+			Limits: res.Limits, Costs: res.Costs, Each: res.Decisions.Each, Latency: res.Latency, Err: res.Err,
+		})
 	}
 }

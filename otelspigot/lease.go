@@ -49,7 +49,7 @@ import (
 // It makes no spans.
 func LeaseObserver(opts ...Option) lease.Observer {
 	c := newConfig(opts)
-	m := c.mp.Meter(ScopeName)
+	m := c.MeterProvider.Meter(ScopeName)
 	o := &leaseInstruments{limits: make(map[string]*leaseAttrs)}
 	var err, e error
 	o.hits, e = m.Int64Counter("spigot.lease.hits", metric.WithUnit("{request}"),

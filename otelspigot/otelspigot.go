@@ -16,7 +16,7 @@
 //
 // # Instruments
 //
-// Wrap (or HTTPObserver) records
+// Wrap (or HTTPObserver, or otelgrpclimit.Observer) records
 //
 //	spigot.decisions         counter    {decision}  spigot.limit, spigot.outcome (allowed, denied, never)
 //	spigot.tokens.requested  counter    {token}     spigot.limit
@@ -55,12 +55,15 @@
 //
 // HTTPObserver feeds spigot.decisions from httplimit's observer instead,
 // with the route (http.route) as an attribute: use it or Wrap, not both,
-// or every decision counts twice.
+// or every decision counts twice. Observer, of the subpackage
+// otelgrpclimit, does the same for grpclimit, with the call's method
+// (rpc.method, "pkg.Service/Method", and rpc.system.name, "grpc"); it is
+// a package of its own, so that this one links no gRPC.
 //
 // Keys (client addresses, users) never become attribute values: their
 // number has no bound, and a metric backend pays for every distinct one.
-// Only limit names, outcomes, paths, routes, kinds of error and states of
-// the breaker do, whose number your configuration bounds.
+// Only limit names, outcomes, paths, routes, methods, kinds of error and
+// states of the breaker do, whose number your configuration bounds.
 //
 // # Prometheus
 //
@@ -123,6 +126,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/otelspigot/internal/observe"
 )
 
 // ScopeName is the instrumentation scope of the meters and tracers.
@@ -145,6 +149,11 @@ const (
 	PathKey      = attribute.Key("spigot.path")
 	ErrorTypeKey = attribute.Key("error.type")
 	RouteKey     = attribute.Key("http.route")
+	// RPCMethodKey and RPCSystemNameKey are a gRPC call's method, without
+	// its leading slash ("pkg.Service/Method"), and its RPC system
+	// ("grpc"), as the OpenTelemetry semantic conventions name them.
+	RPCMethodKey     = attribute.Key("rpc.method")
+	RPCSystemNameKey = attribute.Key("rpc.system.name")
 	// CircuitFromKey and CircuitToKey are the states of store/hybrid's
 	// breaker (closed, open, half-open) that a transition left and
 	// entered.
@@ -153,18 +162,15 @@ const (
 )
 
 // An Option configures Wrap, HybridObserver, ObserveCircuit,
-// LeaseObserver and HTTPObserver.
+// LeaseObserver, HTTPObserver and otelgrpclimit.Observer.
 type Option func(*config)
 
-type config struct {
-	mp metric.MeterProvider
-	tp trace.TracerProvider
-}
+type config = observe.Config
 
 // WithMeterProvider records through mp instead of the global
 // MeterProvider (otel.GetMeterProvider). A nil mp means the global one.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *config) { c.mp = mp }
+	return func(c *config) { c.MeterProvider = mp }
 }
 
 // WithTracerProvider makes Wrap's spans through tp instead of the global
@@ -173,22 +179,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // (noop.NewTracerProvider()) to turn spans off: the Store then starts
 // none. The other functions of the package make no spans.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) { c.tp = tp }
+	return func(c *config) { c.TracerProvider = tp }
 }
 
-func newConfig(opts []Option) config {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.mp == nil {
-		c.mp = otel.GetMeterProvider()
-	}
-	if c.tp == nil {
-		c.tp = otel.GetTracerProvider()
-	}
-	return c
-}
+func newConfig(opts []Option) config { return observe.NewConfig(opts) }
 
 // unsetTracerProvider is what otel.GetTracerProvider returns until a
 // provider is set: a placeholder whose tracers make non-recording spans,
@@ -219,7 +213,16 @@ type instruments struct {
 
 // limitKey is a limit's name and route: a struct rather than the two
 // joined, which would allocate the joined string on every decision.
-type limitKey struct{ limit, route string }
+type limitKey struct {
+	limit string
+	route route
+}
+
+// A route is what a request's decisions are counted by, besides their
+// limit: an HTTP route (http.route) or, with an RPC system
+// (rpc.system.name), an RPC's method (rpc.method). The zero route is
+// none: Wrap's decisions.
+type route struct{ system, name string }
 
 // limitAttrs are the measurement options of one limit (and route), built
 // once so that recording allocates nothing.
@@ -257,8 +260,9 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 
 var outcomes = [3]string{"allowed", "denied", "never"}
 
-// attrs returns the options of limit (and route, when not "").
-func (in *instruments) attrs(limit, route string) *limitAttrs {
+// attrs returns the options of limit, and of route (when not the zero
+// route).
+func (in *instruments) attrs(limit string, route route) *limitAttrs {
 	key := limitKey{limit, route}
 	in.mu.RLock()
 	a := in.limits[key]
@@ -267,8 +271,14 @@ func (in *instruments) attrs(limit, route string) *limitAttrs {
 		return a
 	}
 	base := []attribute.KeyValue{LimitKey.String(limit)}
-	if route != "" {
-		base = append(base, RouteKey.String(route))
+	switch {
+	case route.system != "":
+		base = append(base, RPCSystemNameKey.String(route.system))
+		if route.name != "" {
+			base = append(base, RPCMethodKey.String(route.name))
+		}
+	case route.name != "":
+		base = append(base, RouteKey.String(route.name))
 	}
 	a = &limitAttrs{tokens: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(base...))}}
 	for i, o := range outcomes {
@@ -283,7 +293,7 @@ func (in *instruments) attrs(limit, route string) *limitAttrs {
 }
 
 // decided records the decision d on op.
-func (in *instruments) decided(ctx context.Context, op spigot.Op, d spigot.Decision, route string) {
+func (in *instruments) decided(ctx context.Context, op spigot.Op, d spigot.Decision, route route) {
 	if op.Action != spigot.Take && op.Action != spigot.TakeUpTo {
 		return // refunds, resets and peeks decide nothing
 	}
@@ -299,6 +309,24 @@ func (in *instruments) decided(ctx context.Context, op spigot.Op, d spigot.Decis
 func (in *instruments) failed(ctx context.Context, err error) {
 	if in.errors.Enabled(ctx) {
 		in.errors.Add(ctx, 1, in.errs[errorKind(err)]...)
+	}
+}
+
+// observe records a limiting middleware's Result on one request, for
+// route: the store's latency and its error or, without one, each limit's
+// decision.
+func (in *instruments) observe(ctx context.Context, route route, res observe.Result) {
+	op := 0
+	if len(res.Limits) > 1 {
+		op = 1
+	}
+	in.duration.Record(ctx, res.Latency.Seconds(), in.ops[op]...)
+	if res.Err != nil {
+		in.failed(ctx, res.Err)
+		return
+	}
+	for i, l := range res.Limits {
+		in.decided(ctx, spigot.Op{Limit: l, Action: spigot.Take, N: res.Costs[i]}, res.Each[i], route)
 	}
 }
 
@@ -364,14 +392,14 @@ func Wrap(s spigot.Store, opts ...Option) *Store {
 		panic("spigot: otelspigot: Wrap: nil Store")
 	}
 	c := newConfig(opts)
-	in, err := newInstruments(c.mp)
+	in, err := newInstruments(c.MeterProvider)
 	if err != nil {
 		otel.Handle(err)
 	}
 	w := &Store{next: s, in: in}
-	if _, off := c.tp.(tracenoop.TracerProvider); !off {
-		w.tracer = c.tp.Tracer(ScopeName)
-		w.unset = c.tp == unsetTracerProvider
+	if _, off := c.TracerProvider.(tracenoop.TracerProvider); !off {
+		w.tracer = c.TracerProvider.Tracer(ScopeName)
+		w.unset = c.TracerProvider == unsetTracerProvider
 		if _, off := w.tracer.(tracenoop.Tracer); off {
 			w.tracer = nil
 		}
@@ -427,7 +455,7 @@ func (s *Store) do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err != nil {
 		return d, err
 	}
-	s.in.decided(ctx, op, d, "")
+	s.in.decided(ctx, op, d, route{})
 	if span != nil {
 		span.SetAttributes(OutcomeKey.String(outcomes[outcomeOf(d)]))
 	}
@@ -490,7 +518,7 @@ func (s *Store) doMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	}
 	for i, op := range ops {
 		if err == nil || !out[i].Degraded() {
-			s.in.decided(ctx, op, out[i], "")
+			s.in.decided(ctx, op, out[i], route{})
 		}
 	}
 	return err
