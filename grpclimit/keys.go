@@ -224,6 +224,10 @@ func Metadata(name string) KeyFunc {
 
 // FullMethod returns the KeyFunc of the call's full method name,
 // "/pkg.Service/Method": for a limit per method, shared by every client.
+// The methods are those the server's services define, unless it has a
+// grpc.UnknownServiceHandler (a proxy): there a client names any method
+// it likes, and so chooses its own key, a fresh bucket per name. Narrow
+// such a rule with Methods to the methods you know.
 func FullMethod() KeyFunc {
 	return func(_ context.Context, fullMethod string, _ any) (string, error) {
 		return fullMethod, nil
