@@ -88,7 +88,8 @@ next:
 	if len(names) == 0 && d.By >= 0 && d.By < len(res.Limits) {
 		names = append(names, res.Limits[d.By].Name())
 	}
-	var msg []byte
+	var buf [256]byte // the message of a few limits, without growing
+	msg := buf[:0]
 	if never {
 		msg = append(msg, "call exceeds the limit ("...)
 	} else {
