@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -41,7 +42,9 @@ var policies = map[spigot.Limit]string{
 // hand, before it calls next: it keys them by the peer's address, takes
 // a token, and denies with ResourceExhausted and a RetryInfo. With md,
 // it also sets the rate-limit metadata that the interceptor sets.
-func byHand(s spigot.Store, limit spigot.Limit, md bool, next grpc.UnaryHandler) grpc.UnaryHandler {
+// With quota, its denial says what the interceptor's does: the message
+// names the limit and the wait, and a QuotaFailure follows the RetryInfo.
+func byHand(s spigot.Store, limit spigot.Limit, md, quota bool, next grpc.UnaryHandler) grpc.UnaryHandler {
 	policy := policies[limit]
 	prefix := strconv.Quote(limit.Name()) + ";r="
 	return func(ctx context.Context, req any) (any, error) {
@@ -66,6 +69,14 @@ func byHand(s spigot.Store, limit spigot.Limit, md bool, next grpc.UnaryHandler)
 				b = strconv.AppendInt(b, int64((d.RefillAfter+time.Second-1)/time.Second), 10)
 			}
 			_ = grpc.SetHeader(ctx, metadata.MD{"ratelimit-policy": {policy}, "ratelimit": {string(b)}})
+		}
+		if !d.Allowed() && quota {
+			st, _ := status.New(codes.ResourceExhausted, "too many requests ("+limit.Name()+"): retry in "+d.RetryAfter.String()).WithDetails(
+				&errdetails.RetryInfo{RetryDelay: durationpb.New(d.RetryAfter)},
+				&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+					QuotaId: limit.Name(), QuotaValue: limit.Capacity(), Description: "the limit " + strconv.Quote(limit.Name()) + " is exhausted",
+				}}})
+			return nil, st.Err()
 		}
 		if !d.Allowed() {
 			st, _ := status.New(codes.ResourceExhausted, "too many requests").WithDetails(
@@ -111,7 +122,8 @@ func (s *transportStream) SetTrailer(metadata.MD) error    { return nil }
 // BenchmarkInterceptor measures a unary call through the server
 // interceptor on the memory store, one rule keyed by PeerIP
 // (op=interceptor), against the same handler limiting itself by hand
-// with the same metadata (op=hand) and without it (op=hand-nomd), in
+// with the same metadata (op=hand) and without it (op=hand-nomd), and
+// for a denial with the same message and details (op=hand-quota), in
 // process (a call of the interceptor's function, as the server makes it,
 // with a peer and a stream in its context), admitted and denied, and
 // over gRPC on loopback (admitted; op=none serves unlimited). Compare in
@@ -131,9 +143,15 @@ func BenchmarkInterceptor(b *testing.B) {
 			op   string
 			call func(context.Context, any) (any, error)
 		}{
-			{"hand-nomd", byHand(s, c.limit, false, benchEcho)},
-			{"hand", byHand(s, c.limit, true, benchEcho)},
+			{"hand-nomd", byHand(s, c.limit, false, false, benchEcho)},
+			{"hand", byHand(s, c.limit, true, false, benchEcho)},
 			{"interceptor", func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, benchEcho) }},
+		}
+		if c.limit == tight {
+			cases = append(cases, struct {
+				op   string
+				call func(context.Context, any) (any, error)
+			}{"hand-quota", byHand(s, c.limit, true, true, benchEcho)})
 		}
 		ts := &transportStream{}
 		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 54321}})
@@ -141,20 +159,24 @@ func BenchmarkInterceptor(b *testing.B) {
 		req := wrapperspb.String("hi")
 		// Drain tight, and check that both ways answer alike.
 		var headers [2]metadata.MD
-		var got [2]codes.Code
-		for i, h := range []func(context.Context, any) (any, error){cases[1].call, cases[2].call} {
+		var errs [2]error
+		hand := cases[1].call // the same answer: the same metadata, and the same denial
+		if c.limit == tight {
+			hand = cases[3].call
+		}
+		for i, h := range []func(context.Context, any) (any, error){hand, cases[2].call} {
 			_, _ = h(ctx, req)
 			ts.header = nil
-			_, err := h(ctx, req)
-			headers[i], got[i] = ts.header, status.Code(err)
+			_, errs[i] = h(ctx, req)
+			headers[i] = ts.header
 		}
 		for _, k := range []string{"ratelimit-policy", "ratelimit"} {
 			if hand, ic := headers[0].Get(k), headers[1].Get(k); len(hand) != 1 || len(ic) != 1 || withoutR(hand[0]) != withoutR(ic[0]) {
 				b.Fatalf("%s: by hand %s %q; the interceptor's %q", c.name, k, hand, ic)
 			}
 		}
-		if got[0] != got[1] {
-			b.Fatalf("%s: by hand %v; the interceptor %v", c.name, got[0], got[1])
+		if hand, ic := status.Convert(errs[0]).Proto(), status.Convert(errs[1]).Proto(); !proto.Equal(hand, ic) {
+			b.Fatalf("%s: by hand %v; the interceptor %v", c.name, hand, ic)
 		}
 		for _, h := range cases {
 			b.Run("inprocess/"+c.name+"/op="+h.op, func(b *testing.B) {
@@ -175,7 +197,7 @@ func BenchmarkInterceptor(b *testing.B) {
 		opts []grpc.ServerOption
 	}{
 		{"none", benchEcho, nil},
-		{"hand", byHand(s, roomy, true, benchEcho), nil},
+		{"hand", byHand(s, roomy, true, false, benchEcho), nil},
 		{"interceptor", benchEcho, []grpc.ServerOption{grpc.UnaryInterceptor(l.UnaryServerInterceptor())}},
 	} {
 		b.Run("loopback/admitted/op="+c.op, func(b *testing.B) {
