@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/grpclimit"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -103,6 +104,30 @@ func withoutR(s string) string {
 // benchEcho is the handler the benchmarks limit.
 func benchEcho(_ context.Context, req any) (any, error) { return req, nil }
 
+// A benchCase is one way to limit a call in process.
+type benchCase struct {
+	op   string
+	call grpc.UnaryHandler
+}
+
+// inProcess returns the ways to limit a call by limit in s: by hand
+// without metadata, by hand, with the interceptor, and, when limit is
+// tight, by hand with the interceptor's denial. The last one answers as
+// the interceptor does.
+func inProcess(s spigot.Store, limit spigot.Limit) []benchCase {
+	ic := grpclimit.New(s, grpclimit.By(limit, grpclimit.PeerIP())).UnaryServerInterceptor()
+	info := &grpc.UnaryServerInfo{FullMethod: echoMethod}
+	cases := []benchCase{
+		{"hand-nomd", byHand(s, limit, false, false, benchEcho)},
+		{"hand", byHand(s, limit, true, false, benchEcho)},
+		{"interceptor", func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, benchEcho) }},
+	}
+	if limit == tight {
+		cases = append(cases, benchCase{"hand-quota", byHand(s, limit, true, true, benchEcho)})
+	}
+	return cases
+}
+
 // transportStream is what the benchmarks' contexts hold for
 // grpc.SetHeader: it joins the header as gRPC's transport stream does.
 type transportStream struct{ header metadata.MD }
@@ -132,39 +157,21 @@ func (s *transportStream) SetTrailer(metadata.MD) error    { return nil }
 //	go test -run='^$' -bench=Interceptor -benchmem -count=6 github.com/spigot-go/spigot/grpclimit | tee /tmp/ic.txt
 //	benchstat -col /op /tmp/ic.txt
 func BenchmarkInterceptor(b *testing.B) {
+	ts := &transportStream{}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 54321}})
+	ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
+	req := wrapperspb.String("hi")
 	for _, c := range []struct {
 		name  string
 		limit spigot.Limit
 	}{{"admitted", roomy}, {"denied", tight}} {
-		s := memory.New()
-		ic := grpclimit.New(s, grpclimit.By(c.limit, grpclimit.PeerIP())).UnaryServerInterceptor()
-		info := &grpc.UnaryServerInfo{FullMethod: echoMethod}
-		cases := []struct {
-			op   string
-			call func(context.Context, any) (any, error)
-		}{
-			{"hand-nomd", byHand(s, c.limit, false, false, benchEcho)},
-			{"hand", byHand(s, c.limit, true, false, benchEcho)},
-			{"interceptor", func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, benchEcho) }},
-		}
-		if c.limit == tight {
-			cases = append(cases, struct {
-				op   string
-				call func(context.Context, any) (any, error)
-			}{"hand-quota", byHand(s, c.limit, true, true, benchEcho)})
-		}
-		ts := &transportStream{}
-		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 54321}})
-		ctx = grpc.NewContextWithServerTransportStream(ctx, ts)
-		req := wrapperspb.String("hi")
-		// Drain tight, and check that both ways answer alike.
+		// Check, on a store at a fixed instant, that by hand and the
+		// interceptor answer alike: the same metadata (but for
+		// remaining tokens), and the same denial.
+		check := inProcess(memory.New(memory.WithClock(clocktest.New(t0))), c.limit)
 		var headers [2]metadata.MD
 		var errs [2]error
-		hand := cases[1].call // the same answer: the same metadata, and the same denial
-		if c.limit == tight {
-			hand = cases[3].call
-		}
-		for i, h := range []func(context.Context, any) (any, error){hand, cases[2].call} {
+		for i, h := range []func(context.Context, any) (any, error){check[len(check)-1].call, check[2].call} {
 			_, _ = h(ctx, req)
 			ts.header = nil
 			_, errs[i] = h(ctx, req)
@@ -178,7 +185,9 @@ func BenchmarkInterceptor(b *testing.B) {
 		if hand, ic := status.Convert(errs[0]).Proto(), status.Convert(errs[1]).Proto(); !proto.Equal(hand, ic) {
 			b.Fatalf("%s: by hand %v; the interceptor %v", c.name, hand, ic)
 		}
-		for _, h := range cases {
+
+		for _, h := range inProcess(memory.New(), c.limit) {
+			_, _ = h.call(ctx, req) // the key's state exists (tight is drained) before the timer starts
 			b.Run("inprocess/"+c.name+"/op="+h.op, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
