@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 
@@ -134,11 +135,10 @@ func (c *peerIP) key(ctx context.Context, _ string, _ any) (string, error) {
 	if !ok || p.Addr == nil {
 		return "", fmt.Errorf("%w: the call has no peer", ErrNoKey)
 	}
-	remote := p.Addr.String()
-	addr, err := clientaddr.ParseHost(remote)
+	addr, err := peerAddr(p.Addr)
 	if c.trusted == nil || (err == nil && !c.isTrusted(addr)) {
 		if err != nil {
-			return "", fmt.Errorf("%w: the peer's address %q is not an IP address", ErrNoKey, clientaddr.Clip(remote))
+			return "", fmt.Errorf("%w: the peer's address %q is not an IP address", ErrNoKey, clientaddr.Clip(p.Addr.String()))
 		}
 		return c.format(addr), nil
 	}
@@ -173,14 +173,26 @@ func (c *peerIP) key(ctx context.Context, _ string, _ any) (string, error) {
 	// address.
 	switch {
 	case c.require && hops == 0:
-		return "", fmt.Errorf("%w: the trusted proxy %q sent no %s entry", ErrNoKey, clientaddr.Clip(remote), xff)
+		return "", fmt.Errorf("%w: the trusted proxy %q sent no %s entry", ErrNoKey, clientaddr.Clip(p.Addr.String()), xff)
 	case c.require:
 		return "", fmt.Errorf("%w: every address of %s is in a trusted network", ErrNoKey, xff)
 	}
 	if !addr.IsValid() {
-		return "", fmt.Errorf("%w: the peer's address %q is not an IP address, and %s names no client", ErrNoKey, clientaddr.Clip(remote), xff)
+		return "", fmt.Errorf("%w: the peer's address %q is not an IP address, and %s names no client", ErrNoKey, clientaddr.Clip(p.Addr.String()), xff)
 	}
 	return c.format(addr), nil
+}
+
+// peerAddr returns the IP address of a peer's address a, unmapped and
+// without its zone, as clientaddr.ParseHost reads a.String(): a TCP
+// peer's is read as it is, without writing it out.
+func peerAddr(a net.Addr) (netip.Addr, error) {
+	if t, ok := a.(*net.TCPAddr); ok && t != nil {
+		if ip, ok := netip.AddrFromSlice(t.IP); ok {
+			return ip.Unmap(), nil
+		}
+	}
+	return clientaddr.ParseHost(a.String())
 }
 
 // isTrusted reports whether a is in a trusted network.

@@ -136,3 +136,38 @@ func TestMetadataKeys(t *testing.T) {
 		}
 	}
 }
+
+// stringAddr is a net.Addr that is only its text.
+type stringAddr string
+
+func (a stringAddr) Network() string { return "tcp" }
+func (a stringAddr) String() string  { return string(a) }
+
+// TestPeerIPOfTCPAddr: PeerIP keys a *net.TCPAddr peer, and fails on
+// one, as it does the address of the same text: zones left out, IPv4 in
+// IPv6 unmapped, an IP of a length no family has, a nil IP and a nil
+// address failing alike, with the same error, trusted or not.
+func TestPeerIPOfTCPAddr(t *testing.T) {
+	trust := grpclimit.TrustXForwardedFor(netip.MustParsePrefix("10.0.0.0/8"))
+	for i, a := range []*net.TCPAddr{
+		{IP: net.IPv4(192, 0, 2, 1), Port: 5000},
+		{IP: net.IPv4(192, 0, 2, 1).To4(), Port: 5000},
+		{IP: net.IPv4(10, 0, 0, 1), Port: 5000},
+		{IP: net.ParseIP("2001:db8::1"), Port: 5000},
+		{IP: net.ParseIP("fe80::1"), Port: 5000, Zone: "eth0"},
+		{IP: net.ParseIP("::ffff:10.0.0.1")},
+		{IP: net.IP{1, 2, 3}, Port: 5000},
+		{Port: 5000},
+		nil,
+	} {
+		for _, opts := range [][]grpclimit.IPOption{nil, {trust}, {grpclimit.IPv6Prefix(64)}} {
+			key := grpclimit.PeerIP(opts...)
+			ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-forwarded-for", "203.0.113.1"))
+			got, gotErr := key(peer.NewContext(ctx, &peer.Peer{Addr: a}), "/s/M", nil)
+			want, wantErr := key(peer.NewContext(ctx, &peer.Peer{Addr: stringAddr(a.String())}), "/s/M", nil)
+			if got != want || (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Errorf("step %d: %v: got %q, %v; want %q, %v as for its text %q", i, a, got, gotErr, want, wantErr, a.String())
+			}
+		}
+	}
+}

@@ -26,15 +26,18 @@ const (
 // header returns the rate-limit metadata of the decisions out on limits,
 // the limits of the rules of the given indices: ratelimit-policy and
 // ratelimit, each one value of one member per limit, as httplimit's IETF
-// RateLimit-Policy and RateLimit fields.
+// RateLimit-Policy and RateLimit fields. The values of both keys share
+// one string and one array, of capacity 1 each.
 func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decision) metadata.MD {
 	var buf [512]byte
 	b := buf[:0]
-	for i := range limits {
-		if i > 0 {
-			b = append(b, ", "...)
+	if len(rules) > 1 { // one rule's policy is made once, in New
+		for i := range limits {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, l.rules[rules[i]].policy...)
 		}
-		b = append(b, l.rules[rules[i]].policy...)
 	}
 	policyEnd := len(b)
 	for i, d := range out {
@@ -47,9 +50,15 @@ func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decisi
 		b = ratefield.AppendLimit(b, limits[i], d)
 	}
 	all := string(b)
-	md := metadata.MD{mdPolicy: {all[:policyEnd]}}
+	values := make([]string, 2)
+	values[0], values[1] = all[:policyEnd], all[policyEnd:]
+	if len(rules) == 1 {
+		values[0] = l.rules[rules[0]].policy
+	}
+	md := make(metadata.MD, 2)
+	md[mdPolicy] = values[0:1:1]
 	if len(all) > policyEnd {
-		md[mdRateLimit] = []string{all[policyEnd:]}
+		md[mdRateLimit] = values[1:2:2]
 	}
 	return md
 }
@@ -79,7 +88,8 @@ next:
 	if len(names) == 0 && d.By >= 0 && d.By < len(res.Limits) {
 		names = append(names, res.Limits[d.By].Name())
 	}
-	var msg []byte
+	var buf [256]byte // the message of a few limits, without growing
+	msg := buf[:0]
 	if never {
 		msg = append(msg, "call exceeds the limit ("...)
 	} else {
