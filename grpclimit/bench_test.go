@@ -12,7 +12,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -243,40 +242,25 @@ var rounds int
 // and returns a client connected to it.
 func benchServe(b *testing.B, h grpc.UnaryHandler, opts ...grpc.ServerOption) *grpc.ClientConn {
 	b.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := grpc.NewServer(opts...)
-	srv.RegisterService(&grpc.ServiceDesc{
-		ServiceName: "spigot.test.Echo",
-		HandlerType: (*any)(nil),
-		Methods: []grpc.MethodDesc{{
-			MethodName: "Echo",
-			Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-				in := new(wrapperspb.StringValue)
-				if err := dec(in); err != nil {
-					return nil, err
-				}
-				if ic == nil {
-					return h(ctx, in)
-				}
-				return ic(ctx, in, &grpc.UnaryServerInfo{FullMethod: echoMethod}, h)
-			},
-		}},
-	}, nil)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	b.Cleanup(func() {
-		srv.Stop()
-		if err := <-done; err != nil {
-			b.Errorf("Serve: %v", err)
-		}
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
+	conn, stop := startServer(func(srv *grpc.Server) {
+		srv.RegisterService(&grpc.ServiceDesc{
+			ServiceName: "spigot.test.Echo",
+			HandlerType: (*any)(nil),
+			Methods: []grpc.MethodDesc{{
+				MethodName: "Echo",
+				Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+					in := new(wrapperspb.StringValue)
+					if err := dec(in); err != nil {
+						return nil, err
+					}
+					if ic == nil {
+						return h(ctx, in)
+					}
+					return ic(ctx, in, &grpc.UnaryServerInfo{FullMethod: echoMethod}, h)
+				},
+			}},
+		}, nil)
+	}, opts)
+	stopAtCleanup(b, stop)
 	return conn
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -33,10 +31,6 @@ type remote struct {
 func dial(t *testing.T, srv *grpclimit.Limiter, c *grpclimit.Client) *remote {
 	t.Helper()
 	r := &remote{}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	unary := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		r.arrived.Add(1)
 		return h(ctx, req)
@@ -49,24 +43,12 @@ func dial(t *testing.T, srv *grpclimit.Limiter, c *grpclimit.Client) *remote {
 		unary = append(unary, srv.UnaryServerInterceptor())
 		stream = append(stream, srv.StreamServerInterceptor())
 	}
-	s := grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
-	s.RegisterService(serviceDesc("spigot.test.Echo"), &counter{})
-	s.RegisterService(serviceDesc("spigot.test.Other"), &counter{})
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(lis) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	r.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	var stop func() error
+	r.conn, stop = startServer(registerTest(&counter{}),
+		[]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)},
 		grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(c.StreamClientInterceptor()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.conn.Close() })
+	stopAtCleanup(t, stop)
 	return r
 }
 

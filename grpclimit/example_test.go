@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -27,25 +26,14 @@ import (
 // when l is nil), and returns a client connection made with the options
 // opts and a func that stops both.
 func start(l *grpclimit.Limiter, opts ...grpc.DialOption) (*grpc.ClientConn, func()) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
 	var srvOpts []grpc.ServerOption
 	if l != nil {
 		srvOpts = append(srvOpts,
 			grpc.ChainUnaryInterceptor(l.UnaryServerInterceptor()),
 			grpc.ChainStreamInterceptor(l.StreamServerInterceptor()))
 	}
-	srv := grpc.NewServer(srvOpts...)
-	srv.RegisterService(serviceDesc("spigot.test.Echo"), &counter{})
-	srv.RegisterService(serviceDesc("spigot.test.Other"), &counter{})
-	go srv.Serve(lis)
-	conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		panic(err)
-	}
-	return conn, func() { conn.Close(); srv.Stop() }
+	conn, stop := startServer(registerTest(&counter{}), srvOpts, opts...)
+	return conn, func() { stop() }
 }
 
 // echo calls method with the metadata pairs kv, and prints the status

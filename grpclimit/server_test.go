@@ -78,36 +78,61 @@ func serviceDesc(name string) *grpc.ServiceDesc {
 
 var chatDesc = &serviceDesc("spigot.test.Echo").Streams[0]
 
+// startServer starts a gRPC server on 127.0.0.1, with the options opts
+// and the services that register registers, and returns a client
+// connection to it made with the options dialOpts, and a func that closes
+// the connection, stops the server and returns Serve's error. It panics
+// if it cannot listen or make the connection.
+func startServer(register func(*grpc.Server), opts []grpc.ServerOption, dialOpts ...grpc.DialOption) (*grpc.ClientConn, func() error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	srv := grpc.NewServer(opts...)
+	register(srv)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		panic(err)
+	}
+	return conn, func() error {
+		conn.Close()
+		srv.Stop()
+		return <-done
+	}
+}
+
+// registerTest registers the test services, spigot.test.Echo and
+// spigot.test.Other, whose handlers count the calls they serve in c.
+func registerTest(c *counter) func(*grpc.Server) {
+	return func(srv *grpc.Server) {
+		srv.RegisterService(serviceDesc("spigot.test.Echo"), c)
+		srv.RegisterService(serviceDesc("spigot.test.Other"), c)
+	}
+}
+
+// stopAtCleanup stops a server of startServer when tb ends.
+func stopAtCleanup(tb testing.TB, stop func() error) {
+	tb.Cleanup(func() {
+		if err := stop(); err != nil {
+			tb.Errorf("Serve: %v", err)
+		}
+	})
+}
+
 // serve starts a gRPC server on 127.0.0.1 with l's interceptors and the
 // test services, and returns a client connected to it and the counter of
 // the calls its handlers served.
 // Interceptors of outer go before l's.
 func serve(t *testing.T, l *grpclimit.Limiter, outer ...grpc.UnaryServerInterceptor) (*grpc.ClientConn, *counter) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer(
+	c := &counter{}
+	conn, stop := startServer(registerTest(c), []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(append(outer, l.UnaryServerInterceptor())...),
 		grpc.ChainStreamInterceptor(l.StreamServerInterceptor()),
-	)
-	c := &counter{}
-	srv.RegisterService(serviceDesc("spigot.test.Echo"), c)
-	srv.RegisterService(serviceDesc("spigot.test.Other"), c)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
 	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	stopAtCleanup(t, stop)
 	return conn, c
 }
 
