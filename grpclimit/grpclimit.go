@@ -12,6 +12,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/batch"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/ratefield"
 	"github.com/spigot-go/spigot/internal/wait"
@@ -273,30 +274,15 @@ func New(s spigot.Store, opts ...Option) *Limiter {
 		l.storeErr = failSafe
 	}
 	n := len(l.rules)
-	l.pool.New = func() any {
-		return &scratch{
-			rules:  make([]int, n),
-			limits: make([]spigot.Limit, n),
-			keys:   make([]string, n),
-			costs:  make([]int64, n),
-			ops:    make([]spigot.Op, n),
-			out:    make([]spigot.Decision, n),
-		}
-	}
+	l.pool.New = func() any { return &scratch{Batch: batch.Make(n)} }
 	return l
 }
 
-// scratch is what one call needs, kept in a pool. The first n entries of
-// each slice are the rules that apply to the call.
+// scratch is what one call needs, kept in a pool: the rules that apply
+// to it, and its Result.
 type scratch struct {
-	n      int
-	rules  []int // the index of each rule that applies
-	limits []spigot.Limit
-	keys   []string
-	costs  []int64
-	ops    []spigot.Op
-	out    []spigot.Decision
-	res    Result
+	batch.Batch
+	res Result
 }
 
 // UnaryServerInterceptor returns an interceptor that limits unary calls:
@@ -369,76 +355,46 @@ func (s *limitedStream) RecvMsg(m any) error {
 func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHeader func(context.Context, metadata.MD) error, p phase) error {
 	s := l.pool.Get().(*scratch)
 	defer l.pool.Put(s)
-	if err := l.resolve(ctx, fullMethod, req, s, p); err != nil {
+	if err := l.resolve(ctx, fullMethod, req, &s.Batch, p); err != nil {
 		return l.keyErr(ctx, fullMethod, err)
 	}
-	if s.n == 0 {
+	n := s.N
+	if n == 0 {
 		return nil
 	}
 	var start time.Time
 	if l.observe != nil {
 		start = time.Now()
 	}
-	var err error
-	if s.n == 1 {
-		s.out[0], err = l.store.Do(ctx, s.ops[0])
-	} else {
-		err = spigot.DoMulti(ctx, l.store, spigot.AllOrNothing, s.ops[:s.n], s.out[:s.n])
-	}
-	n := s.n
+	ds, err := s.Decide(ctx, l.store)
 	res := &s.res
-	*res = Result{FullMethod: fullMethod, Limits: s.limits[:n], Keys: s.keys[:n], Costs: s.costs[:n], Err: err}
+	*res = Result{FullMethod: fullMethod, Limits: s.Limits[:n], Keys: s.Keys[:n], Costs: s.Costs[:n], Decisions: ds, Err: err}
 	if l.observe != nil {
 		res.Latency = time.Since(start)
-	}
-	out := s.out[:n]
-	if err != nil {
-		for i := range out {
-			out[i] = spigot.Failed()
-		}
-		res.Decisions = spigot.Decisions{Decision: out[0], By: -1, Each: out}
-		if l.observe != nil {
-			l.observe(ctx, res)
-		}
-		return l.storeErr(ctx, fullMethod, err)
-	}
-	d, by := spigot.Combine(out)
-	res.Decisions = spigot.Decisions{Decision: d, By: by, Each: out}
-	if l.observe != nil {
 		l.observe(ctx, res)
 	}
-	if setHeader != nil {
-		_ = setHeader(ctx, l.header(s.rules[:n], res.Limits, out)) // fails only once the header went: nothing to add then
+	if err != nil {
+		return l.storeErr(ctx, fullMethod, err)
 	}
+	if setHeader != nil {
+		_ = setHeader(ctx, l.header(s.Rules[:n], res.Limits, ds.Each)) // fails only once the header went: nothing to add then
+	}
+	d := ds.Decision
 	if !d.Allowed() {
 		return denial(res)
 	}
 	if d.Delay > 0 && wait.Sleep(ctx, l.clock, d.Delay) != nil {
-		l.refund(ctx, s)
+		_ = s.Refund(ctx, l.store) // best effort: the client is gone either way
 		return contextError(ctx)
 	}
 	return nil
 }
 
-// refund gives back what the call of s took, best effort: the client is
-// gone either way.
-func (l *Limiter) refund(ctx context.Context, s *scratch) {
-	ctx = context.WithoutCancel(ctx)
-	for i := range s.n {
-		s.ops[i].Action = spigot.Refund
-	}
-	if s.n == 1 {
-		_, _ = l.store.Do(ctx, s.ops[0])
-		return
-	}
-	_ = spigot.DoMulti(ctx, l.store, spigot.Independent, s.ops[:s.n], s.out[:s.n])
-}
-
-// resolve sets in s the rules that apply, at phase p, to a call of
-// fullMethod with request req, with their limits, keys, costs, and a Take
-// of each; a rule that the call costs 0 is left out.
-func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, s *scratch, p phase) error {
-	s.n = 0
+// resolve sets in b the rules that apply, at phase p, to a call of
+// fullMethod with request req, with their limits, keys and costs; a rule
+// that the call costs 0 is left out.
+func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, b *batch.Batch, p phase) error {
+	b.N = 0
 	for i := range l.rules {
 		ru := &l.rules[i]
 		if !ru.applies(fullMethod, p) {
@@ -468,10 +424,7 @@ func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, s *sc
 		if err != nil {
 			return &RequestError{Rule: i, Limit: ru.limit.Name(), Part: "key", Err: err}
 		}
-		j := s.n
-		s.rules[j], s.limits[j], s.keys[j], s.costs[j] = i, ru.limit, k, cost
-		s.ops[j] = spigot.Op{Limit: ru.limit, Key: k, Action: spigot.Take, N: cost}
-		s.n++
+		b.Add(i, ru.limit, k, cost)
 	}
 	return nil
 }
