@@ -10,6 +10,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/batch"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/ratefield"
 	"github.com/spigot-go/spigot/internal/wait"
@@ -395,31 +396,15 @@ func New(s spigot.Store, opts ...Option) *Middleware {
 		m.storeErr = failSafe
 	}
 	n := len(m.rules)
-	m.pool.New = func() any {
-		s := &scratch{
-			rules:  make([]int, n),
-			limits: make([]spigot.Limit, n),
-			keys:   make([]string, n),
-			costs:  make([]int64, n),
-			ops:    make([]spigot.Op, n),
-			out:    make([]spigot.Decision, n),
-		}
-		return s
-	}
+	m.pool.New = func() any { return &scratch{Batch: batch.Make(n)} }
 	return m
 }
 
-// scratch is what one request needs, kept in a pool. The first n entries
-// of each slice are the rules that apply to the request.
+// scratch is what one request needs, kept in a pool: the rules that
+// apply to it, and its Result.
 type scratch struct {
-	n      int
-	rules  []int // the index of each rule that applies
-	limits []spigot.Limit
-	keys   []string
-	costs  []int64
-	ops    []spigot.Op
-	out    []spigot.Decision
-	res    Result
+	batch.Batch
+	res Result
 }
 
 // Wrap returns a handler that limits the requests to next: it serves the
@@ -470,58 +455,47 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 		}
 		s := m.pool.Get().(*scratch)
 		defer m.pool.Put(s)
-		s.n, s.rules[0], s.limits[0], s.keys[0], s.costs[0], s.out[0] = 1, 0, l, k, cost, d
-		return m.finish(w, r, s, 0, err)
+		s.N = 0
+		s.Add(0, l, k, cost)
+		s.Out[0] = d
+		return m.finish(w, r, s, s.Decided(err), 0, err)
 	}
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
-	if err := m.resolve(r, s, spigot.Take); err != nil {
+	if err := m.resolve(r, &s.Batch); err != nil {
 		m.keyErr(w, r, err)
 		return false
 	}
-	if s.n == 0 {
+	if s.N == 0 {
 		return true
 	}
 	var start time.Time
 	if m.observe != nil {
 		start = time.Now()
 	}
-	var err error
-	if s.n == 1 {
-		s.out[0], err = m.store.Do(r.Context(), s.ops[0])
-	} else {
-		err = spigot.DoMulti(r.Context(), m.store, spigot.AllOrNothing, s.ops[:s.n], s.out[:s.n])
-	}
+	ds, err := s.Decide(r.Context(), m.store)
 	var latency time.Duration
 	if m.observe != nil {
 		latency = time.Since(start)
 	}
-	return m.finish(w, r, s, latency, err)
+	return m.finish(w, r, s, ds, latency, err)
 }
 
-// finish answers r, whose decisions (or store error) s holds, unless it
-// is to be served.
-func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, latency time.Duration, err error) (serve bool) {
-	n := s.n
-	limits, out := s.limits[:n], s.out[:n]
+// finish answers r, whose rules s holds, with their decisions ds (or the
+// store's error err), unless it is to be served.
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, ds spigot.Decisions, latency time.Duration, err error) (serve bool) {
+	n := s.N
+	limits, out := s.Limits[:n], ds.Each
 	res := &s.res
-	*res = Result{Route: r.Pattern, Limits: limits, Keys: s.keys[:n], Costs: s.costs[:n], Latency: latency, Err: err}
-	if err != nil {
-		for i := range out {
-			out[i] = spigot.Failed()
-		}
-		res.Decisions = spigot.Decisions{Decision: out[0], By: -1, Each: out}
-		if m.observe != nil {
-			m.observe(r, res)
-		}
-		return m.storeErr(w, r, err)
-	}
-	d, by := spigot.Combine(out)
-	res.Decisions = spigot.Decisions{Decision: d, By: by, Each: out}
+	*res = Result{Route: r.Pattern, Limits: limits, Keys: s.Keys[:n], Costs: s.Costs[:n], Decisions: ds, Latency: latency, Err: err}
 	if m.observe != nil {
 		m.observe(r, res)
 	}
-	m.setHeaders(w.Header(), s.rules[:n], limits, out, by, d)
+	if err != nil {
+		return m.storeErr(w, r, err)
+	}
+	d, by := ds.Decision, ds.By
+	m.setHeaders(w.Header(), s.Rules[:n], limits, out, by, d)
 	if !d.Allowed() {
 		m.deny(w, r, res)
 		return false
@@ -578,11 +552,11 @@ func (m *Middleware) costOf(r *http.Request, ru *rule, i int, c *requestCost) (i
 	return 0, &RequestError{Rule: i, Limit: ru.limit.Name(), Part: "cost", Err: err}
 }
 
-// resolve sets in s the rules that apply to r, with their limits, keys,
-// costs, and an op of action for each; a rule that r costs 0 is left out.
-func (m *Middleware) resolve(r *http.Request, s *scratch, action spigot.Action) error {
+// resolve sets in b the rules that apply to r, with their limits, keys
+// and costs; a rule that r costs 0 is left out.
+func (m *Middleware) resolve(r *http.Request, b *batch.Batch) error {
 	var c requestCost
-	s.n = 0
+	b.N = 0
 	for i := range m.rules {
 		ru := &m.rules[i]
 		if !ru.applies(r) {
@@ -599,10 +573,7 @@ func (m *Middleware) resolve(r *http.Request, s *scratch, action spigot.Action) 
 		if err != nil {
 			return err
 		}
-		j := s.n
-		s.rules[j], s.limits[j], s.keys[j], s.costs[j] = i, l, k, cost
-		s.ops[j] = spigot.Op{Limit: l, Key: k, Action: action, N: cost}
-		s.n++
+		b.Add(i, l, k, cost)
 	}
 	return nil
 }
@@ -682,20 +653,10 @@ func (m *Middleware) Reset(r *http.Request, l spigot.Limit) (spigot.Decision, er
 func (m *Middleware) Refund(r *http.Request) error {
 	s := m.pool.Get().(*scratch)
 	defer m.pool.Put(s)
-	if err := m.resolve(r, s, spigot.Refund); err != nil {
+	if err := m.resolve(r, &s.Batch); err != nil {
 		return fmt.Errorf("spigot: httplimit: Refund: %w", err)
 	}
-	ctx := context.WithoutCancel(r.Context())
-	var err error
-	switch s.n {
-	case 0:
-		return nil
-	case 1:
-		_, err = m.store.Do(ctx, s.ops[0])
-	default:
-		err = spigot.DoMulti(ctx, m.store, spigot.Independent, s.ops[:s.n], s.out[:s.n])
-	}
-	if err != nil {
+	if err := s.Refund(r.Context(), m.store); err != nil {
 		return fmt.Errorf("spigot: httplimit: Refund: %w", err)
 	}
 	return nil
