@@ -18,10 +18,10 @@ import (
 // address, an API key, a tenant. ctx is the call's context, which holds
 // its peer and its incoming metadata; fullMethod is "/pkg.Service/Method";
 // req is the request message of a unary call, nil for a stream's opening,
-// and a stream's message for a PerMessage rule. When it fails, the Limiter charges nothing and
-// returns its key error handler's error (codes.InvalidArgument by
-// default, see WithKeyErrorHandler). A KeyFunc must be safe for
-// concurrent use.
+// and a stream's message for a PerMessage rule. When it fails, the
+// Limiter charges nothing and returns its key error handler's error
+// (codes.InvalidArgument by default, see WithKeyErrorHandler). A KeyFunc
+// must be safe for concurrent use.
 type KeyFunc func(ctx context.Context, fullMethod string, req any) (string, error)
 
 // ErrNoKey is matched by the error of a KeyFunc of this package when the
