@@ -24,9 +24,9 @@
 // slash ("pkg.Service/Method"). A call that rules of several limits
 // decide counts once in each, and so does each message of a stream that
 // a grpclimit.PerMessage rule limits; a call whose store failed counts
-// its error, not its decisions. A call that no rule applies to, that costs nothing
-// or that has no key is not recorded. Keys (client addresses, tenants)
-// never become attribute values.
+// its error, not its decisions. A call that no rule applies to, that
+// costs nothing or that has no key is not recorded. Keys (client
+// addresses, tenants) never become attribute values.
 //
 // The methods are those that the server's services define, whose number
 // your code bounds. A server with grpc.UnknownServiceHandler (a proxy)
