@@ -108,34 +108,6 @@ func ExampleLimiter_Wait() {
 	// spigot: cost exceeds the bucket's capacity and can never be admitted: 2 tokens, capacity 1
 }
 
-// Apply is the whole model as a pure function: a store for any database
-// only has to read a State, call Apply and write the result atomically.
-func ExampleOp_Apply() {
-	api := spigot.MustBucket("api", 2, spigot.PerSecond(1))
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-	var st spigot.State // the zero State is a full bucket
-	for _, step := range []struct {
-		at time.Duration
-		op spigot.Op
-	}{
-		{0, spigot.Op{Limit: api, Key: "k", N: 1}},
-		{0, spigot.Op{Limit: api, Key: "k", N: 1}},
-		{0, spigot.Op{Limit: api, Key: "k", N: 1}},
-		{1500 * time.Millisecond, spigot.Op{Limit: api, Key: "k", Action: spigot.TakeUpTo, N: 5}},
-		{1500 * time.Millisecond, spigot.Op{Limit: api, Key: "k", Action: spigot.Refund, N: 1}},
-	} {
-		d, _ := step.op.Apply(&st, t0.Add(step.at)) // an error only for an invalid op
-		fmt.Printf("t0+%v %v %d: allowed %v, %+v\n", step.at, step.op.Action, step.op.N, d.Allowed(), d)
-	}
-	// Output:
-	// t0+0s Take 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:1s RefillAfter:1s Delay:0s}
-	// t0+0s Take 1: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:2s RefillAfter:1s Delay:0s}
-	// t0+0s Take 1: allowed false, {N:0 Remaining:0 RetryAfter:1s ResetAfter:2s RefillAfter:1s Delay:0s}
-	// t0+1.5s TakeUpTo 5: allowed true, {N:1 Remaining:0 RetryAfter:0s ResetAfter:1.5s RefillAfter:500ms Delay:0s}
-	// t0+1.5s Refund 1: allowed true, {N:1 Remaining:1 RetryAfter:0s ResetAfter:500ms RefillAfter:500ms Delay:0s}
-}
-
 func ExampleParseRate() {
 	r, err := spigot.ParseRate("20/3s")
 	fmt.Println(r.Tokens, r.Period, err)

@@ -2,7 +2,6 @@ package spigot_test
 
 import (
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,30 +77,29 @@ func TestNewKindsReject(t *testing.T) {
 // TestKindsAccessors: what each constructor made, and how it prints.
 func TestKindsAccessors(t *testing.T) {
 	tests := []struct {
-		l               spigot.Limit
-		kind            spigot.Kind
-		capacity        int64
-		rate            spigot.Rate
-		window, offset  time.Duration
-		scaled, printed string
+		l              spigot.Limit
+		kind           spigot.Kind
+		capacity       int64
+		rate           spigot.Rate
+		window, offset time.Duration
+		printed        string
 	}{
-		{spigot.MustBucket("tb", 20, spigot.Per(1, 3*time.Second)), spigot.TokenBucket, 20, spigot.Per(1, 3*time.Second), 0, 0, "3000000/1", "tb(cap 20, 1/3s)"},
-		{spigot.Must(spigot.NewLeakyBucket("lb", 3, spigot.PerSecond(100))), spigot.LeakyBucket, 3, spigot.PerSecond(100), 0, 0, "10000/1", "lb(leaky bucket 3, 100/s)"},
-		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerDay(10_000), 5*time.Hour)), spigot.FixedWindow, 10_000, spigot.PerDay(10_000), 24 * time.Hour, 5 * time.Hour, "0/0", "fw(fixed window 10000/24h+5h)"},
+		{spigot.MustBucket("tb", 20, spigot.Per(1, 3*time.Second)), spigot.TokenBucket, 20, spigot.Per(1, 3*time.Second), 0, 0, "tb(cap 20, 1/3s)"},
+		{spigot.Must(spigot.NewLeakyBucket("lb", 3, spigot.PerSecond(100))), spigot.LeakyBucket, 3, spigot.PerSecond(100), 0, 0, "lb(leaky bucket 3, 100/s)"},
+		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerDay(10_000), 5*time.Hour)), spigot.FixedWindow, 10_000, spigot.PerDay(10_000), 24 * time.Hour, 5 * time.Hour, "fw(fixed window 10000/24h+5h)"},
 		// An offset is taken modulo the window: −1h is 23h.
-		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerDay(10), -time.Hour)), spigot.FixedWindow, 10, spigot.PerDay(10), 24 * time.Hour, 23 * time.Hour, "0/0", "fw(fixed window 10/24h+23h)"},
-		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerSecond(10), 3*time.Second)), spigot.FixedWindow, 10, spigot.PerSecond(10), time.Second, 0, "0/0", "fw(fixed window 10/s)"},
-		{spigot.Must(spigot.NewSlidingWindow("sw", spigot.PerMinute(100))), spigot.SlidingWindow, 100, spigot.PerMinute(100), time.Minute, 0, "0/0", "sw(sliding window 100/m)"},
-		{spigot.Must(spigot.NewSlidingLog("sl", spigot.PerDay(5))), spigot.SlidingLog, 5, spigot.PerDay(5), 24 * time.Hour, 0, "0/0", "sl(sliding log 5/24h)"},
+		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerDay(10), -time.Hour)), spigot.FixedWindow, 10, spigot.PerDay(10), 24 * time.Hour, 23 * time.Hour, "fw(fixed window 10/24h+23h)"},
+		{spigot.Must(spigot.NewFixedWindow("fw", spigot.PerSecond(10), 3*time.Second)), spigot.FixedWindow, 10, spigot.PerSecond(10), time.Second, 0, "fw(fixed window 10/s)"},
+		{spigot.Must(spigot.NewSlidingWindow("sw", spigot.PerMinute(100))), spigot.SlidingWindow, 100, spigot.PerMinute(100), time.Minute, 0, "sw(sliding window 100/m)"},
+		{spigot.Must(spigot.NewSlidingLog("sl", spigot.PerDay(5))), spigot.SlidingLog, 5, spigot.PerDay(5), 24 * time.Hour, 0, "sl(sliding log 5/24h)"},
 	}
 	for i, tt := range tests {
 		l := tt.l
-		scaled := strings.Join([]string{itoa(l.Scale()), itoa(l.Refill())}, "/")
 		if l.Kind() != tt.kind || l.Capacity() != tt.capacity || l.Rate() != tt.rate || l.Window() != tt.window ||
-			l.Offset() != tt.offset || scaled != tt.scaled || l.String() != tt.printed {
-			t.Errorf("step %d: got %v %v cap %d rate %v window %v offset %v scale/refill %s; want %q %v cap %d rate %v window %v offset %v scale/refill %s",
-				i, l, l.Kind(), l.Capacity(), l.Rate(), l.Window(), l.Offset(), scaled,
-				tt.printed, tt.kind, tt.capacity, tt.rate, tt.window, tt.offset, tt.scaled)
+			l.Offset() != tt.offset || l.String() != tt.printed {
+			t.Errorf("step %d: got %v %v cap %d rate %v window %v offset %v; want %q %v cap %d rate %v window %v offset %v",
+				i, l, l.Kind(), l.Capacity(), l.Rate(), l.Window(), l.Offset(),
+				tt.printed, tt.kind, tt.capacity, tt.rate, tt.window, tt.offset)
 		}
 	}
 	for k, want := range map[spigot.Kind]string{0: "none", 1: "TokenBucket", 2: "FixedWindow", 3: "SlidingWindow", 4: "SlidingLog", 5: "LeakyBucket", 6: "Kind(6)"} {
@@ -110,8 +108,6 @@ func TestKindsAccessors(t *testing.T) {
 		}
 	}
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestSplitKinds: a window splits its limit and keeps its window and
 // offset; a leaky bucket splits as a token bucket does.

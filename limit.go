@@ -8,18 +8,13 @@ import (
 	"sync"
 	"time"
 	"weak"
+
+	"github.com/spigot-go/spigot/internal/core"
 )
 
 // Never is the RetryAfter of a request that no amount of waiting can admit:
 // its cost is larger than the bucket's capacity.
 const Never = time.Duration(math.MaxInt64)
-
-// MaxExact is the largest scaled quantity a bucket may hold: 2^53, the
-// largest integer below which every integer is exact in a float64, so that
-// the Lua twin of Op.Apply (Lua numbers are doubles) computes exactly what Go
-// does. NewBucket rejects buckets whose capacity, in scaled units, exceeds
-// it.
-const MaxExact = 1 << 53
 
 // A Limit is a named rule for how much a key may do: how many tokens it
 // may take and how fast they come back. Its Kind is the algorithm, chosen
@@ -41,52 +36,41 @@ type Limit struct {
 	// c is the config, interned (see intern): one word, so that an Op
 	// fits in registers, and equal configs are equal Limits. It is nil for
 	// the zero Limit.
-	c *limit
-}
-
-// limit is the config of a Limit.
-type limit struct {
-	name     string
-	kind     Kind
-	capacity int64 // a bucket's capacity, a window's limit
-	rate     Rate
-	scale    int64 // buckets: units per token, period_µs / g
-	refill   int64 // buckets: units per microsecond, Rate.Tokens / g
-	max      int64 // buckets: capacity in units, capacity × scale
-	window   int64 // windows: the window in µs, a whole number of ms
-	offset   int64 // a fixed window: where windows start, in [0, window) µs
+	c *core.Config
 }
 
 // zero is the config of the zero Limit.
-var zero limit
+var zero core.Config
 
-// config returns l's config; the zero Limit's is the zero limit.
-func (l Limit) config() *limit {
+// config returns l's config; the zero Limit's is the zero config.
+func (l Limit) config() *core.Config {
 	if l.c == nil {
 		return &zero
 	}
 	return l.c
 }
 
+func init() { core.Register(Limit.config) }
+
 // interned holds every config a live Limit has, so that NewBucket returns
 // the same pointer for equal configs, and forgets a config once no Limit
 // holds it (as package unique does, whose Handle.Value copies the value).
 var interned struct {
 	sync.Mutex
-	m map[limit]weak.Pointer[limit]
+	m map[core.Config]weak.Pointer[core.Config]
 }
 
 // intern returns the canonical pointer to c.
-func intern(c limit) *limit {
+func intern(c core.Config) *core.Config {
 	interned.Lock()
 	defer interned.Unlock()
 	if p := interned.m[c].Value(); p != nil {
 		return p
 	}
 	if interned.m == nil {
-		interned.m = make(map[limit]weak.Pointer[limit])
+		interned.m = make(map[core.Config]weak.Pointer[core.Config])
 	}
-	p := new(limit)
+	p := new(core.Config)
 	*p = c
 	interned.m[c] = weak.Make(p)
 	runtime.AddCleanup(p, forget, c)
@@ -95,7 +79,7 @@ func intern(c limit) *limit {
 
 // forget drops c's entry once its pointer has been collected, unless a
 // new one took its place.
-func forget(c limit) {
+func forget(c core.Config) {
 	interned.Lock()
 	defer interned.Unlock()
 	if interned.m[c].Value() == nil {
@@ -104,7 +88,7 @@ func forget(c limit) {
 }
 
 // Kind is the algorithm of a Limit. The zero Kind is none: it marks the
-// zero Limit and the zero State.
+// zero Limit.
 //
 // Every kind takes every action, with these meanings (N is tokens, or
 // requests of that weight), and any number of keys at once, all or
@@ -194,7 +178,7 @@ const MaxLog = 1000
 // and choose its own cluster slot), a negative capacity, a rate that
 // refills less than one token, a period that is under a microsecond or not
 // a whole number of microseconds, and a bucket whose exact arithmetic
-// would not fit (a capacity in scaled units above MaxExact). A capacity of
+// would not fit (a capacity in scaled units above 2^53). A capacity of
 // 0 is valid: such a bucket admits only cost 0.
 func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	return newBucket(TokenBucket, name, capacity, rate)
@@ -236,24 +220,25 @@ func newBucket(kind Kind, name string, capacity int64, rate Rate) (Limit, error)
 	}
 	period := int64(rate.Period / time.Microsecond)
 	g := gcd(rate.Tokens, period)
-	b := limit{
-		name:     name,
-		kind:     kind,
-		capacity: capacity,
-		rate:     rate,
-		scale:    period / g,
-		refill:   rate.Tokens / g,
+	b := core.Config{
+		Name:     name,
+		Kind:     uint8(kind),
+		Capacity: capacity,
+		Tokens:   rate.Tokens,
+		Period:   rate.Period,
+		Scale:    period / g,
+		Refill:   rate.Tokens / g,
 	}
 	switch {
-	case b.scale > MaxExact:
-		return bad("rate %v: one token is %d scaled units, more than 2^53; use a shorter period or more tokens", rate, b.scale)
-	case b.refill > MaxExact:
-		return bad("rate %v: refills %d scaled units per microsecond, more than 2^53", rate, b.refill)
-	case capacity > MaxExact/b.scale:
+	case b.Scale > core.MaxExact:
+		return bad("rate %v: one token is %d scaled units, more than 2^53; use a shorter period or more tokens", rate, b.Scale)
+	case b.Refill > core.MaxExact:
+		return bad("rate %v: refills %d scaled units per microsecond, more than 2^53", rate, b.Refill)
+	case capacity > core.MaxExact/b.Scale:
 		return bad("capacity %d at rate %v is %d×%d scaled units, more than 2^53; lower the capacity or use a rate with a period that divides more evenly",
-			capacity, rate, capacity, b.scale)
+			capacity, rate, capacity, b.Scale)
 	}
-	b.max = capacity * b.scale
+	b.Max = capacity * b.Scale
 	return Limit{intern(b)}, nil
 }
 
@@ -273,7 +258,7 @@ func newBucket(kind Kind, name string, capacity int64, rate Rate) (Limit, error)
 // It rejects, with an error that wraps ErrInvalidLimit, what NewBucket
 // rejects of a name, a rate of fewer than 1 token, a window under a
 // millisecond or not a whole number of milliseconds, an offset that is not
-// a whole number of milliseconds, and a limit above MaxExact.
+// a whole number of milliseconds, and a limit above 2^53.
 func NewFixedWindow(name string, rate Rate, offset time.Duration) (Limit, error) {
 	if offset%time.Millisecond != 0 {
 		return Limit{}, fmt.Errorf("%w %q: offset %v: want a whole number of milliseconds", ErrInvalidLimit, name, offset)
@@ -299,7 +284,7 @@ func NewFixedWindow(name string, rate Rate, offset time.Duration) (Limit, error)
 //
 // It rejects, with an error that wraps ErrInvalidLimit, what
 // NewFixedWindow rejects, and a limit whose exact arithmetic would not fit:
-// rate.Tokens × the window in milliseconds above MaxExact (10⁸ a day).
+// rate.Tokens × the window in milliseconds above 2^53 (10⁸ a day).
 func NewSlidingWindow(name string, rate Rate) (Limit, error) {
 	return newWindow(SlidingWindow, name, rate, 0)
 }
@@ -311,8 +296,8 @@ func NewSlidingWindow(name string, rate Rate) (Limit, error) {
 // tokens in the log are a whole window old.
 //
 // Its state keeps the instant of each token taken in the last window:
-// State.Log, 8 bytes a token in memory, and a few bytes a token in Redis.
-// A limit is at most MaxLog tokens.
+// 8 bytes a token in memory, and a few bytes a token in Redis. A limit is
+// at most MaxLog tokens.
 //
 // It rejects, with an error that wraps ErrInvalidLimit, what
 // NewFixedWindow rejects, and a rate of more than MaxLog tokens.
@@ -332,20 +317,20 @@ func newWindow(kind Kind, name string, rate Rate, offset time.Duration) (Limit, 
 		return bad("rate %v: a window must admit at least one token", rate)
 	case rate.Period < time.Millisecond || rate.Period%time.Millisecond != 0:
 		return bad("rate %v: the window must be a whole number of milliseconds", rate)
-	case rate.Tokens > MaxExact:
+	case rate.Tokens > core.MaxExact:
 		return bad("rate %v: more than 2^53 tokens", rate)
 	case kind == SlidingLog && rate.Tokens > MaxLog:
 		return bad("rate %v: a sliding log keeps every token of its window, and holds at most MaxLog (%d); use a sliding window counter for more", rate, MaxLog)
 	}
 	w := int64(rate.Period / time.Microsecond)
-	if kind == SlidingWindow && rate.Tokens > MaxExact/(w/1000) {
+	if kind == SlidingWindow && rate.Tokens > core.MaxExact/(w/1000) {
 		return bad("rate %v: %d tokens × %d ms is more than 2^53, where the weighted count is exact; use a fixed window or a shorter window", rate, rate.Tokens, w/1000)
 	}
 	off := int64(offset/time.Microsecond) % w
 	if off < 0 {
 		off += w
 	}
-	return Limit{intern(limit{name: name, kind: kind, capacity: rate.Tokens, rate: rate, window: w, offset: off})}, nil
+	return Limit{intern(core.Config{Name: name, Kind: uint8(kind), Capacity: rate.Tokens, Tokens: rate.Tokens, Period: rate.Period, Window: w, Offset: off})}, nil
 }
 
 // checkName returns the error of a name no limit may have.
@@ -385,52 +370,42 @@ func Must(l Limit, err error) Limit {
 }
 
 // Name returns the limit's name.
-func (l Limit) Name() string { return l.config().name }
+func (l Limit) Name() string { return l.config().Name }
 
 // Kind returns the limit's algorithm.
-func (l Limit) Kind() Kind { return l.config().kind }
+func (l Limit) Kind() Kind { return Kind(l.config().Kind) }
 
 // Capacity returns the most tokens the limit holds: a bucket's capacity,
 // a leaky bucket's size, a window's limit (its Rate's Tokens).
-func (l Limit) Capacity() int64 { return l.config().capacity }
+func (l Limit) Capacity() int64 { return l.config().Capacity }
 
 // Rate returns how fast a bucket refills, or how many tokens a window
 // admits (Tokens) in how long (Period).
-func (l Limit) Rate() Rate { return l.config().rate }
+func (l Limit) Rate() Rate { c := l.config(); return Rate{Tokens: c.Tokens, Period: c.Period} }
 
 // Window returns a window's length, and 0 for a bucket.
-func (l Limit) Window() time.Duration { return time.Duration(l.config().window) * time.Microsecond }
+func (l Limit) Window() time.Duration { return time.Duration(l.config().Window) * time.Microsecond }
 
 // Offset returns where a fixed window's windows start, after each whole
 // multiple of the window since the Unix epoch, in [0, Window).
-func (l Limit) Offset() time.Duration { return time.Duration(l.config().offset) * time.Microsecond }
-
-// Scale returns how many scaled units make one token of a bucket (see
-// Limit). Stores that run the model outside Go, such as the Redis Lua
-// script, pass it along with Refill and the capacity. It is 0 for the zero
-// Limit and for windows.
-func (l Limit) Scale() int64 { return l.config().scale }
-
-// Refill returns how many scaled units a bucket gains per microsecond; 0
-// for windows.
-func (l Limit) Refill() int64 { return l.config().refill }
+func (l Limit) Offset() time.Duration { return time.Duration(l.config().Offset) * time.Microsecond }
 
 // String describes the limit, as in login(cap 20, 1/3s),
 // reset(sliding log 5/24h) or export(fixed window 10000/24h+5h).
 func (l Limit) String() string {
-	c := l.config()
-	switch c.kind {
+	c, rate := l.config(), l.Rate()
+	switch k := Kind(c.Kind); k {
 	case LeakyBucket:
-		return fmt.Sprintf("%s(leaky bucket %d, %v)", c.name, c.capacity, c.rate)
+		return fmt.Sprintf("%s(leaky bucket %d, %v)", c.Name, c.Capacity, rate)
 	case FixedWindow, SlidingWindow, SlidingLog:
-		kind := [...]string{FixedWindow: "fixed window", SlidingWindow: "sliding window", SlidingLog: "sliding log"}[c.kind]
-		if c.offset != 0 {
+		kind := [...]string{FixedWindow: "fixed window", SlidingWindow: "sliding window", SlidingLog: "sliding log"}[k]
+		if c.Offset != 0 {
 			_, offset, _ := strings.Cut(Per(1, l.Offset()).String(), "/") // "5h", not "5h0m0s"
-			return fmt.Sprintf("%s(%s %v+%s)", c.name, kind, c.rate, offset)
+			return fmt.Sprintf("%s(%s %v+%s)", c.Name, kind, rate, offset)
 		}
-		return fmt.Sprintf("%s(%s %v)", c.name, kind, c.rate)
+		return fmt.Sprintf("%s(%s %v)", c.Name, kind, rate)
 	}
-	return fmt.Sprintf("%s(cap %d, %v)", c.name, c.capacity, c.rate)
+	return fmt.Sprintf("%s(cap %d, %v)", c.Name, c.Capacity, rate)
 }
 
 // Split returns the limit each of n replicas enforces so that together
@@ -450,26 +425,26 @@ func (l Limit) String() string {
 // checks of the constructors).
 func (l Limit) Split(n int) Limit {
 	c := l.config()
-	if n < 2 || c.kind == 0 {
+	if n < 2 || c.Kind == 0 {
 		return l
 	}
-	capacity := c.capacity
+	kind, capacity := Kind(c.Kind), c.Capacity
 	if capacity > 0 {
 		capacity = max(capacity/int64(n), 1)
 	}
-	if c.window > 0 {
-		split, err := newWindow(c.kind, c.name, Per(capacity, c.rate.Period), time.Duration(c.offset)*time.Microsecond)
+	if c.Window > 0 {
+		split, err := newWindow(kind, c.Name, Per(capacity, c.Period), time.Duration(c.Offset)*time.Microsecond)
 		if err != nil {
 			return l
 		}
 		return split
 	}
-	g := gcd(c.rate.Tokens, int64(n))
-	tokens, times := c.rate.Tokens/g, int64(n)/g
-	if c.rate.Period > math.MaxInt64/time.Duration(times) {
+	g := gcd(c.Tokens, int64(n))
+	tokens, times := c.Tokens/g, int64(n)/g
+	if c.Period > math.MaxInt64/time.Duration(times) {
 		return l
 	}
-	split, err := newBucket(c.kind, c.name, capacity, Per(tokens, c.rate.Period*time.Duration(times)))
+	split, err := newBucket(kind, c.Name, capacity, Per(tokens, c.Period*time.Duration(times)))
 	if err != nil {
 		return l
 	}

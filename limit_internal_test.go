@@ -3,6 +3,9 @@ package spigot
 import (
 	"runtime"
 	"testing"
+	"time"
+
+	"github.com/spigot-go/spigot/internal/core"
 )
 
 // TestIntern: equal configs make equal Limits, and a config no Limit holds
@@ -23,7 +26,7 @@ func TestIntern(t *testing.T) {
 		t.Errorf("a Limit is not found as a map key by an equal one")
 	}
 
-	gone := limit{name: "intern-gone", kind: TokenBucket, capacity: 7, rate: PerSecond(1), scale: 1_000_000, refill: 1, max: 7_000_000}
+	gone := core.Config{Name: "intern-gone", Kind: uint8(TokenBucket), Capacity: 7, Tokens: 1, Period: time.Second, Scale: 1_000_000, Refill: 1, Max: 7_000_000}
 	held := func() bool {
 		interned.Lock()
 		defer interned.Unlock()
@@ -44,5 +47,25 @@ func TestIntern(t *testing.T) {
 		}
 		runtime.GC()
 		runtime.Gosched()
+	}
+}
+
+// TestScaled: a bucket counts in scaled units, with g = gcd(Rate.Tokens,
+// period in µs): a token is period/g units, and the bucket gains
+// Rate.Tokens/g units a µs. A window has neither.
+func TestScaled(t *testing.T) {
+	for i, c := range []struct {
+		l             Limit
+		scale, refill int64
+	}{
+		{MustBucket("login", 20, Per(1, 3*time.Second)), 3_000_000, 1}, // gcd 1
+		{MustBucket("api", 5, Per(1000, time.Millisecond)), 1, 1},      // gcd 1000
+		{Must(NewLeakyBucket("lb", 3, PerSecond(100))), 10_000, 1},
+		{Must(NewFixedWindow("fw", PerDay(10_000), 5*time.Hour)), 0, 0},
+		{Must(NewSlidingLog("sl", PerDay(5))), 0, 0},
+	} {
+		if got := c.l.config(); got.Scale != c.scale || got.Refill != c.refill || got.Max != c.l.Capacity()*c.scale {
+			t.Errorf("step %d: %v: scale %d, refill %d, max %d; want %d, %d, %d", i, c.l, got.Scale, got.Refill, got.Max, c.scale, c.refill, c.l.Capacity()*c.scale)
+		}
 	}
 }

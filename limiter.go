@@ -6,11 +6,11 @@
 // (bursts, then a steady rate), a fixed window (coarse quotas, "10 000 a
 // day"), a sliding window counter (public APIs), a sliding log (exact:
 // "at most 5 password resets in any 24 hours") or a leaky bucket (a
-// shaper: admitted requests wait their turn, and leave at the rate). One exact model (Op.Apply)
-// decides every operation, behind a small Store interface, with stores in
-// process (store/memory), shared by every replica of a service
-// (store/redis, store/valkey, store/rueidis), and a hybrid of the two
-// (store/hybrid) that keeps limiting in process while Redis is down. A
+// shaper: admitted requests wait their turn, and leave at the rate). One
+// exact model decides every operation, behind a small Store interface,
+// with stores in process (store/memory), shared by every replica of a
+// service (store/redis, store/valkey, store/rueidis), and a hybrid of the
+// two (store/hybrid) that keeps limiting in process while Redis is down. A
 // Limiter ties a Store to a Limit:
 //
 //	var login = spigot.MustBucket("login", 20, spigot.Per(1, 3*time.Second))
@@ -27,6 +27,11 @@
 // exactly RetryAfter admits the retry, a bucket admits in no interval more
 // than its capacity plus what the rate refilled, and rates such as 3/s or
 // 7/10s never drift. A denied request takes nothing.
+//
+// This package is what an application uses. What a store's author uses
+// (the state a store keeps, the model that applies an Op to it, the checks
+// a store makes) is package store, as database/sql/driver is to
+// database/sql; the conformance package tests a store against it.
 package spigot
 
 import (
@@ -42,16 +47,17 @@ import (
 
 // A Store keeps the state of every key of every limit and applies
 // operations to it atomically. Implementations must be safe for concurrent
-// use and keep the model of Op.Apply, every action of it (Refund too,
-// which DoMulti needs to undo); package conformance checks that they do.
+// use and keep spigot's model (store.Apply), every action of it (Refund
+// too, which DoMulti needs to undo); package conformance checks that they
+// do.
 //
 // A store that cannot do what it is asked (an Action or a Kind it does not
 // know, or operations in one call of DoMulti) returns an error that matches
 // errors.ErrUnsupported and changes nothing, so a store that wraps another
 // (store/hybrid) has the same two methods, passes every operation through,
-// and loses nothing. The smallest store is a Do that runs Op.Apply on a
-// State it keeps, and a DoMulti that returns errors.ErrUnsupported: the
-// function DoMulti then applies several ops with Do.
+// and loses nothing. The smallest store is a Do that runs store.Apply on a
+// store.State it keeps, and a DoMulti that returns errors.ErrUnsupported:
+// the function DoMulti then applies several ops with Do.
 type Store interface {
 	// Do applies op and returns its decision. A denial is a Decision
 	// (RetryAfter above 0), not an error. It returns the error of
@@ -63,7 +69,7 @@ type Store interface {
 
 	// DoMulti applies ops and sets out[i] to the decision on ops[i]; out
 	// must be as long as ops. An invalid op fails the call, and nothing
-	// is applied (see CheckMulti).
+	// is applied (see store.CheckMulti).
 	//
 	// With AllOrNothing, the ops are applied in order, each on the state
 	// the ones before it left (two ops on one key are charged together),
@@ -77,7 +83,7 @@ type Store interface {
 	// keep theirs, and the error joins the failed ops' errors.
 	//
 	// A store that cannot apply these ops in one call returns an error
-	// matching errors.ErrUnsupported and applies nothing: a *PartsError
+	// matching errors.ErrUnsupported and applies nothing: a *store.PartsError
 	// when it applies ops all or nothing only within parts of them (a
 	// Redis Cluster within one hash slot), or any other such error when
 	// it applies one op per call, whatever their number. The function

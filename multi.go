@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/spigot-go/spigot/internal/core"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 )
 
@@ -136,46 +137,11 @@ func (g *Group) failed() Decisions {
 	return Decisions{Decision: Failed(), By: -1, Each: each}
 }
 
-// CheckMulti returns the error of a call of Store.DoMulti that must apply
-// nothing: an unknown mode (matching errors.ErrUnsupported), out not as
-// long as ops, or an invalid op (the error of its Check).
-func CheckMulti(mode Mode, ops []Op, out []Decision) error {
-	switch {
-	case mode > AllOrNothing:
-		return fmt.Errorf("spigot: DoMulti: mode %d: %w", mode, errors.ErrUnsupported)
-	case len(out) != len(ops):
-		return fmt.Errorf("spigot: DoMulti: %d ops and %d decisions; want one decision per op", len(ops), len(out))
-	}
-	for _, op := range ops {
-		if err := op.Check(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// A PartsError is what Store.DoMulti returns, having applied nothing, for
-// ops that it applies all or nothing only within parts of them, such as a
-// Redis Cluster within one hash slot, when they fall in several parts. It
-// matches errors.ErrUnsupported.
-type PartsError struct {
-	// Parts[i] names the part of the call's ops[i]: the store applies ops
-	// of one part all or nothing in one call.
-	Parts []uint64
-}
-
-func (e *PartsError) Error() string {
-	return fmt.Sprintf("spigot: DoMulti: %d ops in several parts (hash slots) cannot be applied all or nothing in one call", len(e.Parts))
-}
-
-// Unwrap returns errors.ErrUnsupported.
-func (e *PartsError) Unwrap() error { return errors.ErrUnsupported }
-
 // DoMulti applies ops in s as s.DoMulti(ctx, mode, ops, out) does, and
 // when s cannot apply them in one call (an error matching
 // errors.ErrUnsupported), applies them otherwise:
 //
-//   - AllOrNothing, given a *PartsError: the parts one by one, each in
+//   - AllOrNothing, given a *store.PartsError: the parts one by one, each in
 //     one call of s.DoMulti, in increasing order of part (within a part,
 //     ops keep their order). When a part is denied, it gives back, in one
 //     batch, what the parts before it took, and decides each part after
@@ -203,12 +169,12 @@ func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) 
 	if err == nil || !errors.Is(err, errors.ErrUnsupported) {
 		return err
 	}
-	if err := CheckMulti(mode, ops, out); err != nil {
+	if err := core.CheckMulti(mode, AllOrNothing, ops, len(out)); err != nil {
 		return err
 	}
-	var parts *PartsError
-	if mode == AllOrNothing && errors.As(err, &parts) && len(parts.Parts) == len(ops) {
-		return inParts(ctx, s.DoMulti, ops, out, parts.Parts, true)
+	var parts interface{ OpParts() []uint64 } // a *store.PartsError
+	if mode == AllOrNothing && errors.As(err, &parts) && len(parts.OpParts()) == len(ops) {
+		return inParts(ctx, s.DoMulti, ops, out, parts.OpParts(), true)
 	}
 	one := func(ctx context.Context, _ Mode, ops []Op, out []Decision) error {
 		var errs []error

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -225,7 +226,7 @@ func (p parted) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 			parts[i] = p.part(op)
 		}
 		if slices.ContainsFunc(parts, func(x uint64) bool { return x != parts[0] }) {
-			return &spigot.PartsError{Parts: parts}
+			return &store.PartsError{Parts: parts}
 		}
 	}
 	return p.do(ctx, mode, ops, out)
@@ -338,7 +339,7 @@ func TestCheckMulti(t *testing.T) {
 		{spigot.Independent, []spigot.Op{{Limit: b, N: -1}}, 1, spigot.ErrInvalidCost},
 		{spigot.Independent, []spigot.Op{{Key: "k"}}, 1, spigot.ErrInvalidLimit},
 	} {
-		err := spigot.CheckMulti(c.mode, c.ops, make([]spigot.Decision, c.out))
+		err := store.CheckMulti(c.mode, c.ops, make([]spigot.Decision, c.out))
 		if c.want == nil && len(c.ops) != c.out {
 			if err == nil {
 				t.Errorf("CheckMulti(%d ops, %d decisions) = nil; want an error", len(c.ops), c.out)

@@ -10,10 +10,11 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store"
 )
 
 // MapStore is a complete spigot.Store in a few lines: a map of
-// spigot.State behind a mutex, updated by spigot.Op.Apply, which holds the
+// store.State behind a mutex, updated by spigot.Op.Apply, which holds the
 // whole model. A store for another backend (SQL, etcd, DynamoDB) does the
 // same inside one atomic read-modify-write: read the State, call Apply,
 // write the new State (or delete it when Apply leaves the zero State: the
@@ -23,7 +24,7 @@ type MapStore struct {
 	Clock clock.Clock // where the store reads the time
 
 	mu sync.Mutex
-	m  map[mapKey]spigot.State
+	m  map[mapKey]store.State
 }
 
 // mapKey names a key's state by limit name and key as a pair, so that no
@@ -38,11 +39,11 @@ func (s *MapStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[mapKey]spigot.State)
+		s.m = make(map[mapKey]store.State)
 	}
 	k := mapKey{op.Limit.Name(), op.Key}
 	state := s.m[k] // a missing key is the zero State: full
-	d, err := op.Apply(&state, s.Clock.Now())
+	d, err := store.Apply(op, &state, s.Clock.Now())
 	switch {
 	case err != nil: // an invalid op: nothing changed
 	case state.IsZero():

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // The cases of several operations per call: a store's DoMulti, and
@@ -528,7 +529,7 @@ func (w *oneAtATime) DoMulti(context.Context, spigot.Mode, []spigot.Op, []spigot
 
 // byKey is the store under test as a cluster is: it applies ops all or
 // nothing only within a part, here one key of one limit, and answers a
-// *spigot.PartsError for several, so that spigot.DoMulti applies them part
+// *store.PartsError for several, so that spigot.DoMulti applies them part
 // by part.
 type byKey struct{ s spigot.Store }
 
@@ -542,7 +543,7 @@ func (w byKey) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, o
 			parts[i] = uint64(j)
 		}
 		if slices.ContainsFunc(parts, func(p uint64) bool { return p != parts[0] }) {
-			return &spigot.PartsError{Parts: parts}
+			return &store.PartsError{Parts: parts}
 		}
 	}
 	return spigot.DoMulti(ctx, w.s, mode, ops, out)

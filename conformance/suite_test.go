@@ -19,6 +19,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store"
 )
 
 // recorder is a testing.TB that records failures instead of failing the
@@ -91,7 +92,7 @@ type takeStore struct {
 	clk clock.Clock
 
 	// apply replaces spigot.Op.Apply.
-	apply func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision)
+	apply func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision)
 	// name replaces the limit's name in the state's key.
 	name func(b spigot.Limit) string
 	// Skip checks of the input and of the context.
@@ -113,7 +114,7 @@ type takeStore struct {
 
 type held struct {
 	b spigot.Limit
-	s spigot.State
+	s store.State
 }
 
 func newTakeStore(clk clock.Clock) *takeStore {
@@ -127,13 +128,13 @@ func newTakeStore(clk clock.Clock) *takeStore {
 
 // apply is spigot.Op.Apply on a copy of s: it returns the new state and the
 // decision.
-func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
-	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
+func apply(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
+	d, _ := store.Apply(op, &s, now) // an invalid op's error leaves s as it was
 	return s, d
 }
 
 // takeOp applies a Take of cost tokens on b.
-func takeOp(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+func takeOp(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 	return apply(spigot.Op{Limit: b, Action: spigot.Take, N: cost}, s, now)
 }
 
@@ -170,7 +171,7 @@ func (s *takeStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.
 		return fmt.Errorf("takeStore: one op per call: %w", errors.ErrUnsupported)
 	}
 	if len(out) != len(ops) || mode > spigot.AllOrNothing {
-		return spigot.CheckMulti(mode, ops, out)
+		return store.CheckMulti(mode, ops, out)
 	}
 	for _, op := range ops { // an invalid op fails the call: nothing applied
 		if err := op.Check(); err != nil && !s.noCheck {
@@ -257,8 +258,8 @@ type mutant struct {
 }
 
 // mutate returns a store whose Takes go through f.
-func mutate(f func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision)) func(clock.Clock) spigot.Store {
-	return mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+func mutate(f func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision)) func(clock.Clock) spigot.Store {
+	return mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 		if op.Action == spigot.Take {
 			return f(op.Limit, s, now, op.N)
 		}
@@ -268,7 +269,7 @@ func mutate(f func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (s
 
 // mutateOps returns a store whose operations go through f, in Do and in
 // a DoMulti of several.
-func mutateOps(f func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision)) func(clock.Clock) spigot.Store {
+func mutateOps(f func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision)) func(clock.Clock) spigot.Store {
 	return func(clk clock.Clock) spigot.Store {
 		s := newTakeStore(clk)
 		s.apply = f
@@ -288,12 +289,12 @@ func multiStore(f func(s *takeStore)) func(clock.Clock) spigot.Store {
 }
 
 // ignoreCost takes at most 1 token.
-func ignoreCost(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+func ignoreCost(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 	return takeOp(b, s, now, min(cost, 1))
 }
 
 // neverRefill keeps a key at the instant of its first request.
-func neverRefill(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+func neverRefill(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 	if s.Scale != 0 {
 		now = time.UnixMicro(s.Stamp)
 	}
@@ -305,7 +306,7 @@ var mutants = []mutant{
 		// Before FullAt, Take carried a state over a config change until
 		// it refilled under the new config.
 		name: "ignores FullAt",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			s.FullAt = 0
 			return takeOp(b, s, now, cost)
 		}),
@@ -316,7 +317,7 @@ var mutants = []mutant{
 		// x/time/rate moves its stamp back when time goes back, so the
 		// time between refills twice when the clock catches up.
 		name: "moves its stamp back",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			if s.Scale != 0 && now.UnixMicro() < s.Stamp {
 				s.Stamp = now.UnixMicro()
 			}
@@ -329,7 +330,7 @@ var mutants = []mutant{
 		// A store that loses precision on waits of centuries, as float64
 		// arithmetic near 2^53 does.
 		name: "loses precision on long waits",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
 			if a.ResetAfter > 0 && a.ResetAfter != spigot.Never {
 				a.ResetAfter = time.Duration(float64(a.ResetAfter) * (1 + 1e-12)).Round(time.Millisecond)
@@ -341,7 +342,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "a leaky bucket without Delay",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			next, d := apply(op, s, now)
 			d.Delay = 0
 			return next, d
@@ -352,7 +353,7 @@ var mutants = []mutant{
 	{
 		// A store from before RefillAfter.
 		name: "without RefillAfter",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			next, d := apply(op, s, now)
 			d.RefillAfter = 0
 			return next, d
@@ -363,7 +364,7 @@ var mutants = []mutant{
 	{
 		// The time until full, draft-10's t, for the effective window.
 		name: "RefillAfter is the time until full",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			next, d := apply(op, s, now)
 			if d.ResetAfter > 0 {
 				d.RefillAfter = d.ResetAfter
@@ -375,7 +376,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "a sliding window counts its own window alone",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			if op.Limit.Kind() == spigot.SlidingWindow {
 				op.Limit = spigot.Must(spigot.NewFixedWindow(op.Limit.Name(), op.Limit.Rate(), 0))
 				if s.Kind == spigot.SlidingWindow {
@@ -389,7 +390,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "fixed windows without their offset",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			if op.Limit.Kind() == spigot.FixedWindow {
 				op.Limit = spigot.Must(spigot.NewFixedWindow(op.Limit.Name(), op.Limit.Rate(), 0))
 			}
@@ -400,9 +401,9 @@ var mutants = []mutant{
 	},
 	{
 		name: "a state of another kind is a whole limit",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			if s.Kind != op.Limit.Kind() {
-				s = spigot.State{}
+				s = store.State{}
 			}
 			return apply(op, s, now)
 		}),
@@ -411,10 +412,10 @@ var mutants = []mutant{
 	},
 	{
 		name: "a sliding log forgets its tokens at once",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			next, d := apply(op, s, now)
 			if op.Limit.Kind() == spigot.SlidingLog && op.Action != spigot.Peek {
-				next = spigot.State{}
+				next = store.State{}
 			}
 			return next, d
 		}),
@@ -423,7 +424,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "TakeUpTo takes all or nothing",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			if op.Action == spigot.TakeUpTo {
 				op.Action = spigot.Take
 			}
@@ -434,7 +435,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "Refund reports what it was asked",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			next, d := apply(op, s, now)
 			if op.Action == spigot.Refund {
 				d.N = op.N
@@ -446,7 +447,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "Refund drops fractions",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			next, d := apply(op, s, now)
 			if op.Action == spigot.Refund && next.Scale > 0 {
 				next.Tokens -= next.Tokens % next.Scale
@@ -458,7 +459,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "Peek takes",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			if op.Action == spigot.Peek {
 				op.Action = spigot.Take
 				next, d := apply(op, s, now)
@@ -473,7 +474,7 @@ var mutants = []mutant{
 	{
 		// spigot.DoMulti's fallback gives back what a denied set took.
 		name: "Refund gives nothing back",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			if op.Action == spigot.Refund {
 				op.Action, op.N = spigot.Take, 0
 			}
@@ -484,7 +485,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "Reset resets nothing",
-		store: mutateOps(func(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+		store: mutateOps(func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 			if op.Action == spigot.Reset {
 				op.Action = spigot.Peek
 			}
@@ -497,7 +498,7 @@ var mutants = []mutant{
 		store: func(clk clock.Clock) spigot.Store {
 			s := newTakeStore(clk)
 			s.noCheck = true
-			s.apply = func(op spigot.Op, st spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+			s.apply = func(op spigot.Op, st store.State, now time.Time) (store.State, spigot.Decision) {
 				if op.Action > spigot.Peek {
 					op.Action = spigot.Take
 				}
@@ -565,7 +566,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "RetryAfter 1ms short",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
 			if !a.Allowed() && a.RetryAfter != spigot.Never {
 				a.RetryAfter -= time.Millisecond
@@ -577,7 +578,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "RetryAfter 1ms long",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
 			if !a.Allowed() && a.RetryAfter != spigot.Never {
 				a.RetryAfter += time.Millisecond
@@ -589,7 +590,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "RetryAfter Never is 0",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
 			if a.RetryAfter == spigot.Never {
 				a.RetryAfter = 0
@@ -601,10 +602,10 @@ var mutants = []mutant{
 	},
 	{
 		name: "ResetAfter rounded down",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
 			if next.Scale != 0 { // not the zero State of a full bucket
-				us := (b.Capacity()*b.Scale() - next.Tokens) / b.Refill()
+				us := (b.Capacity()*scaleOf(b) - next.Tokens) / refillOf(b)
 				a.ResetAfter = time.Duration(us/1000) * time.Millisecond
 			}
 			return next, a
@@ -614,7 +615,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "Remaining rounded up",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
 			if next.Scale != 0 { // not the zero State of a full bucket
 				a.Remaining = (next.Tokens + next.Scale - 1) / next.Scale
@@ -626,7 +627,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "charges denied requests",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			next, a := takeOp(b, s, now, cost)
 			if !a.Allowed() && a.RetryAfter != spigot.Never {
 				next.Tokens = 0 // takes what there was
@@ -637,7 +638,7 @@ var mutants = []mutant{
 	},
 	{
 		name: "peeks take a token",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 			if cost == 0 {
 				if next, a := takeOp(b, s, now, 1); a.Allowed() {
 					return next, a
@@ -659,10 +660,10 @@ var mutants = []mutant{
 	},
 	{
 		name: "a config change keeps fractions across scales",
-		store: mutate(func(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
-			if s.Scale != 0 && s.Scale != b.Scale() { // convert exactly, rounding down
-				s.Tokens = s.Tokens * b.Scale() / s.Scale
-				s.Scale = b.Scale()
+		store: mutate(func(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
+			if s.Scale != 0 && s.Scale != scaleOf(b) { // convert exactly, rounding down
+				s.Tokens = s.Tokens * scaleOf(b) / s.Scale
+				s.Scale = scaleOf(b)
 			}
 			return takeOp(b, s, now, cost)
 		}),
@@ -934,7 +935,7 @@ func (s *modelStore) Do(ctx context.Context, op spigot.Op) (spigot.Decision, err
 // DoMulti applies several ops, so that the tables of the cases of
 // several ops are checked against the model too.
 func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if err := spigot.CheckMulti(mode, ops, out); err != nil {
+	if err := store.CheckMulti(mode, ops, out); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -981,3 +982,7 @@ func TestModelStore(t *testing.T) {
 		return &modelStore{clk: clk, m: make(map[[2]string]modelEntry)}
 	})
 }
+
+// scaleOf and refillOf return a bucket's scaled units (see store.Scaled).
+func scaleOf(l spigot.Limit) int64  { s, _ := store.Scaled(l); return s }
+func refillOf(l spigot.Limit) int64 { _, r := store.Scaled(l); return r }

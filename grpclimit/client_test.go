@@ -16,6 +16,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/grpclimit"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -84,7 +85,7 @@ func TestClientAtFixedInstants(t *testing.T) {
 	r := dial(t, nil, c)
 	target := r.conn.Target()
 
-	var model spigot.State
+	var model store.State
 	steps := []struct {
 		at   time.Duration
 		want string
@@ -100,7 +101,7 @@ func TestClientAtFixedInstants(t *testing.T) {
 	sent := int64(0)
 	for i, s := range steps {
 		clk.Set(t0.Add(s.at))
-		want, err := spigot.Op{Limit: partner, Key: target, N: 1}.Apply(&model, clk.Now())
+		want, err := store.Apply(spigot.Op{Limit: partner, Key: target, N: 1}, &model, clk.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/grpclimit"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -32,7 +33,7 @@ func TestUnaryAtFixedInstants(t *testing.T) {
 	api := spigot.MustBucket("api", 2, spigot.PerSecond(1))
 	conn, served := serve(t, grpclimit.New(memory.New(memory.WithClock(clk)), grpclimit.By(api, grpclimit.PeerIP())))
 
-	var model spigot.State
+	var model store.State
 	steps := []struct {
 		at        time.Duration
 		allowed   bool
@@ -52,7 +53,7 @@ func TestUnaryAtFixedInstants(t *testing.T) {
 	admitted := int64(0)
 	for i, s := range steps {
 		clk.Set(t0.Add(s.at))
-		want, err := spigot.Op{Limit: api, Key: "127.0.0.1", N: 1}.Apply(&model, clk.Now())
+		want, err := store.Apply(spigot.Op{Limit: api, Key: "127.0.0.1", N: 1}, &model, clk.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,14 +316,14 @@ func TestStreamPerMessage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	model := map[string]*spigot.State{"t1": {}, "t2": {}}
+	model := map[string]*store.State{"t1": {}, "t2": {}}
 	st, err := conn.NewStream(ctx, chatDesc, chatMethod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, m := range []string{"t1:aaaa", "t1:bbbb", "t2:cccccc", "t1:ccc"} {
 		k, v, _ := strings.Cut(m, ":")
-		want, err := spigot.Op{Limit: messages, Key: k, N: int64(len(v))}.Apply(model[k], clk.Now())
+		want, err := store.Apply(spigot.Op{Limit: messages, Key: k, N: int64(len(v))}, model[k], clk.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -296,7 +297,7 @@ func TestRetryAfterNotBeforeT(t *testing.T) {
 
 // TestHugeLimits: counts beyond 15 digits are sent as 999999999999999.
 func TestHugeLimits(t *testing.T) {
-	huge := spigot.MustBucket("huge", spigot.MaxExact, spigot.Per(1_000_000, time.Second))
+	huge := spigot.MustBucket("huge", store.MaxExact, spigot.Per(1_000_000, time.Second))
 	s := memory.New(memory.WithClock(clocktest.New(t0)))
 	w := httptest.NewRecorder()
 	httplimit.New(s, httplimit.By(huge, nil)).Wrap(&served{}).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))

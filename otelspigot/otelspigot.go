@@ -127,6 +127,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/otelspigot/internal/observe"
+	"github.com/spigot-go/spigot/store"
 )
 
 // ScopeName is the instrumentation scope of the meters and tracers.
@@ -464,7 +465,7 @@ func (s *Store) do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 
 // call runs f, a call of the wrapped store, and records how long it took
 // (spigot.store.duration, for operation 0 do or 1 do_multi) and its
-// error, on span too when there is one. A *spigot.PartsError, which a
+// error, on span too when there is one. A *store.PartsError, which a
 // cluster's store answers at once for ops of several slots (spigot.DoMulti
 // then applies them slot by slot, through this Store), is neither.
 func (s *Store) call(ctx context.Context, span trace.Span, operation int, f func() error) error {
@@ -524,9 +525,9 @@ func (s *Store) doMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	return err
 }
 
-// isParts reports whether err is a *spigot.PartsError.
+// isParts reports whether err is a *store.PartsError.
 func isParts(err error) bool {
-	var parts *spigot.PartsError
+	var parts *store.PartsError
 	return errors.As(err, &parts)
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/httplimit"
 	"github.com/spigot-go/spigot/otelspigot"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -690,7 +691,7 @@ func TestWrapNil(t *testing.T) {
 }
 
 // byKey applies ops all or nothing only within one key, as a cluster does
-// within a hash slot: several keys get a *spigot.PartsError.
+// within a hash slot: several keys get a *store.PartsError.
 type byKey struct{ spigot.Store }
 
 func (s byKey) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
@@ -701,7 +702,7 @@ func (s byKey) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, o
 				parts[j] = uint64(len(ops[j].Key))
 			}
 			parts[i] = 1000 // differs from the first op's
-			return &spigot.PartsError{Parts: parts}
+			return &store.PartsError{Parts: parts}
 		}
 	}
 	return s.Store.DoMulti(ctx, mode, ops, out)

@@ -23,6 +23,7 @@ import (
 	"github.com/spigot-go/spigot/internal/bench"
 	"github.com/spigot-go/spigot/internal/resp"
 	"github.com/spigot-go/spigot/internal/wire"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 	spigotredis "github.com/spigot-go/spigot/store/redis"
@@ -154,7 +155,7 @@ stopped at the first that saturates the server.
 
 // maxDenyCost is the largest -cost that -deny takes: an empty bucket of
 // that many tokens, refilled one an hour, holds exactly.
-const maxDenyCost = spigot.MaxExact / int64(time.Hour/time.Microsecond)
+const maxDenyCost = store.MaxExact / int64(time.Hour/time.Microsecond)
 
 func exhaustible(cost int64) bool {
 	_, err := bench.Exhausted(cost)

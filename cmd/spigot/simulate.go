@@ -14,6 +14,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -155,11 +156,11 @@ func (f *simFlags) limits() ([]sim, error) {
 		return bad("-rate %s: the period is a window's length, and must be a whole number of milliseconds", f.rate.text)
 	case log && r.Tokens > spigot.MaxLog:
 		return bad("-rate %s: a sliding log holds at most %d tokens a window (spigot.MaxLog); lower the token count", f.rate.text, spigot.MaxLog)
-	case windows && r.Tokens > spigot.MaxExact:
+	case windows && r.Tokens > store.MaxExact:
 		return bad("-rate %s: a window's limit must be at most 2^53", f.rate.text)
-	case slidingCounter && r.Tokens > spigot.MaxExact/r.Period.Milliseconds():
+	case slidingCounter && r.Tokens > store.MaxExact/r.Period.Milliseconds():
 		return bad("-rate %s: a sliding window's exact arithmetic needs the token count × the window in ms to be at most 2^53; "+
-			"lower the token count to at most %d, or shorten the period", f.rate.text, spigot.MaxExact/r.Period.Milliseconds())
+			"lower the token count to at most %d, or shorten the period", f.rate.text, store.MaxExact/r.Period.Milliseconds())
 	case f.offset != 0 && !fixed:
 		return bad("-offset %v: only the fixed window has an offset; add -algo fixed-window or -algo all", f.offset)
 	case f.offset%time.Millisecond != 0:
@@ -214,7 +215,7 @@ func (f *simFlags) limits() ([]sim, error) {
 func (f *simFlags) exact() error {
 	r := f.rate.rate
 	perMicro := big.NewRat(r.Tokens, int64(r.Period/time.Microsecond))
-	const maxExact = spigot.MaxExact
+	const maxExact = store.MaxExact
 	switch num, den := perMicro.Num(), perMicro.Denom(); {
 	case den.Cmp(big.NewInt(maxExact)) > 0:
 		return fmt.Errorf("-rate %s: too slow for spigot's exact arithmetic, which needs the rate in tokens per µs, %v, "+

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/core"
 )
 
 // Max is the largest integer a structured field may hold (RFC 8941
@@ -40,6 +41,9 @@ func AppendLimit(b []byte, l spigot.Limit, d spigot.Decision) []byte {
 	return b
 }
 
+// configOf returns a Limit's config.
+var configOf = core.Of[spigot.Limit]()
+
 // windowSeconds returns the w of l's policy, in whole seconds rounded up:
 // a window's length, or the time a bucket takes to refill from empty (a
 // leaky bucket's queue to drain).
@@ -47,10 +51,11 @@ func windowSeconds(l spigot.Limit) int64 {
 	if w := l.Window(); w > 0 {
 		return Seconds(w)
 	}
-	if l.Refill() == 0 {
+	c := configOf(l)
+	if c.Refill == 0 {
 		return 0
 	}
-	us := ceilDiv(l.Capacity()*l.Scale(), l.Refill()) // ≤ 2^53: exact
+	us := ceilDiv(c.Max, c.Refill) // ≤ 2^53: exact
 	return ceilDiv(us, 1_000_000)
 }
 

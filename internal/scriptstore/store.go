@@ -142,10 +142,10 @@ func (s *Store) do(ctx context.Context, op spigot.Op, key string, l *lane) (spig
 // one round trip (on a cluster, one per node, in parallel). AllOrNothing
 // ops are one call of the script over all their keys. On a client whose
 // scripts see one part of the keys only (a cluster's hash slot), ops of
-// several parts get a *spigot.PartsError, having applied nothing, for
+// several parts get a *store.PartsError, having applied nothing, for
 // spigot.DoMulti to apply them part by part.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if err := spigot.CheckMulti(mode, ops, out); err != nil {
+	if err := store.CheckMulti(mode, ops, out); err != nil {
 		return err
 	}
 	if err := s.check(ops...); err != nil {
@@ -166,7 +166,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	return s.run(ctx, x, ops, out)
 }
 
-// parts returns a *spigot.PartsError for keys that a client whose scripts
+// parts returns a *store.PartsError for keys that a client whose scripts
 // see one part of the keys only cannot take in one call, and nil for keys
 // of one part.
 func (s *Store) parts(keys []string) error {
@@ -178,7 +178,7 @@ func (s *Store) parts(keys []string) error {
 		parts[i] = s.topo.Part(k)
 	}
 	if slices.ContainsFunc(parts, func(p uint64) bool { return p != parts[0] }) {
-		return &spigot.PartsError{Parts: parts}
+		return &store.PartsError{Parts: parts}
 	}
 	return nil
 }

@@ -233,6 +233,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // post sends one attempt over a new connection, and returns its status
@@ -433,8 +434,8 @@ func TestCurl(t *testing.T) {
 		// What is left may have grown by what the fastest limit refilled.
 		tokens := slack
 		for _, l := range []spigot.Limit{perAddress, perAccount, perAPIKey} {
-			if l.Scale() > 0 {
-				tokens = max(tokens, l.Refill()*(elapsed.Microseconds()+1)/l.Scale()+1)
+			if scale, refill := store.Scaled(l); scale > 0 {
+				tokens = max(tokens, refill*(elapsed.Microseconds()+1)/scale+1)
 			}
 		}
 		if diff := compare(string(out), want, slack, tokens); diff != "" {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // OtherKind is the Kind of the State that ParseState returns for a state
@@ -44,8 +45,8 @@ var tags = [...]string{
 //     its instant from base, in exactly width digits (1 to 15, zero-padded,
 //     width without a leading zero), the entries written together without
 //     separators, 1 to spigot.MaxLog of them (so the entries' length is a
-//     multiple of width). base is at most spigot.MaxExact in magnitude, and
-//     base + 10^width − 1 at most spigot.MaxExact, so that every instant
+//     multiple of width). base is at most store.MaxExact in magnitude, and
+//     base + 10^width − 1 at most store.MaxExact, so that every instant
 //     the entries can hold is. The script reads an entry only when it
 //     needs it (the ones that left the window, from the front, the one a
 //     denial's RetryAfter counts from, the last), so a log is read as it
@@ -60,26 +61,26 @@ var tags = [...]string{
 //     only the FullAt.
 //
 // Each field is a decimal integer: an optional '-' and digits, without a
-// '+' or spaces. Every field is at most spigot.MaxExact in magnitude, where
+// '+' or spaces. Every field is at most store.MaxExact in magnitude, where
 // Lua's numbers are exact, but the FullAt of a state of the reader's own
 // kind (Kind 0 is a token bucket's), which has at most 18 digits: it is
 // only compared with now, so it may pass 2^53. A value of a known tag and
 // version that does not fit its format, and one of a known tag and an
 // earlier version, are unreadable; so is anything else.
-func ParseState(v string, reader spigot.Kind) (spigot.State, error) {
+func ParseState(v string, reader spigot.Kind) (store.State, error) {
 	s, err := parseState(v)
 	if err != nil {
-		return spigot.State{}, err
+		return store.State{}, err
 	}
 	own := s.Kind == reader || s.Kind == 0 && reader == spigot.TokenBucket
-	if !own && (s.FullAt > spigot.MaxExact || s.FullAt < -spigot.MaxExact) {
-		return spigot.State{}, ErrUnreadable
+	if !own && (s.FullAt > store.MaxExact || s.FullAt < -store.MaxExact) {
+		return store.State{}, ErrUnreadable
 	}
 	return s, nil
 }
 
-func parseState(v string) (spigot.State, error) {
-	bad := spigot.State{}
+func parseState(v string) (store.State, error) {
+	bad := store.State{}
 	if f, ok := strings.CutPrefix(v, "tb/2 "); ok {
 		if x, ok := fields(f, 4); ok {
 			return bucket(spigot.TokenBucket, x[0], x[1], x[2], x[3])
@@ -139,18 +140,18 @@ func parseState(v string) (spigot.State, error) {
 	if !ok {
 		return bad, ErrUnreadable
 	}
-	return spigot.State{Kind: OtherKind, FullAt: n}, nil
+	return store.State{Kind: OtherKind, FullAt: n}, nil
 }
 
 // known2 returns the state of one of the formats above but tb/2's: the
 // kind's fields after its FullAt.
-func known2(kind spigot.Kind, full, rest string) (spigot.State, error) {
-	bad := spigot.State{}
+func known2(kind spigot.Kind, full, rest string) (store.State, error) {
+	bad := store.State{}
 	f, ok := strings.CutPrefix(rest, " ")
 	if !ok {
 		return bad, ErrUnreadable
 	}
-	s := spigot.State{Kind: kind}
+	s := store.State{Kind: kind}
 	switch kind {
 	case spigot.TokenBucket: // not its four fields
 		return bad, ErrUnreadable
@@ -201,7 +202,7 @@ func parseLog(base, width, e string) ([]int64, bool) {
 		return nil, false
 	}
 	w, _ := strconv.Atoi(width)
-	if w > 15 || len(e)%w != 0 || len(e)/w > spigot.MaxLog || b > spigot.MaxExact-pow10(w)+1 {
+	if w > 15 || len(e)%w != 0 || len(e)/w > spigot.MaxLog || b > store.MaxExact-pow10(w)+1 {
 		return nil, false
 	}
 	log := make([]int64, 0, len(e)/w)
@@ -225,27 +226,27 @@ func pow10(n int) int64 {
 // instant is lo and greatest hi, as FormatState writes them and as the
 // script does when it rebases a log: base lo, and one digit more than
 // hi − lo has (at most 15), so that later entries fit for a while; or,
-// where base + 10^width − 1 would pass spigot.MaxExact, the base that ends
+// where base + 10^width − 1 would pass store.MaxExact, the base that ends
 // the width's span at it.
 func logBase(lo, hi int64) (base int64, width int) {
 	width = len(strconv.FormatInt(hi-lo, 10))
 	if width < 15 {
 		width++
 	}
-	base = min(lo, spigot.MaxExact-pow10(width)+1)
+	base = min(lo, store.MaxExact-pow10(width)+1)
 	return base, width
 }
 
 // bucket returns the token or leaky bucket's State of the fields' digits.
-func bucket(kind spigot.Kind, fullAt, stamp, tokens, scale string) (spigot.State, error) {
-	s := spigot.State{Kind: kind}
+func bucket(kind spigot.Kind, fullAt, stamp, tokens, scale string) (store.State, error) {
+	s := store.State{Kind: kind}
 	var ok [4]bool
 	s.Stamp, ok[0] = exactInt(stamp)
 	s.Tokens, ok[1] = exactInt(tokens)
 	s.Scale, ok[2] = exactInt(scale)
 	ok[3] = fullAt18(fullAt)
 	if ok != [4]bool{true, true, true, true} {
-		return spigot.State{}, ErrUnreadable
+		return store.State{}, ErrUnreadable
 	}
 	s.FullAt, _ = strconv.ParseInt(fullAt, 10, 64) // 18 digits fit
 	return s, nil
@@ -274,7 +275,7 @@ func fields(v string, n int) ([]string, bool) {
 }
 
 // exactInt returns the integer of d (an optional '-' and digits) if it is
-// at most spigot.MaxExact in magnitude.
+// at most store.MaxExact in magnitude.
 func exactInt(d string) (int64, bool) {
 	neg := strings.HasPrefix(d, "-")
 	digits := strings.TrimLeft(strings.TrimPrefix(d, "-"), "0")
@@ -282,7 +283,7 @@ func exactInt(d string) (int64, bool) {
 		return 0, false
 	}
 	n, _ := strconv.ParseInt("0"+digits, 10, 64) // 16 digits fit
-	if n > spigot.MaxExact {
+	if n > store.MaxExact {
 		return 0, false
 	}
 	if neg {
@@ -314,7 +315,7 @@ func isDigits(d string) bool {
 // rebases the script keeps the base and width it read, and only
 // ParseState of its value is the State (a log whose instants span 10^15
 // µs or more, some 31 years, has no value).
-func FormatState(s spigot.State) string {
+func FormatState(s store.State) string {
 	if int(s.Kind) >= len(tags) || tags[s.Kind] == "" {
 		return ""
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/wire"
+	"github.com/spigot-go/spigot/store"
 )
 
 // TestArgsExactN: every way of building ARGV sends an N above MaxExact
@@ -53,55 +54,55 @@ func TestParseState(t *testing.T) {
 	const max53 = 1 << 53
 	for i, c := range []struct {
 		value string
-		want  spigot.State // the zero State: unreadable
+		want  store.State // the zero State: unreadable
 	}{
-		{"tb/2 1767323051000000 1767323045000000 14000000 2000000", spigot.State{Kind: spigot.TokenBucket, FullAt: 1767323051000000, Stamp: 1767323045000000, Tokens: 14000000, Scale: 2000000}},
-		{"tb/2 0 -5 -0 0", spigot.State{Kind: spigot.TokenBucket, Stamp: -5}},
-		{"tb/2 007 008 009 010", spigot.State{Kind: spigot.TokenBucket, FullAt: 7, Stamp: 8, Tokens: 9, Scale: 10}},
+		{"tb/2 1767323051000000 1767323045000000 14000000 2000000", store.State{Kind: spigot.TokenBucket, FullAt: 1767323051000000, Stamp: 1767323045000000, Tokens: 14000000, Scale: 2000000}},
+		{"tb/2 0 -5 -0 0", store.State{Kind: spigot.TokenBucket, Stamp: -5}},
+		{"tb/2 007 008 009 010", store.State{Kind: spigot.TokenBucket, FullAt: 7, Stamp: 8, Tokens: 9, Scale: 10}},
 		// The bounds: 2^53 for the stamp, tokens and scale, 18 digits for FullAt.
-		{"tb/2 1 9007199254740992 -9007199254740992 0009007199254740992", spigot.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: max53, Tokens: -max53, Scale: max53}},
-		{"tb/2 1 9007199254740993 0 1", spigot.State{}},
-		{"tb/2 1 0 -9007199254740993 1", spigot.State{}},
-		{"tb/2 1 0 0 10000000000000000", spigot.State{}},
-		{"tb/2 999999999999999999 0 0 1", spigot.State{Kind: spigot.TokenBucket, FullAt: 999999999999999999, Scale: 1}},
-		{"tb/2 -999999999999999999 0 0 1", spigot.State{Kind: spigot.TokenBucket, FullAt: -999999999999999999, Scale: 1}},
-		{"tb/2 0999999999999999999 0 0 1", spigot.State{}},
-		{"tb/2 1000000000000000000 0 0 1", spigot.State{}},
-		{"tb/2 18014398509481984 0 0 1", spigot.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Scale: 1}},
+		{"tb/2 1 9007199254740992 -9007199254740992 0009007199254740992", store.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: max53, Tokens: -max53, Scale: max53}},
+		{"tb/2 1 9007199254740993 0 1", store.State{}},
+		{"tb/2 1 0 -9007199254740993 1", store.State{}},
+		{"tb/2 1 0 0 10000000000000000", store.State{}},
+		{"tb/2 999999999999999999 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: 999999999999999999, Scale: 1}},
+		{"tb/2 -999999999999999999 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: -999999999999999999, Scale: 1}},
+		{"tb/2 0999999999999999999 0 0 1", store.State{}},
+		{"tb/2 1000000000000000000 0 0 1", store.State{}},
+		{"tb/2 18014398509481984 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Scale: 1}},
 		// Before versions.
-		{"5000000 1767323044000000 2000000", spigot.State{Tokens: 5000000, Stamp: 1767323044000000, Scale: 2000000}},
-		{"5 6 7 8", spigot.State{Tokens: 5, Stamp: 6, Scale: 7, FullAt: 8}},
-		{"1 2 3 -", spigot.State{}},
-		{"1 2 3 ", spigot.State{}},
-		{"1 2 3-5", spigot.State{}},
-		{"1 2 34", spigot.State{Tokens: 1, Stamp: 2, Scale: 34}},
-		{"1 2 3 4 5", spigot.State{}},
-		{"1 2", spigot.State{}},
-		{"1  2 3", spigot.State{}},
-		{"+1 2 3", spigot.State{}},
-		{"1 2 9007199254740993", spigot.State{}},
+		{"5000000 1767323044000000 2000000", store.State{Tokens: 5000000, Stamp: 1767323044000000, Scale: 2000000}},
+		{"5 6 7 8", store.State{Tokens: 5, Stamp: 6, Scale: 7, FullAt: 8}},
+		{"1 2 3 -", store.State{}},
+		{"1 2 3 ", store.State{}},
+		{"1 2 3-5", store.State{}},
+		{"1 2 34", store.State{Tokens: 1, Stamp: 2, Scale: 34}},
+		{"1 2 3 4 5", store.State{}},
+		{"1 2", store.State{}},
+		{"1  2 3", store.State{}},
+		{"+1 2 3", store.State{}},
+		{"1 2 9007199254740993", store.State{}},
 		// Other kinds and later versions: the FullAt alone, within 2^53.
-		{"xx/1 5", spigot.State{Kind: wire.OtherKind, FullAt: 5}},
-		{"xx/1 -5 anything", spigot.State{Kind: wire.OtherKind, FullAt: -5}},
-		{"tb/3 9007199254740992", spigot.State{Kind: wire.OtherKind, FullAt: max53}},
-		{"tb/3 9007199254740993", spigot.State{}},
-		{"tb/10 0", spigot.State{Kind: wire.OtherKind}},
-		{"tb/0003 7 ", spigot.State{Kind: wire.OtherKind, FullAt: 7}},
-		{"tb/2 5", spigot.State{}},
-		{"tb/002 5 6 7 8", spigot.State{}},
-		{"tb/1 5 6 7 8", spigot.State{}},
-		{"tb/0 5", spigot.State{}},
-		{"xx/1 5abc", spigot.State{}},
-		{"xx/1 5\n", spigot.State{}},
-		{"xx/1 ", spigot.State{}},
-		{"xx/1", spigot.State{}},
-		{"xx/ 5", spigot.State{}},
-		{"/1 5", spigot.State{}},
-		{"Xx/1 5", spigot.State{}},
-		{"x1/1 5", spigot.State{}},
-		{"xx/1 -", spigot.State{}},
-		{"", spigot.State{}},
-		{"garbage", spigot.State{}},
+		{"xx/1 5", store.State{Kind: wire.OtherKind, FullAt: 5}},
+		{"xx/1 -5 anything", store.State{Kind: wire.OtherKind, FullAt: -5}},
+		{"tb/3 9007199254740992", store.State{Kind: wire.OtherKind, FullAt: max53}},
+		{"tb/3 9007199254740993", store.State{}},
+		{"tb/10 0", store.State{Kind: wire.OtherKind}},
+		{"tb/0003 7 ", store.State{Kind: wire.OtherKind, FullAt: 7}},
+		{"tb/2 5", store.State{}},
+		{"tb/002 5 6 7 8", store.State{}},
+		{"tb/1 5 6 7 8", store.State{}},
+		{"tb/0 5", store.State{}},
+		{"xx/1 5abc", store.State{}},
+		{"xx/1 5\n", store.State{}},
+		{"xx/1 ", store.State{}},
+		{"xx/1", store.State{}},
+		{"xx/ 5", store.State{}},
+		{"/1 5", store.State{}},
+		{"Xx/1 5", store.State{}},
+		{"x1/1 5", store.State{}},
+		{"xx/1 -", store.State{}},
+		{"", store.State{}},
+		{"garbage", store.State{}},
 	} {
 		got, err := wire.ParseState(c.value, spigot.TokenBucket)
 		switch {
@@ -141,7 +142,7 @@ var readers = []spigot.Kind{spigot.TokenBucket, spigot.LeakyBucket, spigot.Fixed
 // checkParsed checks what ParseState(v, reader) returned: the zero State
 // and ErrUnreadable, or a State within the bounds ParseState states, which
 // FormatState writes back as a value that reads as itself.
-func checkParsed(t *testing.T, v string, reader spigot.Kind, s spigot.State, err error) {
+func checkParsed(t *testing.T, v string, reader spigot.Kind, s store.State, err error) {
 	t.Helper()
 	{
 		if err != nil {
@@ -153,13 +154,13 @@ func checkParsed(t *testing.T, v string, reader spigot.Kind, s spigot.State, err
 		abs := func(x int64) int64 { return max(x, -x) }
 		fullMax := int64(1e18)
 		if s.Kind != reader && (s.Kind != 0 || reader != spigot.TokenBucket) {
-			fullMax = spigot.MaxExact + 1
+			fullMax = store.MaxExact + 1
 		}
 		switch s.Kind {
 		case spigot.TokenBucket, spigot.LeakyBucket, spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, 0:
 			over := false
 			for _, x := range append([]int64{s.Stamp, s.Tokens, s.Scale, s.Start, s.Window, s.Count, s.Prev}, s.Log...) {
-				over = over || abs(x) > spigot.MaxExact
+				over = over || abs(x) > store.MaxExact
 			}
 			if over || abs(s.FullAt) >= fullMax || len(s.Log) > spigot.MaxLog { // a log in any order: read as written
 				t.Fatalf("ParseState(%q, %v) = %+v: out of bounds", v, reader, s)
@@ -173,7 +174,7 @@ func checkParsed(t *testing.T, v string, reader spigot.Kind, s spigot.State, err
 				}
 			}
 		case wire.OtherKind:
-			if abs(s.FullAt) > spigot.MaxExact || s.Stamp != 0 || s.Tokens != 0 || s.Scale != 0 || !strings.Contains(v, "/") {
+			if abs(s.FullAt) > store.MaxExact || s.Stamp != 0 || s.Tokens != 0 || s.Scale != 0 || !strings.Contains(v, "/") {
 				t.Fatalf("ParseState(%q) = %+v: not another kind's state", v, s)
 			}
 		default:
@@ -192,61 +193,61 @@ func TestParseStateKinds(t *testing.T) {
 	for i, c := range []struct {
 		value  string
 		reader spigot.Kind
-		want   spigot.State // the zero State: unreadable
+		want   store.State // the zero State: unreadable
 	}{
-		{"lb/1 10 5 6 7", lb, spigot.State{Kind: lb, FullAt: 10, Stamp: 5, Tokens: 6, Scale: 7}},
-		{"lb/1 10 5 6 7", tb, spigot.State{Kind: lb, FullAt: 10, Stamp: 5, Tokens: 6, Scale: 7}},
-		{"lb/1 999999999999999999 5 6 7", lb, spigot.State{Kind: lb, FullAt: 999999999999999999, Stamp: 5, Tokens: 6, Scale: 7}},
-		{"lb/1 999999999999999999 5 6 7", tb, spigot.State{}}, // another kind's FullAt past 2^53
-		{"lb/1 9007199254740992 5 6 7", fw, spigot.State{Kind: lb, FullAt: max53, Stamp: 5, Tokens: 6, Scale: 7}},
-		{"lb/1 1000000000000000000 5 6 7", lb, spigot.State{}},
-		{"lb/1 10 5 6", lb, spigot.State{}},
-		{"lb/1 10 5 6 7 8", lb, spigot.State{}},
-		{"lb/1 10 5 6 9007199254740993", lb, spigot.State{}},
-		{"lb/0 10", lb, spigot.State{}},
-		{"lb/01 10 5 6 7", lb, spigot.State{}},
-		{"lb/2 10 x", lb, spigot.State{Kind: wire.OtherKind, FullAt: 10}},
-		{"fw/1 20 5 0 60000000 3", fw, spigot.State{Kind: fw, FullAt: 20, Stamp: 5, Window: 60000000, Count: 3}},
-		{"fw/1 20 5 -7 1000 -3", sw, spigot.State{Kind: fw, FullAt: 20, Stamp: 5, Start: -7, Window: 1000, Count: -3}},
-		{"fw/1 20 5 0 60000000 3 4", fw, spigot.State{}},
-		{"fw/1 20 5 0 60000000", fw, spigot.State{}},
-		{"fw/1 20 5 0 9007199254740993 3", fw, spigot.State{}},
-		{"sw/1 20 5 0 1000 3 4", sw, spigot.State{Kind: sw, FullAt: 20, Stamp: 5, Window: 1000, Count: 3, Prev: 4}},
-		{"sw/1 20 5 0 1000 3", sw, spigot.State{}},
-		{"sw/1 20 5 0 1000 3 4 5", sw, spigot.State{}},
-		{"sw/1 20 5 0 1000 3 +4", sw, spigot.State{}},
-		{"sw/2 20 5 0 1000 3 4", sw, spigot.State{Kind: wire.OtherKind, FullAt: 20}},
-		{"sl/2 30 9 7 1 0", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{7}}},
-		{"sl/2 30 9 -7 1 0033", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
-		{"sl/2 30 9 -7 2 00000303", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
-		{"sl/2 30 9 5 1 0111333", tb, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5, 6, 6, 6, 8, 8, 8}}},
-		{"sl/2 30 9 5 1 9070", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{14, 5, 12, 5}}}, // out of order: read as written
-		{"sl/1 30 9 1 7", sl, spigot.State{}},                                                                // the version before
-		{"sl/2 30 9 5 01 7", sl, spigot.State{}},                                                             // a width's leading zero
-		{"sl/2 30 9 5 0 7", sl, spigot.State{}},
-		{"sl/2 30 9 5 16 0000000000000000", sl, spigot.State{}},
-		{"sl/2 30 9 5 15 000000000000000", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5}}},
-		{"sl/2 30 9 5 2 123", sl, spigot.State{}}, // not a multiple of the width
-		{"sl/2 30 9 5 2 ", sl, spigot.State{}},
-		{"sl/2 30 9 5 2", sl, spigot.State{}},
-		{"sl/2 30 9 5 1 1 2", sl, spigot.State{}},
-		{"sl/2 30 9 5 1 1-2", sl, spigot.State{}},
-		{"sl/2 30 9 5 1 +2", sl, spigot.State{}},
-		{"sl/2 30 9 9007199254740983 1 09", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{max53 - 9, max53}}},
-		{"sl/2 30 9 9007199254740984 1 0", sl, spigot.State{}}, // 9 more would pass 2^53
-		{"sl/2 30 9 -9007199254740992 15 000000000000000", sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-max53}}},
-		{"sl/2 30 9 -9007199254740993 1 0", sl, spigot.State{}},
-		{"sl/2 30 9007199254740993 0 1 0", sl, spigot.State{}},
-		{"sl/2 30 9 0 1 " + strings.Repeat("0", 1000), sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
-		{"sl/2 30 9 0 1 " + strings.Repeat("0", 1001), sl, spigot.State{}}, // past MaxLog
-		{"sl/2 30 9 0 2 " + strings.Repeat("0", 2000), sl, spigot.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
-		{"sl/2 30 9 0 2 " + strings.Repeat("0", 2002), sl, spigot.State{}},
-		{"sl/3 30", sl, spigot.State{Kind: wire.OtherKind, FullAt: 30}},
-		{"fw/1 0000000000000000005 5 0 1000 3", tb, spigot.State{}}, // 19 digits
-		{"xx/1 0000000000000000005", fw, spigot.State{Kind: wire.OtherKind, FullAt: 5}},
-		{"tb/2 999999999999999999 0 0 1", sw, spigot.State{}},
-		{"5 6 7 999999999999999999", lb, spigot.State{}},
-		{"5 6 7 8", lb, spigot.State{FullAt: 8, Stamp: 6, Tokens: 5, Scale: 7}},
+		{"lb/1 10 5 6 7", lb, store.State{Kind: lb, FullAt: 10, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 10 5 6 7", tb, store.State{Kind: lb, FullAt: 10, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 999999999999999999 5 6 7", lb, store.State{Kind: lb, FullAt: 999999999999999999, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 999999999999999999 5 6 7", tb, store.State{}}, // another kind's FullAt past 2^53
+		{"lb/1 9007199254740992 5 6 7", fw, store.State{Kind: lb, FullAt: max53, Stamp: 5, Tokens: 6, Scale: 7}},
+		{"lb/1 1000000000000000000 5 6 7", lb, store.State{}},
+		{"lb/1 10 5 6", lb, store.State{}},
+		{"lb/1 10 5 6 7 8", lb, store.State{}},
+		{"lb/1 10 5 6 9007199254740993", lb, store.State{}},
+		{"lb/0 10", lb, store.State{}},
+		{"lb/01 10 5 6 7", lb, store.State{}},
+		{"lb/2 10 x", lb, store.State{Kind: wire.OtherKind, FullAt: 10}},
+		{"fw/1 20 5 0 60000000 3", fw, store.State{Kind: fw, FullAt: 20, Stamp: 5, Window: 60000000, Count: 3}},
+		{"fw/1 20 5 -7 1000 -3", sw, store.State{Kind: fw, FullAt: 20, Stamp: 5, Start: -7, Window: 1000, Count: -3}},
+		{"fw/1 20 5 0 60000000 3 4", fw, store.State{}},
+		{"fw/1 20 5 0 60000000", fw, store.State{}},
+		{"fw/1 20 5 0 9007199254740993 3", fw, store.State{}},
+		{"sw/1 20 5 0 1000 3 4", sw, store.State{Kind: sw, FullAt: 20, Stamp: 5, Window: 1000, Count: 3, Prev: 4}},
+		{"sw/1 20 5 0 1000 3", sw, store.State{}},
+		{"sw/1 20 5 0 1000 3 4 5", sw, store.State{}},
+		{"sw/1 20 5 0 1000 3 +4", sw, store.State{}},
+		{"sw/2 20 5 0 1000 3 4", sw, store.State{Kind: wire.OtherKind, FullAt: 20}},
+		{"sl/2 30 9 7 1 0", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{7}}},
+		{"sl/2 30 9 -7 1 0033", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
+		{"sl/2 30 9 -7 2 00000303", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
+		{"sl/2 30 9 5 1 0111333", tb, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5, 6, 6, 6, 8, 8, 8}}},
+		{"sl/2 30 9 5 1 9070", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{14, 5, 12, 5}}}, // out of order: read as written
+		{"sl/1 30 9 1 7", sl, store.State{}},                                                                // the version before
+		{"sl/2 30 9 5 01 7", sl, store.State{}},                                                             // a width's leading zero
+		{"sl/2 30 9 5 0 7", sl, store.State{}},
+		{"sl/2 30 9 5 16 0000000000000000", sl, store.State{}},
+		{"sl/2 30 9 5 15 000000000000000", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5}}},
+		{"sl/2 30 9 5 2 123", sl, store.State{}}, // not a multiple of the width
+		{"sl/2 30 9 5 2 ", sl, store.State{}},
+		{"sl/2 30 9 5 2", sl, store.State{}},
+		{"sl/2 30 9 5 1 1 2", sl, store.State{}},
+		{"sl/2 30 9 5 1 1-2", sl, store.State{}},
+		{"sl/2 30 9 5 1 +2", sl, store.State{}},
+		{"sl/2 30 9 9007199254740983 1 09", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{max53 - 9, max53}}},
+		{"sl/2 30 9 9007199254740984 1 0", sl, store.State{}}, // 9 more would pass 2^53
+		{"sl/2 30 9 -9007199254740992 15 000000000000000", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-max53}}},
+		{"sl/2 30 9 -9007199254740993 1 0", sl, store.State{}},
+		{"sl/2 30 9007199254740993 0 1 0", sl, store.State{}},
+		{"sl/2 30 9 0 1 " + strings.Repeat("0", 1000), sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
+		{"sl/2 30 9 0 1 " + strings.Repeat("0", 1001), sl, store.State{}}, // past MaxLog
+		{"sl/2 30 9 0 2 " + strings.Repeat("0", 2000), sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
+		{"sl/2 30 9 0 2 " + strings.Repeat("0", 2002), sl, store.State{}},
+		{"sl/3 30", sl, store.State{Kind: wire.OtherKind, FullAt: 30}},
+		{"fw/1 0000000000000000005 5 0 1000 3", tb, store.State{}}, // 19 digits
+		{"xx/1 0000000000000000005", fw, store.State{Kind: wire.OtherKind, FullAt: 5}},
+		{"tb/2 999999999999999999 0 0 1", sw, store.State{}},
+		{"5 6 7 999999999999999999", lb, store.State{}},
+		{"5 6 7 8", lb, store.State{FullAt: 8, Stamp: 6, Tokens: 5, Scale: 7}},
 	} {
 		got, err := wire.ParseState(c.value, c.reader)
 		switch {
@@ -265,19 +266,19 @@ func TestParseStateKinds(t *testing.T) {
 // entries from its least instant in the fewest digits, and "" for a state of no kind it writes.
 func TestFormatState(t *testing.T) {
 	for i, c := range []struct {
-		s    spigot.State
+		s    store.State
 		want string
 	}{
-		{spigot.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "tb/2 1 2 3 4"},
-		{spigot.State{Kind: spigot.LeakyBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "lb/1 1 2 3 4"},
-		{spigot.State{Kind: spigot.FixedWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5}, "fw/1 1 2 3 4 5"},
-		{spigot.State{Kind: spigot.SlidingWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5, Prev: 6}, "sw/1 1 2 3 4 5 6"},
-		{spigot.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{5, 5, 5, 7, 10, 10}}, "sl/2 1 2 5 2 000000020505"},
-		{spigot.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{9007199254740990, 9007199254740991}}, "sl/2 1 2 9007199254740893 2 9798"},
-		{spigot.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{-5}}, "sl/2 1 2 -5 2 00"},
-		{spigot.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{7, -5, 200}}, "sl/2 1 2 -5 4 001200000205"},
-		{spigot.State{FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, ""},
-		{spigot.State{Kind: wire.OtherKind, FullAt: 1}, ""},
+		{store.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "tb/2 1 2 3 4"},
+		{store.State{Kind: spigot.LeakyBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "lb/1 1 2 3 4"},
+		{store.State{Kind: spigot.FixedWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5}, "fw/1 1 2 3 4 5"},
+		{store.State{Kind: spigot.SlidingWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5, Prev: 6}, "sw/1 1 2 3 4 5 6"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{5, 5, 5, 7, 10, 10}}, "sl/2 1 2 5 2 000000020505"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{9007199254740990, 9007199254740991}}, "sl/2 1 2 9007199254740893 2 9798"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{-5}}, "sl/2 1 2 -5 2 00"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{7, -5, 200}}, "sl/2 1 2 -5 4 001200000205"},
+		{store.State{FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, ""},
+		{store.State{Kind: wire.OtherKind, FullAt: 1}, ""},
 	} {
 		if got := wire.FormatState(c.s); got != c.want {
 			t.Errorf("step %d: FormatState(%+v) = %q; want %q", i, c.s, got, c.want)

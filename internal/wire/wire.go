@@ -26,7 +26,12 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/core"
+	"github.com/spigot-go/spigot/store"
 )
+
+// configOf returns a Limit's config.
+var configOf = core.Of[spigot.Limit]()
 
 //go:embed spigot.lua
 var script string
@@ -120,21 +125,21 @@ const maxCached = 256
 func NewArgs(c clock.Clock) *Args { return &Args{clock: c} }
 
 // Op returns ARGV for op, which must have passed op.Check. An N above
-// spigot.MaxExact, which a Lua number would round, goes as 2^54: above
+// store.MaxExact, which a Lua number would round, goes as 2^54: above
 // every capacity, every action decides it as it decides N.
 func (a *Args) Op(op spigot.Op) Argv {
 	p := a.params(op.Limit)
 	return Argv{a.now(), p.actions[op.Action], p.s[0], p.s[1], p.s[2], strconv.FormatInt(exactN(op.N), 10)}
 }
 
-// exactN returns n, or 2^54 for an n above spigot.MaxExact: a number that
+// exactN returns n, or 2^54 for an n above store.MaxExact: a number that
 // doubles hold exactly and that is above every capacity and limit (at
 // most MaxExact), so that the script decides it as it would n (a Take or
 // Peek of more than the capacity is Never, a TakeUpTo takes what the
 // limit holds, a Refund gives back all it can).
 func exactN(n int64) int64 {
-	if n > spigot.MaxExact {
-		return 2 * spigot.MaxExact
+	if n > store.MaxExact {
+		return 2 * store.MaxExact
 	}
 	return n
 }
@@ -215,8 +220,8 @@ func (a *Args) params(l spigot.Limit) *params {
 	}
 	p := &params{actions: &actions[k], actionsAny: &actionsAny[k], s: [3]string{
 		strconv.FormatInt(l.Capacity(), 10),
-		strconv.FormatInt(l.Scale(), 10),
-		strconv.FormatInt(l.Refill(), 10),
+		strconv.FormatInt(configOf(l).Scale, 10),
+		strconv.FormatInt(configOf(l).Refill, 10),
 	}}
 	if l.Window() > 0 {
 		p.s[1] = strconv.FormatInt(l.Window().Microseconds(), 10)
@@ -399,7 +404,7 @@ func Ints[M any, P interface {
 func DecodeInts(n [Fields]int64) (spigot.Decision, error) { return decodeKey(n[:]) }
 
 // maxDelayPast is the most µs past 2^53 that a Delay (a Duration) holds.
-const maxDelayPast = int64(spigot.Never/time.Microsecond) - spigot.MaxExact
+const maxDelayPast = int64(spigot.Never/time.Microsecond) - store.MaxExact
 
 // decodeKey is DecodeInts for the Fields integers of one key, or the
 // MaxFields of a leaky bucket's, whose sixth is the Delay: the µs up to
@@ -426,7 +431,7 @@ func decodeKey(n []int64) (spigot.Decision, error) {
 		return spigot.Decision{}, malformed(clone(n), "refill-after is %d ms, want -1 (never) to %d", refill, maxMs)
 	case retry != 0 && moved != 0:
 		return spigot.Decision{}, malformed(clone(n), "denied, yet moved %d tokens", moved)
-	case delay > spigot.MaxExact || delay == -2 || delay < -2-maxDelayPast:
+	case delay > store.MaxExact || delay == -2 || delay < -2-maxDelayPast:
 		return spigot.Decision{}, malformed(clone(n), "delay is %d, want -1 (never), 0 to 2^53 µs, or -2 less the µs past 2^53", delay)
 	case delay != 0 && retry != 0:
 		return spigot.Decision{}, malformed(clone(n), "denied, yet delayed")
@@ -442,7 +447,7 @@ func decodeKey(n []int64) (spigot.Decision, error) {
 	case delay == -1:
 		d.Delay = spigot.Never
 	case delay < 0:
-		d.Delay = time.Duration(spigot.MaxExact+(-2-delay)) * time.Microsecond
+		d.Delay = time.Duration(store.MaxExact+(-2-delay)) * time.Microsecond
 	default:
 		d.Delay = time.Duration(delay) * time.Microsecond
 	}

@@ -112,6 +112,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
+	"github.com/spigot-go/spigot/store"
 )
 
 var _ spigot.Store = (*Store)(nil)
@@ -551,13 +552,13 @@ func (s *Store) Len() int {
 }
 
 // DoMulti implements spigot.Store: see the package doc for what it
-// answers itself. It returns spigot.CheckMulti's error, having applied
+// answers itself. It returns store.CheckMulti's error, having applied
 // nothing, for a call that must apply nothing, and the store's error
 // otherwise (one matching errors.ErrUnsupported when the store cannot
 // apply these ops in one call, so that spigot.DoMulti applies them
 // through the Store another way).
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if err := spigot.CheckMulti(mode, ops, out); err != nil {
+	if err := store.CheckMulti(mode, ops, out); err != nil {
 		return err
 	}
 	clears := false

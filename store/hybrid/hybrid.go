@@ -122,6 +122,7 @@ import (
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/wire"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
@@ -464,7 +465,7 @@ func (s *Store) decide(ctx context.Context, op spigot.Op) (spigot.Decision, erro
 // as Do's Reset does. An error matching errors.ErrUnsupported from the
 // remote is returned as it is, and counts as an answer.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if err := spigot.CheckMulti(mode, ops, out); err != nil || len(ops) == 0 {
+	if err := store.CheckMulti(mode, ops, out); err != nil || len(ops) == 0 {
 		return err
 	}
 	if len(ops) == 1 {

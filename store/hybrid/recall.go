@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // DefaultMemory is the number of keys a Store remembers by default: see
@@ -182,11 +183,11 @@ func (s *Store) seed(ctx context.Context, lop spigot.Op, limit spigot.Limit, at 
 		return
 	}
 	// The remote's bucket as it said it was, refilled since.
-	var st spigot.State
+	var st store.State
 	p := spigot.Op{Limit: limit, Action: spigot.Take, N: max(0, remoteCap-min(remaining, remoteCap))}
-	p.Apply(&st, at)
+	store.Apply(p, &st, at)
 	p.Action, p.N = spigot.Peek, 0
-	d, err := p.Apply(&st, s.clock.Now())
+	d, err := store.Apply(p, &st, s.clock.Now())
 	if err != nil {
 		return
 	}

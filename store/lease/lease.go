@@ -105,9 +105,14 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/core"
+	"github.com/spigot-go/spigot/store"
 )
 
 var _ spigot.Store = (*Store)(nil)
+
+// configOf returns a Limit's config.
+var configOf = core.Of[spigot.Limit]()
 
 const (
 	shards = 64
@@ -455,7 +460,7 @@ func (l *lease) local(n int64, now time.Time) spigot.Decision {
 		credit(&d, l.limit, l.tokens)
 		return d
 	}
-	scale, refill := l.limit.Scale(), l.limit.Refill()
+	scale, refill := configOf(l.limit).Scale, configOf(l.limit).Refill
 	whole, part := lack/scale, lack%scale
 	remote := l.limit.Capacity() - whole
 	if part > 0 {
@@ -501,12 +506,12 @@ func (s *Store) trim(ctx context.Context, l *lease, now time.Time) {
 // as its last answer to l (locked) tells.
 func (l *lease) lacks(now time.Time) int64 {
 	lack, ok := l.lack(now)
-	if !ok || lack > math.MaxInt64-l.limit.Refill() {
+	if !ok || lack > math.MaxInt64-configOf(l.limit).Refill {
 		return math.MaxInt64
 	}
 	// A microsecond more: the remote counts time in whole microseconds,
 	// from instants rounded down.
-	return (lack + l.limit.Refill()) / l.limit.Scale()
+	return (lack + configOf(l.limit).Refill) / configOf(l.limit).Scale
 }
 
 // lack returns the scaled units the remote lacks of full at now, as far as
@@ -518,7 +523,7 @@ func (l *lease) lack(now time.Time) (int64, bool) {
 	}
 	d := l.resetAfter - now.Sub(l.at)
 	left := (d + time.Microsecond - 1).Microseconds()
-	refill := l.limit.Refill()
+	refill := configOf(l.limit).Refill
 	switch {
 	case left <= 0:
 		return 0, true
@@ -540,7 +545,7 @@ func credit(d *spigot.Decision, lim spigot.Limit, held int64) {
 	if d.ResetAfter == spigot.Never || d.ResetAfter == 0 {
 		return
 	}
-	us := min(held, lim.Capacity()) * lim.Scale() / lim.Refill() // capacity × scale fits: it is the limit's size
+	us := min(held, lim.Capacity()) * configOf(lim).Scale / configOf(lim).Refill // capacity × scale fits: it is the limit's size
 	d.ResetAfter = max(d.ResetAfter-(time.Duration(us)*time.Microsecond).Truncate(time.Millisecond), 0)
 }
 
@@ -564,7 +569,7 @@ func nextToken(refill, since time.Duration, lim spigot.Limit) time.Duration {
 	if refill == spigot.Never || since < refill {
 		return aged(refill, since)
 	}
-	per := time.Duration(float64(lim.Scale()) / float64(lim.Refill()) * float64(time.Microsecond))
+	per := time.Duration(float64(configOf(lim).Scale) / float64(configOf(lim).Refill) * float64(time.Microsecond))
 	if per <= 0 {
 		return time.Millisecond
 	}
@@ -735,7 +740,7 @@ func (s *Store) refund(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 // hold whole is applied from them; any other goes to the remote as it is.
 // An independent batch is applied op by op, with Do.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if err := spigot.CheckMulti(mode, ops, out); err != nil {
+	if err := store.CheckMulti(mode, ops, out); err != nil {
 		return err
 	}
 	if mode == spigot.Independent {

@@ -38,6 +38,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/store"
 )
 
 var _ spigot.Store = (*Store)(nil)
@@ -149,7 +150,7 @@ func (t *table) find(h uint64) *entry {
 }
 
 // An entry is the state of one key of one token or leaky bucket, compact:
-// the fields of spigot.State that such a state uses, with its Kind in the
+// the fields of store.State that such a state uses, with its Kind in the
 // sign of scale. Its id, the bucket's name, ':' and the key, follows it in
 // the same allocation (see newEntry). mu guards the fields after it.
 type entry struct {
@@ -185,7 +186,7 @@ func (e *entry) kill() {
 
 // A slowEntry is the state of a key that no entry holds.
 type slowEntry struct {
-	state spigot.State
+	state store.State
 	since int64 // when state is the zero State, the instant it became so
 }
 
@@ -316,19 +317,19 @@ func (e *entry) is(name, key string) bool {
 }
 
 // state returns e's state.
-func (e *entry) state() spigot.State {
+func (e *entry) state() store.State {
 	switch {
 	case e.scale > 0:
-		return spigot.State{Kind: spigot.TokenBucket, Stamp: e.stamp, FullAt: e.fullAt, Tokens: e.tokens, Scale: e.scale}
+		return store.State{Kind: spigot.TokenBucket, Stamp: e.stamp, FullAt: e.fullAt, Tokens: e.tokens, Scale: e.scale}
 	case e.scale < 0:
-		return spigot.State{Kind: spigot.LeakyBucket, Stamp: e.stamp, FullAt: e.fullAt, Tokens: e.tokens, Scale: -e.scale}
+		return store.State{Kind: spigot.LeakyBucket, Stamp: e.stamp, FullAt: e.fullAt, Tokens: e.tokens, Scale: -e.scale}
 	}
-	return spigot.State{}
+	return store.State{}
 }
 
 // load sets *st, the zero State, to e's state, field by field: no State
 // is built to be copied.
-func (e *entry) load(st *spigot.State) {
+func (e *entry) load(st *store.State) {
 	switch {
 	case e.scale > 0:
 		st.Kind, st.Scale = spigot.TokenBucket, e.scale
@@ -342,7 +343,7 @@ func (e *entry) load(st *spigot.State) {
 
 // set makes st e's state, if e can hold it, at t µs, and reports whether
 // it could.
-func (e *entry) set(st *spigot.State, t int64) bool {
+func (e *entry) set(st *store.State, t int64) bool {
 	if st.Start|st.Window|st.Count|st.Prev != 0 || st.Log != nil {
 		return false
 	}
@@ -392,9 +393,9 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		if !e.lock() {
 			continue // removed since: look again
 		}
-		var st spigot.State
+		var st store.State
 		e.load(&st)
-		d, err := op.Apply(&st, now) // err: an invalid op, which changed nothing
+		d, err := store.Apply(op, &st, now) // err: an invalid op, which changed nothing
 		if e.set(&st, t) {
 			e.unlock()
 			return d, err
@@ -415,7 +416,7 @@ func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time
 		if e := sh.findSlow(name, op.Key); e != nil {
 			mu := &sh.locks[(h>>32)%stripes]
 			mu.Lock()
-			d, err := op.Apply(&e.state, now)
+			d, err := store.Apply(*op, &e.state, now)
 			if e.state.IsZero() {
 				e.since = t
 			}
@@ -426,8 +427,8 @@ func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time
 		sh.mu.RUnlock()
 		// A key without state: there is nothing to add unless Apply leaves
 		// some, as a Peek, a Refund or a Reset never do.
-		var st spigot.State
-		d, err := op.Apply(&st, now)
+		var st store.State
+		d, err := store.Apply(*op, &st, now)
 		if st.IsZero() {
 			return d, err
 		}
@@ -437,9 +438,9 @@ func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time
 	// Under mu, an entry of tab is not dead, and none is added or removed.
 	if e := sh.tab.Load().find(h); e != nil && e.is(name, op.Key) {
 		e.lock()
-		var st spigot.State
+		var st store.State
 		e.load(&st)
-		d, err := op.Apply(&st, now)
+		d, err := store.Apply(*op, &st, now)
 		if e.set(&st, t) {
 			e.unlock()
 		} else {
@@ -449,14 +450,14 @@ func (s *Store) doSlow(sh *shard, h uint64, name string, op *spigot.Op, now time
 		return d, err
 	}
 	if e := sh.findSlow(name, op.Key); e != nil {
-		d, err := op.Apply(&e.state, now)
+		d, err := store.Apply(*op, &e.state, now)
 		if e.state.IsZero() {
 			e.since = t
 		}
 		return d, err
 	}
-	var st spigot.State // never seen, or forgotten
-	d, err := op.Apply(&st, now)
+	var st store.State // never seen, or forgotten
+	d, err := store.Apply(*op, &st, now)
 	if !st.IsZero() {
 		sh.insert(h, name, op.Key, &st, t)
 	}
@@ -473,7 +474,7 @@ func (sh *shard) findSlow(name, key string) *slowEntry {
 
 // addSlow adds a slowEntry holding st for key in bucket, counted as the
 // entry it replaces in m or as a new one by the caller.
-func (sh *shard) addSlow(name, key string, st *spigot.State, t int64) {
+func (sh *shard) addSlow(name, key string, st *store.State, t int64) {
 	if sh.slow == nil {
 		sh.slow = make(map[string]map[string]*slowEntry)
 	}
@@ -502,7 +503,7 @@ func (sh *shard) removeSlow(name, key string) {
 // insert adds st, not the zero State, for key in bucket under hash h,
 // making room first when the shard is at its cap, and sweeping whenever
 // the shard has doubled since its last sweep (amortized O(1) per insert).
-func (sh *shard) insert(h uint64, name, key string, st *spigot.State, t int64) {
+func (sh *shard) insert(h uint64, name, key string, st *store.State, t int64) {
 	switch {
 	case sh.perShard > 0 && sh.n >= sh.perShard:
 		sh.evict(t)
@@ -764,7 +765,7 @@ func (sh *shard) live(t int64) int {
 // denied. When one was, nothing changes: out holds what each op would have
 // decided in the batch, with N 0.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	if err := spigot.CheckMulti(mode, ops, out); err != nil || len(ops) == 0 {
+	if err := store.CheckMulti(mode, ops, out); err != nil || len(ops) == 0 {
 		return err
 	}
 	if mode == spigot.Independent || len(ops) == 1 {
@@ -790,7 +791,7 @@ type pending struct {
 	name  string
 	key   string
 	e     *entry // the key's entry, locked, or nil
-	state spigot.State
+	state store.State
 }
 
 // allOrNothing is DoMulti's AllOrNothing for valid ops.
@@ -845,7 +846,7 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 	}
 	denied := false
 	for i, op := range ops {
-		d, _ := op.Apply(&keys[at[i]].state, now) // valid: checked
+		d, _ := store.Apply(op, &keys[at[i]].state, now) // valid: checked
 		out[i] = d
 		if !d.Allowed() && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo) {
 			denied = true

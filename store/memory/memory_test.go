@@ -18,6 +18,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store"
 )
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -62,9 +63,9 @@ func refilled(s *Store, op spigot.Op, now time.Time, want spigot.Decision) spigo
 	st, _ := stateOf(s, op.Limit, op.Key)
 	st.Log = slices.Clone(st.Log)
 	take := spigot.Op{Limit: op.Limit, Key: op.Key, N: want.Remaining}
-	take.Apply(&st, now)
+	store.Apply(take, &st, now)
 	take.N = 1
-	d, _ := take.Apply(&st, now)
+	d, _ := store.Apply(take, &st, now)
 	want.RefillAfter = d.RetryAfter
 	return want
 }
@@ -79,16 +80,16 @@ func held(s *Store, b spigot.Limit, key string) bool {
 
 // stateOf returns the state the store holds for key in b, and whether it
 // holds any, without sweeping or refilling anything.
-func stateOf(s *Store, b spigot.Limit, key string) (spigot.State, bool) {
+func stateOf(s *Store, b spigot.Limit, key string) (store.State, bool) {
 	return stateAt(s, s.hash(b.Name(), key), b.Name(), key)
 }
 
 // stateAt is stateOf for key in bucket name, under hash h.
-func stateAt(s *Store, h uint64, name, key string) (spigot.State, bool) {
+func stateAt(s *Store, h uint64, name, key string) (store.State, bool) {
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var st spigot.State
+	var st store.State
 	if e := sh.tab.Load().find(h); e != nil && e.is(name, key) {
 		e.lock()
 		st = e.state()

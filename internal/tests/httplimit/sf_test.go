@@ -18,6 +18,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/httplimit"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -32,14 +33,14 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // structured-field string must escape or cannot hold.
 var sfLimits = []spigot.Limit{
 	spigot.MustBucket("api", 5, spigot.PerSecond(1)),
-	spigot.MustBucket("tb-huge", spigot.MaxExact, spigot.Per(1_000_000, time.Second)),
+	spigot.MustBucket("tb-huge", store.MaxExact, spigot.Per(1_000_000, time.Second)),
 	spigot.MustBucket(`quo"te`, 3, spigot.Per(2, 100*365*24*time.Hour)),
 	spigot.MustBucket(`back\slash`, 0, spigot.PerMinute(1)),
-	spigot.Must(spigot.NewLeakyBucket("lb-huge", spigot.MaxExact, spigot.Per(1_000_000, time.Second))),
+	spigot.Must(spigot.NewLeakyBucket("lb-huge", store.MaxExact, spigot.Per(1_000_000, time.Second))),
 	spigot.Must(spigot.NewLeakyBucket("café ☕", 3, spigot.Per(1, 7*time.Second))),
-	spigot.Must(spigot.NewFixedWindow("fw-huge", spigot.Per(spigot.MaxExact, time.Millisecond), 0)),
+	spigot.Must(spigot.NewFixedWindow("fw-huge", spigot.Per(store.MaxExact, time.Millisecond), 0)),
 	spigot.Must(spigot.NewFixedWindow("tab\there", spigot.PerDay(3), 5*time.Hour)),
-	spigot.Must(spigot.NewSlidingWindow("sw-huge", spigot.Per(spigot.MaxExact, time.Millisecond))),
+	spigot.Must(spigot.NewSlidingWindow("sw-huge", spigot.Per(store.MaxExact, time.Millisecond))),
 	spigot.Must(spigot.NewSlidingWindow("{sw}", spigot.PerMinute(3))),
 	spigot.Must(spigot.NewSlidingLog("sl", spigot.Per(spigot.MaxLog, 24*time.Hour))),
 	spigot.Must(spigot.NewSlidingLog("sl-small", spigot.Per(2, 1500*time.Millisecond))),
@@ -72,7 +73,7 @@ func policyW(l spigot.Limit) int64 {
 	if l.Window() > 0 {
 		return seconds(l.Window())
 	}
-	us := (l.Capacity()*l.Scale() + l.Refill() - 1) / l.Refill()
+	us := (l.Capacity()*scaleOf(l) + refillOf(l) - 1) / refillOf(l)
 	return (us + 999_999) / 1_000_000
 }
 
@@ -446,3 +447,7 @@ func FuzzMergeStrict(f *testing.F) {
 		}
 	})
 }
+
+// scaleOf and refillOf return a bucket's scaled units (see store.Scaled).
+func scaleOf(l spigot.Limit) int64  { s, _ := store.Scaled(l); return s }
+func refillOf(l spigot.Limit) int64 { _, r := store.Scaled(l); return r }

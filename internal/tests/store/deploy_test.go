@@ -62,7 +62,7 @@ func runV1(t testing.TB, c goredis.UniversalClient, key string, op spigot.Op, no
 	}
 	l := op.Limit
 	reply, err := c.Eval(context.Background(), scriptV1, []string{key},
-		l.Capacity(), l.Scale(), l.Refill(), cost, now.UnixMicro(), slackMs).Result()
+		l.Capacity(), scaleOf(l), refillOf(l), cost, now.UnixMicro(), slackMs).Result()
 	if err != nil {
 		t.Fatalf("EVAL spigot-v1.lua %s %v: %v", key, op, err)
 	}
@@ -115,9 +115,9 @@ func withoutRefill(d spigot.Decision) spigot.Decision {
 // states it reads, "<tokens> <stamp> <scale> <fullat>" (Kind 0 with a
 // FullAt); it reads any other value (a state of today's script, or one
 // without FullAt) as a full bucket, and stores its state as Kind 0.
-func applyV1(s spigot.State, op spigot.Op, now time.Time) (spigot.State, spigot.Decision) {
+func applyV1(s store.State, op spigot.Op, now time.Time) (store.State, spigot.Decision) {
 	if s.Kind != 0 || s.FullAt == 0 {
-		s = spigot.State{}
+		s = store.State{}
 	}
 	next, d := apply(op, s, now)
 	if !next.IsZero() {
@@ -130,7 +130,7 @@ func applyV1(s spigot.State, op spigot.Op, now time.Time) (spigot.State, spigot.
 // at now (by the caller's clock) and began start (by real time), that the
 // key's PTTL is the time until s.FullAt by the caller's clock, rounded up
 // to the ms, plus the slack, less the ms that passed since.
-func checkTTL(t testing.TB, addr, key string, s spigot.State, now, start time.Time) string {
+func checkTTL(t testing.TB, addr, key string, s store.State, now, start time.Time) string {
 	t.Helper()
 	got := pttl(t, addr, key)
 	if s.IsZero() {
@@ -266,42 +266,42 @@ func testLegacyStates(t *testing.T, ps protoStore, srv *testserver.Server) {
 	const max = 20_000_000 // legacyLimit's capacity in units
 	values := []struct {
 		value string
-		state spigot.State // what the value stands for
+		state store.State // what the value stands for
 	}{
 		// Before FullAt: "<tokens> <stamp> <scale>", FullAt unknown.
-		{fmt.Sprintf("%d %d %d", 5_000_000, T-1_000_000, 2_000_000), spigot.State{Tokens: 5_000_000, Stamp: T - 1_000_000, Scale: 2_000_000}},
-		{fmt.Sprintf("%d %d %d", 0, T, 2_000_000), spigot.State{Stamp: T, Scale: 2_000_000}},
-		{fmt.Sprintf("%d %d %d", 3_000_000, T+3_000_000, 2_000_000), spigot.State{Tokens: 3_000_000, Stamp: T + 3_000_000, Scale: 2_000_000}}, // the clock stepped back
-		{fmt.Sprintf("%d %d %d", 7_500_000, T-10, 1_000_000), spigot.State{Tokens: 7_500_000, Stamp: T - 10, Scale: 1_000_000}},               // another rate: 7 whole tokens carry
-		{fmt.Sprintf("%d %d %d", 30_000_000, T, 2_000_000), spigot.State{Tokens: 30_000_000, Stamp: T, Scale: 2_000_000}},                     // over the capacity: clamped
-		{fmt.Sprintf("%d %d %d", -4_000_000, T, 2_000_000), spigot.State{Tokens: -4_000_000, Stamp: T, Scale: 2_000_000}},                     // negative: clamped
-		{fmt.Sprintf("%d %d %d", 1_000_000, T, 0), spigot.State{Tokens: 1_000_000, Stamp: T, Scale: 0}},                                       // no scale: absent
-		{fmt.Sprintf("%d %d %d", 1_000_000, T-40_000_000_000, 2_000_000), spigot.State{Tokens: 1_000_000, Stamp: T - 40_000_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("%d %d %d", 5_000_000, T-1_000_000, 2_000_000), store.State{Tokens: 5_000_000, Stamp: T - 1_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("%d %d %d", 0, T, 2_000_000), store.State{Stamp: T, Scale: 2_000_000}},
+		{fmt.Sprintf("%d %d %d", 3_000_000, T+3_000_000, 2_000_000), store.State{Tokens: 3_000_000, Stamp: T + 3_000_000, Scale: 2_000_000}}, // the clock stepped back
+		{fmt.Sprintf("%d %d %d", 7_500_000, T-10, 1_000_000), store.State{Tokens: 7_500_000, Stamp: T - 10, Scale: 1_000_000}},               // another rate: 7 whole tokens carry
+		{fmt.Sprintf("%d %d %d", 30_000_000, T, 2_000_000), store.State{Tokens: 30_000_000, Stamp: T, Scale: 2_000_000}},                     // over the capacity: clamped
+		{fmt.Sprintf("%d %d %d", -4_000_000, T, 2_000_000), store.State{Tokens: -4_000_000, Stamp: T, Scale: 2_000_000}},                     // negative: clamped
+		{fmt.Sprintf("%d %d %d", 1_000_000, T, 0), store.State{Tokens: 1_000_000, Stamp: T, Scale: 0}},                                       // no scale: absent
+		{fmt.Sprintf("%d %d %d", 1_000_000, T-40_000_000_000, 2_000_000), store.State{Tokens: 1_000_000, Stamp: T - 40_000_000_000, Scale: 2_000_000}},
 		// Far out of range, under another scale: none, not a full bucket.
-		{fmt.Sprintf("%d %d %d", -(1 << 53), T, 3), spigot.State{Tokens: -(1 << 53), Stamp: T, Scale: 3}},
-		{fmt.Sprintf("tb/2 %d %d %d %d", T+10_000_000, T, -(1 << 53), 7), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: -(1 << 53), Stamp: T, Scale: 7}},
-		{fmt.Sprintf("tb/2 %d %d %d %d", T+10_000_000, T, 1<<53, 3), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: 1 << 53, Stamp: T, Scale: 3}},
+		{fmt.Sprintf("%d %d %d", -(1 << 53), T, 3), store.State{Tokens: -(1 << 53), Stamp: T, Scale: 3}},
+		{fmt.Sprintf("tb/2 %d %d %d %d", T+10_000_000, T, -(1 << 53), 7), store.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: -(1 << 53), Stamp: T, Scale: 7}},
+		{fmt.Sprintf("tb/2 %d %d %d %d", T+10_000_000, T, 1<<53, 3), store.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: 1 << 53, Stamp: T, Scale: 3}},
 		// A stamp far behind, a FullAt after 2^53 µs.
-		{fmt.Sprintf("tb/2 %d %d %d %d", int64(1)<<54, -(1 << 53), 0, 2_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Stamp: -(1 << 53), Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d %d %d %d", int64(1)<<54, -(1 << 53), 0, 2_000_000), store.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Stamp: -(1 << 53), Scale: 2_000_000}},
 		// The script before operations: "<tokens> <stamp> <scale> <fullat>".
-		{fmt.Sprintf("%d %d %d %d", 4_000_000, T-2_000_000, 2_000_000, T+14_000_000), spigot.State{Tokens: 4_000_000, Stamp: T - 2_000_000, Scale: 2_000_000, FullAt: T + 14_000_000}},
-		{fmt.Sprintf("%d %d %d %d", 4_000_000, T-2_000_000, 2_000_000, T), spigot.State{Tokens: 4_000_000, Stamp: T - 2_000_000, Scale: 2_000_000, FullAt: T}}, // full again, exactly
-		{fmt.Sprintf("%d %d %d %d", max, T+5_000_000, 2_000_000, T+5_000_000), spigot.State{Tokens: max, Stamp: T + 5_000_000, Scale: 2_000_000, FullAt: T + 5_000_000}},
+		{fmt.Sprintf("%d %d %d %d", 4_000_000, T-2_000_000, 2_000_000, T+14_000_000), store.State{Tokens: 4_000_000, Stamp: T - 2_000_000, Scale: 2_000_000, FullAt: T + 14_000_000}},
+		{fmt.Sprintf("%d %d %d %d", 4_000_000, T-2_000_000, 2_000_000, T), store.State{Tokens: 4_000_000, Stamp: T - 2_000_000, Scale: 2_000_000, FullAt: T}}, // full again, exactly
+		{fmt.Sprintf("%d %d %d %d", max, T+5_000_000, 2_000_000, T+5_000_000), store.State{Tokens: max, Stamp: T + 5_000_000, Scale: 2_000_000, FullAt: T + 5_000_000}},
 		// Another kind, and a later version of the token bucket: read by
 		// their FullAt alone, as the bucket that is full again then.
-		{fmt.Sprintf("xx/1 %d 1 2 3", T+3_000_000), spigot.State{Kind: 7, FullAt: T + 3_000_000}},
-		{fmt.Sprintf("xx/1 %d", T+1), spigot.State{Kind: 7, FullAt: T + 1}},
-		{fmt.Sprintf("xx/1 %d 1 2 3", T), spigot.State{Kind: 7, FullAt: T}},                         // full again, exactly
-		{fmt.Sprintf("xx/1 %d 1 2 3", T-5), spigot.State{Kind: 7, FullAt: T - 5}},                   // full again
-		{fmt.Sprintf("xx/1 %d anything", T+max+1), spigot.State{Kind: 7, FullAt: T + max + 1}},      // further than an empty bucket refills
-		{fmt.Sprintf("xx/1 %d", T+3_600_000_000), spigot.State{Kind: 7, FullAt: T + 3_600_000_000}}, // an hour
-		{fmt.Sprintf("xx/1 %d", T+max+2_000_001), spigot.State{Kind: 7, FullAt: T + max + 2_000_001}},
-		{fmt.Sprintf("xx/1 %d", int64(1)<<53), spigot.State{Kind: 7, FullAt: 1 << 53}},
-		{"xx/1 0 1 2 3", spigot.State{Kind: 7}}, // without a FullAt: absent
-		{fmt.Sprintf("tb/9 %d %d %d %d", T+7_000_000, T, 0, 2_000_000), spigot.State{Kind: 7, FullAt: T + 7_000_000}},
-		{fmt.Sprintf("tb/9 %d x y z", T+12_345_678), spigot.State{Kind: 7, FullAt: T + 12_345_678}},
-		{fmt.Sprintf("tb/10 %d", T+999), spigot.State{Kind: 7, FullAt: T + 999}},
-		{fmt.Sprintf("limit/3 %d 1 2", T+2_000_001), spigot.State{Kind: 7, FullAt: T + 2_000_001}},
+		{fmt.Sprintf("xx/1 %d 1 2 3", T+3_000_000), store.State{Kind: 7, FullAt: T + 3_000_000}},
+		{fmt.Sprintf("xx/1 %d", T+1), store.State{Kind: 7, FullAt: T + 1}},
+		{fmt.Sprintf("xx/1 %d 1 2 3", T), store.State{Kind: 7, FullAt: T}},                         // full again, exactly
+		{fmt.Sprintf("xx/1 %d 1 2 3", T-5), store.State{Kind: 7, FullAt: T - 5}},                   // full again
+		{fmt.Sprintf("xx/1 %d anything", T+max+1), store.State{Kind: 7, FullAt: T + max + 1}},      // further than an empty bucket refills
+		{fmt.Sprintf("xx/1 %d", T+3_600_000_000), store.State{Kind: 7, FullAt: T + 3_600_000_000}}, // an hour
+		{fmt.Sprintf("xx/1 %d", T+max+2_000_001), store.State{Kind: 7, FullAt: T + max + 2_000_001}},
+		{fmt.Sprintf("xx/1 %d", int64(1)<<53), store.State{Kind: 7, FullAt: 1 << 53}},
+		{"xx/1 0 1 2 3", store.State{Kind: 7}}, // without a FullAt: absent
+		{fmt.Sprintf("tb/9 %d %d %d %d", T+7_000_000, T, 0, 2_000_000), store.State{Kind: 7, FullAt: T + 7_000_000}},
+		{fmt.Sprintf("tb/9 %d x y z", T+12_345_678), store.State{Kind: 7, FullAt: T + 12_345_678}},
+		{fmt.Sprintf("tb/10 %d", T+999), store.State{Kind: 7, FullAt: T + 999}},
+		{fmt.Sprintf("limit/3 %d 1 2", T+2_000_001), store.State{Kind: 7, FullAt: T + 2_000_001}},
 	}
 	ops := []spigot.Op{
 		{Action: spigot.Take, N: 1},
@@ -489,8 +489,8 @@ func testStoredFormat(t *testing.T, ps protoStore, srv *testserver.Server) {
 
 // apply is spigot.Op.Apply on a copy of s: it returns the new state and the
 // decision.
-func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
-	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
+func apply(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
+	d, _ := store.Apply(op, &s, now) // an invalid op's error leaves s as it was
 	return s, d
 }
 
@@ -526,12 +526,12 @@ func runV2(c goredis.UniversalClient, key string, op spigot.Op, now time.Time) (
 // on the states it reads, a token bucket's as today's script does, and a
 // state of any other kind (today's lb/1, fw/1, sw/1, sl/1) by its FullAt
 // alone, which must be within 2^53 (or it is unreadable: ok is false).
-func applyV2(s spigot.State, op spigot.Op, now time.Time) (next spigot.State, d spigot.Decision, ok bool) {
+func applyV2(s store.State, op spigot.Op, now time.Time) (next store.State, d spigot.Decision, ok bool) {
 	if s.Kind != 0 && s.Kind != spigot.TokenBucket {
-		if s.FullAt > spigot.MaxExact || s.FullAt < -spigot.MaxExact {
+		if s.FullAt > store.MaxExact || s.FullAt < -store.MaxExact {
 			return s, spigot.Decision{}, false
 		}
-		s = spigot.State{Kind: wire.OtherKind, FullAt: s.FullAt}
+		s = store.State{Kind: wire.OtherKind, FullAt: s.FullAt}
 	}
 	next, d = apply(op, s, now)
 	if next.Kind == wire.OtherKind { // a Peek or Refund that left it: the key is untouched

@@ -270,7 +270,7 @@ func diffDecisions(got, want spigot.Decision) string {
 // state of a kind it writes, and the format before versions, "<tokens>
 // <stamp> <scale> <fullat>" (without its FullAt when it is 0), for a state
 // of Kind 0.
-func formatState(s spigot.State) string {
+func formatState(s store.State) string {
 	switch {
 	case s.Kind != 0 && wire.FormatState(s) != "":
 		return wire.FormatState(s)
@@ -286,7 +286,7 @@ func formatState(s spigot.State) string {
 // formatState(s), or, for a sliding log, a value that wire.ParseState reads
 // as s (the script keeps the base and width of the entries it read until
 // a new entry does not fit them, so that it need not rewrite them).
-func storedAs(v string, s spigot.State) bool {
+func storedAs(v string, s store.State) bool {
 	if v == formatState(s) {
 		return true
 	}
@@ -300,7 +300,7 @@ func storedAs(v string, s spigot.State) bool {
 // A model is spigot's Go model of a server's keys: the State of each key,
 // as op.Apply leaves it. A key whose state is the zero State has no key on
 // the server.
-type model map[string]spigot.State
+type model map[string]store.State
 
 // apply applies op at now to the state of key, and returns the decision.
 func (m model) apply(key string, op spigot.Op, now time.Time) spigot.Decision {
@@ -421,7 +421,7 @@ func newDiffGen(seed uint64, forward bool, kinds ...spigot.Kind) *diffGen {
 	// state is read by its FullAt, which the script reads within 2^53 only
 	// (a later one fails its key, as the stored values test).
 	for i := range g.d {
-		for g.d[i].Scale() > 0 && g.d[i].Capacity()*g.d[i].Scale()/g.d[i].Refill() > 1<<50 && slices.ContainsFunc(g.d, func(l spigot.Limit) bool { return l.Kind() != g.d[i].Kind() }) {
+		for scaleOf(g.d[i]) > 0 && g.d[i].Capacity()*scaleOf(g.d[i])/refillOf(g.d[i]) > 1<<50 && slices.ContainsFunc(g.d, func(l spigot.Limit) bool { return l.Kind() != g.d[i].Kind() }) {
 			g.d[i] = g.limit("d")
 		}
 	}
@@ -481,9 +481,9 @@ func (g *diffGen) window(name string, kind spigot.Kind) spigot.Limit {
 			tokens = 1
 		case 2:
 			if kind == spigot.FixedWindow {
-				tokens = spigot.MaxExact
+				tokens = store.MaxExact
 			} else if kind == spigot.SlidingWindow {
-				tokens = spigot.MaxExact / w.Milliseconds()
+				tokens = store.MaxExact / w.Milliseconds()
 			}
 		}
 		var l spigot.Limit
@@ -514,7 +514,7 @@ func (g *diffGen) next() diffOp {
 // diffHorizon is how far from t0 a sequence's clock may go: to 2^53 µs
 // since the epoch (the year 2255), past which Lua's numbers, doubles, no
 // longer hold every microsecond.
-var diffHorizon = time.UnixMicro(spigot.MaxExact - 1).Sub(t0)
+var diffHorizon = time.UnixMicro(store.MaxExact - 1).Sub(t0)
 
 // bound keeps the clock within diffHorizon of t0: it counts every step it
 // returns as taken (a caller may take fewer), and a step past the horizon
@@ -622,7 +622,7 @@ func (g *diffGen) record(o diffOp, d spigot.Decision) {
 // follow. check, if not nil, runs after each operation with remote's
 // result and the model's state of the key after it.
 func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, remote spigot.Store, addr, prefix string,
-	setTime func(), check func(step int, o diffOp, d spigot.Decision, s spigot.State, unwritten bool)) {
+	setTime func(), check func(step int, o diffOp, d spigot.Decision, s store.State, unwritten bool)) {
 	t.Helper()
 	ctx := context.Background()
 	mem := memory.New(memory.WithClock(clk))
@@ -678,7 +678,7 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 // isBlocked reports whether a window or a log l finds s, at now, used up
 // until its FullAt (s of another kind, or of other windows): Apply then
 // leaves s as it was, and the script writes nothing, unless it resets.
-func isBlocked(l spigot.Limit, s spigot.State, now time.Time) bool {
+func isBlocked(l spigot.Limit, s store.State, now time.Time) bool {
 	t := now.UnixMicro()
 	if l.Window() == 0 || s.IsZero() || s.FullAt == 0 || t >= s.FullAt {
 		return false
@@ -741,7 +741,7 @@ func TestDifferentialMiniredis(t *testing.T) {
 					p := fmt.Sprintf("%d:", seed)
 					s := ps.new(t, []string{m.Addr()}, storeOpts{prefix: p})
 					differential(t, seed, diffSteps, clk, s, m.Addr(), p, func() { m.SetTime(clk.Now()) },
-						func(step int, o diffOp, d spigot.Decision, s spigot.State, unwritten bool) {
+						func(step int, o diffOp, d spigot.Decision, s store.State, unwritten bool) {
 							key := store.Key(p, o.op.Limit, o.op.Key)
 							// The time until the state's FullAt: ResetAfter, or later
 							// for a bucket whose stamp is ahead (read from another
@@ -1540,3 +1540,7 @@ func TestNoReplay(t *testing.T) {
 		})
 	}
 }
+
+// scaleOf and refillOf return a bucket's scaled units (see store.Scaled).
+func scaleOf(l spigot.Limit) int64  { s, _ := store.Scaled(l); return s }
+func refillOf(l spigot.Limit) int64 { _, r := store.Scaled(l); return r }

@@ -122,13 +122,13 @@ func testLeadingZeros(t *testing.T, ps protoStore, addr string) {
 	ctx := context.Background()
 	values := []struct {
 		value string
-		state spigot.State
+		state store.State
 	}{
-		{fmt.Sprintf("tb/2 0%d 0%d 01000000 02000000", T+17_000_000, T-1_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d %d 01000000 2000000", T+17_000_000, T-1_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d %d 0 02000000", T+20_000_000, T), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d 00%d 0 2000000", T+20_000_000, T), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d %d 06000000 -02000000", T+5_000_000, T-1_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 5_000_000, Stamp: T - 1_000_000, Tokens: 6_000_000, Scale: -2_000_000}},
+		{fmt.Sprintf("tb/2 0%d 0%d 01000000 02000000", T+17_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d %d 01000000 2000000", T+17_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d %d 0 02000000", T+20_000_000, T), store.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d 00%d 0 2000000", T+20_000_000, T), store.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/2 %d %d 06000000 -02000000", T+5_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 5_000_000, Stamp: T - 1_000_000, Tokens: 6_000_000, Scale: -2_000_000}},
 	}
 	for i, v := range values {
 		if got, err := wire.ParseState(v.value, spigot.TokenBucket); err != nil || !reflect.DeepEqual(got, v.state) {
@@ -194,7 +194,7 @@ func testFullAtPastExact(t *testing.T, ps protoStore, srv *testserver.Server) {
 				step++
 				now := t0.Add(time.Duration(us) * time.Microsecond)
 				clk.Set(now)
-				before := spigot.State{Kind: l.Kind(), FullAt: 1<<53 + 1, Stamp: 1<<53 - 1, Scale: 1}
+				before := store.State{Kind: l.Kind(), FullAt: 1<<53 + 1, Stamp: 1<<53 - 1, Scale: 1}
 				key := fmt.Sprintf("k%d", step)
 				k := store.Key(p, l, key)
 				mustDo(t, srv, "SET", k, formatState(before))
@@ -205,7 +205,7 @@ func testFullAtPastExact(t *testing.T, ps protoStore, srv *testserver.Server) {
 				if d := diffDecisions(got, want); d != "" {
 					t.Errorf("step %d: %v at µs %d past the ms: %s", step, o, us, d)
 				}
-				if next, ok := m[k]; ok && next.FullAt <= spigot.MaxExact && a != spigot.Peek {
+				if next, ok := m[k]; ok && next.FullAt <= store.MaxExact && a != spigot.Peek {
 					t.Errorf("step %d: %v at µs %d past the ms: the model's FullAt is %d; the test means it past 2^53", step, o, us, next.FullAt)
 				}
 				if problem := m.checkStored(t, raw, k, now); problem != "" {
@@ -437,7 +437,7 @@ func checkStoredValue(t testing.TB, s spigot.Store, raw goredis.UniversalClient,
 		err = s.DoMulti(ctx, spigot.Independent, ops, out)
 		got = out[1]
 		for _, i := range []int{0, 2} {
-			_, want := apply(ops[i], spigot.State{}, now)
+			_, want := apply(ops[i], store.State{}, now)
 			if d := diffDecisions(out[i], want); d != "" {
 				t.Fatalf("a batch with %v on %q: the op %v beside it: %s (error %v)", op, value, ops[i], d, err)
 			}

@@ -1,4 +1,4 @@
-package spigot_test
+package store_test
 
 import (
 	"fmt"

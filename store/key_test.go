@@ -1,4 +1,4 @@
-package spigot_test
+package store_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // TestMaxKeyLen: a key of MaxKeyLen bytes is applied; one byte more is
@@ -19,8 +20,8 @@ func TestMaxKeyLen(t *testing.T) {
 	if err := (spigot.Op{Limit: b, Key: longest, N: 1}).Check(); err != nil {
 		t.Fatalf("Check of a key of MaxKeyLen bytes: %v; want nil", err)
 	}
-	var st spigot.State
-	if d, err := (spigot.Op{Limit: b, Key: longest, N: 1}).Apply(&st, now); err != nil || d.N != 1 {
+	var st store.State
+	if d, err := store.Apply(spigot.Op{Limit: b, Key: longest, N: 1}, &st, now); err != nil || d.N != 1 {
 		t.Fatalf("Apply of a key of MaxKeyLen bytes: %+v, %v; want 1 taken", d, err)
 	}
 	kept := st
@@ -29,7 +30,7 @@ func TestMaxKeyLen(t *testing.T) {
 		if err := op.Check(); !errors.Is(err, spigot.ErrInvalidKey) {
 			t.Errorf("%v: Check = %v; want an error matching ErrInvalidKey", a, err)
 		}
-		if _, err := op.Apply(&st, now); !errors.Is(err, spigot.ErrInvalidKey) || !strings.HasPrefix(err.Error(), "spigot: ") {
+		if _, err := store.Apply(op, &st, now); !errors.Is(err, spigot.ErrInvalidKey) || !strings.HasPrefix(err.Error(), "spigot: ") {
 			t.Errorf("%v: Apply = %v; want a spigot error matching ErrInvalidKey", a, err)
 		}
 		if !reflect.DeepEqual(st, kept) {

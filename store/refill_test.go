@@ -1,10 +1,11 @@
-package spigot_test
+package store_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // TestRefillAfter pins Decision.RefillAfter, on every kind and action, to
@@ -116,7 +117,7 @@ func TestRefillAfter(t *testing.T) {
 		{2 * s, otherFixed, peek, 0, 0, 0, 3 * s},
 		{2 * s, otherFixed, reset, 0, 10, 0, 58 * s}, // forgotten: the minute's window ends at +60s
 	}
-	states := map[string]spigot.State{}
+	states := map[string]store.State{}
 	for i, st := range steps {
 		now := tDay.Add(st.at)
 		op := spigot.Op{Limit: st.l, Key: "k", Action: st.act, N: st.n}
@@ -163,7 +164,7 @@ func TestRefillAfterDegraded(t *testing.T) {
 func TestRefillAfterEmptyLogAhead(t *testing.T) {
 	l := spigot.Must(spigot.NewSlidingLog("log", spigot.Per(3, 10*s)))
 	T := tDay.UnixMicro()
-	ahead := spigot.State{Kind: spigot.SlidingLog, Stamp: T + 2e6, FullAt: T + 5e6}
+	ahead := store.State{Kind: spigot.SlidingLog, Stamp: T + 2e6, FullAt: T + 5e6}
 	for i, c := range []struct {
 		act  spigot.Action
 		want time.Duration

@@ -1,4 +1,4 @@
-package spigot_test
+package store_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // This file checks Op.Apply against refModel, an independent statement of
@@ -33,7 +34,7 @@ type refModel struct {
 	// raw is a State the model was started from and has not read yet (see
 	// read): any State at all, as a store may hand Apply a corrupt one or
 	// one of another kind.
-	raw *spigot.State
+	raw *store.State
 }
 
 func newRefModel(capacity int64, r spigot.Rate) *refModel {
@@ -258,7 +259,7 @@ func (p refPast) String() string {
 // refRun drives Op.Apply and refModel side by side.
 type refRun struct {
 	b        spigot.Limit
-	s        spigot.State
+	s        store.State
 	m        *refModel
 	now      int64 // µs
 	step     int
@@ -279,7 +280,7 @@ func newRefRun(b spigot.Limit) (*refRun, error) {
 
 // newRefRunFrom is newRefRun with the key's state s to start from: any
 // State, as a store may hand Apply.
-func newRefRunFrom(b spigot.Limit, s spigot.State) (*refRun, error) {
+func newRefRunFrom(b spigot.Limit, s store.State) (*refRun, error) {
 	r, err := newRefRun(b)
 	if err != nil {
 		return nil, err
@@ -292,8 +293,8 @@ func newRefRunFrom(b spigot.Limit, s spigot.State) (*refRun, error) {
 // refill Rate.Tokens/period in lowest terms is Refill()/Scale().
 func refCheckBucket(b spigot.Limit) error {
 	r := refRefill(b.Rate())
-	if r.Denom().Cmp(big.NewInt(b.Scale())) != 0 || r.Num().Cmp(big.NewInt(b.Refill())) != 0 {
-		return fmt.Errorf("%v: Refill()/Scale() = %d/%d, want %v tokens per µs in lowest terms", b, b.Refill(), b.Scale(), r)
+	if r.Denom().Cmp(big.NewInt(scaleOf(b))) != 0 || r.Num().Cmp(big.NewInt(refillOf(b))) != 0 {
+		return fmt.Errorf("%v: Refill()/Scale() = %d/%d, want %v tokens per µs in lowest terms", b, refillOf(b), scaleOf(b), r)
 	}
 	return nil
 }
@@ -339,8 +340,8 @@ func (r *refRun) do(op refOp) error {
 		if !s.IsZero() {
 			return r.fail("state %+v, want the zero State: the bucket is full", s)
 		}
-	case s.Kind != spigot.TokenBucket || s.Scale != r.b.Scale() || s.Stamp != r.m.stamp || s.FullAt != r.m.fullAt:
-		return r.fail("state %+v: want Kind TokenBucket, Scale %d, Stamp %d, FullAt %d", s, r.b.Scale(), r.m.stamp, r.m.fullAt)
+	case s.Kind != spigot.TokenBucket || s.Scale != scaleOf(r.b) || s.Stamp != r.m.stamp || s.FullAt != r.m.fullAt:
+		return r.fail("state %+v: want Kind TokenBucket, Scale %d, Stamp %d, FullAt %d", s, scaleOf(r.b), r.m.stamp, r.m.fullAt)
 	case big.NewRat(s.Tokens, s.Scale).Cmp(r.m.tokens) != 0:
 		return r.fail("state %+v holds %v tokens, want %v", s, big.NewRat(s.Tokens, s.Scale), r.m.tokens)
 	}
@@ -359,7 +360,7 @@ func (r *refRun) do(op refOp) error {
 	// a zero State must then decide exactly as the kept one. (A ResetAfter
 	// of Never is one that saturated, after the clock stepped back years.)
 	if reset := r.last.ResetAfter; op.b == nil && reset > 0 && reset != spigot.Never && r.now-r.lastNow >= reset.Microseconds() {
-		s0, a0 := apply(o, spigot.State{}, now)
+		s0, a0 := apply(o, store.State{}, now)
 		if op.act == spigot.Peek {
 			s0 = s // a Peek keeps whatever it was given
 		}
@@ -457,15 +458,15 @@ func refRate(rng *rand.Rand) spigot.Rate {
 func refSameScale(rng *rand.Rand, b spigot.Limit) spigot.Rate {
 	for {
 		n := refLogUniform(rng, 1e6)
-		if new(big.Int).GCD(nil, nil, big.NewInt(n), big.NewInt(b.Scale())).Int64() == 1 {
-			return spigot.Per(n, time.Duration(b.Scale())*time.Microsecond)
+		if new(big.Int).GCD(nil, nil, big.NewInt(n), big.NewInt(scaleOf(b))).Int64() == 1 {
+			return spigot.Per(n, time.Duration(scaleOf(b))*time.Microsecond)
 		}
 	}
 }
 
 // refCapacity returns a capacity NewBucket accepts at rate r.
 func refCapacity(rng *rand.Rand, r spigot.Rate) int64 {
-	limit := spigot.MaxExact / refRefill(r).Denom().Int64()
+	limit := store.MaxExact / refRefill(r).Denom().Int64()
 	var c int64
 	switch rng.IntN(7) {
 	case 0:
@@ -569,7 +570,7 @@ func refSequenceFrom(seed uint64, reconfig, actions, fromState bool) error {
 		r := refRate(rng)
 		b, ok = refBucket("model", refCapacity(rng, r), r)
 	}
-	var s0 spigot.State
+	var s0 store.State
 	if fromState {
 		s0 = refState(rng, b, refStart)
 	}
@@ -647,9 +648,9 @@ func TestApplyModel(t *testing.T) {
 // (of b's scale or another, with or without a kind), corrupt ones (tokens
 // out of range, stamps far off, scales of 0 or less) and states of another
 // kind, whose FullAt is before now, soon, or beyond b's refill from empty.
-func refState(rng *rand.Rand, b spigot.Limit, now int64) spigot.State {
+func refState(rng *rand.Rand, b spigot.Limit, now int64) store.State {
 	pick := func(v ...int64) int64 { return v[rng.IntN(len(v))] }
-	fill := b.Capacity() * b.Scale() / b.Refill() // µs to refill from empty, less a fraction
+	fill := b.Capacity() * scaleOf(b) / refillOf(b) // µs to refill from empty, less a fraction
 	// off returns an offset from now, of any size, either way.
 	off := func() int64 {
 		switch rng.IntN(4) {
@@ -669,14 +670,14 @@ func refState(rng *rand.Rand, b spigot.Limit, now int64) spigot.State {
 		}
 		return now + o
 	}
-	s := spigot.State{Kind: spigot.Kind(pick(0, 1, 1, 1, 7, 255)), Stamp: at(), FullAt: at()}
+	s := store.State{Kind: spigot.Kind(pick(0, 1, 1, 1, 7, 255)), Stamp: at(), FullAt: at()}
 	switch rng.IntN(6) {
 	case 0:
 		s.FullAt = 0
 	case 1:
 		s.FullAt = max(s.FullAt, s.Stamp)
 	}
-	s.Scale = pick(b.Scale(), b.Scale(), b.Scale(), 1, 3, b.Scale()*2, b.Scale()+1, 0, -1, math.MinInt64, math.MaxInt64, 1<<53, rng.Int64N(1<<20)+1)
+	s.Scale = pick(scaleOf(b), scaleOf(b), scaleOf(b), 1, 3, scaleOf(b)*2, scaleOf(b)+1, 0, -1, math.MinInt64, math.MaxInt64, 1<<53, rng.Int64N(1<<20)+1)
 	sc := max(s.Scale, 1)
 	top := b.Capacity() * sc // the bucket's capacity in the state's units
 	if b.Capacity() != 0 && top/b.Capacity() != sc {
@@ -706,28 +707,28 @@ func TestApplyCorruptStates(t *testing.T) {
 	take1 := spigot.Op{Limit: b, Key: "k", N: 1}
 	tests := []struct {
 		name  string
-		state spigot.State
+		state store.State
 		want  spigot.Decision // of a Take of 1 at t0
 	}{
 		// Negative whole tokens under another scale: none, not a full bucket.
-		{"-2^62 tokens of scale 3", spigot.State{Kind: spigot.TokenBucket, Tokens: -(1 << 62), Stamp: T, Scale: 3, FullAt: T + 10e6},
+		{"-2^62 tokens of scale 3", store.State{Kind: spigot.TokenBucket, Tokens: -(1 << 62), Stamp: T, Scale: 3, FullAt: T + 10e6},
 			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
-		{"-2^62 tokens of scale 3, without a kind", spigot.State{Tokens: -(1 << 62), Stamp: T, Scale: 3},
+		{"-2^62 tokens of scale 3, without a kind", store.State{Tokens: -(1 << 62), Stamp: T, Scale: 3},
 			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
-		{"MinInt64 tokens of scale 7", spigot.State{Kind: spigot.TokenBucket, Tokens: math.MinInt64, Stamp: T, Scale: 7, FullAt: T + 10e6},
+		{"MinInt64 tokens of scale 7", store.State{Kind: spigot.TokenBucket, Tokens: math.MinInt64, Stamp: T, Scale: 7, FullAt: T + 10e6},
 			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
-		{"-2^53 tokens of scale 2", spigot.State{Kind: spigot.TokenBucket, Tokens: -(1 << 53), Stamp: T, Scale: 2, FullAt: T + 10e6},
+		{"-2^53 tokens of scale 2", store.State{Kind: spigot.TokenBucket, Tokens: -(1 << 53), Stamp: T, Scale: 2, FullAt: T + 10e6},
 			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
-		{"MaxInt64 tokens of scale 3", spigot.State{Kind: spigot.TokenBucket, Tokens: math.MaxInt64, Stamp: T, Scale: 3, FullAt: T + 10e6},
+		{"MaxInt64 tokens of scale 3", store.State{Kind: spigot.TokenBucket, Tokens: math.MaxInt64, Stamp: T, Scale: 3, FullAt: T + 10e6},
 			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		// A stamp so far in the past that the time since overflows an int64:
 		// full, as after any long wait.
-		{"stamp MinInt64", spigot.State{Kind: spigot.TokenBucket, Stamp: math.MinInt64, Scale: 1e6, FullAt: T + 10e6},
+		{"stamp MinInt64", store.State{Kind: spigot.TokenBucket, Stamp: math.MinInt64, Scale: 1e6, FullAt: T + 10e6},
 			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
-		{"stamp MinInt64+1, negative tokens", spigot.State{Kind: spigot.TokenBucket, Tokens: -5, Stamp: math.MinInt64 + 1, Scale: 1e6, FullAt: T + 10e6},
+		{"stamp MinInt64+1, negative tokens", store.State{Kind: spigot.TokenBucket, Tokens: -5, Stamp: math.MinInt64 + 1, Scale: 1e6, FullAt: T + 10e6},
 			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		// A stamp at the end of time: empty, and waiting for it is Never.
-		{"stamp MaxInt64", spigot.State{Kind: spigot.TokenBucket, Stamp: math.MaxInt64, Scale: 1e6, FullAt: math.MaxInt64},
+		{"stamp MaxInt64", store.State{Kind: spigot.TokenBucket, Stamp: math.MaxInt64, Scale: 1e6, FullAt: math.MaxInt64},
 			spigot.Decision{RetryAfter: spigot.Never, ResetAfter: spigot.Never, RefillAfter: spigot.Never}},
 	}
 	for i, tt := range tests {
@@ -768,10 +769,10 @@ func TestApplyOtherKindFullAt(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name  string
-		state spigot.State
+		state store.State
 		steps []step
 	}{
-		{"full again in a day", spigot.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
+		{"full again in a day", store.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
 			// Empty until FullAt-10s.
 			{0, op(b, spigot.Peek, 1), spigot.Decision{RetryAfter: day - 9*s, ResetAfter: day}},
 			{0, op(b, spigot.Take, 0), spigot.Decision{ResetAfter: day}},
@@ -781,16 +782,16 @@ func TestApplyOtherKindFullAt(t *testing.T) {
 			{day - 1*s, op(b, spigot.Peek, 10), spigot.Decision{Remaining: 8, RetryAfter: 2 * s, ResetAfter: 2 * s}},
 			{day + 1*s, op(b, spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 10 * s}},
 		}},
-		{"full again in a day, read by a Reset", spigot.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
+		{"full again in a day, read by a Reset", store.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
 			{0, op(b, spigot.Reset, 0), spigot.Decision{N: 10, Remaining: 10}},
 			{0, op(b, spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 10 * s}},
 		}},
-		{"full again in a day, a Refund", spigot.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
+		{"full again in a day, a Refund", store.State{Kind: 7, FullAt: T + day.Microseconds()}, []step{
 			// 3 tokens given back, held from now; the stamp stays ahead.
 			{0, op(b, spigot.Refund, 3), spigot.Decision{N: 3, Remaining: 3, ResetAfter: day - 3*s}},
 			{0, op(b, spigot.Take, 3), spigot.Decision{N: 3, ResetAfter: day}},
 		}},
-		{"full again in 5 s, at 3/s", spigot.State{Kind: 7, FullAt: T + 5e6}, []step{
+		{"full again in 5 s, at 3/s", store.State{Kind: 7, FullAt: T + 5e6}, []step{
 			// 10 tokens take 3333334 µs: empty until t0+1666666µs.
 			{0, op(odd, spigot.Peek, 1), spigot.Decision{RetryAfter: 2 * s, ResetAfter: 5 * s}},
 			{0, op(odd, spigot.Take, 0), spigot.Decision{ResetAfter: 5 * s}},
@@ -798,10 +799,10 @@ func TestApplyOtherKindFullAt(t *testing.T) {
 			{1999999 * time.Microsecond, op(odd, spigot.Take, 1), spigot.Decision{RetryAfter: 1 * ms, ResetAfter: 3001 * ms}},
 			{2 * s, op(odd, spigot.Take, 1), spigot.Decision{N: 1, ResetAfter: 3334 * ms}},
 		}},
-		{"full again in 2 s: refilled along the way", spigot.State{Kind: 7, FullAt: T + 2e6}, []step{
+		{"full again in 2 s: refilled along the way", store.State{Kind: 7, FullAt: T + 2e6}, []step{
 			{0, op(b, spigot.Take, 1), spigot.Decision{N: 1, Remaining: 7, ResetAfter: 3 * s}},
 		}},
-		{"capacity 0: kept until FullAt", spigot.State{Kind: 7, FullAt: T + 5e6}, []step{
+		{"capacity 0: kept until FullAt", store.State{Kind: 7, FullAt: T + 5e6}, []step{
 			{0, op(none, spigot.Take, 0), spigot.Decision{}},
 			{0, op(none, spigot.Take, 1), spigot.Decision{RetryAfter: spigot.Never}},
 		}},
@@ -864,7 +865,7 @@ func TestRefModel(t *testing.T) {
 		{1*s + 429*ms + 2857*ms, 3, spigot.Decision{Remaining: 2, RetryAfter: spigot.Never, RefillAfter: 1429 * time.Millisecond}},
 	}
 	m := newRefModel(b.Capacity(), b.Rate())
-	var st spigot.State
+	var st store.State
 	for i, step := range steps {
 		if got := m.take(refStart+step.at, step.cost); got != step.want {
 			t.Errorf("step %d: model: got %+v, want %+v", i, got, step.want)
@@ -947,7 +948,7 @@ func FuzzApplyState(f *testing.F) {
 			}
 			return refStart + off
 		}
-		s := spigot.State{Kind: spigot.Kind(kind), Tokens: sTokens, Stamp: at(sStamp), Scale: sScale}
+		s := store.State{Kind: spigot.Kind(kind), Tokens: sTokens, Stamp: at(sStamp), Scale: sScale}
 		if sFullAt != 0 {
 			s.FullAt = at(sFullAt)
 		}
@@ -961,11 +962,11 @@ var refFuzzActions = [8]spigot.Action{spigot.Take, spigot.Take, spigot.Take, spi
 // refFuzz runs the steps encoded in ops (see FuzzTake and FuzzApply).
 func refFuzz(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions bool) {
 	t.Helper()
-	refFuzzFrom(t, tokens, periodUs, capacity, ops, actions, spigot.State{})
+	refFuzzFrom(t, tokens, periodUs, capacity, ops, actions, store.State{})
 }
 
 // refFuzzFrom is refFuzz from the key's state s0.
-func refFuzzFrom(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions bool, s0 spigot.State) {
+func refFuzzFrom(t *testing.T, tokens, periodUs, capacity int64, ops []byte, actions bool, s0 store.State) {
 	t.Helper()
 	if periodUs < 1 || periodUs > math.MaxInt64/int64(time.Microsecond) {
 		return // not a Duration
@@ -1053,3 +1054,7 @@ func refFuzzConfig(b spigot.Limit, x, c int64) *spigot.Limit {
 	}
 	return &nb
 }
+
+// scaleOf and refillOf return a bucket's scaled units (see store.Scaled).
+func scaleOf(l spigot.Limit) int64  { s, _ := store.Scaled(l); return s }
+func refillOf(l spigot.Limit) int64 { _, r := store.Scaled(l); return r }

@@ -1,10 +1,11 @@
-package spigot_test
+package store_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // TestApplyLogOutOfOrder: a sliding log's entries are read as a store's
@@ -24,9 +25,9 @@ func TestApplyLogOutOfOrder(t *testing.T) {
 		{spigot.Peek, spigot.Decision{RetryAfter: 5 * time.Second, ResetAfter: 9 * time.Second, RefillAfter: 5 * time.Second}},
 		{spigot.Take, spigot.Decision{RetryAfter: 5 * time.Second, ResetAfter: 9 * time.Second, RefillAfter: 5 * time.Second}},
 	} {
-		s := spigot.State{Kind: spigot.SlidingLog, Stamp: at(0), FullAt: at(9 * time.Second),
+		s := store.State{Kind: spigot.SlidingLog, Stamp: at(0), FullAt: at(9 * time.Second),
 			Log: []int64{at(-11 * time.Second), at(-5 * time.Second), at(-20 * time.Second), at(-time.Second)}}
-		got, err := spigot.Op{Limit: l, Action: c.action, N: 1}.Apply(&s, now)
+		got, err := store.Apply(spigot.Op{Limit: l, Action: c.action, N: 1}, &s, now)
 		if err != nil || got != c.want {
 			t.Errorf("step %d: got %+v, %v; want %+v", i, got, err, c.want)
 		}

@@ -1,4 +1,4 @@
-package spigot_test
+package store_test
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // This file checks Op.Apply on the fixed window, the sliding window
@@ -105,7 +106,7 @@ func (m *usedUp) check() error { return m.next.check() }
 // kindRun drives Op.Apply and a kindModel side by side on one key.
 type kindRun struct {
 	l       spigot.Limit
-	s       spigot.State
+	s       store.State
 	m       kindModel
 	now     int64 // µs
 	step    int
@@ -135,13 +136,13 @@ type kindOp struct {
 
 // clone returns a copy of s that shares nothing with it (Apply reuses a
 // log's array).
-func clone(s spigot.State) spigot.State {
+func clone(s store.State) store.State {
 	s.Log = slices.Clone(s.Log)
 	return s
 }
 
 // applyCopy is apply on a copy of s that shares nothing with it.
-func applyCopy(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
+func applyCopy(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 	return apply(op, clone(s), now)
 }
 
@@ -221,7 +222,7 @@ func (r *kindRun) do(op kindOp) error {
 	// State then decides as the kept one.
 	// (A ResetAfter of Never is one past what a Duration holds.)
 	if reset := r.last.ResetAfter; op.l == nil && reset > 0 && reset != spigot.Never && r.now-r.lastNow >= reset.Microseconds() {
-		s0, d0 := applyCopy(o, spigot.State{}, now)
+		s0, d0 := applyCopy(o, store.State{}, now)
 		if op.act == spigot.Peek {
 			s0 = s
 		}
@@ -618,7 +619,7 @@ func FuzzApplyKindsState(f *testing.F) {
 		if err != nil {
 			return
 		}
-		s := spigot.State{Kind: spigot.Kind(sKind), Stamp: stamp, FullAt: fullAt, Tokens: sTokens, Scale: max(sTokens%7, 0),
+		s := store.State{Kind: spigot.Kind(sKind), Stamp: stamp, FullAt: fullAt, Tokens: sTokens, Scale: max(sTokens%7, 0),
 			Start: start, Window: window, Count: count, Prev: prev}
 		for i := range int64(max(min(count, 8), 0)) {
 			s.Log = append(s.Log, log0+i*logStep)

@@ -1,4 +1,4 @@
-package spigot_test
+package store_test
 
 import (
 	"reflect"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // TestApplyActions pins every action to values worked out by hand, on a
@@ -49,7 +50,7 @@ func TestApplyActions(t *testing.T) {
 		{1 * s, empty, refund, 5, spigot.Decision{RefillAfter: spigot.Never}},
 		{1 * s, empty, peek, 1, spigot.Decision{RetryAfter: spigot.Never, RefillAfter: spigot.Never}},
 	}
-	states := map[string]spigot.State{}
+	states := map[string]store.State{}
 	for i, st := range steps {
 		op := spigot.Op{Limit: st.limit, Key: "k", Action: st.action, N: st.n}
 		before := states[st.limit.Name()]
@@ -70,7 +71,7 @@ func TestApplyActions(t *testing.T) {
 func TestApplyForgetsAcrossConfigs(t *testing.T) {
 	fast := spigot.MustBucket("api", 10, spigot.PerSecond(10))
 	slow := spigot.MustBucket("api", 10, spigot.PerSecond(1))
-	st, _ := apply(spigot.Op{Limit: fast, Key: "k", N: 10}, spigot.State{}, t0)
+	st, _ := apply(spigot.Op{Limit: fast, Key: "k", N: 10}, store.State{}, t0)
 	if want := t0.Add(1 * s).UnixMicro(); st.FullAt != want {
 		t.Fatalf("FullAt = %d, want t0+1s = %d", st.FullAt, want)
 	}
@@ -94,22 +95,22 @@ func TestApplyOtherKind(t *testing.T) {
 	now := t0.UnixMicro()
 	tests := []struct {
 		name  string
-		state spigot.State
+		state store.State
 		want  spigot.Decision // of a Take of 1 at t0
 	}{
-		{"full again in 2 s", spigot.State{Kind: 7, FullAt: now + 2e6, Tokens: 99, Scale: 1},
+		{"full again in 2 s", store.State{Kind: 7, FullAt: now + 2e6, Tokens: 99, Scale: 1},
 			spigot.Decision{N: 1, Remaining: 7, ResetAfter: 3 * s, RefillAfter: 1 * s}},
-		{"full again in 1.5 s", spigot.State{Kind: 7, FullAt: now + 15e5}, // 7.5 left
+		{"full again in 1.5 s", store.State{Kind: 7, FullAt: now + 15e5}, // 7.5 left
 			spigot.Decision{N: 1, Remaining: 7, ResetAfter: 2500 * ms, RefillAfter: 500 * ms}},
-		{"full again in a day: empty until 10 s before", spigot.State{Kind: 200, FullAt: now + 86400e6},
+		{"full again in a day: empty until 10 s before", store.State{Kind: 200, FullAt: now + 86400e6},
 			spigot.Decision{RetryAfter: 86391 * s, ResetAfter: 86400 * s, RefillAfter: 86391 * s}},
-		{"full already", spigot.State{Kind: 7, FullAt: now, Tokens: 0, Scale: 1},
+		{"full already", store.State{Kind: 7, FullAt: now, Tokens: 0, Scale: 1},
 			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
-		{"no FullAt: absent", spigot.State{Kind: 7, Stamp: now, Tokens: 0, Scale: 1},
+		{"no FullAt: absent", store.State{Kind: 7, Stamp: now, Tokens: 0, Scale: 1},
 			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
-		{"a token bucket's state without a kind", spigot.State{Stamp: now, FullAt: now + 10e6, Tokens: 0, Scale: 1},
+		{"a token bucket's state without a kind", store.State{Stamp: now, FullAt: now + 10e6, Tokens: 0, Scale: 1},
 			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
-		{"without a kind, from before FullAt", spigot.State{Stamp: now, Tokens: 4, Scale: 1},
+		{"without a kind, from before FullAt", store.State{Stamp: now, Tokens: 4, Scale: 1},
 			spigot.Decision{N: 1, Remaining: 3, ResetAfter: 7 * s, RefillAfter: 1 * s}},
 	}
 	for _, tt := range tests {

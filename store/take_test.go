@@ -1,4 +1,4 @@
-package spigot_test
+package store_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // t0 is the fixed instant every step table starts from.
@@ -33,7 +34,7 @@ func deny(remaining int64, retry, reset time.Duration) spigot.Decision {
 // in state s after an operation at now that left remaining tokens: on a
 // copy of s, a Take of remaining, then the RetryAfter of a Take of one,
 // at now.
-func refillAfter(l spigot.Limit, s spigot.State, now time.Time, remaining int64) time.Duration {
+func refillAfter(l spigot.Limit, s store.State, now time.Time, remaining int64) time.Duration {
 	op := spigot.Op{Limit: l, Key: "k", N: remaining}
 	s, _ = applyCopy(op, s, now)
 	op.N = 1
@@ -45,7 +46,7 @@ func refillAfter(l spigot.Limit, s spigot.State, now time.Time, remaining int64)
 // leaving the state next, when want leaves it 0: the tables written before
 // RefillAfter, whose other fields were worked out by hand, check it by its
 // definition.
-func refilled(op spigot.Op, next spigot.State, now time.Time, want spigot.Decision) spigot.Decision {
+func refilled(op spigot.Op, next store.State, now time.Time, want spigot.Decision) spigot.Decision {
 	if want.RefillAfter == 0 && !want.Degraded() {
 		want.RefillAfter = refillAfter(op.Limit, next, now, want.Remaining)
 	}
@@ -54,13 +55,13 @@ func refilled(op spigot.Op, next spigot.State, now time.Time, want spigot.Decisi
 
 // apply is spigot.Op.Apply on a copy of s: it returns the new state and the
 // decision.
-func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
-	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
+func apply(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
+	d, _ := store.Apply(op, &s, now) // an invalid op's error leaves s as it was
 	return s, d
 }
 
 // take applies a Take of cost tokens on b to s at now.
-func take(b spigot.Limit, s spigot.State, now time.Time, cost int64) (spigot.State, spigot.Decision) {
+func take(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State, spigot.Decision) {
 	return apply(spigot.Op{Limit: b, Key: "k", Action: spigot.Take, N: cost}, s, now)
 }
 
@@ -79,7 +80,7 @@ func taken(want spigot.Decision, cost int64) spigot.Decision {
 }
 
 // play applies steps to one key's state with Take and checks each decision.
-func play(t *testing.T, b spigot.Limit, st spigot.State, steps []step) spigot.State {
+func play(t *testing.T, b spigot.Limit, st store.State, steps []step) store.State {
 	t.Helper()
 	for i, s := range steps {
 		var got spigot.Decision
@@ -158,7 +159,7 @@ func TestTake(t *testing.T) {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { play(t, tt.bucket, spigot.State{}, tt.steps) })
+		t.Run(tt.name, func(t *testing.T) { play(t, tt.bucket, store.State{}, tt.steps) })
 	}
 }
 
@@ -169,7 +170,7 @@ func TestTakeNoDrift(t *testing.T) {
 	// Capacity 2 so that the fraction left after each token is never
 	// clamped away by a full bucket.
 	b := spigot.MustBucket("b", 2, spigot.Per(7, 10*s))
-	st, _ := take(b, spigot.State{}, t0, 2)
+	st, _ := take(b, store.State{}, t0, 2)
 	for k := int64(1); k <= 20_000; k++ {
 		due := t0.Add(time.Duration((k*10_000_000+6)/7) * time.Microsecond) // ⌈k×10/7 s⌉ in µs
 		var a spigot.Decision
@@ -184,7 +185,7 @@ func TestTakeNoDrift(t *testing.T) {
 
 func TestTakeConfigChange(t *testing.T) {
 	login := spigot.MustBucket("login", 10, spigot.PerSecond(1))
-	st := play(t, login, spigot.State{}, []step{{0, 4, allow(6, 4*s)}})
+	st := play(t, login, store.State{}, []step{{0, 4, allow(6, 4*s)}})
 
 	tests := []struct {
 		name   string
@@ -208,7 +209,7 @@ func TestTakeConfigChange(t *testing.T) {
 	// rounded up: 0.5 token at 1/s (10^6 units a token) becomes 0 at 2/s
 	// (5×10^5 units a token). At 3/s the scale is 10^6 again, and the half
 	// token carries over exactly.
-	half, _ := take(login, spigot.State{}, t0, 10)
+	half, _ := take(login, store.State{}, t0, 10)
 	half, _ = take(login, half, t0.Add(500*ms), 0)
 	play(t, spigot.MustBucket("login", 10, spigot.PerSecond(2)), half, []step{{500 * ms, 1, deny(0, 500*ms, 5000*ms)}})
 	play(t, spigot.MustBucket("login", 10, spigot.PerSecond(3)), half, []step{{500 * ms, 1, deny(0, 167*ms, 3167*ms)}})
@@ -216,7 +217,7 @@ func TestTakeConfigChange(t *testing.T) {
 
 func TestTakeClockSteppedBack(t *testing.T) {
 	b := spigot.MustBucket("b", 2, spigot.PerSecond(1))
-	play(t, b, spigot.State{}, []step{
+	play(t, b, store.State{}, []step{
 		{10 * s, 2, allow(0, 2*s)},
 		{9 * s, 1, deny(0, 2*s, 3*s)}, // the stamp stays at t0+10s: 1 s of lag
 		{10 * s, 1, deny(0, 1*s, 2*s)},
@@ -229,13 +230,13 @@ func TestTakeCorruptState(t *testing.T) {
 	stamp := t0.UnixMicro()
 	tests := []struct {
 		name  string
-		state spigot.State
+		state store.State
 		want  spigot.Decision
 	}{
-		{"negative tokens", spigot.State{Tokens: -7, Stamp: stamp, Scale: b.Scale()}, deny(0, 1*s, 5*s)},
-		{"too many tokens", spigot.State{Tokens: 99 * b.Scale(), Stamp: stamp, Scale: b.Scale()}, allow(4, 1*s)},
-		{"negative scale", spigot.State{Tokens: 1, Stamp: stamp, Scale: -3}, allow(4, 1*s)},
-		{"far future stamp", spigot.State{Tokens: 0, Stamp: 1 << 62, Scale: b.Scale()}, deny(0, spigot.Never, spigot.Never)},
+		{"negative tokens", store.State{Kind: spigot.TokenBucket, Tokens: -7, Stamp: stamp, Scale: scaleOf(b), FullAt: stamp + 5e6}, deny(0, 1*s, 5*s)},
+		{"too many tokens", store.State{Kind: spigot.TokenBucket, Tokens: 99 * scaleOf(b), Stamp: stamp, Scale: scaleOf(b), FullAt: stamp + 5e6}, allow(4, 1*s)},
+		{"negative scale", store.State{Kind: spigot.TokenBucket, Tokens: 1, Stamp: stamp, Scale: -3, FullAt: stamp + 5e6}, allow(4, 1*s)},
+		{"far future stamp", store.State{Kind: spigot.TokenBucket, Tokens: 0, Stamp: 1 << 62, Scale: scaleOf(b), FullAt: 1<<62 + 5e6}, deny(0, spigot.Never, spigot.Never)},
 	}
 	for _, tt := range tests {
 		next, got := take(b, tt.state, t0, 1)
@@ -246,7 +247,7 @@ func TestTakeCorruptState(t *testing.T) {
 }
 
 func TestApplyInvalid(t *testing.T) {
-	st := spigot.State{Kind: spigot.TokenBucket, Tokens: 1, Stamp: 2, Scale: 3, FullAt: 4}
+	st := store.State{Kind: spigot.TokenBucket, Tokens: 1, Stamp: 2, Scale: 3, FullAt: 4}
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	for _, tt := range []struct {
 		name string
@@ -264,7 +265,7 @@ func TestApplyInvalid(t *testing.T) {
 			t.Errorf("%s: Check() = %v, want an error starting with \"spigot: \" that matches %v", tt.name, err, tt.want)
 		}
 		got := st
-		if d, err := tt.op.Apply(&got, t0); !reflect.DeepEqual(got, st) || d != (spigot.Decision{}) || err == nil || err.Error() != tt.op.Check().Error() {
+		if d, err := store.Apply(tt.op, &got, t0); !reflect.DeepEqual(got, st) || d != (spigot.Decision{}) || err == nil || err.Error() != tt.op.Check().Error() {
 			t.Errorf("%s: Apply = %+v, %+v, %v; want the state unchanged, the zero Decision and Check's error", tt.name, got, d, err)
 		}
 	}
@@ -277,12 +278,36 @@ func TestApplyInvalid(t *testing.T) {
 
 func TestTakeTruncatesToMicroseconds(t *testing.T) {
 	b := spigot.MustBucket("b", 1, spigot.Per(1000, ms)) // 1 token per µs
-	st, _ := take(b, spigot.State{}, t0, 1)
+	st, _ := take(b, store.State{}, t0, 1)
 	// 999 ns later is the same microsecond: no refill yet.
 	if _, a := take(b, st, t0.Add(999*time.Nanosecond), 1); a.Allowed() {
 		t.Errorf("admitted 999ns after emptying a 1/µs bucket: %+v", a)
 	}
 	if _, a := take(b, st, t0.Add(time.Microsecond), 1); !a.Allowed() {
 		t.Errorf("denied 1µs after emptying a 1/µs bucket: %+v", a)
+	}
+}
+
+// TestSplitAdmitsTheShare: n replicas enforcing Split(n) from empty admit
+// together, over any time, at most the bucket's own capacity plus what its
+// rate refills, and as much over a long time.
+func TestSplitAdmitsTheShare(t *testing.T) {
+	b := spigot.MustBucket("api", 100, spigot.Per(20, 3*time.Second))
+	const n = 4
+	split := b.Split(n)
+	var st store.State
+	var admitted int64
+	const hours = 10
+	for ms := int64(0); ms <= hours*3600*1000; ms += 10 {
+		now := t0.Add(time.Duration(ms) * time.Millisecond)
+		var a spigot.Decision
+		if st, a = take(split, st, now, 1); a.Allowed() {
+			admitted++
+		}
+	}
+	total := admitted * n
+	bound := b.Capacity() + hours*3600*20/3
+	if total > bound || total < bound-n*b.Capacity() {
+		t.Errorf("%d replicas of %v admitted %d in %d h, want at most %d and at least %d", n, split, total, hours, bound, bound-n*b.Capacity())
 	}
 }

@@ -1,4 +1,4 @@
-package spigot_test
+package store_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 )
 
 // Tables at fixed instants for the fixed window, the sliding window
@@ -326,7 +327,7 @@ func TestKindReuse(t *testing.T) {
 		return spigot.Op{Limit: l, Key: "k", Action: a, N: n}
 	}
 	// model returns what the model of to decides of a on s at at.
-	model := func(to spigot.Limit, s spigot.State, at time.Time, a spigot.Action, n int64) spigot.Decision {
+	model := func(to spigot.Limit, s store.State, at time.Time, a spigot.Action, n int64) spigot.Decision {
 		switch to.Kind() {
 		case spigot.TokenBucket, spigot.LeakyBucket:
 			m := newRefModel(to.Capacity(), to.Rate())
@@ -343,7 +344,7 @@ func TestKindReuse(t *testing.T) {
 				continue
 			}
 			name := fmt.Sprintf("%v to %v", from.Kind(), to.Kind())
-			used, d := apply(op(from, spigot.Take, 5), spigot.State{}, tDay)
+			used, d := apply(op(from, spigot.Take, 5), store.State{}, tDay)
 			if d.N != 5 || used.FullAt <= tDay.UnixMicro() {
 				t.Fatalf("%s: Take 5 of a whole %v = %+v, state %+v", name, from, d, used)
 			}
