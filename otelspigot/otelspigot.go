@@ -58,7 +58,7 @@
 // or every decision counts twice. Observer, of the subpackage
 // otelgrpclimit, does the same for grpclimit, with the call's method
 // (rpc.method, "pkg.Service/Method", and rpc.system.name, "grpc"); it is
-// a package of its own, so that this one links no gRPC.
+// a module of its own, so that this one requires no gRPC.
 //
 // Keys (client addresses, users) never become attribute values: their
 // number has no bound, and a metric backend pays for every distinct one.
