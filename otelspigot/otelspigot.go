@@ -14,6 +14,15 @@
 //	otelspigot.ObserveCircuit(h) // the breaker's state, as a gauge
 //	limiter := spigot.New(otelspigot.Wrap(h), login)
 //
+// It records through the OpenTelemetry API alone: its module requires
+// spigot and the API (go.opentelemetry.io/otel, otel/metric, otel/trace),
+// neither gRPC nor the SDK nor an exporter. What reads the measurements
+// and spans, the SDK (go.opentelemetry.io/otel/sdk/metric and sdk/trace)
+// and an exporter (Prometheus, OTLP), is the application's choice: it
+// sets the global providers (otel.SetMeterProvider,
+// otel.SetTracerProvider) or passes its own to WithMeterProvider and
+// WithTracerProvider. Until then nothing is recorded.
+//
 // # Instruments
 //
 // Wrap (or HTTPObserver, or otelgrpclimit.Observer) records
