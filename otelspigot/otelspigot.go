@@ -427,8 +427,8 @@ func (s *Store) tracing() bool {
 // noop reports whether every instrument is the no-op API's, which records
 // nothing whatever the context, so that the wrapper may pass calls
 // straight through without asking each instrument whether it is enabled
-// (see BenchmarkWrap). The global MeterProvider's instruments are not:
-// they start recording once a provider is set.
+// (see BenchmarkWrap, in otelspigot/test). The global MeterProvider's
+// instruments are not: they start recording once a provider is set.
 func (in *instruments) noop() bool {
 	_, a := in.decisions.(noop.Int64Counter)
 	_, b := in.tokens.(noop.Int64Counter)
