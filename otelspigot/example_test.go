@@ -1,75 +1,79 @@
 package otelspigot_test
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"sort"
-	"strings"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/httplimit"
 	"github.com/spigot-go/spigot/otelspigot"
+	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 )
 
-// Expose spigot's metrics to Prometheus: the OpenTelemetry Prometheus
-// exporter is the MeterProvider's reader, and promhttp serves its registry.
-func Example_prometheus() {
-	reg := prometheus.NewRegistry()
-	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
-	if err != nil {
+// Measure a limiter and its store: Wrap around the store and, for
+// store/hybrid, its observer and the gauge of its breaker. They record
+// through the global MeterProvider and TracerProvider, which the
+// application sets (otel.SetMeterProvider, otel.SetTracerProvider) with
+// the SDK and the exporter of its choice; until it does, they record
+// nothing, and the limiter decides as it would unwrapped.
+func Example() {
+	h := hybrid.New(memory.New() /* in place of Redis */, memory.New(),
+		hybrid.WithObserver(otelspigot.HybridObserver()))
+	if _, err := otelspigot.ObserveCircuit(h); err != nil {
 		panic(err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	defer mp.Shutdown(context.Background())
-
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := httptest.NewServer(mux)
-	defer srv.Close()
-
-	login := spigot.MustBucket("login", 2, spigot.PerMinute(1))
-	limiter := spigot.New(otelspigot.Wrap(memory.New(), otelspigot.WithMeterProvider(mp)), login)
-	ctx := context.Background()
+	limiter := spigot.New(otelspigot.Wrap(h), spigot.MustBucket("login", 2, spigot.PerMinute(1)))
 	for range 3 {
-		limiter.Allow(ctx, "10.0.0.1") // allowed, allowed, denied
-	}
-	limiter.AllowN(ctx, "10.0.0.2", 5) // never: more than the capacity
-
-	res, err := http.Get(srv.URL + "/metrics")
-	if err != nil {
-		panic(err)
-	}
-	defer res.Body.Close()
-	var lines []string
-	for sc := bufio.NewScanner(res.Body); sc.Scan(); {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "spigot_decisions_total{") {
-			continue
-		}
-		// Drop the labels of the instrumentation scope, whose version varies.
-		var keep []string
-		labels, value, _ := strings.Cut(strings.TrimPrefix(line, "spigot_decisions_total{"), "} ")
-		for _, l := range strings.Split(labels, ",") {
-			if !strings.HasPrefix(l, "otel_scope_") {
-				keep = append(keep, l)
-			}
-		}
-		lines = append(lines, "spigot_decisions_total{"+strings.Join(keep, ",")+"} "+value)
-	}
-	sort.Strings(lines)
-	for _, l := range lines {
-		fmt.Println(l)
+		d, err := limiter.Allow(context.Background(), "10.0.0.1")
+		fmt.Println(d.Allowed(), err)
 	}
 	// Output:
-	// spigot_decisions_total{spigot_limit="login",spigot_outcome="allowed"} 2
-	// spigot_decisions_total{spigot_limit="login",spigot_outcome="denied"} 1
-	// spigot_decisions_total{spigot_limit="login",spigot_outcome="never"} 1
+	// true <nil>
+	// true <nil>
+	// false <nil>
+}
+
+// Count an HTTP server's decisions by route: HTTPObserver on the
+// middleware, whose store is not wrapped.
+func ExampleHTTPObserver() {
+	perAddress := spigot.MustBucket("per-address", 2, spigot.PerMinute(1))
+	mw := httplimit.New(memory.New(),
+		httplimit.By(perAddress, httplimit.ClientIP()),
+		httplimit.WithObserver(otelspigot.HTTPObserver()))
+	mux := http.NewServeMux()
+	mux.Handle("GET /items/{id}", mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		io.WriteString(w, "ok")
+	})))
+	for _, path := range []string{"/items/1", "/items/2", "/items/3"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		fmt.Println("GET", path, rec.Code)
+	}
+	// Output:
+	// GET /items/1 200
+	// GET /items/2 200
+	// GET /items/3 429
+}
+
+// ErrorType names the kind of a store's error, as spigot.store.errors
+// counts it.
+func ExampleErrorType() {
+	for _, err := range []error{
+		fmt.Errorf("cost -1: %w", spigot.ErrInvalidCost),
+		fmt.Errorf("WRONGTYPE: %w", spigot.ErrRequestFailed),
+		context.Canceled,
+		errors.New("dial tcp 127.0.0.1:6379: connect: connection refused"),
+	} {
+		fmt.Println(otelspigot.ErrorType(err))
+	}
+	// Output:
+	// invalid
+	// request
+	// canceled
+	// unavailable
 }

@@ -14,6 +14,15 @@
 //	otelspigot.ObserveCircuit(h) // the breaker's state, as a gauge
 //	limiter := spigot.New(otelspigot.Wrap(h), login)
 //
+// It records through the OpenTelemetry API alone: its module requires
+// spigot and the API (go.opentelemetry.io/otel, otel/metric, otel/trace),
+// neither gRPC nor the SDK nor an exporter. What reads the measurements
+// and spans, the SDK (go.opentelemetry.io/otel/sdk/metric and sdk/trace)
+// and an exporter (Prometheus, OTLP), is the application's choice: it
+// sets the global providers (otel.SetMeterProvider,
+// otel.SetTracerProvider) or passes its own to WithMeterProvider and
+// WithTracerProvider. Until then nothing is recorded.
+//
 // # Instruments
 //
 // Wrap (or HTTPObserver, or otelgrpclimit.Observer) records
@@ -58,7 +67,7 @@
 // or every decision counts twice. Observer, of the subpackage
 // otelgrpclimit, does the same for grpclimit, with the call's method
 // (rpc.method, "pkg.Service/Method", and rpc.system.name, "grpc"); it is
-// a package of its own, so that this one links no gRPC.
+// a module of its own, so that this one requires no gRPC.
 //
 // Keys (client addresses, users) never become attribute values: their
 // number has no bound, and a metric backend pays for every distinct one.
@@ -419,8 +428,8 @@ func (s *Store) tracing() bool {
 // noop reports whether every instrument is the no-op API's, which records
 // nothing whatever the context, so that the wrapper may pass calls
 // straight through without asking each instrument whether it is enabled
-// (see BenchmarkWrap). The global MeterProvider's instruments are not:
-// they start recording once a provider is set.
+// (see BenchmarkWrap, in otelspigot/test). The global MeterProvider's
+// instruments are not: they start recording once a provider is set.
 func (in *instruments) noop() bool {
 	_, a := in.decisions.(noop.Int64Counter)
 	_, b := in.tokens.(noop.Int64Counter)

@@ -1,8 +1,11 @@
 // Package otelgrpclimit records OpenTelemetry metrics of grpclimit's
 // decisions: what otelspigot.HTTPObserver records of httplimit's, with
-// the call's gRPC method where it has the HTTP route. It is a package of
-// its own so that a program that imports otelspigot for HTTP alone
-// neither compiles nor links gRPC.
+// the call's gRPC method where it has the HTTP route. It is a module of
+// its own, github.com/spigot-go/spigot/otelspigot/otelgrpclimit, so that
+// a program that imports otelspigot for HTTP alone has no gRPC in its
+// module graph. Like otelspigot, it records through the OpenTelemetry
+// API: the SDK and the exporter that read what it records are the
+// application's choice.
 //
 // Give Observer to grpclimit.WithObserver, in front of a store that
 // otelspigot.Wrap does not wrap (or every decision counts twice):
