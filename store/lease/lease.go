@@ -97,7 +97,6 @@ import (
 	"context"
 	"errors"
 	"hash/maphash"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,14 +104,10 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
-	"github.com/spigot-go/spigot/internal/core"
 	"github.com/spigot-go/spigot/store"
 )
 
 var _ spigot.Store = (*Store)(nil)
-
-// configOf returns a Limit's config.
-var configOf = core.Of[spigot.Limit]()
 
 const (
 	shards = 64
@@ -168,10 +163,7 @@ type lease struct {
 	filling chan struct{} // closed when the remote call in flight for this key returns; nil if none
 	dead    bool          // given back and forgotten: look the key up again
 
-	// The remote's last answer, and when it was asked.
-	at                      time.Time
-	remaining               int64
-	resetAfter, refillAfter time.Duration
+	remote store.Answer // the remote's last answer, and when it was asked
 }
 
 // An Option configures a Store.
@@ -385,14 +377,14 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		s.trim(ctx, l, now)
 		if l.limit == op.Limit && l.tokens >= op.N { // a TakeUpTo the lease holds only in part asks the remote for the rest
 			l.tokens -= op.N
-			d := l.local(op.N, now)
+			d := l.remote.Held(l.tokens, op.N, now)
 			l.mu.Unlock()
 			if s.obs.Hit != nil {
 				s.obs.Hit(ctx, op)
 			}
 			return d, nil
 		}
-		if w := l.filling; w != nil && (l.size == 0 || waited && l.size >= l.remaining/lowFraction) {
+		if w := l.filling; w != nil && (l.size == 0 || waited && l.size >= l.remote.Decision.Remaining/lowFraction) {
 			// Another request on the key is asking the remote, for no
 			// more than its own cost (a key new or near its limit), or
 			// for a lease that what the remote holds keeps small, after
@@ -414,7 +406,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			}
 			l.mu.Lock()
 			s.trim(ctx, l, s.clock.Now())
-			credit(&d, op.Limit, l.tokens)
+			d = store.Credit(d, op.Limit, l.tokens)
 			l.mu.Unlock()
 			return d, nil
 		}
@@ -434,7 +426,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			// The limit's configuration changed: give back what the
 			// lease took under the old one, and start again.
 			back := l.tokens
-			l.limit, l.tokens, l.size, l.takenAt, l.at = op.Limit, 0, 0, time.Time{}, time.Time{}
+			l.limit, l.tokens, l.size, l.takenAt, l.remote = op.Limit, 0, 0, time.Time{}, store.Answer{}
 			l.mu.Unlock()
 			if back > 0 {
 				_, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back})
@@ -449,40 +441,6 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	}
 }
 
-// local returns the decision of n tokens taken from l, locked, at now:
-// the remote's last answer, refilled since, with the lease's tokens in it.
-func (l *lease) local(n int64, now time.Time) spigot.Decision {
-	d := spigot.Decision{N: n}
-	lack, ok := l.lack(now)
-	if !ok { // far from full: the remote's last answer, aged
-		since := now.Sub(l.at)
-		d.Remaining, d.ResetAfter, d.RefillAfter = l.remaining, aged(l.resetAfter, since), nextToken(l.refillAfter, since, l.limit)
-		credit(&d, l.limit, l.tokens)
-		return d
-	}
-	scale, refill := configOf(l.limit).Scale, configOf(l.limit).Refill
-	whole, part := lack/scale, lack%scale
-	remote := l.limit.Capacity() - whole
-	if part > 0 {
-		remote--
-	}
-	d.Remaining = max(remote, l.remaining) + l.tokens
-	if short := lack - l.tokens*scale; short > 0 { // the lease is trimmed: l.tokens ≤ whole
-		d.ResetAfter = ceilMs((short + refill - 1) / refill)
-	}
-	next := scale // the units the next whole token lacks
-	if part > 0 {
-		next = part
-	}
-	d.RefillAfter = ceilMs((next + refill - 1) / refill)
-	return d
-}
-
-// ceilMs returns us microseconds rounded up to the millisecond.
-func ceilMs(us int64) time.Duration {
-	return time.Duration((us+999)/1000) * time.Millisecond
-}
-
 // trim drops the tokens of l (locked) that the remote's refill has
 // overtaken by now, and tells the observer they went back. Once the
 // remote, refilling from its last answer, lacks fewer whole tokens of full
@@ -495,85 +453,11 @@ func ceilMs(us int64) time.Duration {
 // fraction of a token the remote lacks, which a central bucket would have
 // back within a token's time.)
 func (s *Store) trim(ctx context.Context, l *lease, now time.Time) {
-	if lacks := l.lacks(now); l.tokens > lacks {
+	if lacks := l.remote.Lacks(now); l.tokens > lacks {
 		n := l.tokens - lacks
 		l.tokens = lacks
 		s.returned(ctx, l.limit, n, nil)
 	}
-}
-
-// lacks returns the whole tokens the remote lacks of full at now, as far
-// as its last answer to l (locked) tells.
-func (l *lease) lacks(now time.Time) int64 {
-	lack, ok := l.lack(now)
-	if !ok || lack > math.MaxInt64-configOf(l.limit).Refill {
-		return math.MaxInt64
-	}
-	// A microsecond more: the remote counts time in whole microseconds,
-	// from instants rounded down.
-	return (lack + configOf(l.limit).Refill) / configOf(l.limit).Scale
-}
-
-// lack returns the scaled units the remote lacks of full at now, as far as
-// its last answer to l (locked) tells, rounded up; false when it has not
-// answered, or lacks more than an int64 counts.
-func (l *lease) lack(now time.Time) (int64, bool) {
-	if l.at.IsZero() || l.resetAfter == spigot.Never {
-		return 0, false
-	}
-	d := l.resetAfter - now.Sub(l.at)
-	left := (d + time.Microsecond - 1).Microseconds()
-	refill := configOf(l.limit).Refill
-	switch {
-	case left <= 0:
-		return 0, true
-	case left > math.MaxInt64/refill:
-		return 0, false
-	}
-	return left * refill, true
-}
-
-// credit counts, in the remote's decision d on limit lim, held tokens
-// that a lease holds unspent: they are in Remaining, and the limit is full
-// again sooner by their refill time, rounded down to the millisecond (so
-// ResetAfter may be up to a millisecond late, never early).
-func credit(d *spigot.Decision, lim spigot.Limit, held int64) {
-	if held <= 0 {
-		return
-	}
-	d.Remaining += held
-	if d.ResetAfter == spigot.Never || d.ResetAfter == 0 {
-		return
-	}
-	us := min(held, lim.Capacity()) * configOf(lim).Scale / configOf(lim).Refill // capacity × scale fits: it is the limit's size
-	d.ResetAfter = max(d.ResetAfter-(time.Duration(us)*time.Microsecond).Truncate(time.Millisecond), 0)
-}
-
-// aged returns d less since, rounded up to the millisecond, at least 0;
-// spigot.Never stays Never.
-func aged(d, since time.Duration) time.Duration {
-	if d == spigot.Never || since <= 0 {
-		return d
-	}
-	if d <= since {
-		return 0
-	}
-	return (d - since + time.Millisecond - 1).Truncate(time.Millisecond)
-}
-
-// nextToken returns the RefillAfter of lim, refill after since: the wait
-// for the next token once refill has passed, a token's refill time apart,
-// rounded up to the millisecond (a token's time is not a whole number of
-// microseconds at every rate, so it may be a millisecond off).
-func nextToken(refill, since time.Duration, lim spigot.Limit) time.Duration {
-	if refill == spigot.Never || since < refill {
-		return aged(refill, since)
-	}
-	per := time.Duration(float64(configOf(lim).Scale) / float64(configOf(lim).Refill) * float64(time.Microsecond))
-	if per <= 0 {
-		return time.Millisecond
-	}
-	return max((per - (since-refill)%per + time.Millisecond - 1).Truncate(time.Millisecond), time.Millisecond)
 }
 
 // fill asks the remote, for op on l (locked, which fill unlocks), for what
@@ -589,8 +473,8 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 		l.size /= 2
 	}
 	limit := op.Limit.Capacity() / maxFraction
-	if !l.at.IsZero() {
-		limit = min(limit, l.remaining/lowFraction)
+	if !l.remote.At.IsZero() {
+		limit = min(limit, l.remote.Decision.Remaining/lowFraction)
 	}
 	l.size = max(min(l.size, limit), 0)
 	want := op.N - held + l.size
@@ -636,7 +520,7 @@ func (s *Store) filled(ctx context.Context, l *lease, op spigot.Op, now time.Tim
 	// The answer is the remote's at some instant after now: read as now's,
 	// what the remote lacks as it refills is never overestimated, so a
 	// lease is never trimmed late.
-	l.at, l.remaining, l.resetAfter, l.refillAfter = now, d.Remaining, d.ResetAfter, d.RefillAfter
+	l.remote = store.Answer{Limit: op.Limit, At: now, Decision: d}
 	l.takenAt = now
 	l.tokens += d.N
 	have := l.tokens
@@ -650,7 +534,7 @@ func (s *Store) filled(ctx context.Context, l *lease, op spigot.Op, now time.Tim
 	case d.N == 0 && (op.Action == spigot.TakeUpTo || op.N-have == 1):
 		// Denied by the remote, whose RetryAfter is for one token: what
 		// the request lacks.
-		credit(&d, op.Limit, have)
+		d = store.Credit(d, op.Limit, have)
 		return d, nil
 	default:
 		// The remote had some of the cost or none: keep what it gave, and
@@ -658,7 +542,7 @@ func (s *Store) filled(ctx context.Context, l *lease, op spigot.Op, now time.Tim
 		return s.peekLacking(ctx, l, op, have)
 	}
 	d.RetryAfter = 0
-	credit(&d, op.Limit, l.tokens)
+	d = store.Credit(d, op.Limit, l.tokens)
 	return d, nil
 }
 
@@ -677,7 +561,7 @@ func (s *Store) peekLacking(ctx context.Context, l *lease, op spigot.Op, have in
 		d.RetryAfter = time.Millisecond
 	}
 	d.N = 0
-	credit(&d, op.Limit, have)
+	d = store.Credit(d, op.Limit, have)
 	return d, nil
 }
 
@@ -709,7 +593,7 @@ func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 	if err != nil {
 		return d, err
 	}
-	credit(&d, op.Limit, held)
+	d = store.Credit(d, op.Limit, held)
 	return d, nil
 }
 
@@ -807,7 +691,7 @@ func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot
 		l := ls[i]
 		l.tokens -= op.N
 		l.usedAt = now
-		out[i] = l.local(op.N, now)
+		out[i] = l.remote.Held(l.tokens, op.N, now)
 	}
 	if s.obs.Hit != nil {
 		for _, op := range ops {
