@@ -6,43 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/spigot-go/spigot/internal/testserver"
 )
-
-// readmePrograms returns every complete program (a Go block that starts
-// with "package main") in the repository's README.md.
-func readmePrograms(t *testing.T) []string {
-	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var programs []string
-	for _, b := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		if strings.HasPrefix(b[1], "package main\n") {
-			programs = append(programs, b[1])
-		}
-	}
-	if len(programs) == 0 {
-		t.Fatal("README.md has no complete Go program (package main)")
-	}
-	return programs
-}
-
-// readmeProgram returns the README's program that contains text.
-func readmeProgram(t *testing.T, text string) string {
-	t.Helper()
-	for _, p := range readmePrograms(t) {
-		if strings.Contains(p, text) {
-			return p
-		}
-	}
-	t.Fatalf("README.md has no program with %q", text)
-	return ""
-}
 
 // buildProgram builds src as a program of this module (so that it imports
 // this tree's packages, with the stores' clients this module requires)
@@ -86,72 +53,57 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.output) }
 
-// TestREADMEQuickstartCompiles builds every complete program in README.md,
-// so the front door never shows code that does not compile.
-func TestREADMEQuickstartCompiles(t *testing.T) {
-	for i, p := range readmePrograms(t) {
-		if err := buildProgram(t, p, os.DevNull); err != nil {
-			t.Errorf("README.md program %d does not build: %v", i+1, err)
-		}
-	}
-}
-
-// TestREADMEClusterExample runs the README's cluster program against a real
-// Redis Cluster, its seeds in CLUSTER_SEEDS.
-func TestREADMEClusterExample(t *testing.T) {
-	cl := testserver.StartCluster(t, testserver.Redis)
-	runREADMEProgram(t, "cluster", "NewClusterClient", "CLUSTER_SEEDS="+strings.Join(cl.Addrs()[:2], ","))
-}
-
-// TestREADMESeveralLimits runs the README's Group program and checks that
-// it prints what its "// Output:" comment says.
-func TestREADMESeveralLimits(t *testing.T) {
-	runREADMEProgram(t, "Group", "spigot.NewGroup")
-}
-
-// TestREADMEAlgorithms runs the README's program of the kinds of limit
-// and checks that it prints what its "// Output:" comment says.
-func TestREADMEAlgorithms(t *testing.T) {
-	runREADMEProgram(t, "algorithms", "spigot.NewSlidingLog")
-}
-
-// TestREADMEGRPC runs the README's gRPC program, a server and a client
-// on loopback, and checks that it prints what its "// Output:" comment
-// says.
-func TestREADMEGRPC(t *testing.T) {
-	runREADMEProgram(t, "gRPC", "grpclimit.New(")
-}
-
-// runREADMEProgram builds and runs the README's program that contains
-// text, named name, with env added to its environment, and checks that it
-// prints what its "// Output:" comment says.
-func runREADMEProgram(t *testing.T, name, text string, env ...string) {
-	t.Helper()
-	program := readmeProgram(t, text)
-	_, comment, ok := strings.Cut(program, "\t// Output:\n")
-	if !ok {
-		t.Fatalf("README.md's %s program has no // Output: comment", name)
-	}
-	var want strings.Builder
-	for _, line := range strings.Split(comment, "\n") {
-		text, ok := strings.CutPrefix(strings.TrimSpace(line), "// ")
-		if !ok {
-			break
-		}
-		want.WriteString(text + "\n")
-	}
-	bin := filepath.Join(t.TempDir(), name+"-example")
-	if err := buildProgram(t, program, bin); err != nil {
-		t.Fatalf("README.md's %s program does not build: %v", name, err)
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	got, err := cmd.CombinedOutput()
+// TestREADMELength checks that the README stays a front door: what the
+// rest would take belongs in a guide of docs/.
+func TestREADMELength(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
-		t.Fatalf("README.md's %s program: %v\n%s", name, err, got)
+		t.Fatal(err)
 	}
-	if string(got) != want.String() {
-		t.Errorf("README.md's %s program printed\n%s\nwant\n%s", name, got, want.String())
+	if n := strings.Count(string(readme), "\n"); n > 400 {
+		t.Errorf("README.md has %d lines; want at most 400: move the details to a guide in docs/", n)
+	}
+}
+
+// TestREADMECommands checks the README's two commands: the demo, and the
+// test command that CI runs (.ci/run's go test over every module, with
+// SPIGOT_REQUIRE_SERVERS=1), and that the README names every program
+// that .ci/run installs for the tests.
+func TestREADMECommands(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := regexp.MustCompile(`(?m)^all=(\S+)$`).FindSubmatch(ci)
+	test := regexp.MustCompile(`(?m)^go test .*$`).FindAll(ci, -1)
+	if all == nil || len(test) != 1 || !regexp.MustCompile(`(?m)^export SPIGOT_REQUIRE_SERVERS=1$`).Match(ci) {
+		t.Fatalf(".ci/run: want one all=… line, one go test line and export SPIGOT_REQUIRE_SERVERS=1; found %q and %q", all, test)
+	}
+	want := "SPIGOT_REQUIRE_SERVERS=1 " + strings.ReplaceAll(string(test[0]), `"$all"`, string(all[1]))
+	var commands string
+	for _, b := range docBlocks(t, "README.md") {
+		if b.info == "" && strings.Contains(b.code, "go run ./cmd/spigot demo") {
+			commands = b.code
+		}
+	}
+	if commands == "" {
+		t.Fatal("README.md has no block with the command go run ./cmd/spigot demo")
+	}
+	if !slices.Contains(strings.Split(commands, "\n"), want) {
+		t.Errorf("README.md's two commands:\n%s\nwant a line with CI's test command:\n%s", commands, want)
+	}
+	tools := regexp.MustCompile(`command -v (\S+)`).FindAllSubmatch(ci, -1)
+	if len(tools) == 0 {
+		t.Fatal(".ci/run checks for no program with command -v")
+	}
+	for _, tool := range tools {
+		if !strings.Contains(string(readme), "`"+string(tool[1])+"`") {
+			t.Errorf("README.md does not name %s, which .ci/run installs for the tests", tool[1])
+		}
 	}
 }
 
@@ -161,8 +113,16 @@ func runREADMEProgram(t *testing.T, name, text string, env ...string) {
 // each of the README's curl -i commands against it, in a process of its
 // own, checking that curl prints what the README shows.
 func TestREADMEQuickstart(t *testing.T) {
-	program := readmeProgram(t, "func routes(")
-	files := map[string]string{"main.go": program, "quickstart_test.go": quickstartTest}
+	var quickstart docBlock
+	for _, b := range goBlocks(t) {
+		if b.file == "README.md" && b.mark == "quickstart" {
+			quickstart = b
+		}
+	}
+	if !strings.Contains(quickstart.code, "func routes(") {
+		t.Fatal("README.md has no program marked <!-- go: quickstart --> with func routes(")
+	}
+	files := map[string]string{"main.go": quickstart.withLine(quickstart.code), "quickstart_test.go": quickstartTest}
 	bin := filepath.Join(t.TempDir(), "quickstart.test")
 	if err := goCommand(t, files, "test", "-c", "-vet=off", "-o", bin); err != nil {
 		t.Fatalf("README.md's quickstart and its test do not build: %v", err)
@@ -200,7 +160,7 @@ func TestREADMEQuickstart(t *testing.T) {
 // the command (after "$ ") and what it prints.
 func readmeCurls(t *testing.T) [][2]string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
