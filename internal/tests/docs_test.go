@@ -2,6 +2,7 @@ package spigot_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -319,14 +320,7 @@ func TestDocSnippets(t *testing.T) {
 		if err != nil || kind != "snippet" {
 			continue
 		}
-		src := snippetFrames[frame]
-		if strings.Count(src, "\t// snippet\n") != 1 || strings.Count(src, "func snippet(") != 1 {
-			t.Fatalf("snippetFrames[%q] has no single func snippet( and \\t// snippet line", frame)
-		}
-		name := fmt.Sprintf("snippet%d.go", i)
-		src = strings.Replace(src, "func snippet(", fmt.Sprintf("func snippet%d(", i), 1)
-		src = strings.Replace(src, "\t// snippet\n", b.withLine(b.code)+"//line "+name+":1\n", 1)
-		files[name] = src
+		files[fmt.Sprintf("snippet%d.go", i)] = snippetFrames[frame].source(b, i)
 	}
 	if len(files) == 1 {
 		t.Fatal("no snippet in the README and the guides")
@@ -336,137 +330,177 @@ func TestDocSnippets(t *testing.T) {
 	}
 }
 
-// snippetFrames are the files a snippet is compiled in, by the name its
-// mark gives: the snippet takes the place of the line "\t// snippet" in
-// func snippet, whose parameters and the lines after it give the snippet
-// what it uses and use what it declares.
-var snippetFrames = map[string]string{
-	"limiter": `package main
+// A snippetFrame is what a snippet is compiled in: a function of a
+// package main with imports, whose parameters give the snippet what it
+// uses and whose last lines (after) use what it declares.
+type snippetFrame struct {
+	imports []string // import specs: "context", goredis "github.com/…"
+	params  string
+	after   string
+}
 
-import (
-	"context"
+// snippetFrames are the frames of the snippets, by the name their mark
+// gives.
+var snippetFrames = map[string]snippetFrame{
+	"limiter": {
+		imports: []string{`"context"`, spigotPkg, `"github.com/spigot-go/spigot/store/memory"`},
+		params:  "ctx context.Context, perAddress spigot.Limit, clientIP string",
+	},
+	"costs": {
+		imports: []string{`"context"`, spigotPkg},
+		params:  "ctx context.Context, store spigot.Store, accountID string, rows []string, failed int64",
+		after:   "_, _ = d, err",
+	},
+	"proxy": {
+		imports: []string{`"net/netip"`, `"github.com/spigot-go/spigot/httplimit"`},
+		params:  "prefix netip.Prefix",
+		after:   "_ = key",
+	},
+	"transport": {
+		imports: []string{`"net/http"`, goredisPkg, spigotPkg, `"github.com/spigot-go/spigot/httplimit"`, `"github.com/spigot-go/spigot/store/redis"`},
+		params:  "rdb *goredis.Client",
+		after:   "var _ *http.Client = client",
+	},
+	"hybrid": {
+		imports: []string{goredisPkg, spigotPkg, hybridPkg, memoryPkg, spigotredisPkg},
+		params:  "rdb *goredis.Client, login spigot.Limit",
+		after:   "_ = limiter",
+	},
+	"lease": {
+		imports: []string{`"context"`, goredisPkg, spigotPkg, `"github.com/spigot-go/spigot/store/lease"`, spigotredisPkg},
+		params:  "rdb *goredis.Client, perTenant spigot.Limit",
+		after:   "_ = limiter",
+	},
+	"denycache": {
+		imports: []string{spigotPkg, `"github.com/spigot-go/spigot/store/denycache"`, hybridPkg, memoryPkg},
+		params:  "remote spigot.Store, login spigot.Limit",
+		after:   "_ = limiter",
+	},
+	"otel": {
+		imports: []string{
+			`"net/http"`,
+			`"github.com/prometheus/client_golang/prometheus"`,
+			`"github.com/prometheus/client_golang/prometheus/promhttp"`,
+			goredisPkg,
+			`otelprom "go.opentelemetry.io/otel/exporters/prometheus"`,
+			`sdkmetric "go.opentelemetry.io/otel/sdk/metric"`,
+			spigotPkg,
+			`"github.com/spigot-go/spigot/otelspigot"`,
+			hybridPkg, memoryPkg, spigotredisPkg,
+		},
+		params: "rdb *goredis.Client, login spigot.Limit",
+		after:  "_ = limiter",
+	},
+}
 
-	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/store/memory"
+const (
+	spigotPkg      = `"github.com/spigot-go/spigot"`
+	goredisPkg     = `goredis "github.com/redis/go-redis/v9"`
+	hybridPkg      = `"github.com/spigot-go/spigot/store/hybrid"`
+	memoryPkg      = `"github.com/spigot-go/spigot/store/memory"`
+	spigotredisPkg = `spigotredis "github.com/spigot-go/spigot/store/redis"`
 )
 
-func snippet(ctx context.Context, perAddress spigot.Limit, clientIP string) {
-	// snippet
+// source returns the file of the snippet b in frame f, as func snippetN.
+func (f snippetFrame) source(b docBlock, n int) string {
+	return fmt.Sprintf("package main\n\nimport (\n\t%s\n)\n\nfunc snippet%d(%s) {\n%s//line snippet%d.go:1\n%s\n}\n",
+		strings.Join(f.imports, "\n\t"), n, f.params, b.withLine(b.code), n, f.after)
 }
-`,
-	"costs": `package main
 
-import (
-	"context"
-
-	"github.com/spigot-go/spigot"
-)
-
-func snippet(ctx context.Context, store spigot.Store, accountID string, rows []string, failed int64) {
-	// snippet
-	_, _ = d, err
+// buildProgram builds src as a program of this module (so that it imports
+// this tree's packages, with the stores' clients this module requires)
+// into out, or os.DevNull.
+func buildProgram(t *testing.T, src, out string) error {
+	t.Helper()
+	return goCommand(t, map[string]string{"main.go": src}, "build", "-o", out)
 }
-`,
-	"proxy": `package main
 
-import (
-	"net/netip"
-
-	"github.com/spigot-go/spigot/httplimit"
-)
-
-func snippet(prefix netip.Prefix) httplimit.KeyFunc {
-	// snippet
-	return key
+// goCommand runs the go command (build, test) on a package of this module
+// made of files (name → source), without writing into the source tree: an
+// overlay puts them in internal/readme.
+func goCommand(t *testing.T, files map[string]string, args ...string) error {
+	t.Helper()
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	replace := map[string]string{}
+	for name, src := range files {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		replace[filepath.Join(wd, "internal", "readme", name)] = file
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": replace})
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args, "-overlay", overlayFile, "./internal/readme")
+	if output, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		return &buildError{err, output}
+	}
+	return nil
 }
-`,
-	"transport": `package main
 
-import (
-	"net/http"
-
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/httplimit"
-	"github.com/spigot-go/spigot/store/redis"
-)
-
-func snippet(rdb *goredis.Client) *http.Client {
-	// snippet
-	return client
+type buildError struct {
+	err    error
+	output []byte
 }
-`,
-	"hybrid": `package main
 
-import (
-	goredis "github.com/redis/go-redis/v9"
+func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.output) }
 
-	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/store/hybrid"
-	"github.com/spigot-go/spigot/store/memory"
-	spigotredis "github.com/spigot-go/spigot/store/redis"
-)
-
-func snippet(rdb *goredis.Client, login spigot.Limit) *spigot.Limiter {
-	// snippet
-	return limiter
+// TestREADMELength checks that the README stays a front door: what the
+// rest would take belongs in a guide of docs/.
+func TestREADMELength(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 400 {
+		t.Errorf("README.md has %d lines; want at most 400: move the details to a guide in docs/", n)
+	}
 }
-`,
-	"lease": `package main
 
-import (
-	"context"
-
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/store/lease"
-	spigotredis "github.com/spigot-go/spigot/store/redis"
-)
-
-func snippet(rdb *goredis.Client, perTenant spigot.Limit) *spigot.Limiter {
-	// snippet
-	return limiter
-}
-`,
-	"denycache": `package main
-
-import (
-	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/store/denycache"
-	"github.com/spigot-go/spigot/store/hybrid"
-	"github.com/spigot-go/spigot/store/memory"
-)
-
-func snippet(remote spigot.Store, login spigot.Limit) *spigot.Limiter {
-	// snippet
-	return limiter
-}
-`,
-	"otel": `package main
-
-import (
-	"net/http"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	goredis "github.com/redis/go-redis/v9"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-
-	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/otelspigot"
-	"github.com/spigot-go/spigot/store/hybrid"
-	"github.com/spigot-go/spigot/store/memory"
-	spigotredis "github.com/spigot-go/spigot/store/redis"
-)
-
-func snippet(rdb *goredis.Client, login spigot.Limit) *spigot.Limiter {
-	// snippet
-	return limiter
-}
-`,
+// TestREADMECommands checks the README's two commands: the demo, and the
+// test command that CI runs (.ci/run's go test over every module, with
+// SPIGOT_REQUIRE_SERVERS=1), and that the README names every program
+// that .ci/run installs for the tests.
+func TestREADMECommands(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := regexp.MustCompile(`(?m)^all=(\S+)$`).FindSubmatch(ci)
+	test := regexp.MustCompile(`(?m)^go test .*$`).FindAll(ci, -1)
+	if all == nil || len(test) != 1 || !regexp.MustCompile(`(?m)^export SPIGOT_REQUIRE_SERVERS=1$`).Match(ci) {
+		t.Fatalf(".ci/run: want one all=… line, one go test line and export SPIGOT_REQUIRE_SERVERS=1; found %q and %q", all, test)
+	}
+	want := "SPIGOT_REQUIRE_SERVERS=1 " + strings.ReplaceAll(string(test[0]), `"$all"`, string(all[1]))
+	var commands string
+	for _, b := range docBlocks(t, "README.md") {
+		if b.info == "" && strings.Contains(b.code, "go run ./cmd/spigot demo") {
+			commands = b.code
+		}
+	}
+	if commands == "" {
+		t.Fatal("README.md has no block with the command go run ./cmd/spigot demo")
+	}
+	if !slices.Contains(strings.Split(commands, "\n"), want) {
+		t.Errorf("README.md's two commands:\n%s\nwant a line with CI's test command:\n%s", commands, want)
+	}
+	tools := regexp.MustCompile(`command -v (\S+)`).FindAllSubmatch(ci, -1)
+	if len(tools) == 0 {
+		t.Fatal(".ci/run checks for no program with command -v")
+	}
+	for _, tool := range tools {
+		if !strings.Contains(string(readme), "`"+string(tool[1])+"`") {
+			t.Errorf("README.md does not name %s, which .ci/run installs for the tests", tool[1])
+		}
+	}
 }
 
 // mdLink matches a Markdown link or image, [text](target) or

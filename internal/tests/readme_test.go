@@ -5,107 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 )
-
-// buildProgram builds src as a program of this module (so that it imports
-// this tree's packages, with the stores' clients this module requires)
-// into out, or os.DevNull.
-func buildProgram(t *testing.T, src, out string) error {
-	t.Helper()
-	return goCommand(t, map[string]string{"main.go": src}, "build", "-o", out)
-}
-
-// goCommand runs the go command (build, test) on a package of this module
-// made of files (name → source), without writing into the source tree: an
-// overlay puts them in internal/readme.
-func goCommand(t *testing.T, files map[string]string, args ...string) error {
-	t.Helper()
-	dir := t.TempDir()
-	wd, _ := os.Getwd()
-	replace := map[string]string{}
-	for name, src := range files {
-		file := filepath.Join(dir, name)
-		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		replace[filepath.Join(wd, "internal", "readme", name)] = file
-	}
-	overlay, _ := json.Marshal(map[string]any{"Replace": replace})
-	overlayFile := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args = append(args, "-overlay", overlayFile, "./internal/readme")
-	if output, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		return &buildError{err, output}
-	}
-	return nil
-}
-
-type buildError struct {
-	err    error
-	output []byte
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.output) }
-
-// TestREADMELength checks that the README stays a front door: what the
-// rest would take belongs in a guide of docs/.
-func TestREADMELength(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(readme), "\n"); n > 400 {
-		t.Errorf("README.md has %d lines; want at most 400: move the details to a guide in docs/", n)
-	}
-}
-
-// TestREADMECommands checks the README's two commands: the demo, and the
-// test command that CI runs (.ci/run's go test over every module, with
-// SPIGOT_REQUIRE_SERVERS=1), and that the README names every program
-// that .ci/run installs for the tests.
-func TestREADMECommands(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, err := os.ReadFile(filepath.Join(repoRoot, ".ci", "run"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := regexp.MustCompile(`(?m)^all=(\S+)$`).FindSubmatch(ci)
-	test := regexp.MustCompile(`(?m)^go test .*$`).FindAll(ci, -1)
-	if all == nil || len(test) != 1 || !regexp.MustCompile(`(?m)^export SPIGOT_REQUIRE_SERVERS=1$`).Match(ci) {
-		t.Fatalf(".ci/run: want one all=… line, one go test line and export SPIGOT_REQUIRE_SERVERS=1; found %q and %q", all, test)
-	}
-	want := "SPIGOT_REQUIRE_SERVERS=1 " + strings.ReplaceAll(string(test[0]), `"$all"`, string(all[1]))
-	var commands string
-	for _, b := range docBlocks(t, "README.md") {
-		if b.info == "" && strings.Contains(b.code, "go run ./cmd/spigot demo") {
-			commands = b.code
-		}
-	}
-	if commands == "" {
-		t.Fatal("README.md has no block with the command go run ./cmd/spigot demo")
-	}
-	if !slices.Contains(strings.Split(commands, "\n"), want) {
-		t.Errorf("README.md's two commands:\n%s\nwant a line with CI's test command:\n%s", commands, want)
-	}
-	tools := regexp.MustCompile(`command -v (\S+)`).FindAllSubmatch(ci, -1)
-	if len(tools) == 0 {
-		t.Fatal(".ci/run checks for no program with command -v")
-	}
-	for _, tool := range tools {
-		if !strings.Contains(string(readme), "`"+string(tool[1])+"`") {
-			t.Errorf("README.md does not name %s, which .ci/run installs for the tests", tool[1])
-		}
-	}
-}
 
 // TestREADMEQuickstart runs the README's quickstart service, as written,
 // under quickstartTest, over real connections: every attempt over a new
@@ -160,15 +62,13 @@ func TestREADMEQuickstart(t *testing.T) {
 // the command (after "$ ") and what it prints.
 func readmeCurls(t *testing.T) [][2]string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var curls [][2]string
+	for _, b := range docBlocks(t, "README.md") {
+		if command, output, ok := strings.Cut(b.code, "\n"); ok && b.info == "" && strings.HasPrefix(command, "$ curl -i ") {
+			curls = append(curls, [2]string{strings.TrimPrefix(command, "$ "), output})
+		}
 	}
-	var blocks [][2]string
-	for _, b := range regexp.MustCompile("(?s)```\n\\$ (curl -i [^\n]*)\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		blocks = append(blocks, [2]string{b[1], b[2]})
-	}
-	return blocks
+	return curls
 }
 
 // quickstartTest is a test of the README's quickstart program, compiled
