@@ -5,155 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/spigot-go/spigot/internal/testserver"
 )
-
-// readmePrograms returns every complete program (a Go block that starts
-// with "package main") in the repository's README.md.
-func readmePrograms(t *testing.T) []string {
-	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var programs []string
-	for _, b := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		if strings.HasPrefix(b[1], "package main\n") {
-			programs = append(programs, b[1])
-		}
-	}
-	if len(programs) == 0 {
-		t.Fatal("README.md has no complete Go program (package main)")
-	}
-	return programs
-}
-
-// readmeProgram returns the README's program that contains text.
-func readmeProgram(t *testing.T, text string) string {
-	t.Helper()
-	for _, p := range readmePrograms(t) {
-		if strings.Contains(p, text) {
-			return p
-		}
-	}
-	t.Fatalf("README.md has no program with %q", text)
-	return ""
-}
-
-// buildProgram builds src as a program of this module (so that it imports
-// this tree's packages, with the stores' clients this module requires)
-// into out, or os.DevNull.
-func buildProgram(t *testing.T, src, out string) error {
-	t.Helper()
-	return goCommand(t, map[string]string{"main.go": src}, "build", "-o", out)
-}
-
-// goCommand runs the go command (build, test) on a package of this module
-// made of files (name → source), without writing into the source tree: an
-// overlay puts them in internal/readme.
-func goCommand(t *testing.T, files map[string]string, args ...string) error {
-	t.Helper()
-	dir := t.TempDir()
-	wd, _ := os.Getwd()
-	replace := map[string]string{}
-	for name, src := range files {
-		file := filepath.Join(dir, name)
-		if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		replace[filepath.Join(wd, "internal", "readme", name)] = file
-	}
-	overlay, _ := json.Marshal(map[string]any{"Replace": replace})
-	overlayFile := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	args = append(args, "-overlay", overlayFile, "./internal/readme")
-	if output, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		return &buildError{err, output}
-	}
-	return nil
-}
-
-type buildError struct {
-	err    error
-	output []byte
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.output) }
-
-// TestREADMEQuickstartCompiles builds every complete program in README.md,
-// so the front door never shows code that does not compile.
-func TestREADMEQuickstartCompiles(t *testing.T) {
-	for i, p := range readmePrograms(t) {
-		if err := buildProgram(t, p, os.DevNull); err != nil {
-			t.Errorf("README.md program %d does not build: %v", i+1, err)
-		}
-	}
-}
-
-// TestREADMEClusterExample runs the README's cluster program against a real
-// Redis Cluster, its seeds in CLUSTER_SEEDS.
-func TestREADMEClusterExample(t *testing.T) {
-	cl := testserver.StartCluster(t, testserver.Redis)
-	runREADMEProgram(t, "cluster", "NewClusterClient", "CLUSTER_SEEDS="+strings.Join(cl.Addrs()[:2], ","))
-}
-
-// TestREADMESeveralLimits runs the README's Group program and checks that
-// it prints what its "// Output:" comment says.
-func TestREADMESeveralLimits(t *testing.T) {
-	runREADMEProgram(t, "Group", "spigot.NewGroup")
-}
-
-// TestREADMEAlgorithms runs the README's program of the kinds of limit
-// and checks that it prints what its "// Output:" comment says.
-func TestREADMEAlgorithms(t *testing.T) {
-	runREADMEProgram(t, "algorithms", "spigot.NewSlidingLog")
-}
-
-// TestREADMEGRPC runs the README's gRPC program, a server and a client
-// on loopback, and checks that it prints what its "// Output:" comment
-// says.
-func TestREADMEGRPC(t *testing.T) {
-	runREADMEProgram(t, "gRPC", "grpclimit.New(")
-}
-
-// runREADMEProgram builds and runs the README's program that contains
-// text, named name, with env added to its environment, and checks that it
-// prints what its "// Output:" comment says.
-func runREADMEProgram(t *testing.T, name, text string, env ...string) {
-	t.Helper()
-	program := readmeProgram(t, text)
-	_, comment, ok := strings.Cut(program, "\t// Output:\n")
-	if !ok {
-		t.Fatalf("README.md's %s program has no // Output: comment", name)
-	}
-	var want strings.Builder
-	for _, line := range strings.Split(comment, "\n") {
-		text, ok := strings.CutPrefix(strings.TrimSpace(line), "// ")
-		if !ok {
-			break
-		}
-		want.WriteString(text + "\n")
-	}
-	bin := filepath.Join(t.TempDir(), name+"-example")
-	if err := buildProgram(t, program, bin); err != nil {
-		t.Fatalf("README.md's %s program does not build: %v", name, err)
-	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	got, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("README.md's %s program: %v\n%s", name, err, got)
-	}
-	if string(got) != want.String() {
-		t.Errorf("README.md's %s program printed\n%s\nwant\n%s", name, got, want.String())
-	}
-}
 
 // TestREADMEQuickstart runs the README's quickstart service, as written,
 // under quickstartTest, over real connections: every attempt over a new
@@ -161,8 +15,16 @@ func runREADMEProgram(t *testing.T, name, text string, env ...string) {
 // each of the README's curl -i commands against it, in a process of its
 // own, checking that curl prints what the README shows.
 func TestREADMEQuickstart(t *testing.T) {
-	program := readmeProgram(t, "func routes(")
-	files := map[string]string{"main.go": program, "quickstart_test.go": quickstartTest}
+	var quickstart docBlock
+	for _, b := range goBlocks(t) {
+		if b.file == "README.md" && b.mark == "quickstart" {
+			quickstart = b
+		}
+	}
+	if !strings.Contains(quickstart.code, "func routes(") {
+		t.Fatal("README.md has no program marked <!-- go: quickstart --> with func routes(")
+	}
+	files := map[string]string{"main.go": quickstart.withLine(quickstart.code), "quickstart_test.go": quickstartTest}
 	bin := filepath.Join(t.TempDir(), "quickstart.test")
 	if err := goCommand(t, files, "test", "-c", "-vet=off", "-o", bin); err != nil {
 		t.Fatalf("README.md's quickstart and its test do not build: %v", err)
@@ -200,15 +62,13 @@ func TestREADMEQuickstart(t *testing.T) {
 // the command (after "$ ") and what it prints.
 func readmeCurls(t *testing.T) [][2]string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var curls [][2]string
+	for _, b := range docBlocks(t, "README.md") {
+		if command, output, ok := strings.Cut(b.code, "\n"); ok && b.info == "" && strings.HasPrefix(command, "$ curl -i ") {
+			curls = append(curls, [2]string{strings.TrimPrefix(command, "$ "), output})
+		}
 	}
-	var blocks [][2]string
-	for _, b := range regexp.MustCompile("(?s)```\n\\$ (curl -i [^\n]*)\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-		blocks = append(blocks, [2]string{b[1], b[2]})
-	}
-	return blocks
+	return curls
 }
 
 // quickstartTest is a test of the README's quickstart program, compiled
