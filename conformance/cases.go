@@ -17,7 +17,7 @@ import (
 )
 
 // The expected admissions in the tables below are worked out by hand from
-// the model, as spigot.Op.Apply documents it:
+// the model, as store.Apply documents it:
 //
 //	refill     = rate.Tokens / rate.Period
 //	tokens     = min(capacity, tokens + elapsed × refill)
@@ -26,7 +26,7 @@ import (
 //	Remaining  = floor(tokens)
 //	RefillAfter = ceil_ms((Remaining + 1 - tokens) / refill), Never if capacity is 0
 //
-// and never by calling spigot.Op.Apply, which a store under test may use.
+// and never by calling store.Apply, which a store under test may use.
 
 const (
 	ms = time.Millisecond

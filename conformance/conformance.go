@@ -1,5 +1,5 @@
 // Package conformance is the test suite every spigot.Store must pass: the
-// project's statement of the model of spigot.Op.Apply, runnable against
+// project's statement of the model of store.Apply, runnable against
 // any store, including one you write yourself.
 //
 // A store's tests call Run with a factory that builds the store on the

@@ -14,7 +14,7 @@ import (
 )
 
 // MapStore is a complete spigot.Store in a few lines: a map of
-// store.State behind a mutex, updated by spigot.Op.Apply, which holds the
+// store.State behind a mutex, updated by store.Apply, which holds the
 // whole model. A store for another backend (SQL, etcd, DynamoDB) does the
 // same inside one atomic read-modify-write: read the State, call Apply,
 // write the new State (or delete it when Apply leaves the zero State: the

@@ -9,7 +9,7 @@ import (
 
 // model is the suite's reference: the model of one key of one bucket,
 // written as plainly as the design states it, in exact rationals. It is
-// independent of spigot.Op.Apply, which a store under test may itself call.
+// independent of store.Apply, which a store under test may itself call.
 // When time goes back it adds nothing and keeps its stamp, and a wait
 // counts the time the clock needs to come back to the stamp.
 type model struct {

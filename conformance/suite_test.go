@@ -2,7 +2,7 @@ package conformance
 
 // The suite's own tests: the suite must fail a broken store, naming what
 // it got wrong, and its hand-computed tables must agree with an
-// implementation of the model that does not use Op.Apply.
+// implementation of the model that does not use store.Apply.
 
 import (
 	"context"
@@ -86,12 +86,12 @@ func runCase(t *testing.T, c testCase, newStore func(clk clock.Clock) spigot.Sto
 	return record(t, func(r testing.TB) { c.run(r, env{s: newStore(clk), clk: clk}) })
 }
 
-// takeStore is a store on spigot.Op.Apply, like the example's MapStore, with
+// takeStore is a store on store.Apply, like the example's MapStore, with
 // hooks that break it on purpose.
 type takeStore struct {
 	clk clock.Clock
 
-	// apply replaces spigot.Op.Apply.
+	// apply replaces store.Apply.
 	apply func(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision)
 	// name replaces the limit's name in the state's key.
 	name func(b spigot.Limit) string
@@ -126,7 +126,7 @@ func newTakeStore(clk clock.Clock) *takeStore {
 	}
 }
 
-// apply is spigot.Op.Apply on a copy of s: it returns the new state and the
+// apply is store.Apply on a copy of s: it returns the new state and the
 // decision.
 func apply(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 	d, _ := store.Apply(op, &s, now) // an invalid op's error leaves s as it was
@@ -895,9 +895,9 @@ func TestRealTimeCatchesMutants(t *testing.T) {
 }
 
 // modelStore runs the suite's reference model (model.go) instead of
-// Op.Apply, so that Run against it checks the tables of expected
+// store.Apply, so that Run against it checks the tables of expected
 // admissions, worked out by hand, against an implementation other than
-// Op.Apply (the memory store's tests check them against Op.Apply).
+// store.Apply (the memory store's tests check them against store.Apply).
 type modelStore struct {
 	clk clock.Clock
 	mu  sync.Mutex

@@ -24,7 +24,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // TestUnaryAtFixedInstants: calls from one peer at fixed instants on a
 // fake clock: the admitted ones reach the handler, each denial's
-// RetryInfo is the model's RetryAfter exactly (Op.Apply on a State of
+// RetryInfo is the model's RetryAfter exactly (store.Apply on a State of
 // our own, at the same instants), its QuotaFailure names the limit and
 // never the key, and the ratelimit metadata is in the header of every
 // call, admitted or denied.

@@ -14,7 +14,7 @@ import (
 	"github.com/spigot-go/spigot/store"
 )
 
-// This file checks Op.Apply on the fixed window, the sliding window
+// This file checks store.Apply on the fixed window, the sliding window
 // counter, the sliding log and the leaky bucket against their reference
 // models (winRef, logRef, leakyRef), on random and fuzzed sequences of
 // every action: every field of every Decision, when the state is forgotten
@@ -103,7 +103,7 @@ func (m *usedUp) reconfigure(l spigot.Limit) bool {
 
 func (m *usedUp) check() error { return m.next.check() }
 
-// kindRun drives Op.Apply and a kindModel side by side on one key.
+// kindRun drives store.Apply and a kindModel side by side on one key.
 type kindRun struct {
 	l       spigot.Limit
 	s       store.State

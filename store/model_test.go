@@ -15,7 +15,7 @@ import (
 	"github.com/spigot-go/spigot/store"
 )
 
-// This file checks Op.Apply against refModel, an independent statement of
+// This file checks store.Apply against refModel, an independent statement of
 // the model (the docs of Limit and Apply) in exact rational arithmetic
 // (math/big), on random and fuzzed sequences of operations of every
 // action: every field of every Decision, the tokens left, and the interval
@@ -256,7 +256,7 @@ func (p refPast) String() string {
 	return s
 }
 
-// refRun drives Op.Apply and refModel side by side.
+// refRun drives store.Apply and refModel side by side.
 type refRun struct {
 	b        spigot.Limit
 	s        store.State

@@ -53,7 +53,7 @@ func refilled(op spigot.Op, next store.State, now time.Time, want spigot.Decisio
 	return want
 }
 
-// apply is spigot.Op.Apply on a copy of s: it returns the new state and the
+// apply is store.Apply on a copy of s: it returns the new state and the
 // decision.
 func apply(op spigot.Op, s store.State, now time.Time) (store.State, spigot.Decision) {
 	d, _ := store.Apply(op, &s, now) // an invalid op's error leaves s as it was

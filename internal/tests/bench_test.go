@@ -155,7 +155,7 @@ const (
 //	done
 //
 // spigot.Decision had four fields so that the compiler kept it in
-// registers on the way from Op.Apply to the caller: a struct of more than
+// registers on the way from store.Apply to the caller: a struct of more than
 // four fields is copied through memory at every call, which cost hot-key
 // about a seventh of its time. Delay made it five, and RefillAfter six.
 func BenchmarkMemory(b *testing.B) {

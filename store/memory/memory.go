@@ -1,7 +1,7 @@
 // Package memory is an in-process spigot.Store: the fastest store, for a
 // single replica, for tests, and as the local side of store/hybrid.
 //
-// It runs spigot's model (spigot.Op.Apply) on sharded hash tables. A
+// It runs spigot's model (store.Apply) on sharded hash tables. A
 // request on a token or leaky bucket's key that the store holds finds it
 // without taking a lock, and holds only that key's own lock, for the
 // arithmetic: callers on different keys do not wait for each other, and
@@ -373,7 +373,7 @@ func (e *slowEntry) full(t int64) (bool, int64) {
 	return e.state.FullAt <= t, e.state.FullAt
 }
 
-// Do implements spigot.Store: it applies op with spigot.Op.Apply, in place,
+// Do implements spigot.Store: it applies op with store.Apply, in place,
 // under the lock of op's key.
 func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := ctx.Err(); err != nil {
