@@ -154,13 +154,10 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// MaxLog is the largest limit of a sliding log. Its state holds one
+// MaxLog is the largest capacity of a sliding log. Its state holds one
 // instant for each token taken in the last window, so the bound keeps what
-// one key costs a store small: at the cap, about 10 KB of memory a key and
-// twice a token bucket's time a request in the memory store, and about 7
-// KB a key and five times a token bucket's server time a request in Redis
-// (which copies the value, though it reads only the entries a request
-// needs).
+// one key costs a store, in memory and in time, small whatever its
+// traffic.
 const MaxLog = 1000
 
 // NewBucket returns a token bucket named name that holds up to capacity
@@ -278,9 +275,9 @@ func NewFixedWindow(name string, rate Rate, offset time.Duration) (Limit, error)
 // integers, and so is a denial's RetryAfter, which may fall in the next
 // window.
 //
-// It assumes that the previous window's tokens were taken evenly, so it is
-// the seeds' pick for public APIs rather than for exact guarantees: use
-// NewSlidingLog for those.
+// It assumes that the previous window's tokens were taken evenly, so it
+// suits public APIs rather than exact guarantees: use NewSlidingLog for
+// those.
 //
 // It rejects, with an error that wraps ErrInvalidLimit, what
 // NewFixedWindow rejects, and a limit whose exact arithmetic would not fit:
