@@ -14,7 +14,13 @@ import (
 // exactly what Go does. A bucket's capacity in scaled units, its refill
 // per microsecond and a window's limit are at most MaxExact: the
 // constructors of package spigot reject any other limit.
-const MaxExact = core.MaxExact
+const MaxExact = 1 << 53
+
+// MaxExact is core.MaxExact, which package spigot's constructors check.
+const (
+	_ uint = MaxExact - core.MaxExact
+	_ uint = core.MaxExact - MaxExact
+)
 
 // State is what a store keeps for one key of one limit, between
 // operations: everything Apply needs, as integers a store can persist
