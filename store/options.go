@@ -19,7 +19,8 @@ type settings interface {
 // DefaultPrefix, "spigot:"). A key's state is named prefix + bucket name
 // + ":" + key (see Key). A prefix is one word that ends in its only ':',
 // without '{' or '}', such as "myapp:", so that two stores with different
-// prefixes never share a key; New panics on any other (see CheckPrefix).
+// prefixes never share a key; the store's New panics on any other (see
+// CheckPrefix).
 func WithPrefix(p string) Option { return func(s settings) { s.SetPrefix(p) } }
 
 // WithKeyHashTags lets a {hash tag} in a key choose its cluster slot (see
