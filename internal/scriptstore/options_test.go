@@ -71,19 +71,31 @@ func TestOptions(t *testing.T) {
 	}
 }
 
-// TestOptionsBadPrefix: New panics on a prefix that store.CheckPrefix
-// rejects, with a message that names the store and the option.
-func TestOptionsBadPrefix(t *testing.T) {
-	for _, p := range []string{"", "app", "a:b:", "{app}:"} {
+// TestOptionsPanic: New panics on a prefix that store.CheckPrefix rejects
+// and on a nil option, with a message that names the store and the
+// option.
+func TestOptionsPanic(t *testing.T) {
+	bad := func(p string) string {
+		return "spigot: test: WithPrefix: " + store.CheckPrefix(p).Error()[len("spigot: "):]
+	}
+	for i, st := range []struct {
+		opts []store.Option
+		want string
+	}{
+		{[]store.Option{store.WithPrefix("")}, bad("")},
+		{[]store.Option{store.WithPrefix("app")}, bad("app")},
+		{[]store.Option{store.WithPrefix("a:b:")}, bad("a:b:")},
+		{[]store.Option{store.WithPrefix("{app}:")}, bad("{app}:")},
+		{[]store.Option{store.WithPrefix("{app}:"), store.WithPrefix("app:")}, ""},
+		{[]store.Option{store.WithClock(nil), nil}, "spigot: test: New: option 1 is nil"},
+	} {
 		func() {
 			defer func() {
-				msg, _ := recover().(string)
-				want := "spigot: test: WithPrefix: " + store.CheckPrefix(p).Error()[len("spigot: "):]
-				if msg != want {
-					t.Errorf("New with WithPrefix(%q) panicked with %q; want %q", p, msg, want)
+				if msg, _ := recover().(string); msg != st.want {
+					t.Errorf("step %d: New panicked with %q; want %q", i, msg, st.want)
 				}
 			}()
-			New("test", &recorder{}, Topology{}, []store.Option{store.WithPrefix(p)})
+			New("test", &recorder{}, Topology{}, st.opts)
 		}()
 	}
 }

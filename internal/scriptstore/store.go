@@ -12,6 +12,7 @@ package scriptstore
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,11 +76,14 @@ type Store struct {
 
 // New returns a store named name (as errors say it: "spigot: name: …")
 // that sends its calls through client, configured by opts. It panics,
-// with a message that names the store, if an option is invalid: a prefix
-// that store.CheckPrefix rejects.
+// with a message that names the store, if an option is nil or invalid (a
+// prefix that store.CheckPrefix rejects).
 func New(name string, client Client, topo Topology, opts []store.Option) *Store {
 	cfg := config{prefix: store.DefaultPrefix, group: true}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			panic("spigot: " + name + ": New: option " + strconv.Itoa(i) + " is nil")
+		}
 		o(&cfg)
 	}
 	if err := store.CheckPrefix(cfg.prefix); err != nil {

@@ -71,7 +71,8 @@ type Store struct{ core *scriptstore.Store }
 
 // New returns a store that keeps its state in the server behind client,
 // configured by opts (store.WithPrefix, store.WithClock, …). It panics if
-// client is nil or store.WithPrefix was given an invalid prefix.
+// client or an option is nil, or store.WithPrefix was given an invalid
+// prefix.
 func New(client goredis.UniversalClient, opts ...store.Option) *Store {
 	scriptstore.CheckClient("redis", client)
 	topo := scriptstore.Topology{Boxed: true}

@@ -50,7 +50,8 @@ type Store struct{ core *scriptstore.Store }
 
 // New returns a store that keeps its state in the server behind client,
 // configured by opts (store.WithPrefix, store.WithClock, …). It panics if
-// client is nil or store.WithPrefix was given an invalid prefix.
+// client or an option is nil, or store.WithPrefix was given an invalid
+// prefix.
 func New(client rueidis.Client, opts ...store.Option) *Store {
 	scriptstore.CheckClient("rueidis", client)
 	return &Store{scriptstore.NewPipelined[rueidis.RedisMessage, *rueidis.RedisMessage]("rueidis", client.Do, client.DoMulti, client.B().Arbitrary,

@@ -18,7 +18,7 @@ import (
 	"github.com/spigot-go/spigot/store"
 )
 
-// groupCommit runs the tests of group commit (WithGroupCommit(true)).
+// groupCommit runs the tests of group commit (store.WithGroupCommit(true)).
 func groupCommit(t *testing.T, h Harness) {
 	t.Run("Conformance", func(t *testing.T) {
 		eachKind(t, func(t *testing.T, srv *testserver.Server) {

@@ -78,7 +78,7 @@ type Options struct {
 	Dialed                  func()
 
 	// Group turns group commit on in the client's stores
-	// (WithGroupCommit), off otherwise.
+	// (store.WithGroupCommit), off otherwise.
 	Group bool
 }
 
