@@ -6,8 +6,9 @@
 // one exact model that every store of spigot's runs; CheckMulti, the
 // checks a DoMulti makes before anything else; PartsError, for stores that
 // apply ops all or nothing only within parts of them; Key, the names of
-// the keys a store writes; and Answer and Credit, for a store that decides
-// from tokens it took from another store. The stores themselves are its
+// the keys a store writes; Answer and Credit, for a store that decides
+// from tokens it took from another store; and Option, the options of the
+// three Redis-protocol stores, which share one core. The stores themselves are its
 // subpackages: memory (in process), redis (go-redis), valkey (valkey-go)
 // and rueidis (which run the model on the server, in Lua), hybrid (a
 // remote store in front of a local one), lease and denycache.

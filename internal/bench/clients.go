@@ -107,7 +107,7 @@ func Clients(addrs []string, cluster bool) ([]Client, func(), error) {
 		rc.Close()
 	}
 	return []Client{
-		{"go-redis", redisstore.New(gr), redisstore.New(gr, redisstore.WithGroupCommit(true)), redisstore.New(gr, redisstore.WithGroupCommit(false)), func(sha string, limit spigot.Limit, cost int64, keys []string) Call {
+		{"go-redis", redisstore.New(gr), redisstore.New(gr, store.WithGroupCommit(true)), redisstore.New(gr, store.WithGroupCommit(false)), func(sha string, limit spigot.Limit, cost int64, keys []string) Call {
 			r := newRawArgs(limit, cost, keys)
 			return func(ctx context.Context, i int) (bool, error) {
 				v, err := gr.EvalSha(ctx, sha, r.keysets[i], r.args...).Slice()
@@ -118,13 +118,13 @@ func Clients(addrs []string, cluster bool) ([]Client, func(), error) {
 				return d.Allowed(), err
 			}
 		}},
-		{"valkey-go", valkeystore.New(vk), valkeystore.New(vk, valkeystore.WithGroupCommit(true)), valkeystore.New(vk, valkeystore.WithGroupCommit(false)), func(sha string, limit spigot.Limit, cost int64, keys []string) Call {
+		{"valkey-go", valkeystore.New(vk), valkeystore.New(vk, store.WithGroupCommit(true)), valkeystore.New(vk, store.WithGroupCommit(false)), func(sha string, limit spigot.Limit, cost int64, keys []string) Call {
 			r := newRawArgs(limit, cost, keys)
 			return func(ctx context.Context, i int) (bool, error) {
 				return decodeInts(vk.Do(ctx, vk.B().Evalsha().Sha1(sha).Numkeys(1).Key(r.full[i]).Arg(r.argv[:]...).Build()).ToArray())
 			}
 		}},
-		{"rueidis", rueidisstore.New(rc), rueidisstore.New(rc, rueidisstore.WithGroupCommit(true)), rueidisstore.New(rc, rueidisstore.WithGroupCommit(false)), func(sha string, limit spigot.Limit, cost int64, keys []string) Call {
+		{"rueidis", rueidisstore.New(rc), rueidisstore.New(rc, store.WithGroupCommit(true)), rueidisstore.New(rc, store.WithGroupCommit(false)), func(sha string, limit spigot.Limit, cost int64, keys []string) Call {
 			r := newRawArgs(limit, cost, keys)
 			return func(ctx context.Context, i int) (bool, error) {
 				return decodeInts(rc.Do(ctx, rc.B().Evalsha().Sha1(sha).Numkeys(1).Key(r.full[i]).Arg(r.argv[:]...).Build()).ToArray())

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	redisstore "github.com/spigot-go/spigot/store/redis"
 	rueidisstore "github.com/spigot-go/spigot/store/rueidis"
 	valkeystore "github.com/spigot-go/spigot/store/valkey"
@@ -62,9 +63,9 @@ func redisPeers(tb testing.TB, srv *testserver.Server) ([]peer, func(testing.TB)
 		}
 	}
 	return []peer{
-		{"spigot-goredis", onStore(redisstore.New(gr, redisstore.WithPrefix("goredis:")))},
-		{"spigot-valkey", onStore(valkeystore.New(vk, valkeystore.WithPrefix("valkey:")))},
-		{"spigot-rueidis", onStore(rueidisstore.New(rc, rueidisstore.WithPrefix("rueidis:")))},
+		{"spigot-goredis", onStore(redisstore.New(gr, store.WithPrefix("goredis:")))},
+		{"spigot-valkey", onStore(valkeystore.New(vk, store.WithPrefix("valkey:")))},
+		{"spigot-rueidis", onStore(rueidisstore.New(rc, store.WithPrefix("rueidis:")))},
 		{"redis_rate", func(tb testing.TB, q quota) allowFunc {
 			l := redis_rate.NewLimiter(gr)
 			limit := redis_rate.Limit{Rate: int(q.Tokens), Burst: int(q.Burst), Period: q.Period}

@@ -4,8 +4,18 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/wire"
 )
+
+// CheckClient panics, with a message that names the store (name, as in
+// New), if client, a client library's client given to the store's New,
+// is nil.
+func CheckClient(name string, client any) {
+	if nilcheck.Nil(client) {
+		panic("spigot: " + name + ": New: nil client")
+	}
+}
 
 // A Client is a Redis client library, as the store sees it: something
 // that sends commands and reads their replies. It is safe for concurrent

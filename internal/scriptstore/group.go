@@ -11,7 +11,7 @@ import (
 	"github.com/spigot-go/spigot/internal/wire"
 )
 
-// Group commit (Config.Group): the calls of Do to one server (on a
+// Group commit (store.WithGroupCommit): the calls of Do to one server (on a
 // cluster, to one hash slot) go one at a time. A Do that finds none in
 // flight sends its op alone, at once, as it would without group commit;
 // one that finds a call in flight queues, and when that call returns, the
@@ -22,7 +22,7 @@ import (
 // themselves, up to the number of callers.
 
 // A lane is the queue of the calls of Do to one server, or to one part of
-// the keys (Topology.Part). Its fields are guarded by mu.
+// the keys (Topology.Cluster). Its fields are guarded by mu.
 type lane struct {
 	mu    sync.Mutex
 	busy  bool      // a call is in flight
@@ -56,16 +56,16 @@ var waiters = sync.Pool{New: func() any { return &waiter{ready: make(chan struct
 type groups struct {
 	one   lane
 	mu    sync.RWMutex
-	parts map[uint64]*lane // for a client with Topology.Part; guarded by mu
+	parts map[uint64]*lane // for a client of a cluster; guarded by mu
 }
 
 // lane returns the lane of a call on key.
 func (s *Store) lane(key string) *lane {
 	g := s.group
-	if s.topo.Part == nil {
+	if s.part == nil {
 		return &g.one
 	}
-	p := s.topo.Part(key)
+	p := s.part(key)
 	g.mu.RLock()
 	l := g.parts[p]
 	g.mu.RUnlock()
@@ -88,7 +88,7 @@ func (s *Store) lane(key string) *lane {
 // flight, and otherwise queued for the next call.
 func (s *Store) doGrouped(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	var key string
-	if s.topo.Part != nil {
+	if s.part != nil {
 		key = s.key(op)
 	}
 	l := s.lane(key)

@@ -3,7 +3,7 @@ package scriptstore
 import (
 	"context"
 
-	"github.com/spigot-go/spigot/internal/wire"
+	"github.com/spigot-go/spigot/store"
 )
 
 // Pipelined is the Client of a library with valkey-go's API: valkey-go,
@@ -31,21 +31,24 @@ type Arbitrary[A, Cmd any] interface {
 }
 
 // NewPipelined returns a store named name (see New) on a client with
-// valkey-go's API, given by its methods Do, DoMulti and B().Arbitrary and
-// the classification of its errors (see Pipelined), on a cluster when
-// cluster is true. M and P are the library's message type and its
-// pointer; the other type parameters follow from the arguments.
+// valkey-go's API, given by its methods Do, DoMulti and B().Arbitrary, the
+// library's functions that tell an error reply of the server (isErr:
+// valkey.IsValkeyErr, rueidis.IsRedisErr) and the nil reply (isNil), and
+// whether the client is of a cluster. M and P are the library's message
+// type and its pointer; the other type parameters follow from the
+// arguments.
 func NewPipelined[M any, P interface {
 	*M
 	Message
-}, Cmd any, R Result[M], A Arbitrary[A, Cmd]](name string,
+}, Cmd any, R Result[M], A Arbitrary[A, Cmd], E any](name string,
 	do func(context.Context, Cmd) R, doMulti func(context.Context, ...Cmd) []R, arbitrary func(...string) A,
-	classify func(error) (serverErr, isNil bool), cluster bool, cfg Config) *Store {
-	topo := Topology{Detach: true}
-	if cluster {
-		topo.Part = func(key string) uint64 { return uint64(wire.Slot(key)) }
+	isErr func(error) (E, bool), isNil func(error) bool, cluster bool, opts []store.Option) *Store {
+	classify := func(err error) (serverErr, nilReply bool) {
+		_, serverErr = isErr(err)
+		return serverErr, isNil(err)
 	}
-	return New(name, &Pipelined[Cmd, R, M, P, A]{Do: do, DoMulti: doMulti, Arbitrary: arbitrary, Classify: classify}, topo, cfg)
+	p := &Pipelined[Cmd, R, M, P, A]{Do: do, DoMulti: doMulti, Arbitrary: arbitrary, Classify: classify}
+	return New(name, p, Topology{Cluster: cluster, Detach: true}, opts)
 }
 
 // build returns the command of a call: read-only for a ReadOnly call

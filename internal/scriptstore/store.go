@@ -12,6 +12,7 @@ package scriptstore
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,24 +23,31 @@ import (
 	"github.com/spigot-go/spigot/store"
 )
 
-// Config is what a store's options set; Defaults gives the options'
-// defaults.
-type Config struct {
-	Prefix string      // of every key
-	Tags   bool        // keys may choose their slot (store.TaggedKey)
-	Clock  clock.Clock // nil: the server's TIME
-	Group  bool        // group commit (see lane)
+// config is what a store's options (store.Option) set: its methods are
+// the ones an Option calls.
+type config struct {
+	prefix string      // of every key
+	tags   bool        // keys may choose their slot (store.TaggedKey)
+	clock  clock.Clock // nil: the server's TIME
+	group  bool        // group commit (see lane)
 }
 
-// Defaults returns the Config of a store given no options.
-func Defaults() Config { return Config{Prefix: store.DefaultPrefix, Group: true} }
+func (c *config) SetPrefix(p string)     { c.prefix = p }
+func (c *config) SetKeyHashTags(on bool) { c.tags = on }
+func (c *config) SetClock(k clock.Clock) { c.clock = k }
+func (c *config) SetGroupCommit(on bool) { c.group = on }
 
 // Topology is what a client says of the servers behind it.
 type Topology struct {
-	// Part returns the part of a key, for a client whose scripts see the
-	// keys of one part only (a cluster's hash slot, a Ring's shard): nil
-	// for one server.
-	Part func(key string) uint64
+	// Cluster says that the client's scripts see the keys of one hash
+	// slot only (a Redis Cluster).
+	Cluster bool
+
+	// Ring says that the client's scripts see the keys of one shard only,
+	// which the client picks by the hash of a key's tag (a go-redis
+	// Ring). The store cannot see which shard a key is on, so it does no
+	// group commit, whatever the options say.
+	Ring bool
 
 	// Detach sends each call on a goroutine of its own when the caller's
 	// context can end, so that the call returns as soon as the context
@@ -61,19 +69,35 @@ type Store struct {
 	tags   bool
 	args   *wire.Args
 	topo   Topology
-	noRO   atomic.Bool // the server cannot run EVALSHA_RO: send Peeks as EVALSHA
-	group  *groups     // nil without group commit
+	part   func(key string) uint64 // of a key, for a cluster or a Ring: see parts
+	noRO   atomic.Bool             // the server cannot run EVALSHA_RO: send Peeks as EVALSHA
+	group  *groups                 // nil without group commit
 }
 
 // New returns a store named name (as errors say it: "spigot: name: …")
-// that sends its calls through client. It panics, with a message that
-// names the store, if cfg's prefix is invalid (store.CheckPrefix).
-func New(name string, client Client, topo Topology, cfg Config) *Store {
-	if err := store.CheckPrefix(cfg.Prefix); err != nil {
+// that sends its calls through client, configured by opts. It panics,
+// with a message that names the store, if an option is nil or invalid (a
+// prefix that store.CheckPrefix rejects).
+func New(name string, client Client, topo Topology, opts []store.Option) *Store {
+	cfg := config{prefix: store.DefaultPrefix, group: true}
+	for i, o := range opts {
+		if o == nil {
+			panic("spigot: " + name + ": New: option " + strconv.Itoa(i) + " is nil")
+		}
+		o(&cfg)
+	}
+	if err := store.CheckPrefix(cfg.prefix); err != nil {
 		panic("spigot: " + name + ": WithPrefix: " + strings.TrimPrefix(err.Error(), "spigot: "))
 	}
-	s := &Store{client: client, name: name, prefix: cfg.Prefix, tags: cfg.Tags, args: wire.NewArgs(cfg.Clock), topo: topo}
-	if cfg.Group {
+	s := &Store{client: client, name: name, prefix: cfg.prefix, tags: cfg.tags, args: wire.NewArgs(cfg.clock), topo: topo}
+	switch {
+	case topo.Cluster:
+		s.part = func(key string) uint64 { return uint64(wire.Slot(key)) }
+	case topo.Ring:
+		s.part = wire.TagHash
+		cfg.group = false
+	}
+	if cfg.group {
 		s.group = new(groups)
 	}
 	return s
@@ -170,12 +194,12 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 // see one part of the keys only cannot take in one call, and nil for keys
 // of one part.
 func (s *Store) parts(keys []string) error {
-	if s.topo.Part == nil {
+	if s.part == nil {
 		return nil
 	}
 	parts := make([]uint64, len(keys))
 	for i, k := range keys {
-		parts[i] = s.topo.Part(k)
+		parts[i] = s.part(k)
 	}
 	if slices.ContainsFunc(parts, func(p uint64) bool { return p != parts[0] }) {
 		return &store.PartsError{Parts: parts}
@@ -221,7 +245,7 @@ func (s *Store) set(c *Call, ops []spigot.Op, batch bool) {
 // see one part of the keys, one call per op; all in one pipeline.
 func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decision) error {
 	size := wire.BatchSize
-	if s.topo.Part != nil {
+	if s.part != nil {
 		size = 1
 	}
 	n := (len(ops) + size - 1) / size

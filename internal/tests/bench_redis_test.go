@@ -636,17 +636,17 @@ func pacedStores(tb testing.TB, lib string, addrs []string, keys []string) func(
 			case "go-redis":
 				cl := testclient.GoRedis(tb, addrs[0])
 				newStore = func(c clock.Clock) spigot.Store {
-					return redisstore.New(cl, redisstore.WithClock(c), redisstore.WithPrefix(pacedPrefix))
+					return redisstore.New(cl, store.WithClock(c), store.WithPrefix(pacedPrefix))
 				}
 			case "valkey-go":
 				cl := testclient.Valkey(tb, addrs[0])
 				newStore = func(c clock.Clock) spigot.Store {
-					return valkeystore.New(cl, valkeystore.WithClock(c), valkeystore.WithPrefix(pacedPrefix))
+					return valkeystore.New(cl, store.WithClock(c), store.WithPrefix(pacedPrefix))
 				}
 			case "rueidis":
 				cl := testclient.Rueidis(tb, addrs[0])
 				newStore = func(c clock.Clock) spigot.Store {
-					return rueidisstore.New(cl, rueidisstore.WithClock(c), rueidisstore.WithPrefix(pacedPrefix))
+					return rueidisstore.New(cl, store.WithClock(c), store.WithPrefix(pacedPrefix))
 				}
 			default:
 				tb.Fatalf("no paced store for the client library %s", lib)

@@ -10,6 +10,27 @@
 // matters (State.FullAt) and otherwise sets its TTL to the time until
 // then: the ResetAfter of the operation (never below 1 ms). By default it
 // reads the server's TIME, so every replica shares one clock.
+//
+// A Redis-protocol store keeps a key's state under store.Key as the
+// string "<kind>/<version> <fullat> <fields>": store.State, in
+// microseconds and scaled units, with a tag and a version for each kind
+// of limit (a token bucket's is "tb/2 <fullat> <stamp> <tokens> <scale>",
+// a leaky bucket's "lb/1 …", a fixed window's "fw/1 …", a sliding
+// window's "sw/1 …", and a sliding log's "sl/2 <fullat> <stamp> <base>
+// <width> <entries>", its instants as offsets from base in a fixed number
+// of digits, so that the script reads only the entries it needs), and
+// deletes it, or lets its TTL drop it, once the state no longer matters
+// (store.State.FullAt). The format is versioned so that a rolling deploy
+// can mix versions on one server: the script reads every earlier format
+// (but the sliding log's sl/1, never released), and reads a state of
+// another kind, or of a later version, by its FullAt alone, never as a
+// full limit. (A script from before the format had a tag reads a tagged
+// state as a full limit.) Each field is a decimal integer within 2^53
+// (spigot.MaxExact), where the script's numbers are exact; the FullAt of
+// a state read by a limit of its own kind, only compared with the time,
+// may have up to 18 digits. A value it cannot read, whatever it holds, is
+// an error for that key alone (spigot.ErrRequestFailed), as a key of
+// another Redis type is: the other keys of a batch are applied.
 package wire
 
 import (

@@ -50,9 +50,10 @@
 // count as the remote being unavailable.
 //
 // A timeout counts against the breaker only when the call was too small
-// for its own size to explain the wait: a Do, or a DoMulti of up to 100
-// ops (what a Redis-protocol store sends in one script run; a key is at
-// most spigot.MaxKeyLen bytes). A DoMulti of more ops that times out is
+// for its own size to explain the wait: a Do, or a DoMulti of up to
+// WithLargeCall's number of ops (by default 100, what a Redis-protocol
+// store sends in one script run; a key is at most spigot.MaxKeyLen
+// bytes). A DoMulti of more ops that times out is
 // decided by the policy but leaves the breaker as it was (a probe so
 // answered lets the next request probe again), so that a client that
 // sends large requests cannot open the breaker for everyone. Any other
@@ -121,7 +122,6 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/nilcheck"
-	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -130,9 +130,10 @@ var _ spigot.Store = (*Store)(nil)
 
 // Defaults.
 const (
-	DefaultTimeout  = 50 * time.Millisecond
-	DefaultFailures = 5
-	DefaultCooldown = 5 * time.Second
+	DefaultTimeout   = 50 * time.Millisecond
+	DefaultFailures  = 5
+	DefaultCooldown  = 5 * time.Second
+	DefaultLargeCall = 100 // ops: what a Redis-protocol store sends in one script run
 )
 
 // ErrUnavailable is wrapped by the error of a Reset that could not reach
@@ -231,6 +232,7 @@ type Store struct {
 	detach        bool
 	obs           Observer
 	memoryKeys    int
+	largeCall     int        // the most ops of a call whose timeout counts against the breaker
 	mem           *keyMemory // nil unless the Local policy remembers keys
 	breaker       breaker
 }
@@ -337,6 +339,20 @@ func WithMemory(n int) Option {
 	return func(s *Store) { s.memoryKeys = n }
 }
 
+// WithLargeCall sets the most ops of a remote call whose timeout counts
+// against the breaker (default DefaultLargeCall, 100, what spigot's
+// Redis-protocol stores send in one script run): a DoMulti of more ops
+// that times out is decided by the policy and leaves the breaker as it
+// was, since its own size may have made it slow (see the package doc).
+// For a remote of another kind, give the most ops it applies in one round
+// trip. It panics if n is below 1.
+func WithLargeCall(n int) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("spigot: hybrid: WithLargeCall: %d ops: want 1 or more", n))
+	}
+	return func(s *Store) { s.largeCall = n }
+}
+
 // WithObserver sets the observer of decisions, remote calls and errors,
 // and breaker transitions.
 func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
@@ -367,6 +383,7 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 		clock:      clock.System(),
 		timeout:    DefaultTimeout,
 		memoryKeys: DefaultMemory,
+		largeCall:  DefaultLargeCall,
 	}
 	s.breaker.failures, s.breaker.cooldown = DefaultFailures, DefaultCooldown
 	for i, o := range opts {
@@ -607,11 +624,6 @@ func (s *Store) guardOp(op spigot.Op) spigot.Op {
 	return op
 }
 
-// largeCall is the most ops a remote call may have for its timeout to
-// count against the breaker: what a Redis-protocol store sends in one
-// script run.
-const largeCall = wire.BatchSize
-
 // remoteCall runs f, a call of n ops, on the remote under the deadline and
 // records the outcome with the breaker: probe says whether this call is
 // the half-open breaker's probe.
@@ -643,7 +655,7 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe
 		switch {
 		case answered(err):
 			s.breaker.succeeded(ctx, probe) // the remote answered: it is up
-		case n > largeCall && timedOut(err):
+		case n > s.largeCall && timedOut(err):
 			// Its own size may have made it slow: nothing learnt.
 			if probe {
 				s.breaker.transition(ctx, CircuitHalfOpen, CircuitOpen, 0)

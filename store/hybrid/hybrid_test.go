@@ -19,7 +19,6 @@ import (
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/conformance"
 	"github.com/spigot-go/spigot/internal/hybridtest"
-	"github.com/spigot-go/spigot/internal/wire"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 )
@@ -1272,6 +1271,8 @@ func TestOptionPanics(t *testing.T) {
 		{func() hybrid.Option { return hybrid.WithBreaker(1<<31, sec) }, "spigot: hybrid: WithBreaker: failures 2147483648: want 2147483647 at most"},
 		{func() hybrid.Option { return hybrid.WithBreaker(1, 0) }, "spigot: hybrid: WithBreaker: cooldown 0s: want more than 0"},
 		{func() hybrid.Option { return hybrid.WithBreaker(1, -sec) }, "spigot: hybrid: WithBreaker: cooldown -1s: want more than 0"},
+		{func() hybrid.Option { return hybrid.WithLargeCall(0) }, "spigot: hybrid: WithLargeCall: 0 ops: want 1 or more"},
+		{func() hybrid.Option { return hybrid.WithLargeCall(-1) }, "spigot: hybrid: WithLargeCall: -1 ops: want 1 or more"},
 		{func() hybrid.Option { return hybrid.WithClock(nil) }, "spigot: hybrid: WithClock: nil Clock"},
 		{func() hybrid.Option { return hybrid.WithClock(nilClock) }, "spigot: hybrid: WithClock: nil Clock"},
 		{func() hybrid.Option {
@@ -1291,7 +1292,7 @@ func TestOptionPanics(t *testing.T) {
 	// The limits of what each accepts.
 	hybrid.New(memory.New(), memory.New(), hybrid.WithTimeout(0), hybrid.WithTimeout(1), hybrid.WithPolicy(hybrid.Local),
 		hybrid.WithPolicy(hybrid.FailClosed), hybrid.WithLocalLimit(id), hybrid.WithGuard(id),
-		hybrid.WithBreaker(1, 1), hybrid.WithBreaker(1<<31-1, time.Duration(1<<63-1)), hybrid.WithClock(clk), hybrid.WithObserver(hybrid.Observer{}))
+		hybrid.WithBreaker(1, 1), hybrid.WithBreaker(1<<31-1, time.Duration(1<<63-1)), hybrid.WithLargeCall(1), hybrid.WithClock(clk), hybrid.WithObserver(hybrid.Observer{}))
 }
 
 // TestDefaults: a store without options has a 50 ms timeout, the Local
@@ -1435,32 +1436,16 @@ func (r *sizedRemote) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigo
 	return ctx.Err()
 }
 
-// TestLargeCallTimeout: a DoMulti of more than 100 ops that times out (its
-// deadline, or a connection's) is decided by the policy but does not count
-// against the breaker, and as the probe lets the next request probe again;
-// one of up to 100 ops counts, and so does a refused connection whatever
-// the size.
+// TestLargeCallTimeout: a DoMulti of more than 100 ops (DefaultLargeCall)
+// that times out (its deadline, or a connection's) is decided by the
+// policy but does not count against the breaker, and as the probe lets the
+// next request probe again; one of up to 100 ops counts, and so does a
+// refused connection whatever the size.
 func TestLargeCallTimeout(t *testing.T) {
-	if wire.BatchSize != 100 {
-		t.Fatalf("wire.BatchSize is %d: the package doc says 100", wire.BatchSize)
+	if hybrid.DefaultLargeCall != 100 {
+		t.Fatalf("DefaultLargeCall is %d: the package doc says 100", hybrid.DefaultLargeCall)
 	}
-	clk := clocktest.New(t0)
-	rec := &recorder{}
-	remote := &sizedRemote{multi: multi{memory.New(memory.WithClock(clk))}}
-	// The stuck remote waits out the deadline in real time: a short one,
-	// which a loaded machine can only lengthen.
-	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk), hybrid.WithTimeout(20*ms),
-		hybrid.WithBreaker(2, 10*sec), hybrid.WithObserver(rec.observer()))
-	big := spigot.MustBucket("big", 1000, spigot.PerSecond(1))
-	for i, st := range []struct {
-		at    time.Duration
-		mode  sizedMode
-		ops   int
-		path  hybrid.Path
-		calls int64
-		state hybrid.Circuit
-		trans string
-	}{
+	testLargeCall(t, 0, []largeCallStep{
 		{0, sizedStuck, 101, hybrid.PathLocal, 1, closed, ""},
 		{0, sizedStuck, 1000, hybrid.PathLocal, 1, closed, ""},
 		{0, sizedIOTimeout, 101, hybrid.PathLocal, 1, closed, ""},
@@ -1480,7 +1465,52 @@ func TestLargeCallTimeout(t *testing.T) {
 		{20 * sec, sizedRefused, 101, hybrid.PathLocal, 1, open, probeKO},
 		{30 * sec, sizedIOTimeout, 100, hybrid.PathLocal, 1, open, probeKO},
 		{40 * sec, sizedAnswer, 100, hybrid.PathRemote, 1, closed, probeOK},
-	} {
+	})
+}
+
+// TestWithLargeCall: with WithLargeCall(10), a DoMulti of 11 ops that
+// times out leaves the breaker as it was, and one of 10 counts.
+func TestWithLargeCall(t *testing.T) {
+	testLargeCall(t, 10, []largeCallStep{
+		{0, sizedIOTimeout, 11, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedStuck, 11, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedIOTimeout, 10, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedIOTimeout, 11, hybrid.PathLocal, 1, closed, ""},
+		{0, sizedStuck, 10, hybrid.PathLocal, 1, open, toOpen},
+		{10 * sec, sizedIOTimeout, 11, hybrid.PathLocal, 1, open, probeKO},
+		{10 * sec, sizedAnswer, 11, hybrid.PathRemote, 1, closed, probeOK},
+	})
+}
+
+// A largeCallStep is a DoMulti of ops ops at t0+at on a remote in mode,
+// and what follows: the path of its decisions, the remote calls it made,
+// the breaker's state and its transitions.
+type largeCallStep struct {
+	at    time.Duration
+	mode  sizedMode
+	ops   int
+	path  hybrid.Path
+	calls int64
+	state hybrid.Circuit
+	trans string
+}
+
+// testLargeCall runs steps on a Store with a breaker of 2 failures and a
+// cooldown of 10 s, and WithLargeCall(large) unless large is 0.
+func testLargeCall(t *testing.T, large int, steps []largeCallStep) {
+	t.Helper()
+	clk := clocktest.New(t0)
+	rec := &recorder{}
+	remote := &sizedRemote{multi: multi{memory.New(memory.WithClock(clk))}}
+	// The stuck remote waits out the deadline in real time: a short one,
+	// which a loaded machine can only lengthen.
+	opts := []hybrid.Option{hybrid.WithClock(clk), hybrid.WithTimeout(20 * ms), hybrid.WithBreaker(2, 10*sec), hybrid.WithObserver(rec.observer())}
+	if large != 0 {
+		opts = append(opts, hybrid.WithLargeCall(large))
+	}
+	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), opts...)
+	big := spigot.MustBucket("big", 1000, spigot.PerSecond(1))
+	for i, st := range steps {
 		clk.Set(t0.Add(st.at))
 		remote.mode.Store(int32(st.mode))
 		calls := remote.calls.Load()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/redis"
 )
 
@@ -24,7 +25,7 @@ func Example() {
 	defer rdb.Close() // the store never closes it
 
 	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
-	api := spigot.New(redis.New(rdb, redis.WithClock(clk)), spigot.MustBucket("api", 5, spigot.PerSecond(5)))
+	api := spigot.New(redis.New(rdb, store.WithClock(clk)), spigot.MustBucket("api", 5, spigot.PerSecond(5)))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 

@@ -10,10 +10,13 @@
 // their keys, and a batch is one pipeline. Operations that callers send
 // while another is in flight to the same server wait for it, and then go
 // together, each still decided as it would be alone (group commit, see
-// WithGroupCommit).
+// store.WithGroupCommit). A call that waits returns as soon as its
+// context ends, whereas one in flight waits for go-redis to give up (see
+// ContextTimeoutEnabled below). On a Ring, whose shard of a key the store
+// cannot see, there is no group commit.
 //
-// Package store describes the state it keeps. It works with any
-// goredis.UniversalClient: *goredis.Client, *goredis.ClusterClient and
+// New takes the options of package store, which names the keys the store
+// writes. It works with any goredis.UniversalClient: *goredis.Client, *goredis.ClusterClient and
 // *goredis.Ring. A pipeline or a transaction (goredis.Pipeliner) is not
 // one, since it would only queue the request: New does not accept it. A
 // request touches one key, so it runs on any cluster as it is; see the
@@ -55,10 +58,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/clock"
-	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/scriptstore"
-	"github.com/spigot-go/spigot/internal/wire"
+	"github.com/spigot-go/spigot/store"
 )
 
 var _ spigot.Store = (*Store)(nil)
@@ -66,79 +67,22 @@ var _ spigot.Store = (*Store)(nil)
 // Store is a spigot.Store on a go-redis client. It is safe for concurrent
 // use. It does not own the client: closing the client is the caller's
 // business. The zero Store is not usable; call New.
-type Store struct {
-	cfg  scriptstore.Config // what the options set
-	core *scriptstore.Store
-}
+type Store struct{ core *scriptstore.Store }
 
-// An Option configures a Store.
-type Option func(*Store)
-
-// WithPrefix sets the prefix of every key the store writes (default
-// "spigot:"). A key's state is named prefix + bucket name + ":" + key. A
-// prefix is one word that ends in its only ':', without '{' or '}', such
-// as "myapp:", so that two stores with different prefixes never share a
-// key; New panics on any other (see store.CheckPrefix).
-func WithPrefix(p string) Option { return func(s *Store) { s.cfg.Prefix = p } }
-
-// WithKeyHashTags lets a {hash tag} in a key choose its cluster slot (see
-// store.TaggedKey): a key such as "{user42}" then puts every limit of that
-// user in one slot, so that they are applied in one script. Use it only
-// when no key comes from a client: otherwise a client could send its keys,
-// or everyone's it can name, to one primary. By default a key never
-// chooses its slot (see store.Key); turning it on or off moves the keys
-// that hold a '{', which start again full.
-func WithKeyHashTags() Option { return func(s *Store) { s.cfg.Tags = true } }
-
-// WithClock makes the store pass the time from c to the script instead of
-// reading the server's TIME: for tests with clocktest, and for servers that
-// do not allow TIME in scripts. It gives up the single clock that the
-// server gives every replica: replicas whose clocks disagree then disagree
-// on how much a bucket has refilled (a clock that runs ahead refills early;
-// one that steps back refills nothing until it catches up). Keys then live
-// a minute longer than ResetAfter, since their TTL runs on the server's
-// clock.
-func WithClock(c clock.Clock) Option { return func(s *Store) { s.cfg.Clock = c } }
-
-// WithGroupCommit turns group commit on or off (default on). With it on,
-// a call of Do that finds another call of Do in flight to the same server
-// (on a cluster, to the same hash slot) waits for that call to return, and
-// then goes with every call that queued meanwhile in one round trip: one
-// run of the script per 100 operations at most, each operation applied on
-// its own, one after the other, and decided exactly as it would be alone.
-// A lone caller waits for nothing, since there is no timer; under load a
-// server runs fewer, larger scripts, and serves more requests per second.
-// A call whose context ends while it waits returns the context's error and
-// is never sent, so never charged; once sent, nothing is resent, and a
-// failure of the round trip (a lost connection, a timeout) fails every
-// call in it. Peeks go with the others (a round trip of Peeks only is
-// read-only, as a Peek alone is). DoMulti is never grouped.
-//
-// A call that waits returns as soon as its context ends, whereas one in
-// flight waits for go-redis to give up (see ContextTimeoutEnabled above).
-// On a Ring, whose shard of a key the store cannot see, it does nothing.
-func WithGroupCommit(on bool) Option { return func(s *Store) { s.cfg.Group = on } }
-
-// New returns a store that keeps its state in the server behind client.
-// It panics if client is nil or WithPrefix was given an invalid prefix.
-func New(client goredis.UniversalClient, opts ...Option) *Store {
-	if nilcheck.Nil(client) {
-		panic("spigot: redis: New: nil client")
-	}
-	s := &Store{cfg: scriptstore.Defaults()}
-	for _, o := range opts {
-		o(s)
-	}
+// New returns a store that keeps its state in the server behind client,
+// configured by opts (store.WithPrefix, store.WithClock, …). It panics if
+// client or an option is nil, or store.WithPrefix was given an invalid
+// prefix.
+func New(client goredis.UniversalClient, opts ...store.Option) *Store {
+	scriptstore.CheckClient("redis", client)
 	topo := scriptstore.Topology{Boxed: true}
 	switch client.(type) {
 	case *goredis.ClusterClient:
-		topo.Part = func(key string) uint64 { return uint64(wire.Slot(key)) }
+		topo.Cluster = true
 	case *goredis.Ring:
-		topo.Part = wire.TagHash
-		s.cfg.Group = false
+		topo.Ring = true
 	}
-	s.core = scriptstore.New("redis", adapter{client}, topo, s.cfg)
-	return s
+	return &Store{scriptstore.New("redis", adapter{client}, topo, opts)}
 }
 
 // Do implements spigot.Store: every action on every kind of limit, in
@@ -152,7 +96,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 // AllOrNothing ops are one run of the script over all their keys. On a
 // ClusterClient, whose scripts see one hash slot only, or a Ring, whose
 // scripts see one shard, ops of several slots or shards get a
-// *spigot.PartsError, having applied nothing: spigot.DoMulti (which
+// *store.PartsError, having applied nothing: spigot.DoMulti (which
 // Limiter, Group and httplimit call) then takes the slots one by one and
 // gives them back on a denial, as it says.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/spigot-go/spigot/conformance"
 	"github.com/spigot-go/spigot/internal/scriptstore/storetest"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/redis"
 )
 
@@ -36,10 +37,8 @@ func TestStore(t *testing.T) {
 		Dial: func(tb testing.TB, addr string, o storetest.Options) storetest.Client {
 			c := client(tb, &goredis.Options{Addr: addr, Protocol: 3 - b2i(o.RESP2)})
 			return storetest.Client{
-				Store: func(clk clock.Clock, prefix string) spigot.Store {
-					return redis.New(c, redis.WithClock(clk), redis.WithPrefix(prefix), redis.WithGroupCommit(o.Group))
-				},
-				Do: func(ctx context.Context, args ...string) error { return c.Do(ctx, anys(args)...).Err() },
+				New: func(opts ...store.Option) spigot.Store { return redis.New(c, opts...) },
+				Do:  func(ctx context.Context, args ...string) error { return c.Do(ctx, anys(args)...).Err() },
 			}
 		},
 		ServerError: func(err error) bool { var e goredis.Error; return errors.As(err, &e) },
@@ -85,7 +84,7 @@ func TestConformanceRing(t *testing.T) {
 	ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
 	t.Cleanup(func() { ring.Close() })
 	conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
-		return redis.New(ring, redis.WithClock(clk), redis.WithPrefix(t.Name()+":"))
+		return redis.New(ring, store.WithClock(clk), store.WithPrefix(t.Name()+":"))
 	})
 	// Both shards hold keys: the ring spread the suite over them.
 	for _, srv := range []*testserver.Server{a, b} {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/store"
 	spigotrueidis "github.com/spigot-go/spigot/store/rueidis"
 )
 
@@ -28,14 +29,14 @@ func Example() {
 		return
 	}
 	defer client.Close()
-	store := spigotrueidis.New(client)
+	s := spigotrueidis.New(client)
 
-	group := spigot.NewGroup(store, user, tenant)
+	group := spigot.NewGroup(s, user, tenant)
 	for range 3 {
 		d, err := group.Allow(ctx, "bob", "acme")
 		fmt.Println("allowed:", d.Allowed(), err)
 	}
-	tenants := spigot.New(store, tenant)
+	tenants := spigot.New(s, tenant)
 	d, err := tenants.TakeUpTo(ctx, "acme", 20)
 	fmt.Println("took:", d.N, "of 20", err)
 	d, err = tenants.Refund(ctx, "acme", 3)
@@ -52,7 +53,7 @@ func Example() {
 // the requests that wait for one in flight go together in one run of the
 // script, and each is decided as it would be alone, so exactly the
 // bucket's capacity is admitted.
-func ExampleWithGroupCommit() {
+func Example_groupCommit() {
 	limit := spigot.MustBucket("burst", 50, spigot.PerHour(1))
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server}})
 	if err != nil {
@@ -60,7 +61,7 @@ func ExampleWithGroupCommit() {
 		return
 	}
 	defer client.Close()
-	limiter := spigot.New(spigotrueidis.New(client, spigotrueidis.WithGroupCommit(true)), limit)
+	limiter := spigot.New(spigotrueidis.New(client, store.WithGroupCommit(true)), limit)
 
 	var admitted atomic.Int64
 	var wg sync.WaitGroup

@@ -8,9 +8,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/scriptstore/storetest"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	spigotrueidis "github.com/spigot-go/spigot/store/rueidis"
 )
 
@@ -38,9 +38,7 @@ func dial(tb testing.TB, addr string, o storetest.Options) storetest.Client {
 	}
 	tb.Cleanup(client.Close)
 	var c storetest.Client
-	c.Store = func(clk clock.Clock, prefix string) spigot.Store {
-		return spigotrueidis.New(client, spigotrueidis.WithClock(clk), spigotrueidis.WithPrefix(prefix), spigotrueidis.WithGroupCommit(o.Group))
-	}
+	c.New = func(opts ...store.Option) spigot.Store { return spigotrueidis.New(client, opts...) }
 	c.Do = func(ctx context.Context, args ...string) error {
 		_, err := client.Do(ctx, client.B().Arbitrary(args...).Build()).ToAny() // the reply read whole
 		return err

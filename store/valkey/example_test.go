@@ -9,6 +9,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/store"
 	spigotvalkey "github.com/spigot-go/spigot/store/valkey"
 )
 
@@ -28,7 +29,7 @@ func Example() {
 
 	start := time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC)
 	clk := clocktest.New(start)
-	limiter := spigot.New(spigotvalkey.New(client, spigotvalkey.WithClock(clk)),
+	limiter := spigot.New(spigotvalkey.New(client, store.WithClock(clk)),
 		spigot.MustBucket("login", 3, spigot.Per(1, 20*time.Second)))
 	ctx := context.Background()
 
@@ -65,8 +66,8 @@ func Example_reset() {
 	defer client.Close()
 
 	clk := clocktest.New(time.Date(2025, 1, 2, 9, 0, 0, 0, time.UTC))
-	store := spigotvalkey.New(client, spigotvalkey.WithClock(clk), spigotvalkey.WithPrefix("app:"))
-	signIn := spigot.New(store, spigot.MustBucket("signin", 3, spigot.Per(1, 20*time.Second)))
+	s := spigotvalkey.New(client, store.WithClock(clk), store.WithPrefix("app:"))
+	signIn := spigot.New(s, spigot.MustBucket("signin", 3, spigot.Per(1, 20*time.Second)))
 	ctx := context.Background()
 	exists := func() int64 {
 		n, _ := client.Do(ctx, client.B().Exists().Key("app:signin:alice").Build()).AsInt64()

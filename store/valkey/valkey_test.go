@@ -8,9 +8,9 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/spigot-go/spigot"
-	"github.com/spigot-go/spigot/clock"
 	"github.com/spigot-go/spigot/internal/scriptstore/storetest"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	spigotvalkey "github.com/spigot-go/spigot/store/valkey"
 )
 
@@ -29,9 +29,7 @@ var harness = storetest.Harness{
 		}
 		tb.Cleanup(c.Close)
 		return storetest.Client{
-			Store: func(clk clock.Clock, prefix string) spigot.Store {
-				return spigotvalkey.New(c, spigotvalkey.WithClock(clk), spigotvalkey.WithPrefix(prefix), spigotvalkey.WithGroupCommit(o.Group))
-			},
+			New: func(opts ...store.Option) spigot.Store { return spigotvalkey.New(c, opts...) },
 			Do: func(ctx context.Context, args ...string) error {
 				_, err := c.Do(ctx, c.B().Arbitrary(args...).Build()).ToAny()
 				return err

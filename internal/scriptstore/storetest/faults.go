@@ -20,7 +20,7 @@ import (
 // doesNotCloseClient: the store neither closes the client nor offers to.
 func doesNotCloseClient(t *testing.T, h Harness) {
 	srv := testserver.Start(t, h.Kind)
-	c := h.Dial(t, srv.Addr, Options{})
+	c := h.dial(t, srv.Addr, Options{})
 	b := spigot.MustBucket("owner", 1, spigot.PerHour(1))
 	func() {
 		s := c.Store(nil, store.DefaultPrefix)
@@ -48,7 +48,7 @@ func doesNotCloseClient(t *testing.T, h Harness) {
 func serverDown(t *testing.T, h Harness) {
 	testserver.SkipShort(t, "kills and restarts a server")
 	srv := testserver.Start(t, h.Kind)
-	s := h.Dial(t, srv.Addr, Options{}).Store(nil, store.DefaultPrefix)
+	s := h.dial(t, srv.Addr, Options{}).Store(nil, store.DefaultPrefix)
 	b := spigot.MustBucket("down", 3, spigot.PerHour(1))
 	take := spigot.Op{Limit: b, Key: "k", N: 1}
 	if a, err := s.Do(t.Context(), take); err != nil || !a.Allowed() || a.N != 1 || a.Remaining != 2 {
@@ -108,7 +108,7 @@ func pausedServer(t *testing.T, h Harness) {
 	testserver.SkipShort(t, "pauses a server for seconds")
 	srv := testserver.Start(t, h.Kind)
 	var dials atomic.Int32
-	s := h.Dial(t, srv.Addr, Options{
+	s := h.dial(t, srv.Addr, Options{
 		// The client pings every KeepAlive and drops a connection that
 		// answers nothing for WriteTimeout; then the next call connects
 		// again, and the new connection's handshake meets the same

@@ -18,11 +18,11 @@ import (
 	"github.com/spigot-go/spigot/store"
 )
 
-// groupCommit runs the tests of group commit (WithGroupCommit(true)).
+// groupCommit runs the tests of group commit (store.WithGroupCommit(true)).
 func groupCommit(t *testing.T, h Harness) {
 	t.Run("Conformance", func(t *testing.T) {
 		eachKind(t, func(t *testing.T, srv *testserver.Server) {
-			c := h.Dial(t, srv.Addr, Options{Group: true})
+			c := h.dial(t, srv.Addr, Options{Group: true})
 			t.Run("fake-clock", func(t *testing.T) {
 				conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store { return c.Store(clk, t.Name()+":") })
 			})
@@ -127,7 +127,7 @@ func groupExactCounts(t *testing.T, h Harness) {
 	srv := testserver.Start(t, h.Kind)
 	p := "exact:"
 	rec := record(t, p)
-	s := h.Dial(t, srv.Addr, Options{Group: true}).Store(nil, p)
+	s := h.dial(t, srv.Addr, Options{Group: true}).Store(nil, p)
 	const capacity, goroutines, rounds = 200, 48, 6
 	b := spigot.MustBucket("exact", capacity, spigot.Per(1, 24*time.Hour))
 	keys := []string{"a", "b", "c"}
@@ -153,7 +153,7 @@ func groupCancelled(t *testing.T, h Harness) {
 	p := "cancel:"
 	rec := record(t, p)
 	clk := clocktest.New(t0)
-	s := h.Dial(t, srv.Addr, Options{Group: true}).Store(clk, p)
+	s := h.dial(t, srv.Addr, Options{Group: true}).Store(clk, p)
 	b := spigot.MustBucket("cancel", 10, spigot.PerHour(1))
 	op := func(n int64) spigot.Op { return spigot.Op{Limit: b, Key: "k", N: n} }
 
@@ -237,7 +237,7 @@ func groupKilled(t *testing.T, h Harness) {
 	srv := testserver.Start(t, h.Kind)
 	p := "killed:"
 	rec := record(t, p)
-	s := h.Dial(t, srv.Addr, Options{Group: true}).Store(nil, p)
+	s := h.dial(t, srv.Addr, Options{Group: true}).Store(nil, p)
 	b := spigot.MustBucket("killed", 100, spigot.PerHour(1))
 	ops := batchOps(b, 5)
 	first, rest, release := queueBehind(t, rec, s, t.Context(), spigot.Op{Limit: b, Key: "first", N: 1}, ops)
@@ -279,7 +279,7 @@ func groupPaused(t *testing.T, h Harness) {
 	srv := testserver.Start(t, h.Kind)
 	p := "paused:"
 	rec := record(t, p)
-	s := h.Dial(t, srv.Addr, Options{Group: true}).Store(nil, p)
+	s := h.dial(t, srv.Addr, Options{Group: true}).Store(nil, p)
 	b := spigot.MustBucket("paused", 100, spigot.PerHour(1))
 	if _, err := s.Do(t.Context(), spigot.Op{Limit: b, Key: "warm", Action: spigot.Peek}); err != nil { // loads the script
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func replies(t *testing.T, h Harness) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := fake(t, c.evalsha, c.eval)
-			s := h.Dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
+			s := h.dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
 			b := spigot.MustBucket("fake", 5, spigot.PerHour(1))
 			// A bound, so that a store that resends forever fails rather than hangs.
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -145,7 +145,7 @@ func readOnlyCommands(t *testing.T, h Harness) {
 			t.Run(c.name, func(t *testing.T) {
 				f := fake(t, full, nil)
 				f.Handle("EVALSHA_RO", full)
-				s := h.Dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
+				s := h.dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
 				if err := c.do(s, t.Context()); err != nil {
 					t.Fatal(err)
 				}
@@ -163,7 +163,7 @@ func readOnlyCommands(t *testing.T, h Harness) {
 		f := fake(t, full, full)
 		f.Handle("EVALSHA_RO", func(w *resp.Writer, _ []string) { w.Error("NOSCRIPT No matching script. Please use EVAL.") })
 		f.Handle("EVAL_RO", full)
-		s := h.Dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
+		s := h.dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
 		if err := calls[0].do(s, t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func readOnlyCommands(t *testing.T, h Harness) {
 	})
 	t.Run("unknown-command", func(t *testing.T) {
 		f := fake(t, full, nil) // EVALSHA_RO: unknown command
-		s := h.Dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
+		s := h.dial(t, f.Addr, Options{Fake: true}).Store(nil, store.DefaultPrefix)
 		for range 2 {
 			if err := calls[0].do(s, t.Context()); err != nil {
 				t.Fatal(err)
@@ -197,7 +197,7 @@ func peekOnReplica(t *testing.T, h Harness) {
 		b := spigot.MustBucket("replica", 5, spigot.PerHour(1))
 		take := spigot.Op{Limit: b, Key: "k", N: 2}
 		peek := spigot.Op{Limit: b, Key: "k", Action: spigot.Peek, N: 1}
-		if d, err := h.Dial(t, primary.Addr, Options{}).Store(clk, store.DefaultPrefix).Do(t.Context(), take); err != nil || d.N != 2 || d.Remaining != 3 {
+		if d, err := h.dial(t, primary.Addr, Options{}).Store(clk, store.DefaultPrefix).Do(t.Context(), take); err != nil || d.N != 2 || d.Remaining != 3 {
 			t.Fatalf("Take of 2 on the primary = %+v, %v; want N 2, Remaining 3", d, err)
 		}
 		primary.CaughtUp(t, replica)
@@ -217,7 +217,7 @@ func peekOnReplica(t *testing.T, h Harness) {
 			}
 		}
 
-		alone := h.Dial(t, replica.Addr, Options{}).Store(clk, store.DefaultPrefix)
+		alone := h.dial(t, replica.Addr, Options{}).Store(clk, store.DefaultPrefix)
 		peekThere(alone)
 		d, err := alone.Do(t.Context(), take)
 		if err == nil || d != (spigot.Decision{}) || !strings.Contains(err.Error(), "READONLY") {
@@ -228,7 +228,7 @@ func peekOnReplica(t *testing.T, h Harness) {
 		if !h.Routes {
 			return
 		}
-		routed := h.Dial(t, primary.Addr, Options{Replica: replica.Addr}).Store(clk, store.DefaultPrefix)
+		routed := h.dial(t, primary.Addr, Options{Replica: replica.Addr}).Store(clk, store.DefaultPrefix)
 		peekThere(routed)
 		sha := ran(t, primary, "evalsha")
 		if d, err := routed.Do(t.Context(), take); err != nil || d.N != 2 || d.Remaining != 1 {
@@ -250,7 +250,7 @@ func unreadableState(t *testing.T, h Harness) {
 		if _, err := srv.Do("SET", key, "garbage"); err != nil {
 			t.Fatal(err)
 		}
-		s := h.Dial(t, srv.Addr, Options{}).Store(clocktest.New(t0), store.DefaultPrefix)
+		s := h.dial(t, srv.Addr, Options{}).Store(clocktest.New(t0), store.DefaultPrefix)
 		for _, a := range []spigot.Action{spigot.Take, spigot.TakeUpTo, spigot.Refund, spigot.Reset, spigot.Peek} {
 			op := spigot.Op{Limit: b, Key: "k", Action: a, N: 1}
 			d, err := s.Do(t.Context(), op)

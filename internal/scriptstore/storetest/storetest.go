@@ -78,19 +78,34 @@ type Options struct {
 	Dialed                  func()
 
 	// Group turns group commit on in the client's stores
-	// (WithGroupCommit), off otherwise.
+	// (store.WithGroupCommit), off otherwise.
 	Group bool
 }
 
 // A Client is a client of Harness.Dial.
 type Client struct {
-	// Store returns a store on the client that reads the time from clk
-	// (nil for the server's TIME) and names its keys with prefix.
-	Store func(clk clock.Clock, prefix string) spigot.Store
+	// New returns the library's store on the client, with opts.
+	New func(opts ...store.Option) spigot.Store
 
 	// Do sends a command through the client, reads its reply and returns
 	// its error.
 	Do func(ctx context.Context, args ...string) error
+
+	group bool // Options.Group of the client's Dial
+}
+
+// Store returns a store on c that reads the time from clk (nil for the
+// server's TIME), names its keys with prefix, and does group commit if
+// the Options of c's Dial say so.
+func (c Client) Store(clk clock.Clock, prefix string) spigot.Store {
+	return c.New(store.WithClock(clk), store.WithPrefix(prefix), store.WithGroupCommit(c.group))
+}
+
+// dial is h.Dial, with the Options that Client.Store needs kept.
+func (h Harness) dial(tb testing.TB, addr string, o Options) Client {
+	c := h.Dial(tb, addr, o)
+	c.group = o.Group
+	return c
 }
 
 // SetOptions sets *opt, a ClientOption of valkey-go or rueidis (which
@@ -150,7 +165,7 @@ func Run(t *testing.T, h Harness) {
 func concurrentKeys(t *testing.T, h Harness) {
 	srv := testserver.Start(t, h.Kind)
 	const prefix = "names:"
-	s := h.Dial(t, srv.Addr, Options{}).Store(nil, prefix)
+	s := h.dial(t, srv.Addr, Options{}).Store(nil, prefix)
 	const goroutines, perGoroutine, capacity = 32, 6, 100
 	b := spigot.MustBucket("names", capacity, spigot.Per(1, 24*time.Hour))
 	// key returns goroutine g's i-th key, which gets i+1 Takes.
@@ -208,7 +223,7 @@ func eachKind(t *testing.T, f func(t *testing.T, srv *testserver.Server)) {
 // on the fake clock, and on the server's own.
 func conformanceOnServers(t *testing.T, h Harness) {
 	eachKind(t, func(t *testing.T, srv *testserver.Server) {
-		c := h.Dial(t, srv.Addr, Options{})
+		c := h.dial(t, srv.Addr, Options{})
 		t.Run("fake-clock", func(t *testing.T) {
 			conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store { return c.Store(clk, t.Name()+":") })
 		})
@@ -253,7 +268,7 @@ func denialIsNotAnError(t *testing.T, h Harness) {
 		for _, resp2 := range []bool{false, true} {
 			t.Run(fmt.Sprintf("resp2=%v", resp2), func(t *testing.T) {
 				clk := clocktest.New(t0)
-				s := h.Dial(t, srv.Addr, Options{RESP2: resp2}).Store(clk, t.Name()+":")
+				s := h.dial(t, srv.Addr, Options{RESP2: resp2}).Store(clk, t.Name()+":")
 				b := spigot.MustBucket("deny", 2, spigot.Per(1, 10*time.Second))
 				play(t, s, clk, b, []step{
 					{at: 0, n: 2, want: spigot.Decision{N: 2, Remaining: 0, ResetAfter: 20 * time.Second, RefillAfter: 10 * time.Second}},
@@ -276,7 +291,7 @@ func denialIsNotAnError(t *testing.T, h Harness) {
 func scriptFlush(t *testing.T, h Harness) {
 	eachKind(t, func(t *testing.T, srv *testserver.Server) {
 		clk := clocktest.New(t0)
-		s := h.Dial(t, srv.Addr, Options{}).Store(clk, store.DefaultPrefix)
+		s := h.dial(t, srv.Addr, Options{}).Store(clk, store.DefaultPrefix)
 		flush := func() {
 			t.Helper()
 			if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
@@ -351,7 +366,7 @@ func wantErr(t *testing.T, h Harness, what string, err error) {
 // with SPIGOT_REQUIRE_SERVERS=1 go test -run - -bench . -benchmem.
 func BenchmarkDo(b *testing.B, h Harness) {
 	srv := testserver.Start(b, h.Kind)
-	c := h.Dial(b, srv.Addr, Options{})
+	c := h.dial(b, srv.Addr, Options{})
 	cancelable, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	deadline, cancel := context.WithTimeout(context.Background(), time.Hour)

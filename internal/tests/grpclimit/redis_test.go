@@ -25,6 +25,7 @@ import (
 	"github.com/spigot-go/spigot/grpclimit"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	spigotredis "github.com/spigot-go/spigot/store/redis"
 )
 
@@ -134,8 +135,8 @@ func TestSharedRedis(t *testing.T) {
 	conns := make([]*grpc.ClientConn, 2)
 	served := make([]*atomic.Int64, 2)
 	for i := range conns {
-		store := spigotredis.New(testclient.GoRedis(t, srv.Addr), spigotredis.WithPrefix("grpclimit:"))
-		conns[i], served[i] = replica(t, grpclimit.New(store,
+		remote := spigotredis.New(testclient.GoRedis(t, srv.Addr), store.WithPrefix("grpclimit:"))
+		conns[i], served[i] = replica(t, grpclimit.New(remote,
 			grpclimit.By(perPeer, grpclimit.PeerIP(), grpclimit.Methods(echoMethod)),
 			grpclimit.By(perTenant, grpclimit.Metadata("x-tenant"), grpclimit.Methods(echoMethod)),
 			grpclimit.By(streams, grpclimit.PeerIP(), grpclimit.Methods(chatMethod)),
@@ -275,12 +276,12 @@ func TestClientsShareRedis(t *testing.T) {
 
 	conns := make([]*grpc.ClientConn, 2)
 	for i := range conns {
-		store := spigotredis.New(testclient.GoRedis(t, srv.Addr), spigotredis.WithPrefix("grpclimit-client:"))
+		remote := spigotredis.New(testclient.GoRedis(t, srv.Addr), store.WithPrefix("grpclimit-client:"))
 		opts := []grpclimit.ClientOption{}
 		if i == 0 {
 			opts = append(opts, grpclimit.WithoutWaiting())
 		}
-		c := grpclimit.NewClient(spigot.New(store, partner), opts...)
+		c := grpclimit.NewClient(spigot.New(remote, partner), opts...)
 		conns[i], err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithChainUnaryInterceptor(c.UnaryClientInterceptor()))
 		if err != nil {

@@ -31,7 +31,7 @@ func TestWrongTypeFailsClosed(t *testing.T) {
 	if _, err := srv.Do("RPUSH", store.Key(prefix, login, "192.0.2.1"), "x"); err != nil {
 		t.Fatal(err)
 	}
-	remote := spigotredis.New(testclient.GoRedis(t, srv.Addr), spigotredis.WithPrefix(prefix))
+	remote := spigotredis.New(testclient.GoRedis(t, srv.Addr), store.WithPrefix(prefix))
 	for _, policy := range []hybrid.Policy{hybrid.Local, hybrid.FailOpen, hybrid.FailClosed} {
 		s := hybrid.New(remote, memory.New(), hybrid.WithPolicy(policy), hybrid.WithTimeout(10*time.Second))
 		var served atomic.Int64

@@ -15,6 +15,7 @@ import (
 	"github.com/spigot-go/spigot/internal/countstore"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/lease"
 	"github.com/spigot-go/spigot/store/memory"
@@ -58,10 +59,10 @@ func BenchmarkShare(b *testing.B) {
 		new  func(b *testing.B, prefix string) spigot.Store
 	}{
 		{"rueidis", func(b *testing.B, p string) spigot.Store {
-			return rueidis.New(testclient.Rueidis(b, srv.Addr), rueidis.WithPrefix(p))
+			return rueidis.New(testclient.Rueidis(b, srv.Addr), store.WithPrefix(p))
 		}},
 		{"go-redis", func(b *testing.B, p string) spigot.Store {
-			return redis.New(testclient.GoRedis(b, srv.Addr), redis.WithPrefix(p))
+			return redis.New(testclient.GoRedis(b, srv.Addr), store.WithPrefix(p))
 		}},
 	}
 	// p goroutines per P: 64 goroutines, or the next multiple of

@@ -10,6 +10,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/redis"
 	"github.com/spigot-go/spigot/store/rueidis"
 	"github.com/spigot-go/spigot/store/valkey"
@@ -25,11 +26,11 @@ var clients = []string{"go-redis", "valkey-go", "rueidis"}
 func newRemote(tb testing.TB, client, addr, prefix string) spigot.Store {
 	switch client {
 	case "go-redis":
-		return redis.New(testclient.GoRedis(tb, addr), redis.WithPrefix(prefix), redis.WithGroupCommit(true))
+		return redis.New(testclient.GoRedis(tb, addr), store.WithPrefix(prefix), store.WithGroupCommit(true))
 	case "valkey-go":
-		return valkey.New(testclient.Valkey(tb, addr), valkey.WithPrefix(prefix), valkey.WithGroupCommit(true))
+		return valkey.New(testclient.Valkey(tb, addr), store.WithPrefix(prefix), store.WithGroupCommit(true))
 	case "rueidis":
-		return rueidis.New(testclient.Rueidis(tb, addr), rueidis.WithPrefix(prefix), rueidis.WithGroupCommit(true))
+		return rueidis.New(testclient.Rueidis(tb, addr), store.WithPrefix(prefix), store.WithGroupCommit(true))
 	}
 	tb.Fatalf("no client %q", client)
 	return nil

@@ -64,7 +64,7 @@ func testClusterConformance(t *testing.T, cl *testserver.Cluster) {
 		if _, ok := c.(*goredis.ClusterClient); !ok {
 			t.Fatalf("NewUniversalClient with %d addresses made a %T; want a *ClusterClient", len(addrs), c)
 		}
-		return redis.New(c, options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags, redis.WithGroupCommit)...)
+		return redis.New(c, options(opts)...)
 	}}
 	for _, ps := range slices.Concat(protoStores, []protoStore{universal}) {
 		t.Run(ps.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"github.com/spigot-go/spigot/internal/hybridtest"
 	"github.com/spigot-go/spigot/internal/tests/testclient"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/denycache"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
@@ -186,10 +187,10 @@ func BenchmarkDenyCacheFlood(b *testing.B) {
 			new  func(b *testing.B, prefix string) spigot.Store
 		}{
 			{"go-redis", func(b *testing.B, p string) spigot.Store {
-				return redis.New(testclient.GoRedis(b, srv.Addr), redis.WithPrefix(p))
+				return redis.New(testclient.GoRedis(b, srv.Addr), store.WithPrefix(p))
 			}},
 			{"rueidis", func(b *testing.B, p string) spigot.Store {
-				return rueidis.New(testclient.Rueidis(b, srv.Addr), rueidis.WithPrefix(p))
+				return rueidis.New(testclient.Rueidis(b, srv.Addr), store.WithPrefix(p))
 			}},
 		} {
 			for _, cached := range []bool{false, true} {

@@ -118,9 +118,9 @@ func TestNewPanics(t *testing.T) {
 	rc := testclient.Rueidis(t, srv)
 	for _, p := range []string{"", "app", "a:b:", "{spigot}:"} {
 		want := fmt.Sprintf("spigot: %%s: WithPrefix: prefix %q", p)
-		mustPanic(t, fmt.Sprintf(want, "redis"), func() { spigotredis.New(rdb, spigotredis.WithPrefix(p)) })
-		mustPanic(t, fmt.Sprintf(want, "valkey"), func() { spigotvalkey.New(vk, spigotvalkey.WithPrefix(p)) })
-		mustPanic(t, fmt.Sprintf(want, "rueidis"), func() { spigotrueidis.New(rc, spigotrueidis.WithPrefix(p)) })
+		mustPanic(t, fmt.Sprintf(want, "redis"), func() { spigotredis.New(rdb, store.WithPrefix(p)) })
+		mustPanic(t, fmt.Sprintf(want, "valkey"), func() { spigotvalkey.New(vk, store.WithPrefix(p)) })
+		mustPanic(t, fmt.Sprintf(want, "rueidis"), func() { spigotrueidis.New(rc, store.WithPrefix(p)) })
 	}
 
 	local := memory.New()

@@ -60,17 +60,17 @@ type storeOpts struct {
 	group  bool        // WithGroupCommit(true); WithGroupCommit(false) otherwise
 }
 
-// options turns opts into a store package's own options.
-func options[O any](opts storeOpts, withClock func(clock.Clock) O, withPrefix func(string) O, withTags func() O, withGroup func(bool) O) []O {
-	o := []O{withGroup(opts.group)}
+// options turns opts into the options of package store.
+func options(opts storeOpts) []store.Option {
+	o := []store.Option{store.WithGroupCommit(opts.group)}
 	if opts.clock != nil {
-		o = append(o, withClock(opts.clock))
+		o = append(o, store.WithClock(opts.clock))
 	}
 	if opts.prefix != "" {
-		o = append(o, withPrefix(opts.prefix))
+		o = append(o, store.WithPrefix(opts.prefix))
 	}
 	if opts.tags {
-		o = append(o, withTags())
+		o = append(o, store.WithKeyHashTags())
 	}
 	return o
 }
@@ -81,13 +81,13 @@ var protoStores = []protoStore{
 	{"go-redis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
 		// MaxRetries keeps its default: the store's commands are never
 		// resent whatever it says, which TestNoReplay checks.
-		return redis.New(testclient.GoRedis(t, addrs...), options(opts, redis.WithClock, redis.WithPrefix, redis.WithKeyHashTags, redis.WithGroupCommit)...)
+		return redis.New(testclient.GoRedis(t, addrs...), options(opts)...)
 	}},
 	{"valkey-go", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		return valkey.New(testclient.Valkey(t, addrs...), options(opts, valkey.WithClock, valkey.WithPrefix, valkey.WithKeyHashTags, valkey.WithGroupCommit)...)
+		return valkey.New(testclient.Valkey(t, addrs...), options(opts)...)
 	}},
 	{"rueidis", func(t *testing.T, addrs []string, opts storeOpts) spigot.Store {
-		return rueidis.New(testclient.Rueidis(t, addrs...), options(opts, rueidis.WithClock, rueidis.WithPrefix, rueidis.WithKeyHashTags, rueidis.WithGroupCommit)...)
+		return rueidis.New(testclient.Rueidis(t, addrs...), options(opts)...)
 	}},
 }
 

@@ -517,7 +517,7 @@ func FuzzStoredValue(f *testing.F) {
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr})
 	f.Cleanup(func() { c.Close() })
 	clk := clocktest.New(t0)
-	s := redis.New(c, redis.WithClock(clk), redis.WithPrefix("fuzz:"))
+	s := redis.New(c, store.WithClock(clk), store.WithPrefix("fuzz:"))
 	T := t0.UnixMicro()
 	for _, v := range []string{
 		"1 2 3 -", "tb/2 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " 0 2000000", "xx/1 " + fmt.Sprint(T+86_400_000_000),

@@ -11,6 +11,7 @@ import (
 	"github.com/spigot-go/spigot/conformance"
 	"github.com/spigot-go/spigot/internal/hybridtest"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 	"github.com/spigot-go/spigot/store/redis"
@@ -39,7 +40,7 @@ func TestConformance(t *testing.T) {
 	c := serverClient(t, srv.Addr)
 	t.Run("remote=redis", func(t *testing.T) {
 		conformance.Run(t, func(t *testing.T, clk clock.Clock) spigot.Store {
-			remote := redis.New(c, redis.WithClock(clk), redis.WithPrefix(t.Name()+":"))
+			remote := redis.New(c, store.WithClock(clk), store.WithPrefix(t.Name()+":"))
 			return hybrid.New(remote, memory.New(memory.WithClock(clk)),
 				hybrid.WithClock(clk), hybrid.WithObserver(hybridtest.Healthy(t)), hybrid.WithTimeout(10*time.Second))
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
 	"github.com/spigot-go/spigot/internal/testserver"
+	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/hybrid"
 	"github.com/spigot-go/spigot/store/memory"
 	"github.com/spigot-go/spigot/store/redis"
@@ -38,7 +39,7 @@ func TestGroupOnRedis(t *testing.T) {
 		paths = append(paths, p)
 		mu.Unlock()
 	}}
-	remote := redis.New(c, redis.WithClock(clk))
+	remote := redis.New(c, store.WithClock(clk))
 	s := hybrid.New(remote, memory.New(memory.WithClock(clk)), hybrid.WithClock(clk),
 		hybrid.WithTimeout(10*sec), hybrid.WithBreaker(1, 10*sec), hybrid.WithObserver(observer))
 	ip := spigot.MustBucket("ip", 10, spigot.PerSecond(10))
