@@ -214,8 +214,11 @@ func TestSharedRedis(t *testing.T) {
 			break
 		}
 	}
-	if n := served[0].Load() + served[1].Load(); n != 10 || served[0].Load() == 0 || served[1].Load() == 0 {
-		t.Errorf("the replicas served %d and %d calls; want 10 in all, on both", served[0].Load(), served[1].Load())
+	// Which replica serves which of the 10 is the scheduler's choice; that
+	// they share the limits is shown above, by 4 of tenant a's calls over
+	// both (each replica alone would have admitted 4).
+	if n := served[0].Load() + served[1].Load(); n != 10 {
+		t.Errorf("the replicas served %d and %d calls; want 10 in all", served[0].Load(), served[1].Load())
 	}
 
 	// Streams: 3 of 6 open over both replicas.
