@@ -1008,7 +1008,7 @@ func TestTransportLimitedError(t *testing.T) {
 		{&LimitedError{Key: "api", RetryAfter: 30 * time.Second, held: true},
 			`spigot: httplimit: outgoing request for key "api" limited: the server's Retry-After holds it back for 30s`},
 		{&LimitedError{Key: "api", RetryAfter: spigot.Never},
-			`spigot: httplimit: outgoing request for key "api" limited: its cost exceeds the bucket's capacity and can never be admitted`},
+			`spigot: httplimit: outgoing request for key "api" limited: its cost exceeds the limit's capacity and can never be admitted`},
 		{&LimitedError{Key: "api", RetryAfter: time.Second, Err: cause},
 			`spigot: httplimit: outgoing request for key "api" limited: wait: context deadline exceeded`},
 	}
