@@ -225,10 +225,10 @@ type Result struct {
 	Limits []spigot.Limit
 	Keys   []string
 	Costs  []int64
-	// Decisions is the store's decision: the combined one, the index By
+	// Decision is the store's decision: the combined one, the index By
 	// (into Limits) of the limit that decided, and Each limit's (see
 	// spigot.Combine). With Err it is a denied, Degraded decision.
-	Decisions spigot.Decisions
+	Decision spigot.GroupDecision
 	// Latency is how long the store took to decide, when there is an
 	// observer; otherwise 0.
 	Latency time.Duration
@@ -368,7 +368,7 @@ func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHead
 	}
 	ds, err := s.Decide(ctx, l.store)
 	res := &s.res
-	*res = Result{FullMethod: fullMethod, Limits: s.Limits[:n], Keys: s.Keys[:n], Costs: s.Costs[:n], Decisions: ds, Err: err}
+	*res = Result{FullMethod: fullMethod, Limits: s.Limits[:n], Keys: s.Keys[:n], Costs: s.Costs[:n], Decision: ds, Err: err}
 	if l.observe != nil {
 		res.Latency = time.Since(start)
 		l.observe(ctx, res)

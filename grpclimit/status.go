@@ -68,10 +68,10 @@ func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decisi
 // wait can admit the call, and a QuotaFailure naming each limit that
 // denied it.
 func denial(res *Result) error {
-	d := res.Decisions
+	d := res.Decision
 	never := d.RetryAfter == spigot.Never
 	var names []string
-	each := res.Decisions.Each
+	each := res.Decision.Each
 next:
 	for i := range min(len(each), len(res.Limits)) {
 		if each[i].Allowed() {

@@ -248,7 +248,7 @@ func WithNeverStatus(code int) Option {
 
 // WithDenyHandler replaces the response to a denied request. The
 // rate-limit headers, and Retry-After, are already set when f runs;
-// res.Decisions says which limit denied it and when to retry (RetryAfter
+// res.Decision says which limit denied it and when to retry (RetryAfter
 // is spigot.Never when no wait can admit it). The default answers 429 Too
 // Many Requests (see WithNeverStatus) with problem details (RFC 9457) of
 // the RateLimit draft's type quota-exceeded, naming the limits that
@@ -340,10 +340,10 @@ type Result struct {
 	Limits []spigot.Limit
 	Keys   []string
 	Costs  []int64
-	// Decisions is the store's decision: the combined one, the index By
+	// Decision is the store's decision: the combined one, the index By
 	// (into Limits) of the limit that decided, and Each limit's (see
 	// spigot.Combine). With Err it is a denied, Degraded decision.
-	Decisions spigot.Decisions
+	Decision spigot.GroupDecision
 	// Latency is how long the store took to decide, when there is an
 	// observer; otherwise 0.
 	Latency time.Duration
@@ -483,11 +483,11 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 
 // finish answers r, whose rules s holds, with their decisions ds (or the
 // store's error err), unless it is to be served.
-func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, ds spigot.Decisions, latency time.Duration, err error) (serve bool) {
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, ds spigot.GroupDecision, latency time.Duration, err error) (serve bool) {
 	n := s.N
 	limits, out := s.Limits[:n], ds.Each
 	res := &s.res
-	*res = Result{Route: r.Pattern, Limits: limits, Keys: s.Keys[:n], Costs: s.Costs[:n], Decisions: ds, Latency: latency, Err: err}
+	*res = Result{Route: r.Pattern, Limits: limits, Keys: s.Keys[:n], Costs: s.Costs[:n], Decision: ds, Latency: latency, Err: err}
 	if m.observe != nil {
 		m.observe(r, res)
 	}

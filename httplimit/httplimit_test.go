@@ -261,7 +261,7 @@ func TestDenyBody(t *testing.T) {
 	if w.Code != 503 || w.Body.String() != "slow down, 192.0.2.1\n" || w.Header().Get("Retry-After") != "60" {
 		t.Errorf("own deny handler: got %d %q, Retry-After %q; want 503 \"slow down, 192.0.2.1\\n\", 60", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
-	if got == nil || got.Decisions.Allowed() || got.Decisions.RetryAfter != time.Minute || got.Limits[0] != one || got.Costs[0] != 1 {
+	if got == nil || got.Decision.Allowed() || got.Decision.RetryAfter != time.Minute || got.Limits[0] != one || got.Costs[0] != 1 {
 		t.Errorf("own deny handler saw %+v; want a denial of one, RetryAfter 1m, cost 1", got)
 	}
 }
@@ -536,7 +536,7 @@ func TestObserver(t *testing.T) {
 	}
 	var got []seen
 	mw := httplimit.New(s, httplimit.By(api, httplimit.Route()), httplimit.WithObserver(func(r *http.Request, res *httplimit.Result) {
-		got = append(got, seen{res.Route, res.Limits[0].Name(), res.Keys[0], res.Decisions.Allowed(), res.Latency > 0})
+		got = append(got, seen{res.Route, res.Limits[0].Name(), res.Keys[0], res.Decision.Allowed(), res.Latency > 0})
 	}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", mw.Wrap(&served{}))

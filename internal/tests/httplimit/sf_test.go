@@ -146,7 +146,7 @@ func TestHeadersStrictSF(t *testing.T) {
 				httplimit.WithHeaders(cf.headers),
 				httplimit.WithCost(func(r *http.Request) (int64, error) { return strconv.ParseInt(r.Header.Get("N"), 10, 64) }),
 				httplimit.WithObserver(func(_ *http.Request, res *httplimit.Result) {
-					last = seen{slices.Clone(res.Limits), slices.Clone(res.Decisions.Each), res.Decisions.By, res.Decisions.Decision}
+					last = seen{slices.Clone(res.Limits), slices.Clone(res.Decision.Each), res.Decision.By, res.Decision.Decision}
 				}),
 			}
 			if cf.epoch {
