@@ -122,9 +122,9 @@ func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys 
 	out := make([]Decision, len(ops))
 	if err := DoMulti(ctx, g.store, mode, ops, out); err != nil {
 		for i := range out {
-			out[i] = Failed()
+			out[i] = Undecided()
 		}
-		return GroupDecision{Decision: Failed(), By: -1, Each: out}, err
+		return GroupDecision{Decision: Undecided(), By: -1, Each: out}, err
 	}
 	d, by := Combine(out)
 	return GroupDecision{Decision: d, By: by, Each: out}, nil
@@ -133,9 +133,9 @@ func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys 
 func (g *Group) failed() GroupDecision {
 	each := make([]Decision, len(g.limits))
 	for i := range each {
-		each[i] = Failed()
+		each[i] = Undecided()
 	}
-	return GroupDecision{Decision: Failed(), By: -1, Each: each}
+	return GroupDecision{Decision: Undecided(), By: -1, Each: each}
 }
 
 // DoMulti applies ops in s as s.DoMulti(ctx, mode, ops, out) does, and
@@ -182,7 +182,7 @@ func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) 
 		for i, op := range ops {
 			d, err := s.Do(ctx, op)
 			if err != nil {
-				d = Failed()
+				d = Undecided()
 				errs = append(errs, err)
 			}
 			out[i] = d

@@ -58,13 +58,13 @@ func (b *Batch) Decide(ctx context.Context, s spigot.Store) (spigot.GroupDecisio
 }
 
 // Decided returns the decisions in Out, combined (see spigot.Combine);
-// after the store's error err, every one of them is spigot.Failed() and
+// after the store's error err, every one of them is spigot.Undecided() and
 // By is -1.
 func (b *Batch) Decided(err error) spigot.GroupDecision {
 	out := b.Out[:b.N]
 	if err != nil {
 		for i := range out {
-			out[i] = spigot.Failed()
+			out[i] = spigot.Undecided()
 		}
 		return spigot.GroupDecision{Decision: out[0], By: -1, Each: out}
 	}
