@@ -20,8 +20,8 @@ import (
 )
 
 // ErrLimited is matched (errors.Is) by the error of an outgoing call that
-// a Client did not send because of the limit: its Limiter denied it, or a
-// server's RetryInfo held it back. That error is a *LimitedError.
+// a Client did not send because of the limit: its spigot.Limiter denied
+// it, or a server's RetryInfo held it back. That error is a *LimitedError.
 var ErrLimited = errors.New("spigot: grpclimit: outgoing call limited")
 
 // A LimitedError is the error of an outgoing call that a Client did not
@@ -80,11 +80,12 @@ func (e *LimitedError) GRPCStatus() *status.Status {
 
 // A Client limits the calls a gRPC client sends, as httplimit.Transport
 // limits HTTP requests: before a call goes out, its interceptors take the
-// call's cost in tokens (1 by default) from a Limiter, for the call's key
-// (its connection's target by default), waiting for them when the bucket
-// is short; and they do not send a call for a key whose server answered
-// codes.ResourceExhausted or codes.Unavailable with a google.rpc.RetryInfo
-// before that retry delay ends. Install its interceptors on a connection:
+// call's cost in tokens (1 by default) from a spigot.Limiter, for the
+// call's key (its connection's target by default), waiting for them when
+// the bucket is short; and they do not send a call for a key whose server
+// answered codes.ResourceExhausted or codes.Unavailable with a
+// google.rpc.RetryInfo before that retry delay ends. Install its
+// interceptors on a connection:
 //
 //	partner := spigot.MustBucket("partner", 100, spigot.PerSecond(100))
 //	c := grpclimit.NewClient(spigot.New(redis.New(rdb), partner)) // store/redis

@@ -29,7 +29,7 @@ type remote struct {
 
 // dial starts a gRPC server on 127.0.0.1 that limits its calls by srv
 // (nil: none), and connects to it through c's interceptors.
-func dial(t *testing.T, srv *grpclimit.Limiter, c *grpclimit.Client) *remote {
+func dial(t *testing.T, srv *grpclimit.Server, c *grpclimit.Client) *remote {
 	t.Helper()
 	r := &remote{}
 	unary := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
