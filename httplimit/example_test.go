@@ -144,7 +144,7 @@ func ExampleWithCost() {
 		httplimit.WithCost(func(r *http.Request) (int64, error) {
 			return strconv.ParseInt(r.URL.Query().Get("rows"), 10, 64)
 		}),
-		httplimit.WithNeverStatus(http.StatusRequestEntityTooLarge),
+		httplimit.WithNeverAdmittedStatus(http.StatusRequestEntityTooLarge),
 	)
 	for _, n := range []string{"0", "600", "600", "5000", "many"} {
 		send(mw.Wrap(hello), httptest.NewRequest("GET", "/export?rows="+n, nil), "Ratelimit", "Retry-After")

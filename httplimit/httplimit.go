@@ -20,18 +20,18 @@ import (
 // in one store. It is safe for concurrent use, and one Middleware may wrap
 // many handlers. Create one with New; the zero Middleware is not usable.
 type Middleware struct {
-	store    spigot.Store
-	rules    []rule
-	cost     func(*http.Request) (int64, error) // WithCost's, or nil: 1
-	headers  Headers
-	epoch    bool
-	clock    clock.Clock
-	never    int
-	deny     func(http.ResponseWriter, *http.Request, *Result)
-	keyErr   func(http.ResponseWriter, *http.Request, error)
-	storeErr func(http.ResponseWriter, *http.Request, error) bool
-	observe  func(*http.Request, *Result)
-	pool     sync.Pool // of *scratch
+	store         spigot.Store
+	rules         []rule
+	cost          func(*http.Request) (int64, error) // WithCost's, or nil: 1
+	headers       Headers
+	epoch         bool
+	clock         clock.Clock
+	neverAdmitted int // WithNeverAdmittedStatus's
+	deny          func(http.ResponseWriter, *http.Request, *Result)
+	keyErr        func(http.ResponseWriter, *http.Request, error)
+	storeErr      func(http.ResponseWriter, *http.Request, error) bool
+	observe       func(*http.Request, *Result)
+	pool          sync.Pool // of *scratch
 }
 
 // A rule is one limit applied to the requests it matches, by one key, at
@@ -235,22 +235,24 @@ func WithClock(c clock.Clock) Option {
 	return func(m *Middleware) { m.clock = c }
 }
 
-// WithNeverStatus sets the status of a request that no wait can admit,
-// because its cost is above a limit's capacity: 429 Too Many Requests by
-// default (and no Retry-After), or, say, 413 Content Too Large. It panics
-// unless code is a client or server error status, 400 to 599.
-func WithNeverStatus(code int) Option {
+// WithNeverAdmittedStatus sets the status of a request that is never
+// admitted, whatever the wait, because its cost is above a limit's
+// capacity (its decision's RetryAfter is spigot.Never, as
+// spigot.ErrNeverAdmitted says of WaitN): 429 Too Many Requests by default
+// (and no Retry-After), or, say, 413 Content Too Large. It panics unless
+// code is a client or server error status, 400 to 599.
+func WithNeverAdmittedStatus(code int) Option {
 	if code < 400 || code > 599 {
-		panic(fmt.Sprintf("spigot: httplimit: WithNeverStatus(%d): want an error status, 400 to 599", code))
+		panic(fmt.Sprintf("spigot: httplimit: WithNeverAdmittedStatus(%d): want an error status, 400 to 599", code))
 	}
-	return func(m *Middleware) { m.never = code }
+	return func(m *Middleware) { m.neverAdmitted = code }
 }
 
 // WithDenyHandler replaces the response to a denied request. The
 // rate-limit headers, and Retry-After, are already set when f runs;
 // res.Decision says which limit denied it and when to retry (RetryAfter
 // is spigot.Never when no wait can admit it). The default answers 429 Too
-// Many Requests (see WithNeverStatus) with problem details (RFC 9457) of
+// Many Requests (see WithNeverAdmittedStatus) with problem details (RFC 9457) of
 // the RateLimit draft's type quota-exceeded, naming the limits that
 // denied the request, in JSON when the request's Accept prefers it and in
 // plain text otherwise (see Failures in the package doc):
@@ -367,7 +369,7 @@ func New(s spigot.Store, opts ...Option) *Middleware {
 	if nilcheck.Nil(s) {
 		panic("spigot: httplimit: New: nil Store")
 	}
-	m := &Middleware{store: s, headers: IETF | Legacy, clock: clock.System(), never: http.StatusTooManyRequests}
+	m := &Middleware{store: s, headers: IETF | Legacy, clock: clock.System(), neverAdmitted: http.StatusTooManyRequests}
 	for _, o := range opts {
 		o(m)
 	}

@@ -182,7 +182,7 @@ func TestCost(t *testing.T) {
 	})
 	next := &served{}
 	h := httplimit.New(counted, httplimit.By(rows, nil), cost).Wrap(next)
-	h413 := httplimit.New(counted, httplimit.By(rows, nil), cost, httplimit.WithNeverStatus(http.StatusRequestEntityTooLarge)).Wrap(next)
+	h413 := httplimit.New(counted, httplimit.By(rows, nil), cost, httplimit.WithNeverAdmittedStatus(http.StatusRequestEntityTooLarge)).Wrap(next)
 	hdr := func(r, reset int, retry ...int) map[string]string {
 		m := map[string]string{
 			"Ratelimit-Policy":      `"rows";q=10;w=10`,

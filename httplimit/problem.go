@@ -57,7 +57,7 @@ func (m *Middleware) defaultDeny(w http.ResponseWriter, r *http.Request, res *Re
 	never := d.RetryAfter == spigot.Never
 	status, retry := http.StatusTooManyRequests, int64(-1)
 	if never {
-		status = m.never
+		status = m.neverAdmitted
 	} else {
 		retry = retryAfter(w.Header(), d)
 	}
