@@ -66,10 +66,10 @@ const (
 	IETF Headers = 1 << iota
 	// Legacy is X-RateLimit-Limit (the capacity), X-RateLimit-Remaining
 	// and X-RateLimit-Reset (seconds until the bucket is full again,
-	// rounded up; an instant in Unix seconds with WithEpochReset), of the
-	// limit that decided the request (see spigot.Combine): the one that
-	// denied it, or, when all allowed it, the one with the fewest tokens
-	// left. A Degraded decision has only X-RateLimit-Limit.
+	// rounded up; an instant in Unix seconds with WithResetAsUnixTime), of
+	// the limit that decided the request (see spigot.Combine): the one
+	// that denied it, or, when all allowed it, the one with the fewest
+	// tokens left. A Degraded decision has only X-RateLimit-Limit.
 	Legacy
 	// IETFDraft10 is RateLimit-Policy and RateLimit as in
 	// draft-ietf-httpapi-ratelimit-headers-10, for clients written to it:
@@ -163,7 +163,7 @@ func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limi
 				b = strconv.AppendInt(b, min(decided.Remaining, maxSF), 10)
 				keys[n], ends[n], n = hRemaining, len(b), n+1
 				reset := ratefield.Seconds(decided.ResetAfter)
-				if m.epoch {
+				if m.unixReset {
 					now := m.clock.Now()
 					reset = now.Unix() + ratefield.Seconds(time.Duration(now.Nanosecond())+decided.ResetAfter)
 				}

@@ -24,7 +24,7 @@ type Middleware struct {
 	rules         []rule
 	cost          func(*http.Request) (int64, error) // WithCost's, or nil: 1
 	headers       Headers
-	epoch         bool
+	unixReset     bool // WithResetAsUnixTime's
 	clock         clock.Clock
 	neverAdmitted int // WithNeverAdmittedStatus's
 	deny          func(http.ResponseWriter, *http.Request, *Result)
@@ -217,16 +217,16 @@ func WithHeaders(h Headers) Option {
 	return func(m *Middleware) { m.headers = h }
 }
 
-// WithEpochReset makes X-RateLimit-Reset the instant the bucket is full
-// again, in Unix seconds rounded up (as GitHub's API sends it), instead of
-// the seconds until then (the default, which needs no synchronized clock
-// on the client).
-func WithEpochReset() Option {
-	return func(m *Middleware) { m.epoch = true }
+// WithResetAsUnixTime sends X-RateLimit-Reset (see Legacy) as a Unix
+// time: the instant the limit is whole again, in Unix seconds rounded up
+// (as GitHub's API sends it), instead of the seconds until then (the
+// default, which needs no synchronized clock on the client).
+func WithResetAsUnixTime() Option {
+	return func(m *Middleware) { m.unixReset = true }
 }
 
 // WithClock makes the middleware read the time from c, for
-// WithEpochReset, instead of the system clock. It does not change the
+// WithResetAsUnixTime, instead of the system clock. It does not change the
 // store's clock. It panics if c is nil.
 func WithClock(c clock.Clock) Option {
 	if nilcheck.Nil(c) {

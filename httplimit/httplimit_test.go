@@ -388,7 +388,7 @@ func TestDegraded(t *testing.T) {
 	}
 }
 
-// TestHeaderSets: WithHeaders chooses the sets; WithEpochReset sends an
+// TestHeaderSets: WithHeaders chooses the sets; WithResetAsUnixTime sends an
 // instant.
 func TestHeaderSets(t *testing.T) {
 	api := spigot.MustBucket("api", 5, spigot.PerSecond(1))
@@ -399,11 +399,11 @@ func TestHeaderSets(t *testing.T) {
 		{[]httplimit.Option{httplimit.WithHeaders(httplimit.IETF)}, map[string]string{"Ratelimit-Policy": `"api";q=5;w=5`, "Ratelimit": `"api";r=4;t=1`}},
 		{[]httplimit.Option{httplimit.WithHeaders(httplimit.Legacy)}, map[string]string{"X-Ratelimit-Limit": "5", "X-Ratelimit-Remaining": "4", "X-Ratelimit-Reset": "1"}},
 		{[]httplimit.Option{httplimit.WithHeaders(0)}, map[string]string{}},
-		{[]httplimit.Option{httplimit.WithHeaders(httplimit.Legacy), httplimit.WithEpochReset()},
+		{[]httplimit.Option{httplimit.WithHeaders(httplimit.Legacy), httplimit.WithResetAsUnixTime()},
 			map[string]string{"X-Ratelimit-Limit": "5", "X-Ratelimit-Remaining": "4", "X-Ratelimit-Reset": strconv.FormatInt(t0.Unix()+2, 10)}},
 	} {
 		clk, s := fixture()
-		clk.Advance(500 * time.Millisecond) // the epoch reset rounds t0+1.5s up
+		clk.Advance(500 * time.Millisecond) // the Unix-time reset rounds t0+1.5s up
 		h := httplimit.New(s, append(c.opts, httplimit.By(api, nil), httplimit.WithClock(clk))...).Wrap(&served{})
 		t.Run(strconv.Itoa(i), func(t *testing.T) { play(t, clk, h, []step{{status: 204, want: c.want}}) })
 	}
