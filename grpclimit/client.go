@@ -15,7 +15,6 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
-	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/outbound"
 )
 
@@ -132,12 +131,12 @@ type Client struct {
 	gate      outbound.Gate
 }
 
-// A ClientOption configures a Client.
-type ClientOption func(*Client)
-
-// NewClient returns a Client that sends the calls that l admits. It
-// panics if l is nil, and on a nil function or clock in opts.
-func NewClient(l *spigot.Limiter, opts ...ClientOption) *Client {
+// NewClient returns a Client that sends the calls that l admits. The
+// options that configure a Client are WithClientKey, WithClientCost,
+// WithClock, WithoutWaiting and WithoutRetryInfo (see Option). It panics
+// if l is nil, on a nil function or clock in opts, and on an option that
+// configures only a Server (a rule, say), naming it.
+func NewClient(l *spigot.Limiter, opts ...Option) *Client {
 	if l == nil {
 		panic("spigot: grpclimit: NewClient: nil Limiter")
 	}
@@ -147,8 +146,9 @@ func NewClient(l *spigot.Limiter, opts ...ClientOption) *Client {
 		retryInfo: true,
 		gate:      outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, HoldName: "RetryInfo"},
 	}
+	cf := config{C: c, Names: names}
 	for _, o := range opts {
-		o(c)
+		o(&cf)
 	}
 	return c
 }
@@ -168,12 +168,13 @@ func MethodKey(_ context.Context, target, fullMethod string) (string, error) {
 // from and the hold it obeys. target is its connection's target and
 // fullMethod its method ("/pkg.Service/Method"). The default is
 // TargetKey; MethodKey is the other common choice. When f fails, the call
-// is not sent. It panics if f is nil.
-func WithClientKey(f func(ctx context.Context, target, fullMethod string) (string, error)) ClientOption {
+// is not sent. It panics if f is nil. It configures a Client only: a
+// Server's rules have their own keys (By).
+func WithClientKey(f func(ctx context.Context, target, fullMethod string) (string, error)) Option {
 	if f == nil {
 		panic("spigot: grpclimit: WithClientKey: nil func")
 	}
-	return func(c *Client) { c.key = f }
+	return func(c *config) { c.Client("WithClientKey").key = f }
 }
 
 // WithClientCost makes f the cost of an outgoing call in tokens, such as
@@ -181,40 +182,27 @@ func WithClientKey(f func(ctx context.Context, target, fullMethod string) (strin
 // stream. The default is 1. A call that costs 0 is sent without asking the
 // store (it still obeys a hold); a negative cost is an error that matches
 // spigot.ErrInvalidCost. When f fails, the call is not sent. It panics if
-// f is nil.
-func WithClientCost(f func(ctx context.Context, fullMethod string, req any) (int64, error)) ClientOption {
+// f is nil. It configures a Client only: a Server's rules have their own
+// costs (Cost, Weight).
+func WithClientCost(f func(ctx context.Context, fullMethod string, req any) (int64, error)) Option {
 	if f == nil {
 		panic("spigot: grpclimit: WithClientCost: nil func")
 	}
-	return func(c *Client) { c.cost = f }
-}
-
-// WithClientClock makes the Client read the time from c instead of the
-// system clock: to date a RetryInfo, to wait for its end, and to compare
-// that end with the call's deadline. When c also has a method
-// After(time.Duration) <-chan time.Time, as clocktest.Clock does, the
-// Client waits on it. It does not change the clock of the Limiter
-// (spigot.WithClock) or of its store: give them the same clock. It panics
-// if c is nil.
-func WithClientClock(c clock.Clock) ClientOption {
-	if nilcheck.Nil(c) {
-		panic("spigot: grpclimit: WithClientClock: nil Clock")
-	}
-	return func(cl *Client) { cl.gate.Clock = c }
+	return func(c *config) { c.Client("WithClientCost").cost = f }
 }
 
 // WithoutWaiting makes a Client fail a call at once with a *LimitedError,
 // instead of waiting, when the limit lacks its tokens, a leaky bucket
 // would hold it for a Delay (its turn is given back), or a RetryInfo
 // holds it back.
-func WithoutWaiting() ClientOption {
-	return func(c *Client) { c.gate.Wait = false }
+func WithoutWaiting() Option {
+	return func(c *config) { c.Client("WithoutWaiting").gate.Wait = false }
 }
 
 // WithoutRetryInfo makes a Client ignore the RetryInfo of the servers'
 // errors: only the bucket holds calls back.
-func WithoutRetryInfo() ClientOption {
-	return func(c *Client) { c.retryInfo = false }
+func WithoutRetryInfo() Option {
+	return func(c *config) { c.Client("WithoutRetryInfo").retryInfo = false }
 }
 
 // UnaryClientInterceptor returns an interceptor that sends each unary

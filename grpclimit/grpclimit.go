@@ -15,6 +15,7 @@ import (
 	"github.com/spigot-go/spigot/internal/batch"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/ratefield"
+	"github.com/spigot-go/spigot/internal/sides"
 	"github.com/spigot-go/spigot/internal/wait"
 )
 
@@ -46,8 +47,22 @@ type rule struct {
 	message bool  // PerMessage
 }
 
-// An Option configures a Server: a rule (By) or a setting.
-type Option func(*Server)
+// An Option configures a Server (New) or a Client (NewClient), the two
+// sides of this package, as one Option of otelgrpc configures its server
+// and its client handlers. A rule (By), WithKeyErrorHandler,
+// WithErrorHandler and WithObserver configure a Server; WithClientKey,
+// WithClientCost, WithoutWaiting and WithoutRetryInfo configure a Client;
+// WithClock configures both. An option given to the side it does not
+// configure would do nothing there: New and NewClient panic on it, naming
+// it.
+type Option func(*config)
+
+// config is what an Option configures: the Server that New makes, or the
+// Client that NewClient makes (the other is nil).
+type config = sides.Of[Server, Client]
+
+// names names this package's sides in the panics of config.
+var names = &sides.Names{Package: "grpclimit", Server: "Server", NewServer: "New", Client: "Client", NewClient: "NewClient"}
 
 // A RuleOption narrows a rule to some methods (Methods) or sets what
 // their calls cost it (Cost, Weight). A rule with several Methods applies
@@ -59,7 +74,8 @@ type RuleOption func(*rule)
 // key returns (PeerIP() when key is nil). A call takes from every rule
 // that applies to it, all or nothing (see New).
 func By(limit spigot.Limit, key KeyFunc, opts ...RuleOption) Option {
-	return func(s *Server) {
+	return func(c *config) {
+		s := c.Server("By")
 		ru := rule{limit: limit, key: key}
 		for _, o := range opts {
 			o(&ru)
@@ -165,7 +181,7 @@ func WithKeyErrorHandler(f func(ctx context.Context, fullMethod string, err erro
 	if f == nil {
 		panic("spigot: grpclimit: WithKeyErrorHandler: nil func")
 	}
-	return func(s *Server) { s.keyErr = f }
+	return func(c *config) { c.Server("WithKeyErrorHandler").keyErr = f }
 }
 
 // WithErrorHandler decides what a call gets when the store fails (a lost
@@ -187,7 +203,7 @@ func WithErrorHandler(f func(ctx context.Context, fullMethod string, err error) 
 	if f == nil {
 		panic("spigot: grpclimit: WithErrorHandler: nil func")
 	}
-	return func(s *Server) { s.storeErr = f }
+	return func(c *config) { c.Server("WithErrorHandler").storeErr = f }
 }
 
 // FailOpen is an error handler (see WithErrorHandler) that serves a call
@@ -203,17 +219,27 @@ func WithObserver(f func(ctx context.Context, res *Result)) Option {
 	if f == nil {
 		panic("spigot: grpclimit: WithObserver: nil func")
 	}
-	return func(s *Server) { s.observe = f }
+	return func(c *config) { c.Server("WithObserver").observe = f }
 }
 
-// WithClock makes the Server wait on c for a leaky bucket's Delay,
-// instead of the system clock. It does not change the store's clock. It
-// panics if c is nil.
-func WithClock(c clock.Clock) Option {
-	if nilcheck.Nil(c) {
+// WithClock makes a Server or a Client read the time from c instead of
+// the system clock, and wait on it: a Server for a leaky bucket's Delay, a
+// Client to date a RetryInfo, to wait for its end, and to compare that end
+// with the call's deadline. When c also has a method After(time.Duration)
+// <-chan time.Time, as clocktest.Clock does, they wait on it. It does not
+// change the clock of the store, or of a Client's Limiter
+// (spigot.WithClock): give them the same clock. It panics if c is nil.
+func WithClock(clk clock.Clock) Option {
+	if nilcheck.Nil(clk) {
 		panic("spigot: grpclimit: WithClock: nil Clock")
 	}
-	return func(s *Server) { s.clock = c }
+	return func(c *config) {
+		if c.S != nil {
+			c.S.clock = clk
+		} else {
+			c.C.gate.Clock = clk
+		}
+	}
 }
 
 // A Result is what the Server decided on one call, as its observer sees
@@ -246,15 +272,17 @@ type Result struct {
 // trip to the store, together (see spigot.DoMulti). A call that no rule
 // applies to passes through untouched.
 //
-// It panics (a programmer error) when s is nil, without a rule, or with a
-// rule of the zero Limit.
+// It panics (a programmer error) when s is nil, without a rule, with a
+// rule of the zero Limit, and on an option that configures only a Client
+// (WithoutWaiting, say), naming it.
 func New(s spigot.Store, opts ...Option) *Server {
 	if nilcheck.Nil(s) {
 		panic("spigot: grpclimit: New: nil Store")
 	}
-	srv := &Server{store: s, clock: clock.System()}
+	srv := &Server{store: s, clock: clock.System(), keyErr: keyError, storeErr: failSafe}
+	c := config{S: srv, Names: names}
 	for _, o := range opts {
-		o(srv)
+		o(&c)
 	}
 	if len(srv.rules) == 0 {
 		panic("spigot: grpclimit: New: no rule; add one with By")
@@ -268,12 +296,6 @@ func New(s spigot.Store, opts ...Option) *Server {
 			panic(fmt.Sprintf("spigot: grpclimit: New: rule %d has the zero Limit", i))
 		}
 		ru.policy = string(ratefield.AppendPolicy(nil, ru.limit))
-	}
-	if srv.keyErr == nil {
-		srv.keyErr = keyError
-	}
-	if srv.storeErr == nil {
-		srv.storeErr = failSafe
 	}
 	n := len(srv.rules)
 	srv.pool.New = func() any { return &scratch{Batch: batch.Make(n)} }

@@ -276,7 +276,7 @@ func TestClientsShareRedis(t *testing.T) {
 	conns := make([]*grpc.ClientConn, 2)
 	for i := range conns {
 		store := spigotredis.New(testclient.GoRedis(t, srv.Addr), spigotredis.WithPrefix("grpclimit-client:"))
-		opts := []grpclimit.ClientOption{}
+		opts := []grpclimit.Option{}
 		if i == 0 {
 			opts = append(opts, grpclimit.WithoutWaiting())
 		}
