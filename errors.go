@@ -19,7 +19,7 @@ var (
 
 	// ErrNeverAdmitted reports that Limiter.WaitN was asked for more tokens
 	// than the limit can ever hold.
-	ErrNeverAdmitted = errors.New("spigot: cost exceeds the bucket's capacity and can never be admitted")
+	ErrNeverAdmitted = errors.New("spigot: cost exceeds the limit's capacity and can never be admitted")
 
 	// ErrRequestFailed is matched by the error of a store that is up but
 	// failed this one operation: in Redis, a key that holds another type

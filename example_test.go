@@ -105,7 +105,7 @@ func ExampleLimiter_Wait() {
 	fmt.Println(err)
 	// Output:
 	// true <nil>
-	// spigot: cost exceeds the bucket's capacity and can never be admitted: 2 tokens, capacity 1
+	// spigot: cost exceeds the limit's capacity and can never be admitted: 2 tokens, capacity 1
 }
 
 func ExampleParseRate() {

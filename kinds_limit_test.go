@@ -21,8 +21,8 @@ func TestNewKindsReject(t *testing.T) {
 	logOf := func(r spigot.Rate) func(string) (spigot.Limit, error) {
 		return func(name string) (spigot.Limit, error) { return spigot.NewSlidingLog(name, r) }
 	}
-	leaky := func(size int64, r spigot.Rate) func(string) (spigot.Limit, error) {
-		return func(name string) (spigot.Limit, error) { return spigot.NewLeakyBucket(name, size, r) }
+	leaky := func(capacity int64, r spigot.Rate) func(string) (spigot.Limit, error) {
+		return func(name string) (spigot.Limit, error) { return spigot.NewLeakyBucket(name, capacity, r) }
 	}
 	tests := []struct {
 		what string
@@ -47,7 +47,7 @@ func TestNewKindsReject(t *testing.T) {
 		{"log: no tokens", "w", logOf(spigot.Per(0, time.Second)), "at least one token"},
 		{"log: above MaxLog", "w", logOf(spigot.PerSecond(spigot.MaxLog + 1)), "MaxLog"},
 		{"log: sub-ms window", "w", logOf(spigot.Per(1, 10*time.Microsecond)), "whole number of milliseconds"},
-		{"leaky: negative size", "q", leaky(-1, spigot.PerSecond(1)), "capacity -1 is negative"},
+		{"leaky: negative capacity", "q", leaky(-1, spigot.PerSecond(1)), "capacity -1 is negative"},
 		{"leaky: zero rate", "q", leaky(1, spigot.Rate{}), "at least one token"},
 		{"leaky: not exact", "q", leaky(1<<53, spigot.PerSecond(1)), "more than 2^53"},
 	}

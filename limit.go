@@ -13,7 +13,7 @@ import (
 )
 
 // Never is the RetryAfter of a request that no amount of waiting can admit:
-// its cost is larger than the bucket's capacity.
+// its cost is larger than the limit's capacity.
 const Never = time.Duration(math.MaxInt64)
 
 // A Limit is a named rule for how much a key may do: how many tokens it
@@ -120,11 +120,11 @@ const (
 	// TokenBucket is a bucket of Capacity tokens that refills
 	// continuously at Rate: bursts up to Capacity, then Rate on average.
 	TokenBucket Kind = 1
-	// FixedWindow admits Rate.Tokens in each window of Rate.Period, the
-	// windows laid end to end from the Unix epoch (plus an offset). Its
-	// count starts again at each window's start, so up to twice the limit
-	// can pass across a boundary: the limit at the end of one window and
-	// again at the start of the next.
+	// FixedWindow admits its capacity, Rate.Tokens, in each window of
+	// Rate.Period, the windows laid end to end from the Unix epoch (plus
+	// an offset). Its count starts again at each window's start, so up to
+	// twice the capacity can pass across a boundary: the capacity at the
+	// end of one window and again at the start of the next.
 	FixedWindow Kind = 2
 	// SlidingWindow is the sliding window counter: fixed windows, and a
 	// request counts the previous window's requests weighted by how much
@@ -134,8 +134,8 @@ const (
 	SlidingWindow Kind = 3
 	// SlidingLog keeps the instant of every token taken in the last
 	// window: exact, it never admits more than Rate.Tokens in any window of
-	// Rate.Period, at the cost of a state that grows with the limit (see
-	// MaxLog).
+	// Rate.Period, at the cost of a state that grows with the capacity
+	// (see MaxLog).
 	SlidingLog Kind = 4
 	// LeakyBucket is the leaky bucket as a queue, a shaper: requests leave
 	// at Rate, evenly spaced, and one that finds Capacity requests queued
@@ -181,21 +181,21 @@ func NewBucket(name string, capacity int64, rate Rate) (Limit, error) {
 	return newBucket(TokenBucket, name, capacity, rate)
 }
 
-// NewLeakyBucket returns a leaky bucket named name: a queue of size places
-// that lets requests leave at rate, evenly spaced (a shaper). A request
-// of cost n takes n places, and the Decision of an admitted one says, in
-// Delay, how long it must wait for its turn: 0 when the queue is empty,
-// the time for the requests ahead of it to leave otherwise. A request
-// that does not fit in the queue is denied, with the RetryAfter after
-// which it fits. Across replicas sharing a store, requests leave spaced
-// at the rate, whichever replica admitted them.
+// NewLeakyBucket returns a leaky bucket named name: a queue of capacity
+// places that lets requests leave at rate, evenly spaced (a shaper). A
+// request of cost n takes n places, and the Decision of an admitted one
+// says, in Delay, how long it must wait for its turn: 0 when the queue is
+// empty, the time for the requests ahead of it to leave otherwise. A
+// request that does not fit in the queue is denied, with the RetryAfter
+// after which it fits. Across replicas sharing a store, requests leave
+// spaced at the rate, whichever replica admitted them.
 //
-// A leaky bucket is a token bucket of capacity size whose requests wait
+// A leaky bucket is a token bucket of that capacity whose requests wait
 // until the bucket would have refilled what was taken before them: it
 // takes the same arguments, with the same rules, and keeps the same state
 // (Tokens is the queue's free room).
-func NewLeakyBucket(name string, size int64, rate Rate) (Limit, error) {
-	return newBucket(LeakyBucket, name, size, rate)
+func NewLeakyBucket(name string, capacity int64, rate Rate) (Limit, error) {
+	return newBucket(LeakyBucket, name, capacity, rate)
 }
 
 func newBucket(kind Kind, name string, capacity int64, rate Rate) (Limit, error) {
@@ -239,23 +239,23 @@ func newBucket(kind Kind, name string, capacity int64, rate Rate) (Limit, error)
 	return Limit{intern(b)}, nil
 }
 
-// NewFixedWindow returns a fixed window named name that admits
-// rate.Tokens tokens in each window of rate.Period: at most 10 000 a day
-// is NewFixedWindow("export", PerDay(10_000), 0). The windows are laid end
-// to end from the Unix epoch shifted by offset: with an offset of 0, daily
-// windows start at 00:00 UTC; an offset of 5h starts them at 05:00 UTC
-// (midnight in UTC−5). The offset is taken modulo the window, so −1h is
-// 23h for daily windows.
+// NewFixedWindow returns a fixed window named name that admits its
+// capacity, rate.Tokens tokens, in each window of rate.Period: at most
+// 10 000 a day is NewFixedWindow("export", PerDay(10_000), 0). The windows
+// are laid end to end from the Unix epoch shifted by offset: with an
+// offset of 0, daily windows start at 00:00 UTC; an offset of 5h starts
+// them at 05:00 UTC (midnight in UTC−5). The offset is taken modulo the
+// window, so −1h is 23h for daily windows.
 //
 // A fixed window is the cheapest limit, and the coarsest: a key may take
-// the whole limit at the end of one window and again at the start of the
-// next, twice the limit in a moment. A denial's RetryAfter is the time
-// until the next window.
+// the whole capacity at the end of one window and again at the start of
+// the next, twice the capacity in a moment. A denial's RetryAfter is the
+// time until the next window.
 //
 // It rejects, with an error that wraps ErrInvalidLimit, what NewBucket
 // rejects of a name, a rate of fewer than 1 token, a window under a
 // millisecond or not a whole number of milliseconds, an offset that is not
-// a whole number of milliseconds, and a limit above 2^53.
+// a whole number of milliseconds, and a capacity above 2^53.
 func NewFixedWindow(name string, rate Rate, offset time.Duration) (Limit, error) {
 	if offset%time.Millisecond != 0 {
 		return Limit{}, fmt.Errorf("%w %q: offset %v: want a whole number of milliseconds", ErrInvalidLimit, name, offset)
@@ -263,25 +263,25 @@ func NewFixedWindow(name string, rate Rate, offset time.Duration) (Limit, error)
 	return newWindow(FixedWindow, name, rate, offset)
 }
 
-// NewSlidingWindow returns a sliding window counter named name that
-// admits about rate.Tokens tokens in any window of rate.Period: a request
-// is admitted when current + previous × (window − elapsed) / window, plus
-// its cost, is at most the limit, where current and previous are the
-// tokens taken in this fixed window and the one before, and elapsed is the
-// time since this one started, in whole milliseconds (the windows are laid
-// end to end from the Unix epoch). With a limit of 10, 8 taken in the
-// previous window and 3 in this one, 30% of the way in, the count is 3 + 8
-// × 0.7 = 8.6 and one more is admitted. The comparison is exact, in
-// integers, and so is a denial's RetryAfter, which may fall in the next
-// window.
+// NewSlidingWindow returns a sliding window counter named name that admits
+// about its capacity, rate.Tokens tokens, in any window of rate.Period: a
+// request is admitted when current + previous × (window − elapsed) /
+// window, plus its cost, is at most the capacity, where current and
+// previous are the tokens taken in this fixed window and the one before,
+// and elapsed is the time since this one started, in whole milliseconds
+// (the windows are laid end to end from the Unix epoch). With a capacity
+// of 10, 8 taken in the previous window and 3 in this one, 30% of the way
+// in, the count is 3 + 8 × 0.7 = 8.6 and one more is admitted. The
+// comparison is exact, in integers, and so is a denial's RetryAfter, which
+// may fall in the next window.
 //
 // It assumes that the previous window's tokens were taken evenly, so it
 // suits public APIs rather than exact guarantees: use NewSlidingLog for
 // those.
 //
 // It rejects, with an error that wraps ErrInvalidLimit, what
-// NewFixedWindow rejects, and a limit whose exact arithmetic would not fit:
-// rate.Tokens × the window in milliseconds above 2^53 (10⁸ a day).
+// NewFixedWindow rejects, and a capacity whose exact arithmetic would not
+// fit: rate.Tokens × the window in milliseconds above 2^53 (10⁸ a day).
 func NewSlidingWindow(name string, rate Rate) (Limit, error) {
 	return newWindow(SlidingWindow, name, rate, 0)
 }
@@ -293,8 +293,8 @@ func NewSlidingWindow(name string, rate Rate) (Limit, error) {
 // tokens in the log are a whole window old.
 //
 // Its state keeps the instant of each token taken in the last window:
-// 8 bytes a token in memory, and a few bytes a token in Redis. A limit is
-// at most MaxLog tokens.
+// 8 bytes a token in memory, and a few bytes a token in Redis. Its
+// capacity, rate.Tokens, is at most MaxLog.
 //
 // It rejects, with an error that wraps ErrInvalidLimit, what
 // NewFixedWindow rejects, and a rate of more than MaxLog tokens.
@@ -372,8 +372,9 @@ func (l Limit) Name() string { return l.config().Name }
 // Kind returns the limit's algorithm.
 func (l Limit) Kind() Kind { return Kind(l.config().Kind) }
 
-// Capacity returns the most tokens the limit holds: a bucket's capacity,
-// a leaky bucket's size, a window's limit (its Rate's Tokens).
+// Capacity returns the most tokens the limit holds: the capacity given to
+// NewBucket or NewLeakyBucket (the places of its queue), or a window's
+// Rate.Tokens, what it admits in one window.
 func (l Limit) Capacity() int64 { return l.config().Capacity }
 
 // Rate returns how fast a bucket refills, or how many tokens a window
@@ -406,11 +407,11 @@ func (l Limit) String() string {
 }
 
 // Split returns the limit each of n replicas enforces so that together
-// they admit about what l admits: the same name and kind, the capacity (a
-// window's limit) divided by n (rounded down, but at least 1 unless l's is
-// 0) and a bucket's rate divided by n exactly (20/3s split 4 ways is
-// 5/3s; 1/s split 4 ways is 1/4s); a window keeps its length. It is meant
-// for store/hybrid's local fallback while Redis is down:
+// they admit about what l admits: the same name and kind, the capacity
+// divided by n (rounded down, but at least 1 unless l's is 0) and a
+// bucket's rate divided by n exactly (20/3s split 4 ways is 5/3s; 1/s
+// split 4 ways is 1/4s); a window keeps its length. It is meant for
+// store/hybrid's local fallback while Redis is down:
 //
 //	hybrid.WithLocalLimit(func(b spigot.Limit) spigot.Limit { return b.Split(4) })
 //

@@ -79,7 +79,7 @@ type Store interface {
 	// says what was.
 	//
 	// With Independent, each op is decided as by Do: a batch. An op that
-	// fails alone (ErrRequestFailed) gets the Failed decision, the others
+	// fails alone (ErrRequestFailed) gets Undecided(), the others
 	// keep theirs, and the error joins the failed ops' errors.
 	//
 	// A store that cannot apply these ops in one call returns an error
@@ -151,18 +151,18 @@ func New(s Store, limit Limit, opts ...Option) *Limiter {
 // Limit returns the limit the limiter applies.
 func (l *Limiter) Limit() Limit { return l.limit }
 
-// Failed returns the Decision that stands for one the store could not
+// Undecided returns the Decision that stands for one the store could not
 // make: denied (RetryAfter Never) and Degraded (Remaining -1), so that a
 // caller that ignores the error denies. The Limiter's and Group's methods
 // return it with an error, and a store gives it to each op of a batch that
 // failed alone.
-func Failed() Decision { return Decision{Remaining: -1, RetryAfter: Never} }
+func Undecided() Decision { return Decision{Remaining: -1, RetryAfter: Never} }
 
 // do applies op in the limiter's store.
 func (l *Limiter) do(ctx context.Context, op Op) (Decision, error) {
 	d, err := l.store.Do(ctx, op)
 	if err != nil {
-		return Failed(), err
+		return Undecided(), err
 	}
 	return d, nil
 }
@@ -248,13 +248,13 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
 	if err := op.Check(); err != nil {
-		return Failed(), err
+		return Undecided(), err
 	}
 	if capacity := l.limit.Capacity(); n > capacity {
-		return Failed(), fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, capacity)
+		return Undecided(), fmt.Errorf("%w: %d tokens, capacity %d", ErrNeverAdmitted, n, capacity)
 	}
 	if err := ctx.Err(); err != nil {
-		return Failed(), err
+		return Undecided(), err
 	}
 	if n == 0 || !l.waiters.Busy(key) {
 		// Nobody waits on key (or n is 0, always allowed): try at once,
@@ -298,7 +298,7 @@ func (l *Limiter) queue(ctx context.Context, op Op, d Decision, first bool) (Dec
 		if !first {
 			if err := ctx.Err(); err != nil {
 				l.waiters.Leave(w)
-				return Failed(), err
+				return Undecided(), err
 			}
 			var err error
 			d, err = l.try(ctx, op)
@@ -327,7 +327,7 @@ func (l *Limiter) queue(ctx context.Context, op Op, d Decision, first bool) (Dec
 		l.waiters.Sleeping(w, now.Add(pause), now, d)
 		if err := l.sleep(ctx, pause); err != nil {
 			l.waiters.Leave(w)
-			return Failed(), err
+			return Undecided(), err
 		}
 	}
 }
@@ -381,7 +381,7 @@ func (l *Limiter) waitTurn(ctx context.Context, op Op, w *wait.Waiter[Decision])
 			}
 		case <-ctx.Done():
 			l.waiters.Leave(w)
-			return Failed(), ctx.Err()
+			return Undecided(), ctx.Err()
 		}
 	}
 }
@@ -425,7 +425,7 @@ func (l *Limiter) delay(ctx context.Context, op Op, d Decision) (Decision, error
 	defer cancel()
 	op.Action = Refund
 	_, _ = l.do(rctx, op) // best effort: the request is abandoned either way
-	return Failed(), err
+	return Undecided(), err
 }
 
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {

@@ -48,11 +48,12 @@ func Combine(each []Decision) (d Decision, by int) {
 	return d, by
 }
 
-// Decisions is what a Group decides on one request: the combined
+// A GroupDecision is what several limits decided together on one
+// request, as a Group (or a front door's rules) decides it: the combined
 // Decision (see Combine), embedded, so that d.Allowed() and d.RetryAfter
 // answer for the whole request; the index By of the limit that decided it
 // (-1 with an error); and Each limit's own decision, in the group's order.
-type Decisions struct {
+type GroupDecision struct {
 	Decision
 	By   int
 	Each []Decision
@@ -84,7 +85,7 @@ func (g *Group) Limits() []Limit { return slices.Clone(g.limits) }
 
 // Allow takes one token from each limit, all or nothing: AllowN(ctx, 1,
 // keys...).
-func (g *Group) Allow(ctx context.Context, keys ...string) (Decisions, error) {
+func (g *Group) Allow(ctx context.Context, keys ...string) (GroupDecision, error) {
 	return g.do(ctx, AllOrNothing, Take, 1, keys)
 }
 
@@ -94,23 +95,23 @@ func (g *Group) Allow(ctx context.Context, keys ...string) (Decisions, error) {
 // operations at once (every store of spigot's, but across the hash slots
 // of a Redis Cluster); in any other store it takes and, on a denial,
 // refunds, as DoMulti does.
-func (g *Group) AllowN(ctx context.Context, n int64, keys ...string) (Decisions, error) {
+func (g *Group) AllowN(ctx context.Context, n int64, keys ...string) (GroupDecision, error) {
 	return g.do(ctx, AllOrNothing, Take, n, keys)
 }
 
 // Refund gives n tokens back to every limit of the group, for keys as in
 // AllowN: for a request that was allowed but then not served.
-func (g *Group) Refund(ctx context.Context, n int64, keys ...string) (Decisions, error) {
+func (g *Group) Refund(ctx context.Context, n int64, keys ...string) (GroupDecision, error) {
 	return g.do(ctx, Independent, Refund, n, keys)
 }
 
 // Peek reports what AllowN(ctx, n, keys...) would decide now, and takes
 // nothing.
-func (g *Group) Peek(ctx context.Context, n int64, keys ...string) (Decisions, error) {
+func (g *Group) Peek(ctx context.Context, n int64, keys ...string) (GroupDecision, error) {
 	return g.do(ctx, Independent, Peek, n, keys)
 }
 
-func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys []string) (Decisions, error) {
+func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys []string) (GroupDecision, error) {
 	if len(keys) != len(g.limits) && len(keys) != 1 {
 		return g.failed(), fmt.Errorf("spigot: Group of %d limits given %d keys; want one key per limit, or one for all", len(g.limits), len(keys))
 	}
@@ -121,20 +122,20 @@ func (g *Group) do(ctx context.Context, mode Mode, action Action, n int64, keys 
 	out := make([]Decision, len(ops))
 	if err := DoMulti(ctx, g.store, mode, ops, out); err != nil {
 		for i := range out {
-			out[i] = Failed()
+			out[i] = Undecided()
 		}
-		return Decisions{Decision: Failed(), By: -1, Each: out}, err
+		return GroupDecision{Decision: Undecided(), By: -1, Each: out}, err
 	}
 	d, by := Combine(out)
-	return Decisions{Decision: d, By: by, Each: out}, nil
+	return GroupDecision{Decision: d, By: by, Each: out}, nil
 }
 
-func (g *Group) failed() Decisions {
+func (g *Group) failed() GroupDecision {
 	each := make([]Decision, len(g.limits))
 	for i := range each {
-		each[i] = Failed()
+		each[i] = Undecided()
 	}
-	return Decisions{Decision: Failed(), By: -1, Each: each}
+	return GroupDecision{Decision: Undecided(), By: -1, Each: each}
 }
 
 // DoMulti applies ops in s as s.DoMulti(ctx, mode, ops, out) does, and
@@ -181,7 +182,7 @@ func DoMulti(ctx context.Context, s Store, mode Mode, ops []Op, out []Decision) 
 		for i, op := range ops {
 			d, err := s.Do(ctx, op)
 			if err != nil {
-				d = Failed()
+				d = Undecided()
 				errs = append(errs, err)
 			}
 			out[i] = d

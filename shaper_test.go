@@ -11,7 +11,7 @@ import (
 	"github.com/spigot-go/spigot/store/memory"
 )
 
-// newShaper returns a Limiter of a leaky bucket of size 3 at 100/s in a
+// newShaper returns a Limiter of a leaky bucket of capacity 3 at 100/s in a
 // memory store, on a fake clock.
 func newShaper(t *testing.T) (*spigot.Limiter, *clocktest.Clock) {
 	t.Helper()

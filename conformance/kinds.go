@@ -58,9 +58,9 @@ func (e env) slidingLog(t testing.TB, name string, r spigot.Rate) spigot.Limit {
 	return e.kind(t, name, func(name string) (spigot.Limit, error) { return spigot.NewSlidingLog(name, r) })
 }
 
-func (e env) leakyBucket(t testing.TB, name string, size int64, r spigot.Rate) spigot.Limit {
+func (e env) leakyBucket(t testing.TB, name string, capacity int64, r spigot.Rate) spigot.Limit {
 	t.Helper()
-	return e.kind(t, name, func(name string) (spigot.Limit, error) { return spigot.NewLeakyBucket(name, size, r) })
+	return e.kind(t, name, func(name string) (spigot.Limit, error) { return spigot.NewLeakyBucket(name, capacity, r) })
 }
 
 // waits is the decision of an admitted request of a leaky bucket that
@@ -234,7 +234,7 @@ func testSlidingLogActions(t testing.TB, e env) {
 	})
 }
 
-// testLeakyBucketQueue: the leaky bucket of size 3 at 100/s: r1, r2 and
+// testLeakyBucketQueue: the leaky bucket of capacity 3 at 100/s: r1, r2 and
 // r3 at once are admitted to leave at 0, 10 and 20ms (their Delays), r4
 // and r5 are denied; at 10ms, as r2 leaves, r6 joins the queue behind r3;
 // and every other action.

@@ -15,13 +15,12 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
-	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/outbound"
 )
 
 // ErrLimited is matched (errors.Is) by the error of an outgoing call that
-// a Client did not send because of the limit: its Limiter denied it, or a
-// server's RetryInfo held it back. That error is a *LimitedError.
+// a Client did not send because of the limit: its spigot.Limiter denied
+// it, or a server's RetryInfo held it back. That error is a *LimitedError.
 var ErrLimited = errors.New("spigot: grpclimit: outgoing call limited")
 
 // A LimitedError is the error of an outgoing call that a Client did not
@@ -80,11 +79,12 @@ func (e *LimitedError) GRPCStatus() *status.Status {
 
 // A Client limits the calls a gRPC client sends, as httplimit.Transport
 // limits HTTP requests: before a call goes out, its interceptors take the
-// call's cost in tokens (1 by default) from a Limiter, for the call's key
-// (its connection's target by default), waiting for them when the bucket
-// is short; and they do not send a call for a key whose server answered
-// codes.ResourceExhausted or codes.Unavailable with a google.rpc.RetryInfo
-// before that retry delay ends. Install its interceptors on a connection:
+// call's cost in tokens (1 by default) from a spigot.Limiter, for the
+// call's key (its connection's target by default), waiting for them when
+// the bucket is short; and they do not send a call for a key whose server
+// answered codes.ResourceExhausted or codes.Unavailable with a
+// google.rpc.RetryInfo before that retry delay ends. Install its
+// interceptors on a connection:
 //
 //	partner := spigot.MustBucket("partner", 100, spigot.PerSecond(100))
 //	c := grpclimit.NewClient(spigot.New(redis.New(rdb), partner)) // store/redis
@@ -131,12 +131,12 @@ type Client struct {
 	gate      outbound.Gate
 }
 
-// A ClientOption configures a Client.
-type ClientOption func(*Client)
-
-// NewClient returns a Client that sends the calls that l admits. It
-// panics if l is nil, and on a nil function or clock in opts.
-func NewClient(l *spigot.Limiter, opts ...ClientOption) *Client {
+// NewClient returns a Client that sends the calls that l admits. The
+// options that configure a Client are WithClientKey, WithClientCost,
+// WithClock, WithoutWaiting and WithoutRetryInfo (see Option). It panics
+// if l is nil, on a nil function or clock in opts, and on an option that
+// configures only a Server (a rule, say), naming it.
+func NewClient(l *spigot.Limiter, opts ...Option) *Client {
 	if l == nil {
 		panic("spigot: grpclimit: NewClient: nil Limiter")
 	}
@@ -146,8 +146,9 @@ func NewClient(l *spigot.Limiter, opts ...ClientOption) *Client {
 		retryInfo: true,
 		gate:      outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, HoldName: "RetryInfo"},
 	}
+	cf := config{C: c, Names: names}
 	for _, o := range opts {
-		o(c)
+		o(&cf)
 	}
 	return c
 }
@@ -167,12 +168,13 @@ func MethodKey(_ context.Context, target, fullMethod string) (string, error) {
 // from and the hold it obeys. target is its connection's target and
 // fullMethod its method ("/pkg.Service/Method"). The default is
 // TargetKey; MethodKey is the other common choice. When f fails, the call
-// is not sent. It panics if f is nil.
-func WithClientKey(f func(ctx context.Context, target, fullMethod string) (string, error)) ClientOption {
+// is not sent. It panics if f is nil. It configures a Client only: a
+// Server's rules have their own keys (By).
+func WithClientKey(f func(ctx context.Context, target, fullMethod string) (string, error)) Option {
 	if f == nil {
 		panic("spigot: grpclimit: WithClientKey: nil func")
 	}
-	return func(c *Client) { c.key = f }
+	return func(c *config) { c.Client("WithClientKey").key = f }
 }
 
 // WithClientCost makes f the cost of an outgoing call in tokens, such as
@@ -180,40 +182,27 @@ func WithClientKey(f func(ctx context.Context, target, fullMethod string) (strin
 // stream. The default is 1. A call that costs 0 is sent without asking the
 // store (it still obeys a hold); a negative cost is an error that matches
 // spigot.ErrInvalidCost. When f fails, the call is not sent. It panics if
-// f is nil.
-func WithClientCost(f func(ctx context.Context, fullMethod string, req any) (int64, error)) ClientOption {
+// f is nil. It configures a Client only: a Server's rules have their own
+// costs (Cost, Weight).
+func WithClientCost(f func(ctx context.Context, fullMethod string, req any) (int64, error)) Option {
 	if f == nil {
 		panic("spigot: grpclimit: WithClientCost: nil func")
 	}
-	return func(c *Client) { c.cost = f }
-}
-
-// WithClientClock makes the Client read the time from c instead of the
-// system clock: to date a RetryInfo, to wait for its end, and to compare
-// that end with the call's deadline. When c also has a method
-// After(time.Duration) <-chan time.Time, as clocktest.Clock does, the
-// Client waits on it. It does not change the clock of the Limiter
-// (spigot.WithClock) or of its store: give them the same clock. It panics
-// if c is nil.
-func WithClientClock(c clock.Clock) ClientOption {
-	if nilcheck.Nil(c) {
-		panic("spigot: grpclimit: WithClientClock: nil Clock")
-	}
-	return func(cl *Client) { cl.gate.Clock = c }
+	return func(c *config) { c.Client("WithClientCost").cost = f }
 }
 
 // WithoutWaiting makes a Client fail a call at once with a *LimitedError,
 // instead of waiting, when the limit lacks its tokens, a leaky bucket
 // would hold it for a Delay (its turn is given back), or a RetryInfo
 // holds it back.
-func WithoutWaiting() ClientOption {
-	return func(c *Client) { c.gate.Wait = false }
+func WithoutWaiting() Option {
+	return func(c *config) { c.Client("WithoutWaiting").gate.Wait = false }
 }
 
 // WithoutRetryInfo makes a Client ignore the RetryInfo of the servers'
 // errors: only the bucket holds calls back.
-func WithoutRetryInfo() ClientOption {
-	return func(c *Client) { c.retryInfo = false }
+func WithoutRetryInfo() Option {
+	return func(c *config) { c.Client("WithoutRetryInfo").retryInfo = false }
 }
 
 // UnaryClientInterceptor returns an interceptor that sends each unary

@@ -29,7 +29,7 @@ type remote struct {
 
 // dial starts a gRPC server on 127.0.0.1 that limits its calls by srv
 // (nil: none), and connects to it through c's interceptors.
-func dial(t *testing.T, srv *grpclimit.Limiter, c *grpclimit.Client) *remote {
+func dial(t *testing.T, srv *grpclimit.Server, c *grpclimit.Client) *remote {
 	t.Helper()
 	r := &remote{}
 	unary := []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -81,7 +81,7 @@ func TestClientAtFixedInstants(t *testing.T) {
 	clk := clocktest.New(t0)
 	partner := spigot.MustBucket("partner", 2, spigot.PerSecond(1))
 	c := grpclimit.NewClient(spigot.New(memory.New(memory.WithClock(clk)), partner, spigot.WithClock(clk)),
-		grpclimit.WithoutWaiting(), grpclimit.WithClientClock(clk))
+		grpclimit.WithoutWaiting(), grpclimit.WithClock(clk))
 	r := dial(t, nil, c)
 	target := r.conn.Target()
 
@@ -136,7 +136,7 @@ func TestClientWaits(t *testing.T) {
 	clk := clocktest.New(time.Now()) // deadlines are on the real clock
 	partner := spigot.MustBucket("partner", 1, spigot.PerMinute(1))
 	c := grpclimit.NewClient(spigot.New(memory.New(memory.WithClock(clk)), partner, spigot.WithClock(clk)),
-		grpclimit.WithClientClock(clk))
+		grpclimit.WithClock(clk))
 	r := dial(t, nil, c)
 
 	if err := r.invoke(context.Background(), echoMethod); err != nil {
@@ -205,7 +205,7 @@ func TestClientHonoursRetryInfo(t *testing.T) {
 	srv := grpclimit.New(memory.New(memory.WithClock(clk)), grpclimit.By(perMethod, grpclimit.FullMethod()))
 	plenty := spigot.MustBucket("plenty", 1000, spigot.PerSecond(1000))
 	c := grpclimit.NewClient(spigot.New(memory.New(memory.WithClock(clk)), plenty, spigot.WithClock(clk)),
-		grpclimit.WithoutWaiting(), grpclimit.WithClientClock(clk), grpclimit.WithClientKey(grpclimit.MethodKey))
+		grpclimit.WithoutWaiting(), grpclimit.WithClock(clk), grpclimit.WithClientKey(grpclimit.MethodKey))
 	r := dial(t, srv, c)
 
 	steps := []struct {
@@ -234,7 +234,7 @@ func TestClientHonoursRetryInfo(t *testing.T) {
 
 	// A Client without RetryInfo sends the calls the server denies.
 	c2 := grpclimit.NewClient(spigot.New(memory.New(memory.WithClock(clk)), plenty, spigot.WithClock(clk)),
-		grpclimit.WithoutWaiting(), grpclimit.WithClientClock(clk), grpclimit.WithoutRetryInfo())
+		grpclimit.WithoutWaiting(), grpclimit.WithClock(clk), grpclimit.WithoutRetryInfo())
 	r2 := dial(t, srv, c2)
 	for i := range 3 {
 		if err := r2.invoke(context.Background(), echoMethod); i > 0 && status.Code(err) != codes.ResourceExhausted {
@@ -254,7 +254,7 @@ func TestClientStream(t *testing.T) {
 	srv := grpclimit.New(memory.New(memory.WithClock(clk)), grpclimit.By(perMinute, grpclimit.FullMethod()))
 	two := spigot.MustBucket("two", 2, spigot.PerHour(2))
 	c := grpclimit.NewClient(spigot.New(memory.New(memory.WithClock(clk)), two, spigot.WithClock(clk)),
-		grpclimit.WithoutWaiting(), grpclimit.WithClientClock(clk))
+		grpclimit.WithoutWaiting(), grpclimit.WithClock(clk))
 	r := dial(t, srv, c)
 
 	chat := func() error {

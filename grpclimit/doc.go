@@ -1,13 +1,14 @@
-// Package grpclimit puts spigot's limits in front of gRPC services, and
-// on the calls a gRPC client sends. Its server interceptors, unary and
-// streaming, limit calls by their client address, metadata (an API key, a
-// tenant), method or request message, answer a denial with the status and
-// details gRPC clients understand, and send the rate-limit fields in the
-// response header. Its client interceptors (Client) hold outgoing calls
-// to a partner's limit, and to the retry delays its servers send. It is a
-// module of its own, so that users of httplimit never download gRPC.
+// Package grpclimit puts spigot's limits in front of gRPC services, and on
+// the calls a gRPC client sends. Its server interceptors (Server), unary
+// and streaming, limit calls by their client address, metadata (an API
+// key, a tenant), method or request message, answer a denial with the
+// status and details gRPC clients understand, and send the rate-limit
+// fields in the response header. Its client interceptors (Client) hold
+// outgoing calls to a partner's limit, and to the retry delays its servers
+// send. It is a module of its own, so that users of httplimit never
+// download gRPC.
 //
-// A Limiter is one policy: rules, each a limit, a key, the methods it
+// A Server is one policy: rules, each a limit, a key, the methods it
 // applies to and what their calls cost it. A call takes from every rule
 // that applies to it, all or nothing, in one round trip to the store; a
 // call that no rule applies to passes through untouched:

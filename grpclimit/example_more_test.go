@@ -87,7 +87,7 @@ func ExampleWithObserver() {
 	policy := grpclimit.New(memory.New(),
 		grpclimit.By(api, grpclimit.PeerIP(), grpclimit.Methods("/spigot.test.Echo/")),
 		grpclimit.WithObserver(func(ctx context.Context, res *grpclimit.Result) {
-			fmt.Println(res.FullMethod, res.Limits[res.Decisions.By].Name(), res.Decisions.Allowed(), res.Err)
+			fmt.Println(res.FullMethod, res.Limits[res.Decision.By].Name(), res.Decision.Allowed(), res.Err)
 		}),
 	)
 	conn, stop := start(policy)

@@ -25,7 +25,7 @@ import (
 // spigot.test.Other's Echo) on 127.0.0.1 behind l's interceptors (none
 // when l is nil), and returns a client connection made with the options
 // opts and a func that stops both.
-func start(l *grpclimit.Limiter, opts ...grpc.DialOption) (*grpc.ClientConn, func()) {
+func start(l *grpclimit.Server, opts ...grpc.DialOption) (*grpc.ClientConn, func()) {
 	var srvOpts []grpc.ServerOption
 	if l != nil {
 		srvOpts = append(srvOpts,
@@ -245,7 +245,7 @@ func ExampleCost() {
 // A stream takes from its limit once, when it opens, before its handler
 // runs; a denied stream's header and status come with its first
 // RecvMsg.
-func ExampleLimiter_StreamServerInterceptor() {
+func ExampleServer_StreamServerInterceptor() {
 	streams := spigot.MustBucket("streams", 1, spigot.PerMinute(1))
 	policy := grpclimit.New(memory.New(), grpclimit.By(streams, grpclimit.PeerIP(), grpclimit.Methods("/spigot.test.Echo/Chat")))
 	conn, stop := start(policy)

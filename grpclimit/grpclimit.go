@@ -15,14 +15,17 @@ import (
 	"github.com/spigot-go/spigot/internal/batch"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/ratefield"
+	"github.com/spigot-go/spigot/internal/sides"
 	"github.com/spigot-go/spigot/internal/wait"
 )
 
-// A Limiter limits the calls of the services it intercepts by its rules,
-// in one store. It is safe for concurrent use, and one Limiter may serve
-// both interceptors of many servers. Create one with New; the zero
-// Limiter is not usable.
-type Limiter struct {
+// A Server limits the calls that gRPC servers receive, by its rules, in
+// one store: its interceptors (UnaryServerInterceptor,
+// StreamServerInterceptor) go on a grpc.Server, as a Client's go on a
+// connection. It is safe for concurrent use, and one Server may serve both
+// interceptors of many servers. Create one with New; the zero Server is
+// not usable.
+type Server struct {
 	store    spigot.Store
 	rules    []rule
 	clock    clock.Clock
@@ -44,8 +47,22 @@ type rule struct {
 	message bool  // PerMessage
 }
 
-// An Option configures a Limiter: a rule (By) or a setting.
-type Option func(*Limiter)
+// An Option configures a Server (New) or a Client (NewClient), the two
+// sides of this package, as one Option of otelgrpc configures its server
+// and its client handlers. A rule (By), WithKeyErrorHandler,
+// WithErrorHandler and WithObserver configure a Server; WithClientKey,
+// WithClientCost, WithoutWaiting and WithoutRetryInfo configure a Client;
+// WithClock configures both. An option given to the side it does not
+// configure would do nothing there: New and NewClient panic on it, naming
+// it.
+type Option func(*config)
+
+// config is what an Option configures: the Server that New makes, or the
+// Client that NewClient makes (the other is nil).
+type config = sides.Of[Server, Client]
+
+// names names this package's sides in the panics of config.
+var names = &sides.Names{Package: "grpclimit", Server: "Server", NewServer: "New", Client: "Client", NewClient: "NewClient"}
 
 // A RuleOption narrows a rule to some methods (Methods) or sets what
 // their calls cost it (Cost, Weight). A rule with several Methods applies
@@ -57,12 +74,13 @@ type RuleOption func(*rule)
 // key returns (PeerIP() when key is nil). A call takes from every rule
 // that applies to it, all or nothing (see New).
 func By(limit spigot.Limit, key KeyFunc, opts ...RuleOption) Option {
-	return func(l *Limiter) {
+	return func(c *config) {
+		s := c.Server("By")
 		ru := rule{limit: limit, key: key}
 		for _, o := range opts {
 			o(&ru)
 		}
-		l.rules = append(l.rules, ru)
+		s.rules = append(s.rules, ru)
 	}
 }
 
@@ -122,7 +140,7 @@ func PerMessage() RuleOption {
 	return func(ru *rule) { ru.message = true }
 }
 
-// The moments a Limiter decides.
+// The moments a Server decides.
 type phase int
 
 const (
@@ -163,7 +181,7 @@ func WithKeyErrorHandler(f func(ctx context.Context, fullMethod string, err erro
 	if f == nil {
 		panic("spigot: grpclimit: WithKeyErrorHandler: nil func")
 	}
-	return func(l *Limiter) { l.keyErr = f }
+	return func(c *config) { c.Server("WithKeyErrorHandler").keyErr = f }
 }
 
 // WithErrorHandler decides what a call gets when the store fails (a lost
@@ -185,7 +203,7 @@ func WithErrorHandler(f func(ctx context.Context, fullMethod string, err error) 
 	if f == nil {
 		panic("spigot: grpclimit: WithErrorHandler: nil func")
 	}
-	return func(l *Limiter) { l.storeErr = f }
+	return func(c *config) { c.Server("WithErrorHandler").storeErr = f }
 }
 
 // FailOpen is an error handler (see WithErrorHandler) that serves a call
@@ -195,26 +213,36 @@ func FailOpen(context.Context, string, error) error { return nil }
 // WithObserver calls f once per call that the store decided or failed
 // (not for cost 0 or a key error), before the call is served or refused:
 // for metrics and logs. f must be quick and must not keep res, which the
-// Limiter reuses once f returns. With no observer the Limiter does not
+// Server reuses once f returns. With no observer the Server does not
 // read the clock. It panics if f is nil.
 func WithObserver(f func(ctx context.Context, res *Result)) Option {
 	if f == nil {
 		panic("spigot: grpclimit: WithObserver: nil func")
 	}
-	return func(l *Limiter) { l.observe = f }
+	return func(c *config) { c.Server("WithObserver").observe = f }
 }
 
-// WithClock makes the Limiter wait on c for a leaky bucket's Delay,
-// instead of the system clock. It does not change the store's clock. It
-// panics if c is nil.
-func WithClock(c clock.Clock) Option {
-	if nilcheck.Nil(c) {
+// WithClock makes a Server or a Client read the time from c instead of
+// the system clock, and wait on it: a Server for a leaky bucket's Delay, a
+// Client to date a RetryInfo, to wait for its end, and to compare that end
+// with the call's deadline. When c also has a method After(time.Duration)
+// <-chan time.Time, as clocktest.Clock does, they wait on it. It does not
+// change the clock of the store, or of a Client's Limiter
+// (spigot.WithClock): give them the same clock. It panics if c is nil.
+func WithClock(clk clock.Clock) Option {
+	if nilcheck.Nil(clk) {
 		panic("spigot: grpclimit: WithClock: nil Clock")
 	}
-	return func(l *Limiter) { l.clock = c }
+	return func(c *config) {
+		if c.S != nil {
+			c.S.clock = clk
+		} else {
+			c.C.gate.Clock = clk
+		}
+	}
 }
 
-// A Result is what the Limiter decided on one call, as its observer sees
+// A Result is what the Server decided on one call, as its observer sees
 // it. It is valid only until the observer returns.
 type Result struct {
 	// FullMethod is the call's method, "/pkg.Service/Method".
@@ -225,10 +253,10 @@ type Result struct {
 	Limits []spigot.Limit
 	Keys   []string
 	Costs  []int64
-	// Decisions is the store's decision: the combined one, the index By
+	// Decision is the store's decision: the combined one, the index By
 	// (into Limits) of the limit that decided, and Each limit's (see
 	// spigot.Combine). With Err it is a denied, Degraded decision.
-	Decisions spigot.Decisions
+	Decision spigot.GroupDecision
 	// Latency is how long the store took to decide, when there is an
 	// observer; otherwise 0.
 	Latency time.Duration
@@ -236,7 +264,7 @@ type Result struct {
 	Err error
 }
 
-// New returns a Limiter that limits calls by the rules among opts (By),
+// New returns a Server that limits calls by the rules among opts (By),
 // in s. A call takes its cost from every rule that applies to it, for
 // that rule's key, all or nothing: one that a limit denies is charged to
 // none of them, so that a flood stopped by the per-tenant limit does not
@@ -244,21 +272,23 @@ type Result struct {
 // trip to the store, together (see spigot.DoMulti). A call that no rule
 // applies to passes through untouched.
 //
-// It panics (a programmer error) when s is nil, without a rule, or with a
-// rule of the zero Limit.
-func New(s spigot.Store, opts ...Option) *Limiter {
+// It panics (a programmer error) when s is nil, without a rule, with a
+// rule of the zero Limit, and on an option that configures only a Client
+// (WithoutWaiting, say), naming it.
+func New(s spigot.Store, opts ...Option) *Server {
 	if nilcheck.Nil(s) {
 		panic("spigot: grpclimit: New: nil Store")
 	}
-	l := &Limiter{store: s, clock: clock.System()}
+	srv := &Server{store: s, clock: clock.System(), keyErr: keyError, storeErr: failSafe}
+	c := config{S: srv, Names: names}
 	for _, o := range opts {
-		o(l)
+		o(&c)
 	}
-	if len(l.rules) == 0 {
+	if len(srv.rules) == 0 {
 		panic("spigot: grpclimit: New: no rule; add one with By")
 	}
-	for i := range l.rules {
-		ru := &l.rules[i]
+	for i := range srv.rules {
+		ru := &srv.rules[i]
 		if ru.key == nil {
 			ru.key = PeerIP()
 		}
@@ -267,15 +297,9 @@ func New(s spigot.Store, opts ...Option) *Limiter {
 		}
 		ru.policy = string(ratefield.AppendPolicy(nil, ru.limit))
 	}
-	if l.keyErr == nil {
-		l.keyErr = keyError
-	}
-	if l.storeErr == nil {
-		l.storeErr = failSafe
-	}
-	n := len(l.rules)
-	l.pool.New = func() any { return &scratch{Batch: batch.Make(n)} }
-	return l
+	n := len(srv.rules)
+	srv.pool.New = func() any { return &scratch{Batch: batch.Make(n)} }
+	return srv
 }
 
 // scratch is what one call needs, kept in a pool: the rules that apply
@@ -289,12 +313,12 @@ type scratch struct {
 // it calls the handler for those the rules admit, with the rate-limit
 // metadata in the response header, and returns a status error for the
 // others (see the package doc). A call that a leaky bucket admits with a
-// Delay is held for that long, on the Limiter's clock; one whose context
+// Delay is held for that long, on the Server's clock; one whose context
 // ends first is refunded and not served. Install it with
 // grpc.ChainUnaryInterceptor (or grpc.UnaryInterceptor).
-func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+func (s *Server) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if err := l.limit(ctx, info.FullMethod, req, grpc.SetHeader, unaryCall); err != nil {
+		if err := s.limit(ctx, info.FullMethod, req, grpc.SetHeader, unaryCall); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
@@ -308,23 +332,23 @@ func (l *Limiter) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 // with PerMessage limit instead each message the handler receives (see
 // PerMessage). Install it with grpc.ChainStreamInterceptor (or
 // grpc.StreamInterceptor).
-func (l *Limiter) StreamServerInterceptor() grpc.StreamServerInterceptor {
+func (s *Server) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		setHeader := func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) }
-		if err := l.limit(ss.Context(), info.FullMethod, nil, setHeader, streamOpen); err != nil {
+		if err := s.limit(ss.Context(), info.FullMethod, nil, setHeader, streamOpen); err != nil {
 			return err
 		}
-		if l.perMessage(info.FullMethod) {
-			ss = &limitedStream{ServerStream: ss, l: l, method: info.FullMethod}
+		if s.perMessage(info.FullMethod) {
+			ss = &limitedStream{ServerStream: ss, server: s, method: info.FullMethod}
 		}
 		return handler(srv, ss)
 	}
 }
 
 // perMessage reports whether a PerMessage rule applies to fullMethod.
-func (l *Limiter) perMessage(fullMethod string) bool {
-	for i := range l.rules {
-		if l.rules[i].applies(fullMethod, streamMessage) {
+func (s *Server) perMessage(fullMethod string) bool {
+	for i := range s.rules {
+		if s.rules[i].applies(fullMethod, streamMessage) {
 			return true
 		}
 	}
@@ -335,7 +359,7 @@ func (l *Limiter) perMessage(fullMethod string) bool {
 // PerMessage rules.
 type limitedStream struct {
 	grpc.ServerStream
-	l      *Limiter
+	server *Server
 	method string
 }
 
@@ -345,46 +369,46 @@ func (s *limitedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return s.l.limit(s.Context(), s.method, m, nil, streamMessage)
+	return s.server.limit(s.Context(), s.method, m, nil, streamMessage)
 }
 
 // limit decides a call of fullMethod, with request req (nil for a
 // stream's opening), at phase p, and returns nil to serve it or the error
 // to return instead. setHeader, unless nil, sets the call's response
 // header.
-func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHeader func(context.Context, metadata.MD) error, p phase) error {
-	s := l.pool.Get().(*scratch)
-	defer l.pool.Put(s)
-	if err := l.resolve(ctx, fullMethod, req, &s.Batch, p); err != nil {
-		return l.keyErr(ctx, fullMethod, err)
+func (s *Server) limit(ctx context.Context, fullMethod string, req any, setHeader func(context.Context, metadata.MD) error, p phase) error {
+	sc := s.pool.Get().(*scratch)
+	defer s.pool.Put(sc)
+	if err := s.resolve(ctx, fullMethod, req, &sc.Batch, p); err != nil {
+		return s.keyErr(ctx, fullMethod, err)
 	}
-	n := s.N
+	n := sc.N
 	if n == 0 {
 		return nil
 	}
 	var start time.Time
-	if l.observe != nil {
+	if s.observe != nil {
 		start = time.Now()
 	}
-	ds, err := s.Decide(ctx, l.store)
-	res := &s.res
-	*res = Result{FullMethod: fullMethod, Limits: s.Limits[:n], Keys: s.Keys[:n], Costs: s.Costs[:n], Decisions: ds, Err: err}
-	if l.observe != nil {
+	ds, err := sc.Decide(ctx, s.store)
+	res := &sc.res
+	*res = Result{FullMethod: fullMethod, Limits: sc.Limits[:n], Keys: sc.Keys[:n], Costs: sc.Costs[:n], Decision: ds, Err: err}
+	if s.observe != nil {
 		res.Latency = time.Since(start)
-		l.observe(ctx, res)
+		s.observe(ctx, res)
 	}
 	if err != nil {
-		return l.storeErr(ctx, fullMethod, err)
+		return s.storeErr(ctx, fullMethod, err)
 	}
 	if setHeader != nil {
-		_ = setHeader(ctx, l.header(s.Rules[:n], res.Limits, ds.Each)) // fails only once the header went: nothing to add then
+		_ = setHeader(ctx, s.header(sc.Rules[:n], res.Limits, ds.Each)) // fails only once the header went: nothing to add then
 	}
 	d := ds.Decision
 	if !d.Allowed() {
 		return denial(res)
 	}
-	if d.Delay > 0 && wait.Sleep(ctx, l.clock, d.Delay) != nil {
-		_ = s.Refund(ctx, l.store) // best effort: the client is gone either way
+	if d.Delay > 0 && wait.Sleep(ctx, s.clock, d.Delay) != nil {
+		_ = sc.Refund(ctx, s.store) // best effort: the client is gone either way
 		return contextError(ctx)
 	}
 	return nil
@@ -393,10 +417,10 @@ func (l *Limiter) limit(ctx context.Context, fullMethod string, req any, setHead
 // resolve sets in b the rules that apply, at phase p, to a call of
 // fullMethod with request req, with their limits, keys and costs; a rule
 // that the call costs 0 is left out.
-func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, b *batch.Batch, p phase) error {
+func (s *Server) resolve(ctx context.Context, fullMethod string, req any, b *batch.Batch, p phase) error {
 	b.N = 0
-	for i := range l.rules {
-		ru := &l.rules[i]
+	for i := range s.rules {
+		ru := &s.rules[i]
 		if !ru.applies(fullMethod, p) {
 			continue
 		}
@@ -430,7 +454,7 @@ func (l *Limiter) resolve(ctx context.Context, fullMethod string, req any, b *ba
 }
 
 // A RequestError is what a key error handler (see WithKeyErrorHandler)
-// receives when the Limiter cannot read what a rule needs from a call:
+// receives when the Server cannot read what a rule needs from a call:
 // its key or its cost. Err is the cause, which may hold the client's
 // input and Go internals: log it, do not send it to the client.
 type RequestError struct {

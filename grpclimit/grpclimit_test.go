@@ -509,7 +509,7 @@ func TestStoreErrorFailsSafe(t *testing.T) {
 }
 
 // TestLeakyDelay: a call that a leaky bucket admits with a Delay waits
-// that long on the Limiter's clock before its handler runs; one whose
+// that long on the Server's clock before its handler runs; one whose
 // client gives up first is refunded and not served.
 func TestLeakyDelay(t *testing.T) {
 	clk := clocktest.New(t0)

@@ -19,7 +19,7 @@ import (
 // its peer and its incoming metadata; fullMethod is "/pkg.Service/Method";
 // req is the request message of a unary call, nil for a stream's opening,
 // and a stream's message for a PerMessage rule. When it fails, the
-// Limiter charges nothing and returns its key error handler's error
+// Server charges nothing and returns its key error handler's error
 // (codes.InvalidArgument by default, see WithKeyErrorHandler). A KeyFunc
 // must be safe for concurrent use.
 type KeyFunc func(ctx context.Context, fullMethod string, req any) (string, error)

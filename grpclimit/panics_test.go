@@ -1,6 +1,7 @@
 package grpclimit_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 // message that names the function and the argument.
 func TestPanics(t *testing.T) {
 	api := spigot.MustBucket("api", 1, spigot.PerSecond(1))
+	limiter := spigot.New(memory.New(), api)
+	observe := func(context.Context, *grpclimit.Result) {}
 	for i, c := range []struct {
 		f    func()
 		want string
@@ -33,6 +36,18 @@ func TestPanics(t *testing.T) {
 		{func() { grpclimit.WithErrorHandler(nil) }, "spigot: grpclimit: WithErrorHandler: nil func"},
 		{func() { grpclimit.WithKeyErrorHandler(nil) }, "spigot: grpclimit: WithKeyErrorHandler: nil func"},
 		{func() { grpclimit.WithClock(nil) }, "spigot: grpclimit: WithClock: nil Clock"},
+		{func() { grpclimit.NewClient(nil) }, "spigot: grpclimit: NewClient: nil Limiter"},
+		{func() { grpclimit.WithClientKey(nil) }, "spigot: grpclimit: WithClientKey: nil func"},
+		{func() { grpclimit.WithClientCost(nil) }, "spigot: grpclimit: WithClientCost: nil func"},
+		// An option given to the side it does not configure.
+		{func() { grpclimit.NewClient(limiter, grpclimit.By(api, nil)) }, "spigot: grpclimit: NewClient: By configures a Server (New), not a Client"},
+		{func() { grpclimit.NewClient(limiter, grpclimit.WithObserver(observe)) }, "spigot: grpclimit: NewClient: WithObserver configures a Server (New), not a Client"},
+		{func() { grpclimit.NewClient(limiter, grpclimit.WithErrorHandler(grpclimit.FailOpen)) }, "spigot: grpclimit: NewClient: WithErrorHandler configures a Server (New), not a Client"},
+		{func() { grpclimit.New(memory.New(), grpclimit.By(api, nil), grpclimit.WithoutWaiting()) }, "spigot: grpclimit: New: WithoutWaiting configures a Client (NewClient), not a Server"},
+		{func() { grpclimit.New(memory.New(), grpclimit.By(api, nil), grpclimit.WithoutRetryInfo()) }, "spigot: grpclimit: New: WithoutRetryInfo configures a Client (NewClient), not a Server"},
+		{func() {
+			grpclimit.New(memory.New(), grpclimit.By(api, nil), grpclimit.WithClientKey(grpclimit.MethodKey))
+		}, "spigot: grpclimit: New: WithClientKey configures a Client (NewClient), not a Server"},
 	} {
 		got := func() (msg string) {
 			defer func() { msg, _ = recover().(string) }()

@@ -125,7 +125,7 @@ func stopAtCleanup(tb testing.TB, stop func() error) {
 // test services, and returns a client connected to it and the counter of
 // the calls its handlers served.
 // Interceptors of outer go before l's.
-func serve(t *testing.T, l *grpclimit.Limiter, outer ...grpc.UnaryServerInterceptor) (*grpc.ClientConn, *counter) {
+func serve(t *testing.T, l *grpclimit.Server, outer ...grpc.UnaryServerInterceptor) (*grpc.ClientConn, *counter) {
 	t.Helper()
 	c := &counter{}
 	conn, stop := startServer(registerTest(c), []grpc.ServerOption{

@@ -28,7 +28,7 @@ const (
 // ratelimit, each one value of one member per limit, as httplimit's IETF
 // RateLimit-Policy and RateLimit fields. The values of both keys share
 // one string and one array, of capacity 1 each.
-func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decision) metadata.MD {
+func (s *Server) header(rules []int, limits []spigot.Limit, out []spigot.Decision) metadata.MD {
 	var buf [512]byte
 	b := buf[:0]
 	if len(rules) > 1 { // one rule's policy is made once, in New
@@ -36,7 +36,7 @@ func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decisi
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(b, l.rules[rules[i]].policy...)
+			b = append(b, s.rules[rules[i]].policy...)
 		}
 	}
 	policyEnd := len(b)
@@ -53,7 +53,7 @@ func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decisi
 	values := make([]string, 2)
 	values[0], values[1] = all[:policyEnd], all[policyEnd:]
 	if len(rules) == 1 {
-		values[0] = l.rules[rules[0]].policy
+		values[0] = s.rules[rules[0]].policy
 	}
 	md := make(metadata.MD, 2)
 	md[mdPolicy] = values[0:1:1]
@@ -68,10 +68,10 @@ func (l *Limiter) header(rules []int, limits []spigot.Limit, out []spigot.Decisi
 // wait can admit the call, and a QuotaFailure naming each limit that
 // denied it.
 func denial(res *Result) error {
-	d := res.Decisions
+	d := res.Decision
 	never := d.RetryAfter == spigot.Never
 	var names []string
-	each := res.Decisions.Each
+	each := res.Decision.Each
 next:
 	for i := range min(len(each), len(res.Limits)) {
 		if each[i].Allowed() {

@@ -58,7 +58,7 @@ func BenchmarkMiddleware(b *testing.B) {
 			httplimit.By(other, httplimit.FormValue("user"), httplimit.On("POST /login")),
 			httplimit.By(other, httplimit.Header("X-Api-Key"), httplimit.On("GET /export"), httplimit.Weight(10))).Wrap(ok)},
 		{"observed", httplimit.New(s, httplimit.By(roomy, nil), httplimit.WithObserver(func(_ *http.Request, res *httplimit.Result) {
-			if res.Decisions.Allowed() {
+			if res.Decision.Allowed() {
 				allowed.Add(1)
 			}
 		})).Wrap(ok)},

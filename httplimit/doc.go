@@ -53,7 +53,8 @@
 // until it is whole again. A denial is 429 Too Many Requests with
 // Retry-After in whole seconds, rounded up and never 0, and never before
 // the end of the deciding limit's t; a request whose cost no wait can
-// admit is 429 without Retry-After (or the status of WithNeverStatus). A decision that does not come from the bucket
+// admit is 429 without Retry-After (or the status of
+// WithNeverAdmittedStatus). A decision that does not come from the bucket
 // (store/hybrid's FailOpen and FailClosed) sends no remaining count. For
 // example, the sixth request of a client within a second, on a limit of 5
 // at once and 1 a second:
@@ -113,11 +114,11 @@
 //	too many requests (login-user): retry in 60s
 //
 // A request whose cost no wait can admit has the same type, without
-// retry_after, the status of WithNeverStatus, and the detail "request
-// exceeds the limit (rows): the request costs more than the limit ever
-// holds". A key error and a store failure are about:blank, titled by
-// their status; a key error's detail says what the request lacks, and
-// for which limit, when the error is a *RequestError:
+// retry_after, the status of WithNeverAdmittedStatus, and the detail
+// "request exceeds the limit (rows): the request costs more than the limit
+// ever holds". A key error and a store failure are about:blank, titled by
+// their status; a key error's detail says what the request lacks, and for
+// which limit, when the error is a *RequestError:
 //
 //	{"type":"about:blank","title":"Bad Request","status":400,"detail":"the request has no key for the limit \"login-user\""}
 //	{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limiter unavailable: retry in 1s","retry_after":1}

@@ -144,7 +144,7 @@ func ExampleWithCost() {
 		httplimit.WithCost(func(r *http.Request) (int64, error) {
 			return strconv.ParseInt(r.URL.Query().Get("rows"), 10, 64)
 		}),
-		httplimit.WithNeverStatus(http.StatusRequestEntityTooLarge),
+		httplimit.WithNeverAdmittedStatus(http.StatusRequestEntityTooLarge),
 	)
 	for _, n := range []string{"0", "600", "600", "5000", "many"} {
 		send(mw.Wrap(hello), httptest.NewRequest("GET", "/export?rows="+n, nil), "Ratelimit", "Retry-After")
@@ -174,7 +174,7 @@ func ExampleWithDenyHandler() {
 	// Or answer denials your own way; the headers are already set.
 	own := httplimit.New(memory.New(), httplimit.By(one, nil), httplimit.WithDenyHandler(
 		func(w http.ResponseWriter, r *http.Request, res *httplimit.Result) {
-			http.Error(w, "slow down: "+res.Limits[res.Decisions.By].Name(), http.StatusTooManyRequests)
+			http.Error(w, "slow down: "+res.Limits[res.Decision.By].Name(), http.StatusTooManyRequests)
 		})).Wrap(hello)
 	own.ServeHTTP(httptest.NewRecorder(), request("192.0.2.1:1"))
 	w := httptest.NewRecorder()
@@ -195,7 +195,7 @@ func ExampleWithObserver() {
 			fmt.Printf("%s: store error: %v\n", res.Route, res.Err)
 			return
 		}
-		fmt.Printf("%s: %s allowed=%v\n", res.Route, res.Limits[0].Name(), res.Decisions.Allowed())
+		fmt.Printf("%s: %s allowed=%v\n", res.Route, res.Limits[0].Name(), res.Decision.Allowed())
 	})
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", httplimit.New(memory.New(), httplimit.By(api, nil), observe).Wrap(hello))

@@ -146,9 +146,9 @@ func TestOptionPanics(t *testing.T) {
 		name string
 		f    func()
 	}{
-		{"WithNeverStatus(0)", func() { httplimit.WithNeverStatus(0) }},
-		{"WithNeverStatus(200)", func() { httplimit.WithNeverStatus(200) }},
-		{"WithNeverStatus(1000)", func() { httplimit.WithNeverStatus(1000) }},
+		{"WithNeverAdmittedStatus(0)", func() { httplimit.WithNeverAdmittedStatus(0) }},
+		{"WithNeverAdmittedStatus(200)", func() { httplimit.WithNeverAdmittedStatus(200) }},
+		{"WithNeverAdmittedStatus(1000)", func() { httplimit.WithNeverAdmittedStatus(1000) }},
 		{"WithHeaders(8)", func() { httplimit.WithHeaders(8) }},
 		{"WithHeaders(IETF|IETFDraft10)", func() { httplimit.WithHeaders(httplimit.IETF | httplimit.IETFDraft10) }},
 		{"WithCost", func() { httplimit.WithCost(nil) }},
@@ -170,8 +170,8 @@ func TestOptionPanics(t *testing.T) {
 		}()
 	}
 	// The valid edges do not panic.
-	httplimit.WithNeverStatus(400)
-	httplimit.WithNeverStatus(599)
+	httplimit.WithNeverAdmittedStatus(400)
+	httplimit.WithNeverAdmittedStatus(599)
 	httplimit.WithHeaders(0)
 	httplimit.WithHeaders(httplimit.IETF | httplimit.Legacy)
 	httplimit.WithHeaders(httplimit.IETFDraft10 | httplimit.Legacy)

@@ -42,12 +42,13 @@ const (
 	//	RateLimit-Policy: "per-address";q=20;w=60, "per-user";q=5;w=300
 	//	RateLimit: "per-address";r=19;t=3, "per-user";r=4;t=60
 	//
-	// For a token bucket, q is the capacity and w the time, in whole
-	// seconds rounded up, that it takes to refill from empty (capacity ÷
-	// rate): the bucket admits at most q requests at once, and q more over
-	// each w. For a window (fixed, sliding, or a log), q is the limit and w
-	// the window; for a leaky bucket, q is the queue's size and w the time
-	// it takes to drain. A bucket of capacity 0 has no w.
+	// q is the limit's capacity (spigot.Limit.Capacity). For a token
+	// bucket, w is the time, in whole seconds rounded up, that it takes to
+	// refill from empty (capacity ÷ rate): the bucket admits at most q
+	// requests at once, and q more over each w. For a window (fixed,
+	// sliding, or a log), w is the window; for a leaky bucket, whose
+	// capacity is the places of its queue, w is the time the queue takes to
+	// drain. A bucket of capacity 0 has no w.
 	//
 	// r is what a request may take now, and t the effective window: the
 	// seconds, rounded up, until the limit admits more than r in all (see
@@ -65,10 +66,10 @@ const (
 	IETF Headers = 1 << iota
 	// Legacy is X-RateLimit-Limit (the capacity), X-RateLimit-Remaining
 	// and X-RateLimit-Reset (seconds until the bucket is full again,
-	// rounded up; an instant in Unix seconds with WithEpochReset), of the
-	// limit that decided the request (see spigot.Combine): the one that
-	// denied it, or, when all allowed it, the one with the fewest tokens
-	// left. A Degraded decision has only X-RateLimit-Limit.
+	// rounded up; an instant in Unix seconds with WithResetAsUnixTime), of
+	// the limit that decided the request (see spigot.Combine): the one
+	// that denied it, or, when all allowed it, the one with the fewest
+	// tokens left. A Degraded decision has only X-RateLimit-Limit.
 	Legacy
 	// IETFDraft10 is RateLimit-Policy and RateLimit as in
 	// draft-ietf-httpapi-ratelimit-headers-10, for clients written to it:
@@ -162,7 +163,7 @@ func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limi
 				b = strconv.AppendInt(b, min(decided.Remaining, maxSF), 10)
 				keys[n], ends[n], n = hRemaining, len(b), n+1
 				reset := ratefield.Seconds(decided.ResetAfter)
-				if m.epoch {
+				if m.unixReset {
 					now := m.clock.Now()
 					reset = now.Unix() + ratefield.Seconds(time.Duration(now.Nanosecond())+decided.ResetAfter)
 				}

@@ -235,8 +235,8 @@ func TestRetryAfterNotBeforeT(t *testing.T) {
 					// By construction: a denial asks for more than
 					// Remaining, so its wait is at least the one for
 					// Remaining + 1, which is RefillAfter.
-					if d := res.Decisions.Each[res.Decisions.By]; !d.Allowed() && d.RetryAfter < d.RefillAfter {
-						t.Errorf("step %d: %v denied with RetryAfter %v, below its RefillAfter %v", i, res.Limits[res.Decisions.By], d.RetryAfter, d.RefillAfter)
+					if d := res.Decision.Each[res.Decision.By]; !d.Allowed() && d.RetryAfter < d.RefillAfter {
+						t.Errorf("step %d: %v denied with RetryAfter %v, below its RefillAfter %v", i, res.Limits[res.Decision.By], d.RetryAfter, d.RefillAfter)
 					}
 				})}
 				caps := map[string]int64{}

@@ -13,6 +13,7 @@ import (
 	"github.com/spigot-go/spigot/internal/batch"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/ratefield"
+	"github.com/spigot-go/spigot/internal/sides"
 	"github.com/spigot-go/spigot/internal/wait"
 )
 
@@ -20,18 +21,18 @@ import (
 // in one store. It is safe for concurrent use, and one Middleware may wrap
 // many handlers. Create one with New; the zero Middleware is not usable.
 type Middleware struct {
-	store    spigot.Store
-	rules    []rule
-	cost     func(*http.Request) (int64, error) // WithCost's, or nil: 1
-	headers  Headers
-	epoch    bool
-	clock    clock.Clock
-	never    int
-	deny     func(http.ResponseWriter, *http.Request, *Result)
-	keyErr   func(http.ResponseWriter, *http.Request, error)
-	storeErr func(http.ResponseWriter, *http.Request, error) bool
-	observe  func(*http.Request, *Result)
-	pool     sync.Pool // of *scratch
+	store         spigot.Store
+	rules         []rule
+	cost          func(*http.Request) (int64, error) // WithCost's, or nil: 1
+	headers       Headers
+	unixReset     bool // WithResetAsUnixTime's
+	clock         clock.Clock
+	neverAdmitted int // WithNeverAdmittedStatus's
+	deny          func(http.ResponseWriter, *http.Request, *Result)
+	keyErr        func(http.ResponseWriter, *http.Request, error)
+	storeErr      func(http.ResponseWriter, *http.Request, error) bool
+	observe       func(*http.Request, *Result)
+	pool          sync.Pool // of *scratch
 }
 
 // A rule is one limit applied to the requests it matches, by one key, at
@@ -48,8 +49,23 @@ type rule struct {
 	weight  int64                              // Weight's, or 0
 }
 
-// An Option configures a Middleware: a rule (By, ByFunc) or a setting.
-type Option func(*Middleware)
+// An Option configures a Middleware (New) or a Transport (NewTransport),
+// the two sides of this package, as one Option of otelhttp configures its
+// handler and its transport. A rule (By, ByFunc) and the settings of what
+// clients see (WithHeaders, WithResetAsUnixTime, WithNeverAdmittedStatus,
+// WithDenyHandler, WithKeyErrorHandler, WithErrorHandler, WithObserver)
+// configure a Middleware; WithTransportKey, WithoutWaiting and
+// WithoutRetryAfter configure a Transport; WithCost and WithClock
+// configure both. An option given to the side it does not configure would
+// do nothing there: New and NewTransport panic on it, naming it.
+type Option func(*config)
+
+// config is what an Option configures: the Middleware that New makes, or the
+// Transport that NewTransport makes (the other is nil).
+type config = sides.Of[Middleware, Transport]
+
+// names names this package's sides in the panics of config.
+var names = &sides.Names{Package: "httplimit", Server: "Middleware", NewServer: "New", Client: "Transport", NewClient: "NewTransport"}
 
 // A RuleOption narrows a rule to some requests (On, Methods, If) or sets
 // what they cost it (Cost, Weight). A rule with several applies to the
@@ -61,7 +77,8 @@ type RuleOption func(*rule)
 // (ClientIP() when key is nil). A request takes from every rule that
 // applies to it, all or nothing (see New).
 func By(limit spigot.Limit, key KeyFunc, opts ...RuleOption) Option {
-	return func(m *Middleware) {
+	return func(c *config) {
+		m := c.Server("By")
 		ru := rule{limit: limit, key: key}
 		for _, o := range opts {
 			o(&ru)
@@ -80,7 +97,8 @@ func ByFunc(choose func(r *http.Request) (spigot.Limit, error), key KeyFunc, opt
 	if choose == nil {
 		panic("spigot: httplimit: ByFunc: nil func")
 	}
-	return func(m *Middleware) {
+	return func(c *config) {
+		m := c.Server("ByFunc")
 		ru := rule{choose: choose, key: key}
 		for _, o := range opts {
 			o(&ru)
@@ -194,17 +212,34 @@ func (ru *rule) applies(r *http.Request) bool {
 	return true
 }
 
-// WithCost makes each request cost every rule what f returns, instead of
-// 1, unless the rule has its own Cost or Weight. A request that costs 0
-// to every rule that applies to it (a health check, say) passes through
-// without touching the store, and gets no rate-limit headers. An error,
-// or a negative cost, is a key error (see WithKeyErrorHandler). f is
-// called at most once per request. It panics if f is nil.
+// WithCost makes f the cost of a request in tokens, instead of 1, for a
+// Middleware and for a Transport.
+//
+// In a Middleware, a request costs every rule what f returns, unless the
+// rule has its own Cost or Weight. A request that costs 0 to every rule
+// that applies to it (a health check, say) passes through without
+// touching the store, and gets no rate-limit headers. An error, or a
+// negative cost, is a key error (see WithKeyErrorHandler). f is called at
+// most once per request.
+//
+// In a Transport, an outgoing request costs what f returns, such as the
+// number of items of a batch call. A request that costs 0 is sent without
+// asking the store (it still obeys a Retry-After hold); a negative cost is
+// an error that matches spigot.ErrInvalidCost. When f fails, RoundTrip
+// sends nothing and returns its error, wrapped.
+//
+// It panics if f is nil.
 func WithCost(f func(r *http.Request) (int64, error)) Option {
 	if f == nil {
 		panic("spigot: httplimit: WithCost: nil func")
 	}
-	return func(m *Middleware) { m.cost = f }
+	return func(c *config) {
+		if c.S != nil {
+			c.S.cost = f
+		} else {
+			c.C.cost = f
+		}
+	}
 }
 
 // WithHeaders chooses the sets of headers sent on every limited response
@@ -214,43 +249,57 @@ func WithHeaders(h Headers) Option {
 	if !h.valid() {
 		panic(fmt.Sprintf("spigot: httplimit: WithHeaders(%d): want IETF or IETFDraft10, and or not Legacy, or 0", h))
 	}
-	return func(m *Middleware) { m.headers = h }
+	return func(c *config) { c.Server("WithHeaders").headers = h }
 }
 
-// WithEpochReset makes X-RateLimit-Reset the instant the bucket is full
-// again, in Unix seconds rounded up (as GitHub's API sends it), instead of
-// the seconds until then (the default, which needs no synchronized clock
-// on the client).
-func WithEpochReset() Option {
-	return func(m *Middleware) { m.epoch = true }
+// WithResetAsUnixTime sends X-RateLimit-Reset (see Legacy) as a Unix
+// time: the instant the limit is whole again, in Unix seconds rounded up
+// (as GitHub's API sends it), instead of the seconds until then (the
+// default, which needs no synchronized clock on the client).
+func WithResetAsUnixTime() Option {
+	return func(c *config) { c.Server("WithResetAsUnixTime").unixReset = true }
 }
 
-// WithClock makes the middleware read the time from c, for
-// WithEpochReset, instead of the system clock. It does not change the
-// store's clock. It panics if c is nil.
-func WithClock(c clock.Clock) Option {
-	if nilcheck.Nil(c) {
+// WithClock makes a Middleware or a Transport read the time from c
+// instead of the system clock, and wait on it: a Middleware for
+// WithResetAsUnixTime and a leaky bucket's Delay, a Transport to date a
+// Retry-After, to wait for its end, and to compare that end with the
+// request's deadline. When c also has a method After(time.Duration)
+// <-chan time.Time, as clocktest.Clock does, they wait on it, so tests
+// need no real sleeps. It does not change the clock of the store, or of a
+// Transport's Limiter (spigot.WithClock): give them the same clock. It
+// panics if c is nil.
+func WithClock(clk clock.Clock) Option {
+	if nilcheck.Nil(clk) {
 		panic("spigot: httplimit: WithClock: nil Clock")
 	}
-	return func(m *Middleware) { m.clock = c }
+	return func(c *config) {
+		if c.S != nil {
+			c.S.clock = clk
+		} else {
+			c.C.gate.Clock = clk
+		}
+	}
 }
 
-// WithNeverStatus sets the status of a request that no wait can admit,
-// because its cost is above a limit's capacity: 429 Too Many Requests by
-// default (and no Retry-After), or, say, 413 Content Too Large. It panics
-// unless code is a client or server error status, 400 to 599.
-func WithNeverStatus(code int) Option {
+// WithNeverAdmittedStatus sets the status of a request that is never
+// admitted, whatever the wait, because its cost is above a limit's
+// capacity (its decision's RetryAfter is spigot.Never, as
+// spigot.ErrNeverAdmitted says of WaitN): 429 Too Many Requests by default
+// (and no Retry-After), or, say, 413 Content Too Large. It panics unless
+// code is a client or server error status, 400 to 599.
+func WithNeverAdmittedStatus(code int) Option {
 	if code < 400 || code > 599 {
-		panic(fmt.Sprintf("spigot: httplimit: WithNeverStatus(%d): want an error status, 400 to 599", code))
+		panic(fmt.Sprintf("spigot: httplimit: WithNeverAdmittedStatus(%d): want an error status, 400 to 599", code))
 	}
-	return func(m *Middleware) { m.never = code }
+	return func(c *config) { c.Server("WithNeverAdmittedStatus").neverAdmitted = code }
 }
 
 // WithDenyHandler replaces the response to a denied request. The
 // rate-limit headers, and Retry-After, are already set when f runs;
-// res.Decisions says which limit denied it and when to retry (RetryAfter
+// res.Decision says which limit denied it and when to retry (RetryAfter
 // is spigot.Never when no wait can admit it). The default answers 429 Too
-// Many Requests (see WithNeverStatus) with problem details (RFC 9457) of
+// Many Requests (see WithNeverAdmittedStatus) with problem details (RFC 9457) of
 // the RateLimit draft's type quota-exceeded, naming the limits that
 // denied the request, in JSON when the request's Accept prefers it and in
 // plain text otherwise (see Failures in the package doc):
@@ -263,7 +312,7 @@ func WithDenyHandler(f func(w http.ResponseWriter, r *http.Request, res *Result)
 	if f == nil {
 		panic("spigot: httplimit: WithDenyHandler: nil func")
 	}
-	return func(m *Middleware) { m.deny = f }
+	return func(c *config) { c.Server("WithDenyHandler").deny = f }
 }
 
 // WithKeyErrorHandler replaces the response to a request that has no key,
@@ -282,7 +331,7 @@ func WithKeyErrorHandler(f func(w http.ResponseWriter, r *http.Request, err erro
 	if f == nil {
 		panic("spigot: httplimit: WithKeyErrorHandler: nil func")
 	}
-	return func(m *Middleware) { m.keyErr = f }
+	return func(c *config) { c.Server("WithKeyErrorHandler").keyErr = f }
 }
 
 // WithErrorHandler decides what a request gets when the store fails (a
@@ -309,7 +358,7 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error) 
 	if f == nil {
 		panic("spigot: httplimit: WithErrorHandler: nil func")
 	}
-	return func(m *Middleware) { m.storeErr = f }
+	return func(c *config) { c.Server("WithErrorHandler").storeErr = f }
 }
 
 // FailOpen is an error handler (see WithErrorHandler) that serves a
@@ -325,7 +374,7 @@ func WithObserver(f func(r *http.Request, res *Result)) Option {
 	if f == nil {
 		panic("spigot: httplimit: WithObserver: nil func")
 	}
-	return func(m *Middleware) { m.observe = f }
+	return func(c *config) { c.Server("WithObserver").observe = f }
 }
 
 // A Result is what the middleware decided on one request, as its deny
@@ -340,10 +389,10 @@ type Result struct {
 	Limits []spigot.Limit
 	Keys   []string
 	Costs  []int64
-	// Decisions is the store's decision: the combined one, the index By
+	// Decision is the store's decision: the combined one, the index By
 	// (into Limits) of the limit that decided, and Each limit's (see
 	// spigot.Combine). With Err it is a denied, Degraded decision.
-	Decisions spigot.Decisions
+	Decision spigot.GroupDecision
 	// Latency is how long the store took to decide, when there is an
 	// observer; otherwise 0.
 	Latency time.Duration
@@ -361,15 +410,17 @@ type Result struct {
 // see store/redis). A request that no rule applies to passes through
 // untouched.
 //
-// It panics (a programmer error) when s is nil, without a rule, or with a
-// rule of the zero Limit.
+// It panics (a programmer error) when s is nil, without a rule, with a
+// rule of the zero Limit, and on an option that configures only a
+// Transport (WithoutWaiting, say), naming it.
 func New(s spigot.Store, opts ...Option) *Middleware {
 	if nilcheck.Nil(s) {
 		panic("spigot: httplimit: New: nil Store")
 	}
-	m := &Middleware{store: s, headers: IETF | Legacy, clock: clock.System(), never: http.StatusTooManyRequests}
+	m := &Middleware{store: s, headers: IETF | Legacy, clock: clock.System(), neverAdmitted: http.StatusTooManyRequests}
+	c := config{S: m, Names: names}
 	for _, o := range opts {
-		o(m)
+		o(&c)
 	}
 	if len(m.rules) == 0 {
 		panic("spigot: httplimit: New: no rule; add one with By or ByFunc")
@@ -483,11 +534,11 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 
 // finish answers r, whose rules s holds, with their decisions ds (or the
 // store's error err), unless it is to be served.
-func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, ds spigot.Decisions, latency time.Duration, err error) (serve bool) {
+func (m *Middleware) finish(w http.ResponseWriter, r *http.Request, s *scratch, ds spigot.GroupDecision, latency time.Duration, err error) (serve bool) {
 	n := s.N
 	limits, out := s.Limits[:n], ds.Each
 	res := &s.res
-	*res = Result{Route: r.Pattern, Limits: limits, Keys: s.Keys[:n], Costs: s.Costs[:n], Decisions: ds, Latency: latency, Err: err}
+	*res = Result{Route: r.Pattern, Limits: limits, Keys: s.Keys[:n], Costs: s.Costs[:n], Decision: ds, Latency: latency, Err: err}
 	if m.observe != nil {
 		m.observe(r, res)
 	}

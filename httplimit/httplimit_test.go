@@ -182,7 +182,7 @@ func TestCost(t *testing.T) {
 	})
 	next := &served{}
 	h := httplimit.New(counted, httplimit.By(rows, nil), cost).Wrap(next)
-	h413 := httplimit.New(counted, httplimit.By(rows, nil), cost, httplimit.WithNeverStatus(http.StatusRequestEntityTooLarge)).Wrap(next)
+	h413 := httplimit.New(counted, httplimit.By(rows, nil), cost, httplimit.WithNeverAdmittedStatus(http.StatusRequestEntityTooLarge)).Wrap(next)
 	hdr := func(r, reset int, retry ...int) map[string]string {
 		m := map[string]string{
 			"Ratelimit-Policy":      `"rows";q=10;w=10`,
@@ -261,7 +261,7 @@ func TestDenyBody(t *testing.T) {
 	if w.Code != 503 || w.Body.String() != "slow down, 192.0.2.1\n" || w.Header().Get("Retry-After") != "60" {
 		t.Errorf("own deny handler: got %d %q, Retry-After %q; want 503 \"slow down, 192.0.2.1\\n\", 60", w.Code, w.Body, w.Header().Get("Retry-After"))
 	}
-	if got == nil || got.Decisions.Allowed() || got.Decisions.RetryAfter != time.Minute || got.Limits[0] != one || got.Costs[0] != 1 {
+	if got == nil || got.Decision.Allowed() || got.Decision.RetryAfter != time.Minute || got.Limits[0] != one || got.Costs[0] != 1 {
 		t.Errorf("own deny handler saw %+v; want a denial of one, RetryAfter 1m, cost 1", got)
 	}
 }
@@ -388,7 +388,7 @@ func TestDegraded(t *testing.T) {
 	}
 }
 
-// TestHeaderSets: WithHeaders chooses the sets; WithEpochReset sends an
+// TestHeaderSets: WithHeaders chooses the sets; WithResetAsUnixTime sends an
 // instant.
 func TestHeaderSets(t *testing.T) {
 	api := spigot.MustBucket("api", 5, spigot.PerSecond(1))
@@ -399,11 +399,11 @@ func TestHeaderSets(t *testing.T) {
 		{[]httplimit.Option{httplimit.WithHeaders(httplimit.IETF)}, map[string]string{"Ratelimit-Policy": `"api";q=5;w=5`, "Ratelimit": `"api";r=4;t=1`}},
 		{[]httplimit.Option{httplimit.WithHeaders(httplimit.Legacy)}, map[string]string{"X-Ratelimit-Limit": "5", "X-Ratelimit-Remaining": "4", "X-Ratelimit-Reset": "1"}},
 		{[]httplimit.Option{httplimit.WithHeaders(0)}, map[string]string{}},
-		{[]httplimit.Option{httplimit.WithHeaders(httplimit.Legacy), httplimit.WithEpochReset()},
+		{[]httplimit.Option{httplimit.WithHeaders(httplimit.Legacy), httplimit.WithResetAsUnixTime()},
 			map[string]string{"X-Ratelimit-Limit": "5", "X-Ratelimit-Remaining": "4", "X-Ratelimit-Reset": strconv.FormatInt(t0.Unix()+2, 10)}},
 	} {
 		clk, s := fixture()
-		clk.Advance(500 * time.Millisecond) // the epoch reset rounds t0+1.5s up
+		clk.Advance(500 * time.Millisecond) // the Unix-time reset rounds t0+1.5s up
 		h := httplimit.New(s, append(c.opts, httplimit.By(api, nil), httplimit.WithClock(clk))...).Wrap(&served{})
 		t.Run(strconv.Itoa(i), func(t *testing.T) { play(t, clk, h, []step{{status: 204, want: c.want}}) })
 	}
@@ -536,7 +536,7 @@ func TestObserver(t *testing.T) {
 	}
 	var got []seen
 	mw := httplimit.New(s, httplimit.By(api, httplimit.Route()), httplimit.WithObserver(func(r *http.Request, res *httplimit.Result) {
-		got = append(got, seen{res.Route, res.Limits[0].Name(), res.Keys[0], res.Decisions.Allowed(), res.Latency > 0})
+		got = append(got, seen{res.Route, res.Limits[0].Name(), res.Keys[0], res.Decision.Allowed(), res.Latency > 0})
 	}))
 	mux := http.NewServeMux()
 	mux.Handle("GET /items/{id}", mw.Wrap(&served{}))

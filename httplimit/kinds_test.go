@@ -22,8 +22,8 @@ type kindStep struct {
 }
 
 // TestHeadersKinds: the headers of each kind of limit at fixed instants:
-// q and w are a window's limit and length, a leaky bucket's size and the
-// time its queue takes to drain; r is what a request may take now, t the
+// q and w are a window's capacity and length, a leaky bucket's capacity
+// and the time its queue takes to drain; r is what a request may take now, t the
 // seconds within which no more is admitted, and X-RateLimit-Reset the
 // seconds until the limit is whole again. A denial's Retry-After is never
 // below t.

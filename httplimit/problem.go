@@ -53,11 +53,11 @@ const (
 
 // defaultDeny is the deny handler of WithDenyHandler's doc.
 func (m *Middleware) defaultDeny(w http.ResponseWriter, r *http.Request, res *Result) {
-	d := res.Decisions
+	d := res.Decision
 	never := d.RetryAfter == spigot.Never
 	status, retry := http.StatusTooManyRequests, int64(-1)
 	if never {
-		status = m.never
+		status = m.neverAdmitted
 	} else {
 		retry = retryAfter(w.Header(), d)
 	}
@@ -93,7 +93,7 @@ func (m *Middleware) defaultDeny(w http.ResponseWriter, r *http.Request, res *Re
 // retryAfter returns the seconds of the Retry-After field that the
 // middleware set in h for the denial d: the body says what the field
 // says.
-func retryAfter(h http.Header, d spigot.Decisions) int64 {
+func retryAfter(h http.Header, d spigot.GroupDecision) int64 {
 	if v := h.Get("Retry-After"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
 			return n
@@ -121,7 +121,7 @@ func appendViolated(b []byte, res *Result, asJSON bool) []byte {
 			b = append(b, name...)
 		}
 	}
-	each := res.Decisions.Each
+	each := res.Decision.Each
 next:
 	for i := range min(len(each), len(res.Limits)) {
 		if each[i].Allowed() {
@@ -135,7 +135,7 @@ next:
 		}
 		add(name)
 	}
-	if by := res.Decisions.By; n == 0 && by >= 0 && by < len(res.Limits) {
+	if by := res.Decision.By; n == 0 && by >= 0 && by < len(res.Limits) {
 		add(res.Limits[by].Name())
 	}
 	return b

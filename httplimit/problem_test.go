@@ -73,7 +73,7 @@ func TestProblemBodies(t *testing.T) {
 			members: map[string]any{"type": quotaExceeded, "title": "Quota Exceeded", "violated-policies": []any{"one"}, "retry_after": 60.0},
 		},
 		{
-			name: "a cost no wait admits", opts: []httplimit.Option{httplimit.By(one, nil), costs, httplimit.WithNeverStatus(413)}, query: "?n=2",
+			name: "a cost no wait admits", opts: []httplimit.Option{httplimit.By(one, nil), costs, httplimit.WithNeverAdmittedStatus(413)}, query: "?n=2",
 			status: 413, detail: "request exceeds the limit (one): the request costs more than the limit ever holds",
 			members: map[string]any{"type": quotaExceeded, "title": "Quota Exceeded", "violated-policies": []any{"one"}},
 		},

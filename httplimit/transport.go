@@ -10,7 +10,6 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
-	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/internal/outbound"
 )
 
@@ -114,13 +113,13 @@ type Transport struct {
 
 var _ http.RoundTripper = (*Transport)(nil)
 
-// A TransportOption configures a Transport.
-type TransportOption func(*Transport)
-
 // NewTransport returns a Transport that sends through base the requests
-// that l admits; a nil base is http.DefaultTransport. It panics if l is
-// nil, and on a nil function or clock in opts.
-func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...TransportOption) *Transport {
+// that l admits; a nil base is http.DefaultTransport. The options that
+// configure a Transport are WithTransportKey, WithCost, WithClock,
+// WithoutWaiting and WithoutRetryAfter (see Option). It panics if l is
+// nil, on a nil function or clock in opts, and on an option that
+// configures only a Middleware (a rule, say), naming it.
+func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...Option) *Transport {
 	if l == nil {
 		panic("spigot: httplimit: NewTransport: nil Limiter")
 	}
@@ -131,8 +130,9 @@ func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...TransportOp
 		retryAfter: true,
 		gate:       outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, HoldName: "Retry-After"},
 	}
+	c := config{C: t, Names: names}
 	for _, o := range opts {
-		o(t)
+		o(&c)
 	}
 	return t
 }
@@ -144,53 +144,28 @@ func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...TransportOp
 // with its port when the URL has one: "api.example.com",
 // "api.example.com:8443". A KeyFunc of this package, such as Header or
 // Const, is such a function. When f fails, RoundTrip sends nothing and
-// returns its error, wrapped. It panics if f is nil.
-func WithTransportKey(f func(*http.Request) (string, error)) TransportOption {
+// returns its error, wrapped. It panics if f is nil. It configures a
+// Transport only: a Middleware's rules have their own keys (By).
+func WithTransportKey(f func(*http.Request) (string, error)) Option {
 	if f == nil {
 		panic("spigot: httplimit: WithTransportKey: nil func")
 	}
-	return func(t *Transport) { t.key = f }
-}
-
-// WithTransportCost makes f the cost of a request in tokens, such as the
-// number of items of a batch call. The default is 1. A request that costs
-// 0 is sent without asking the store (it still obeys a Retry-After hold);
-// a negative cost is an error that matches spigot.ErrInvalidCost. When f
-// fails, RoundTrip sends nothing and returns its error, wrapped. It panics
-// if f is nil.
-func WithTransportCost(f func(*http.Request) (int64, error)) TransportOption {
-	if f == nil {
-		panic("spigot: httplimit: WithTransportCost: nil func")
-	}
-	return func(t *Transport) { t.cost = f }
-}
-
-// WithTransportClock makes the Transport read the time from c instead of
-// the system clock: to date a Retry-After, to wait for its end, and to
-// compare that end with the request's deadline. When c also has a method
-// After(time.Duration) <-chan time.Time, as clocktest.Clock does, the
-// Transport waits on it, so tests need no real sleeps. It does not change
-// the clock of the Limiter (spigot.WithClock) or of its store: give them
-// the same clock. It panics if c is nil.
-func WithTransportClock(c clock.Clock) TransportOption {
-	if nilcheck.Nil(c) {
-		panic("spigot: httplimit: WithTransportClock: nil Clock")
-	}
-	return func(t *Transport) { t.gate.Clock = c }
+	return func(c *config) { c.Client("WithTransportKey").key = f }
 }
 
 // WithoutWaiting makes RoundTrip return a *LimitedError at once, instead
 // of waiting, when the limit lacks the request's tokens, a leaky bucket
 // would hold it for a Delay (its turn is given back), or a Retry-After
-// holds the request back.
-func WithoutWaiting() TransportOption {
-	return func(t *Transport) { t.gate.Wait = false }
+// holds the request back. It configures a Transport only.
+func WithoutWaiting() Option {
+	return func(c *config) { c.Client("WithoutWaiting").gate.Wait = false }
 }
 
 // WithoutRetryAfter makes the Transport ignore the Retry-After of 429 and
-// 503 responses: only the bucket holds requests back.
-func WithoutRetryAfter() TransportOption {
-	return func(t *Transport) { t.retryAfter = false }
+// 503 responses: only the bucket holds requests back. It configures a
+// Transport only.
+func WithoutRetryAfter() Option {
+	return func(c *config) { c.Client("WithoutRetryAfter").retryAfter = false }
 }
 
 // hostKey is the default key: the request's host, lowercased.

@@ -219,7 +219,7 @@ func TestTransportReplicasShareOneBucket(t *testing.T) {
 	var replicas [3]*Transport
 	for i := range replicas {
 		l := trLimiter(store, clk, 3, spigot.PerSecond(1))
-		replicas[i] = NewTransport(nil, l, WithoutWaiting(), WithTransportClock(clk))
+		replicas[i] = NewTransport(nil, l, WithoutWaiting(), WithClock(clk))
 	}
 	steps := []struct {
 		at      time.Duration
@@ -267,7 +267,7 @@ func TestTransportReplicasConcurrentBurst(t *testing.T) {
 	var replicas [3]*Transport
 	for i := range replicas {
 		l := trLimiter(store, clk, capacity, spigot.PerHour(10))
-		replicas[i] = NewTransport(nil, l, WithoutWaiting(), WithTransportClock(clk))
+		replicas[i] = NewTransport(nil, l, WithoutWaiting(), WithClock(clk))
 	}
 	outcomes := make(chan string, len(replicas)*perReplica)
 	// A deadline before the next token: a Transport that waited despite
@@ -304,7 +304,7 @@ func TestTransportReplicasConcurrentBurst(t *testing.T) {
 func TestTransportWaitsForTokens(t *testing.T) {
 	clk := newTrClock()
 	srv := newTrServer(t)
-	tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 1, spigot.Per(1, 3*time.Second)), WithTransportClock(clk))
+	tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 1, spigot.Per(1, 3*time.Second)), WithClock(clk))
 	ctx := context.Background()
 	if got := trOutcome(trGet(ctx, tr, srv.url())); got != "200" {
 		t.Fatalf("first request: got %s, want 200", got)
@@ -352,7 +352,7 @@ func TestTransportDeadline(t *testing.T) {
 			if c.retry != "" {
 				capacity, r = 2, spigot.PerSecond(1) // the bucket does not hold it back
 			}
-			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, capacity, r), WithTransportClock(clk))
+			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, capacity, r), WithClock(clk))
 			first := srv.url()
 			if c.retry != "" {
 				first = srv.url("status", "429", "retry", c.retry)
@@ -400,7 +400,7 @@ func TestTransportCostAboveCapacity(t *testing.T) {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
 			clk := newTrClock()
 			srv := newTrServer(t)
-			opts := []TransportOption{WithTransportClock(clk), WithTransportCost(func(*http.Request) (int64, error) { return 5, nil })}
+			opts := []Option{WithClock(clk), WithCost(func(*http.Request) (int64, error) { return 5, nil })}
 			if !wait {
 				opts = append(opts, WithoutWaiting())
 			}
@@ -435,7 +435,7 @@ func TestTransportCost(t *testing.T) {
 		return n, nil
 	}
 	tr := NewTransport(nil, trLimiter(store, clk, 2, spigot.PerSecond(1)),
-		WithoutWaiting(), WithTransportClock(clk), WithTransportCost(cost))
+		WithoutWaiting(), WithClock(clk), WithCost(cost))
 	steps := []struct {
 		at     time.Duration
 		cost   string
@@ -487,7 +487,7 @@ func TestTransportKeyFunc(t *testing.T) {
 	}
 	store := countstore.New(trMemory(clk))
 	tr := NewTransport(nil, trLimiter(store, clk, 1, spigot.PerSecond(1)),
-		WithoutWaiting(), WithTransportClock(clk), WithTransportKey(key))
+		WithoutWaiting(), WithClock(clk), WithTransportKey(key))
 	steps := []struct {
 		tenant  string
 		want    string
@@ -556,7 +556,7 @@ func TestTransportHostKey(t *testing.T) {
 func TestTransportRetryAfterHolds(t *testing.T) {
 	clk := newTrClock()
 	a, b := newTrServer(t), newTrServer(t)
-	tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 1000, spigot.PerSecond(1000)), WithoutWaiting(), WithTransportClock(clk))
+	tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 1000, spigot.PerSecond(1000)), WithoutWaiting(), WithClock(clk))
 
 	resp, err := trGet(context.Background(), tr, a.url("status", "429", "retry", "30"))
 	if err != nil {
@@ -616,7 +616,7 @@ func TestTransportRetryAfterWaits(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clk := newTrClock()
 			a, b := newTrServer(t), newTrServer(t)
-			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, c.capacity, spigot.Per(1, 40*time.Second)), WithTransportClock(clk))
+			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, c.capacity, spigot.Per(1, 40*time.Second)), WithClock(clk))
 			ctx := context.Background()
 			if got := trOutcome(trGet(ctx, tr, a.url("status", "429", "retry", "30"))); got != "429" {
 				t.Fatalf("first request: got %s, want 429", got)
@@ -683,7 +683,7 @@ func TestTransportRetryAfterValues(t *testing.T) {
 	srv := newTrServer(t)
 	for i, c := range cases {
 		clk := newTrClock()
-		tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 100, spigot.PerSecond(100)), WithoutWaiting(), WithTransportClock(clk))
+		tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 100, spigot.PerSecond(100)), WithoutWaiting(), WithClock(clk))
 		q := []string{"status", strconv.Itoa(c.status)}
 		if c.retry != "-" {
 			q = append(q, "retry", c.retry)
@@ -710,7 +710,7 @@ func TestTransportRetryAfterKeepsTheLater(t *testing.T) {
 		t.Run(c.first+" then "+c.second, func(t *testing.T) {
 			clk := newTrClock()
 			srv := newTrServer(t)
-			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 100, spigot.PerSecond(100)), WithoutWaiting(), WithTransportClock(clk))
+			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 100, spigot.PerSecond(100)), WithoutWaiting(), WithClock(clk))
 			ctx := context.Background()
 			// The request that answers second is sent first, and waits in the
 			// server while the other is sent and answered.
@@ -738,7 +738,7 @@ func TestTransportWithoutRetryAfter(t *testing.T) {
 		t.Run(fmt.Sprintf("wait=%v", wait), func(t *testing.T) {
 			clk := newTrClock()
 			srv := newTrServer(t)
-			opts := []TransportOption{WithTransportClock(clk), WithoutRetryAfter()}
+			opts := []Option{WithClock(clk), WithoutRetryAfter()}
 			if !wait {
 				opts = append(opts, WithoutWaiting())
 			}
@@ -763,8 +763,8 @@ func TestTransportWithoutRetryAfter(t *testing.T) {
 // server, and none waits.
 func TestTransportNotSent(t *testing.T) {
 	errKey, errCost := errors.New("no key"), errors.New("no cost")
-	costOf := func(n int64) TransportOption {
-		return WithTransportCost(func(*http.Request) (int64, error) { return n, nil })
+	costOf := func(n int64) Option {
+		return WithCost(func(*http.Request) (int64, error) { return n, nil })
 	}
 	drain := func(t *testing.T, tr *Transport, l *spigot.Limiter, srv *trServer) {
 		if _, err := l.AllowN(context.Background(), srv.host(), 3); err != nil {
@@ -780,7 +780,7 @@ func TestTransportNotSent(t *testing.T) {
 		name     string
 		zero     bool // the zero Transport
 		failing  bool // a store that fails
-		opts     []TransportOption
+		opts     []Option
 		setup    func(t *testing.T, tr *Transport, l *spigot.Limiter, srv *trServer)
 		deadline time.Duration // from t0; 0 for none
 		cancel   bool
@@ -789,27 +789,27 @@ func TestTransportNotSent(t *testing.T) {
 		want     string
 	}{
 		{name: "zero Transport", zero: true, want: "error"},
-		{name: "key error", opts: []TransportOption{WithTransportKey(func(*http.Request) (string, error) { return "", errKey })},
+		{name: "key error", opts: []Option{WithTransportKey(func(*http.Request) (string, error) { return "", errKey })},
 			wantIs: []error{errKey}, wantNot: []error{ErrLimited}, want: "error"},
-		{name: "cost error", opts: []TransportOption{WithTransportCost(func(*http.Request) (int64, error) { return 0, errCost })},
+		{name: "cost error", opts: []Option{WithCost(func(*http.Request) (int64, error) { return 0, errCost })},
 			wantIs: []error{errCost}, wantNot: []error{ErrLimited}, want: "error"},
-		{name: "negative cost", opts: []TransportOption{costOf(-1)},
+		{name: "negative cost", opts: []Option{costOf(-1)},
 			wantIs: []error{spigot.ErrInvalidCost}, wantNot: []error{ErrLimited}, want: "error"},
 		{name: "store error, waiting", failing: true,
 			wantIs: []error{errTrStoreDown}, wantNot: []error{ErrLimited}, want: "error"},
-		{name: "store error, not waiting", failing: true, opts: []TransportOption{WithoutWaiting()},
+		{name: "store error, not waiting", failing: true, opts: []Option{WithoutWaiting()},
 			wantIs: []error{errTrStoreDown}, wantNot: []error{ErrLimited}, want: "error"},
-		{name: "cost above capacity, waiting", opts: []TransportOption{costOf(4)},
+		{name: "cost above capacity, waiting", opts: []Option{costOf(4)},
 			wantIs: []error{ErrLimited, spigot.ErrNeverAdmitted}, want: "limited never"},
-		{name: "cost above capacity, not waiting", opts: []TransportOption{costOf(4), WithoutWaiting()},
+		{name: "cost above capacity, not waiting", opts: []Option{costOf(4), WithoutWaiting()},
 			wantIs: []error{ErrLimited, spigot.ErrNeverAdmitted}, want: "limited never"},
-		{name: "empty bucket, not waiting", opts: []TransportOption{WithoutWaiting()}, setup: drain,
+		{name: "empty bucket, not waiting", opts: []Option{WithoutWaiting()}, setup: drain,
 			wantIs: []error{ErrLimited}, wantNot: []error{context.DeadlineExceeded}, want: "limited 1s"},
 		{name: "empty bucket, deadline first", setup: drain, deadline: 999 * time.Millisecond,
 			wantIs: []error{ErrLimited, context.DeadlineExceeded}, want: "limited 1s"},
 		{name: "empty bucket, cancelled", setup: drain, cancel: true,
 			wantIs: []error{context.Canceled}, wantNot: []error{ErrLimited}, want: "error"},
-		{name: "Retry-After, not waiting", opts: []TransportOption{WithoutWaiting()}, setup: hold,
+		{name: "Retry-After, not waiting", opts: []Option{WithoutWaiting()}, setup: hold,
 			wantIs: []error{ErrLimited}, want: "limited 30s"},
 		{name: "Retry-After, deadline first", setup: hold, deadline: 10 * time.Second,
 			wantIs: []error{ErrLimited, context.DeadlineExceeded}, want: "limited 30s"},
@@ -827,7 +827,7 @@ func TestTransportNotSent(t *testing.T) {
 			l := trLimiter(store, clk, 3, spigot.PerSecond(1))
 			tr := &Transport{}
 			if !c.zero {
-				tr = NewTransport(nil, l, append([]TransportOption{WithTransportClock(clk)}, c.opts...)...)
+				tr = NewTransport(nil, l, append([]Option{WithClock(clk)}, c.opts...)...)
 			}
 			if c.setup != nil {
 				c.setup(t, tr, l, srv)
@@ -898,7 +898,7 @@ func TestTransportHoldsBounded(t *testing.T) {
 	clk := newTrClock()
 	srv := newTrServer(t)
 	tr := NewTransport(nil, trLimiter(trMemory(clk), clk, 100, spigot.PerSecond(100)),
-		WithoutWaiting(), WithTransportClock(clk), WithTransportKey(func(r *http.Request) (string, error) {
+		WithoutWaiting(), WithClock(clk), WithTransportKey(func(r *http.Request) (string, error) {
 			return r.Header.Get("X-Key"), nil
 		}))
 	tr.gate.Holds.Max = 4
@@ -961,7 +961,7 @@ func TestTransportCloseIdleConnections(t *testing.T) {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 	clk := newTrClock()
-	client := &http.Client{Transport: NewTransport(base, trLimiter(trMemory(clk), clk, 1, spigot.PerSecond(1)), WithTransportClock(clk))}
+	client := &http.Client{Transport: NewTransport(base, trLimiter(trMemory(clk), clk, 1, spigot.PerSecond(1)), WithClock(clk))}
 	if got := trOutcome(client.Get(srv.URL)); got != "200" {
 		t.Fatalf("got %s, want 200", got)
 	}
@@ -970,19 +970,29 @@ func TestTransportCloseIdleConnections(t *testing.T) {
 }
 
 // TestTransportPanics: programmer errors at construction panic with a
-// message that names the argument.
+// message that names the argument; an option given to the side it does
+// not configure is one.
 func TestTransportPanics(t *testing.T) {
 	clk := newTrClock()
-	l := trLimiter(trMemory(clk), clk, 1, spigot.PerSecond(1))
+	s := trMemory(clk)
+	l := trLimiter(s, clk, 1, spigot.PerSecond(1))
+	rule := By(l.Limit(), nil)
+	deny := func(http.ResponseWriter, *http.Request, *Result) {}
 	cases := []struct {
 		f    func()
 		want string
 	}{
 		{func() { NewTransport(nil, nil) }, "spigot: httplimit: NewTransport: nil Limiter"},
 		{func() { NewTransport(nil, l, WithTransportKey(nil)) }, "spigot: httplimit: WithTransportKey: nil func"},
-		{func() { NewTransport(nil, l, WithTransportCost(nil)) }, "spigot: httplimit: WithTransportCost: nil func"},
-		{func() { NewTransport(nil, l, WithTransportClock(nil)) }, "spigot: httplimit: WithTransportClock: nil Clock"},
-		{func() { NewTransport(nil, l, WithTransportClock((*clocktest.Clock)(nil))) }, "spigot: httplimit: WithTransportClock: nil Clock"},
+		{func() { NewTransport(nil, l, WithCost(nil)) }, "spigot: httplimit: WithCost: nil func"},
+		{func() { NewTransport(nil, l, WithClock(nil)) }, "spigot: httplimit: WithClock: nil Clock"},
+		{func() { NewTransport(nil, l, WithClock((*clocktest.Clock)(nil))) }, "spigot: httplimit: WithClock: nil Clock"},
+		{func() { NewTransport(nil, l, rule) }, "spigot: httplimit: NewTransport: By configures a Middleware (New), not a Transport"},
+		{func() { NewTransport(nil, l, WithHeaders(Legacy)) }, "spigot: httplimit: NewTransport: WithHeaders configures a Middleware (New), not a Transport"},
+		{func() { NewTransport(nil, l, WithDenyHandler(deny)) }, "spigot: httplimit: NewTransport: WithDenyHandler configures a Middleware (New), not a Transport"},
+		{func() { New(s, rule, WithoutWaiting()) }, "spigot: httplimit: New: WithoutWaiting configures a Transport (NewTransport), not a Middleware"},
+		{func() { New(s, rule, WithoutRetryAfter()) }, "spigot: httplimit: New: WithoutRetryAfter configures a Transport (NewTransport), not a Middleware"},
+		{func() { New(s, rule, WithTransportKey(hostKey)) }, "spigot: httplimit: New: WithTransportKey configures a Transport (NewTransport), not a Middleware"},
 	}
 	for i, c := range cases {
 		func() {
@@ -1008,7 +1018,7 @@ func TestTransportLimitedError(t *testing.T) {
 		{&LimitedError{Key: "api", RetryAfter: 30 * time.Second, held: true},
 			`spigot: httplimit: outgoing request for key "api" limited: the server's Retry-After holds it back for 30s`},
 		{&LimitedError{Key: "api", RetryAfter: spigot.Never},
-			`spigot: httplimit: outgoing request for key "api" limited: its cost exceeds the bucket's capacity and can never be admitted`},
+			`spigot: httplimit: outgoing request for key "api" limited: its cost exceeds the limit's capacity and can never be admitted`},
 		{&LimitedError{Key: "api", RetryAfter: time.Second, Err: cause},
 			`spigot: httplimit: outgoing request for key "api" limited: wait: context deadline exceeded`},
 	}
@@ -1035,7 +1045,7 @@ func TestTransportShaper(t *testing.T) {
 	store := trMemory(clk)
 	shaper := spigot.New(store, spigot.Must(spigot.NewLeakyBucket("partner", 2, spigot.PerSecond(1))), spigot.WithClock(clk))
 
-	waiting := NewTransport(http.DefaultTransport, shaper, WithTransportClock(clk))
+	waiting := NewTransport(http.DefaultTransport, shaper, WithClock(clk))
 	if _, err := trGet(context.Background(), waiting, srv.url()); err != nil || srv.served.Load() != 1 {
 		t.Fatalf("step 1: got %v, %d served; want sent at once", err, srv.served.Load())
 	}
@@ -1053,7 +1063,7 @@ func TestTransportShaper(t *testing.T) {
 		t.Fatalf("step 2: got %v, %d served; want sent at its turn", err, srv.served.Load())
 	}
 
-	eager := NewTransport(http.DefaultTransport, shaper, WithTransportClock(clk), WithoutWaiting())
+	eager := NewTransport(http.DefaultTransport, shaper, WithClock(clk), WithoutWaiting())
 	_, err := trGet(context.Background(), eager, srv.url())
 	var limited *LimitedError
 	if !errors.As(err, &limited) || limited.RetryAfter != time.Second || srv.served.Load() != 2 {

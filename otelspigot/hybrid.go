@@ -137,7 +137,7 @@ func HTTPObserver(opts ...Option) func(*http.Request, *httplimit.Result) {
 	}
 	return func(r *http.Request, res *httplimit.Result) {
 		in.observe(r.Context(), route{name: res.Route}, observe.Result{
-			Limits: res.Limits, Costs: res.Costs, Each: res.Decisions.Each, Latency: res.Latency, Err: res.Err,
+			Limits: res.Limits, Costs: res.Costs, Each: res.Decision.Each, Latency: res.Latency, Err: res.Err,
 		})
 	}
 }

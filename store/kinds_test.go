@@ -196,7 +196,7 @@ func TestSlidingWindowWeightedCount(t *testing.T) {
 	})
 }
 
-// TestLeakyBucketQueue: the seeds' leaky bucket of size 3 at 100/s: r1, r2
+// TestLeakyBucketQueue: the seeds' leaky bucket of capacity 3 at 100/s: r1, r2
 // and r3 at once are admitted to leave at 0, 10 and 20ms (their Delays),
 // r4 and r5 are rejected; at 10ms, r2 leaving, r6 joins the queue behind r3.
 func TestLeakyBucketQueue(t *testing.T) {

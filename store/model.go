@@ -12,7 +12,7 @@ import (
 // every integer is exact in a float64, so that a twin of Apply in a
 // language whose numbers are doubles (the Redis stores' Lua) computes
 // exactly what Go does. A bucket's capacity in scaled units, its refill
-// per microsecond and a window's limit are at most MaxExact: the
+// per microsecond and a window's capacity are at most MaxExact: the
 // constructors of package spigot reject any other limit.
 const MaxExact = 1 << 53
 

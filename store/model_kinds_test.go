@@ -478,7 +478,7 @@ func kindFuzzConfig(r *kindRun, x, c int64) (spigot.Limit, bool) {
 		w = (r.l.Rate().Period*time.Duration(max(r.l.Capacity(), 1))/time.Duration(r.l.Rate().Tokens) + ms - 1) / ms * ms
 	}
 	kind := r.l.Kind()
-	if kind == spigot.LeakyBucket && c&1 != 0 { // another size and rate
+	if kind == spigot.LeakyBucket && c&1 != 0 { // another capacity and rate
 		l, err := spigot.NewLeakyBucket(r.l.Name(), x%64, spigot.Per(c>>1&7+1, time.Duration(x+1)*ms))
 		return l, err == nil && l != r.l
 	}
@@ -570,18 +570,18 @@ func FuzzApplySlidingLog(f *testing.F) {
 	})
 }
 
-// FuzzApplyLeakyBucket is FuzzApplyFixedWindow for a leaky bucket of size
-// places that lets tokens leave every periodUs µs.
+// FuzzApplyLeakyBucket is FuzzApplyFixedWindow for a leaky bucket of
+// capacity places that lets tokens leave every periodUs µs.
 func FuzzApplyLeakyBucket(f *testing.F) {
 	f.Add(int64(100), int64(1_000_000), int64(3), []byte{ // r1…r5 at once: 0, 10, 20 ms, then denied
 		0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 4, 0, 0, 0,
 	})
 	f.Add(int64(7), int64(10_000_000), int64(2), []byte{4, 0o20, 0, 0, 0, 5, 2, 0x10, 0, 1, 7, 4, 0, 0, 0, 6, 6, 0x10, 0, 0})
-	f.Fuzz(func(t *testing.T, tokens, periodUs, size int64, ops []byte) {
+	f.Fuzz(func(t *testing.T, tokens, periodUs, capacity int64, ops []byte) {
 		if periodUs < 1 || periodUs > 1<<40 {
 			return
 		}
-		l, err := spigot.NewLeakyBucket("fuzz", size, spigot.Per(tokens, time.Duration(periodUs)*time.Microsecond))
+		l, err := spigot.NewLeakyBucket("fuzz", capacity, spigot.Per(tokens, time.Duration(periodUs)*time.Microsecond))
 		if err != nil {
 			return
 		}

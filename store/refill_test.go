@@ -137,8 +137,8 @@ func TestRefillAfter(t *testing.T) {
 // TestRefillAfterDegraded: a decision that does not come from the key's
 // state has no RefillAfter, and Combine gives the deciding limit's.
 func TestRefillAfterDegraded(t *testing.T) {
-	if d := spigot.Failed(); d.RefillAfter != 0 {
-		t.Errorf("Failed().RefillAfter = %v, want 0", d.RefillAfter)
+	if d := spigot.Undecided(); d.RefillAfter != 0 {
+		t.Errorf("Undecided().RefillAfter = %v, want 0", d.RefillAfter)
 	}
 	for i, c := range []struct {
 		each []spigot.Decision

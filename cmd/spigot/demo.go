@@ -248,7 +248,7 @@ func (d *demoServer) init(s spigot.Store, h *hybrid.Store, name string) {
 		httplimit.WithClock(atOnce{d.clock}),
 		httplimit.WithObserver(func(r *http.Request, res *httplimit.Result) {
 			if c, ok := r.Context().Value(callKey{}).(*demoCall); ok {
-				c.delay = res.Decisions.Delay
+				c.delay = res.Decision.Delay
 			}
 		}),
 	)
@@ -391,8 +391,8 @@ func (d *demoServer) admitted(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *demoServer) denied(w http.ResponseWriter, r *http.Request, res *httplimit.Result) {
-	reply := demoReply{RetryAfter: res.Decisions.RetryAfter.Milliseconds(), Path: d.pathName()}
-	if res.Decisions.RetryAfter == spigot.Never {
+	reply := demoReply{RetryAfter: res.Decision.RetryAfter.Milliseconds(), Path: d.pathName()}
+	if res.Decision.RetryAfter == spigot.Never {
 		reply.RetryAfter = -1
 	}
 	writeJSON(w, http.StatusTooManyRequests, reply)

@@ -110,18 +110,18 @@
 // longest streak of denials, and the limit at the end.
 //
 // -algo chooses the algorithm: token-bucket (the default), fixed-window,
-// sliding-window (the sliding window counter), sliding-log or
-// leaky-bucket (a shaper: it delays requests rather than denying them
-// while its queue has room). The buckets take -capacity (a leaky bucket's
-// queue) and refill at -rate. The windows take -rate as their limit and
-// window: 10/s admits 10 in each window of 1s, and -offset moves the
-// fixed window's windows to start that long after each whole period. Time
-// 0 is the start of a window of the period. -algo all plays the same
-// requests against each algorithm and prints them side by side: one
-// column per algorithm, then, per algorithm, the requests admitted and
-// denied, the most tokens admitted and the most leaving (after a leaky
-// bucket's delays) in any window of the period, the model's bound for
-// that, and the longest delay, and a line on what each did differently.
+// sliding-window (the sliding window counter), sliding-log or leaky-bucket
+// (a shaper: it delays requests rather than denying them while its queue
+// has room). The buckets take -capacity (a leaky bucket's queue) and
+// refill at -rate. The windows take -rate as their capacity and window:
+// 10/s admits 10 in each window of 1s, and -offset moves the fixed
+// window's windows to start that long after each whole period. Time 0 is
+// the start of a window of the period. -algo all plays the same requests
+// against each algorithm and prints them side by side: one column per
+// algorithm, then, per algorithm, the requests admitted and denied, the
+// most tokens admitted and the most leaving (after a leaky bucket's
+// delays) in any window of the period, the model's bound for that, and the
+// longest delay, and a line on what each did differently.
 //
 // The defaults reproduce the classic example, a bucket of 10 tokens
 // refilled at 1 per second hit by 15 requests at once and then 1 per
@@ -130,10 +130,10 @@
 //
 // The fixed window's boundary burst: with windows of 10 a second that
 // start 10ms after each second, 10 requests at 0s fill the end of one
-// window and 10 of the 20 that follow, one every millisecond, the start
-// of the next, so the fixed window admits 20 within 20ms, twice its
-// limit, where the sliding window, the sliding log and the buckets admit
-// 10; the leaky bucket lets its 10 leave 100ms apart.
+// window and 10 of the 20 that follow, one every millisecond, the start of
+// the next, so the fixed window admits 20 within 20ms, twice its capacity,
+// where the sliding window, the sliding log and the buckets admit 10; the
+// leaky bucket lets its 10 leave 100ms apart.
 //
 //	go run ./cmd/spigot simulate
 //	go run ./cmd/spigot simulate -capacity 20 -rate 20/3s -cost 2 -burst 30 -every 500ms -n 40 -quiet
@@ -143,7 +143,7 @@
 //
 //	-algo algorithm            the algorithm: token-bucket, fixed-window, sliding-window, sliding-log, leaky-bucket, or all, side by side (default token-bucket)
 //	-capacity int              the most tokens a bucket holds, or a leaky bucket's queue, 0 or more (default 10)
-//	-rate tokens/period        a bucket's refill, or a window's limit and length (10/s: 10 in each 1s window), as tokens/period (default 1/s)
+//	-rate tokens/period        a bucket's refill, or a window's capacity and length (10/s: 10 in each 1s window), as tokens/period (default 1/s)
 //	-offset duration           where the fixed window's windows start, after each whole period, a whole number of ms
 //	-cost int                  the tokens each request takes, 0 or more (default 1)
 //	-burst count               the count of requests made at once at time 0, 0 or more (default 15)
@@ -154,17 +154,18 @@
 // The pattern must make at least one request and at most 10,000,000
 // (-burst plus -n), and the last one must come within the longest
 // time.Duration (about 292 years), and for a leaky bucket so must its
-// departure, up to the time the queue takes to drain after it. The rate must refill 1 token or more
-// over a period of at least 1µs and a whole number of µs. For spigot's
-// exact arithmetic (see spigot.NewBucket), the rate in tokens per µs, as a
-// fraction in lowest terms, must have a numerator and a denominator of at
-// most 2^53, and -capacity times that denominator must be at most 2^53:
-// at -rate 1/h, -capacity 2501999 or less. A window's period is a whole
-// number of milliseconds, and so is -offset, which only the fixed window
-// takes; a sliding log holds at most spigot.MaxLog tokens a window, and a
-// sliding window's token count times its window in milliseconds is at most
-// 2^53. A -cost above -capacity (a window's limit) is valid: every
-// request is denied with a retry-after of never, and the summary says so.
+// departure, up to the time the queue takes to drain after it. The rate
+// must refill 1 token or more over a period of at least 1µs and a whole
+// number of µs. For spigot's exact arithmetic (see spigot.NewBucket), the
+// rate in tokens per µs, as a fraction in lowest terms, must have a
+// numerator and a denominator of at most 2^53, and -capacity times that
+// denominator must be at most 2^53: at -rate 1/h, -capacity 2501999 or
+// less. A window's period is a whole number of milliseconds, and so is
+// -offset, which only the fixed window takes; a sliding log holds at most
+// spigot.MaxLog tokens a window, and a sliding window's token count times
+// its window in milliseconds is at most 2^53. A -cost above the capacity
+// (-capacity, or a window's -rate tokens) is valid: every request is
+// denied with a retry-after of never, and the summary says so.
 //
 // Exit status: 0 on success, denials included. 2 for a bad command line,
 // with a message on standard error: one line and a hint to run -h for an

@@ -78,7 +78,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	f := simFlags{algo: algoFlag{"token-bucket"}, rate: rateFlag{"1/s", spigot.PerSecond(1)}}
 	fs.Var(&f.algo, "algo", "the `algorithm`: token-bucket, fixed-window, sliding-window, sliding-log, leaky-bucket, or all, side by side")
 	fs.Int64Var(&f.capacity, "capacity", 10, "the most tokens a bucket holds, or a leaky bucket's queue, 0 or more")
-	fs.Var(&f.rate, "rate", "a bucket's refill, or a window's limit and length (10/s: 10 in each 1s window), as `tokens/period`")
+	fs.Var(&f.rate, "rate", "a bucket's refill, or a window's capacity and length (10/s: 10 in each 1s window), as `tokens/period`")
 	fs.DurationVar(&f.offset, "offset", 0, "where the fixed window's windows start, after each whole period, a whole number of ms")
 	fs.Int64Var(&f.cost, "cost", 1, "the tokens each request takes, 0 or more")
 	fs.IntVar(&f.burst, "burst", 15, "the `count` of requests made at once at time 0, 0 or more")
@@ -88,7 +88,7 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	if err := parseFlags(fs, args, stdout, "usage: spigot simulate [flags]\n\n"+
 		"Simulate plays a burst of requests at time 0, then -n requests one every\n"+
 		"-every, against a limit on a fake clock, and prints what it admits. For\n"+
-		"the windows, -rate is the limit per window: 10/s admits 10 in each\n"+
+		"the windows, -rate is the capacity of each window: 10/s admits 10 in each\n"+
 		"window of 1s. -algo all plays the same traffic against each algorithm,\n"+
 		"side by side. Time 0 starts a window of the period; the fixed window's\n"+
 		"boundaries come -offset later. The fixed window's boundary burst:\n\n"+
@@ -157,7 +157,7 @@ func (f *simFlags) limits() ([]sim, error) {
 	case log && r.Tokens > spigot.MaxLog:
 		return bad("-rate %s: a sliding log holds at most %d tokens a window (spigot.MaxLog); lower the token count", f.rate.text, spigot.MaxLog)
 	case windows && r.Tokens > store.MaxExact:
-		return bad("-rate %s: a window's limit must be at most 2^53", f.rate.text)
+		return bad("-rate %s: a window's capacity must be at most 2^53", f.rate.text)
 	case slidingCounter && r.Tokens > store.MaxExact/r.Period.Milliseconds():
 		return bad("-rate %s: a sliding window's exact arithmetic needs the token count × the window in ms to be at most 2^53; "+
 			"lower the token count to at most %d, or shorten the period", f.rate.text, store.MaxExact/r.Period.Milliseconds())
@@ -331,8 +331,8 @@ func perWindow(at []time.Duration, start time.Time, w, offset time.Duration) int
 
 // allowed returns the most tokens the model lets s admit in any window of
 // its period: a bucket's capacity and one period's refill, twice a fixed
-// or sliding window's limit (each fixed window holds the limit), and a
-// sliding log's limit.
+// or sliding window's capacity (each fixed window holds the capacity), and
+// a sliding log's capacity.
 func (s *sim) allowed() *big.Int {
 	c, r := s.limit.Capacity(), s.limit.Rate().Tokens
 	switch s.kind {
@@ -349,7 +349,7 @@ func tokens(k, cost int64) *big.Int { return new(big.Int).Mul(big.NewInt(k), big
 
 // check returns what s admitted beyond the model's bounds, "" when
 // nothing: the most in any window of the period, and a fixed or sliding
-// window's limit in each of its fixed windows.
+// window's capacity in each of its fixed windows.
 func (s *sim) check(start time.Time, cost int64) string {
 	w := s.limit.Rate().Period
 	at := s.admittedAt()
@@ -661,16 +661,16 @@ func (s *sim) difference(cost int64, start time.Time) string {
 		if got.Cmp(s.allowed()) == 0 {
 			times = "twice"
 		}
-		return fmt.Sprintf("fixed-window admitted %v in the %v from %v, %s its limit of %d: %v before the window boundary at %v, %v after.",
+		return fmt.Sprintf("fixed-window admitted %v in the %v from %v, %s its capacity of %d: %v before the window boundary at %v, %v after.",
 			got, period, from, times, limit, tokens(before, cost), boundary, tokens(most-before, cost))
 	case spigot.SlidingWindow:
-		line := fmt.Sprintf("sliding-window admitted at most %v in any %v, against its limit of %d", got, period, limit)
+		line := fmt.Sprintf("sliding-window admitted at most %v in any %v, against its capacity of %d", got, period, limit)
 		if got.Cmp(big.NewInt(limit)) > 0 {
 			return line + ": its weighted count takes the previous window's tokens as spread evenly, and here they were not."
 		}
 		return line + "."
 	case spigot.SlidingLog:
-		return fmt.Sprintf("sliding-log admitted at most %v in any %v, never more than its limit of %d: it is exact.", got, period, limit)
+		return fmt.Sprintf("sliding-log admitted at most %v in any %v, never more than its capacity of %d: it is exact.", got, period, limit)
 	case spigot.LeakyBucket:
 		out := s.departures()
 		if len(out) == 0 {

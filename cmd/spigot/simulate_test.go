@@ -68,9 +68,9 @@ the model's bound in any 1s     20            20            20              10  
 longest delay                   0s            0s            0s              0s           900ms
 
 token-bucket admitted at most 10 in any 1s: up to its capacity of 10 at once, then 10/s.
-fixed-window admitted 20 in the 1s from 0s, twice its limit of 10: 10 before the window boundary at 10ms, 10 after.
-sliding-window admitted at most 10 in any 1s, against its limit of 10.
-sliding-log admitted at most 10 in any 1s, never more than its limit of 10: it is exact.
+fixed-window admitted 20 in the 1s from 0s, twice its capacity of 10: 10 before the window boundary at 10ms, 10 after.
+sliding-window admitted at most 10 in any 1s, against its capacity of 10.
+sliding-log admitted at most 10 in any 1s, never more than its capacity of 10: it is exact.
 leaky-bucket delayed its 10 requests by up to 900ms: they left from 0s to 900ms, at least 100ms apart, at most 10 in any 1s.
 `
 
@@ -297,7 +297,7 @@ func TestSimulateAlgoInvalid(t *testing.T) {
 		{[]string{"-algo", "sliding-log", "-rate", "1001/s"}, "spigot simulate: -rate 1001/s: a sliding log holds at most 1000 tokens a window (spigot.MaxLog); lower the token count\n"},
 		{[]string{"-algo", "sliding-window", "-rate", "1000000000000/24h"}, "spigot simulate: -rate 1000000000000/24h: " +
 			"a sliding window's exact arithmetic needs the token count × the window in ms to be at most 2^53; lower the token count to at most 104249991, or shorten the period\n"},
-		{[]string{"-algo", "fixed-window", "-rate", "9007199254740993/s"}, "spigot simulate: -rate 9007199254740993/s: a window's limit must be at most 2^53\n"},
+		{[]string{"-algo", "fixed-window", "-rate", "9007199254740993/s"}, "spigot simulate: -rate 9007199254740993/s: a window's capacity must be at most 2^53\n"},
 		{[]string{"-algo", "leaky-bucket", "-capacity", "-1"}, "spigot simulate: -capacity -1: must be 0 or more\n"},
 		// The fourth request comes at 9.2e18 ns, and the queue drains in
 		// 9e18 ns: a departure beyond the longest time.Duration.

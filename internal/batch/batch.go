@@ -47,7 +47,7 @@ func (b *Batch) Add(i int, l spigot.Limit, k string, cost int64) {
 // Decide takes the batch's ops from s, all or nothing, in one call (Do
 // for one op, spigot.DoMulti for more), and returns its decisions (see
 // Decided). It needs N ≥ 1.
-func (b *Batch) Decide(ctx context.Context, s spigot.Store) (spigot.Decisions, error) {
+func (b *Batch) Decide(ctx context.Context, s spigot.Store) (spigot.GroupDecision, error) {
 	var err error
 	if b.N == 1 {
 		b.Out[0], err = s.Do(ctx, b.Ops[0])
@@ -58,18 +58,18 @@ func (b *Batch) Decide(ctx context.Context, s spigot.Store) (spigot.Decisions, e
 }
 
 // Decided returns the decisions in Out, combined (see spigot.Combine);
-// after the store's error err, every one of them is spigot.Failed() and
+// after the store's error err, every one of them is spigot.Undecided() and
 // By is -1.
-func (b *Batch) Decided(err error) spigot.Decisions {
+func (b *Batch) Decided(err error) spigot.GroupDecision {
 	out := b.Out[:b.N]
 	if err != nil {
 		for i := range out {
-			out[i] = spigot.Failed()
+			out[i] = spigot.Undecided()
 		}
-		return spigot.Decisions{Decision: out[0], By: -1, Each: out}
+		return spigot.GroupDecision{Decision: out[0], By: -1, Each: out}
 	}
 	d, by := spigot.Combine(out)
-	return spigot.Decisions{Decision: d, By: by, Each: out}
+	return spigot.GroupDecision{Decision: d, By: by, Each: out}
 }
 
 // Refund gives back what the batch's ops take, each on its own, in one

@@ -24,7 +24,7 @@ const MaxExact = 1 << 53
 type Config struct {
 	Name     string
 	Kind     uint8 // a spigot.Kind
-	Capacity int64 // a bucket's capacity, a window's limit
+	Capacity int64 // the most tokens the limit holds: a bucket's capacity, a window's Rate.Tokens
 	Tokens   int64 // the rate's tokens
 	Period   time.Duration
 	Scale    int64 // buckets: units per token, period_µs / g

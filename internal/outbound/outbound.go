@@ -74,7 +74,7 @@ func (e *Denied) Describe(call, key, hold string) string {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
 	case e.RetryAfter == spigot.Never:
-		b.WriteString(": its cost exceeds the bucket's capacity and can never be admitted")
+		b.WriteString(": its cost exceeds the limit's capacity and can never be admitted")
 	case e.Held:
 		b.WriteString(": the ")
 		b.WriteString(hold)

@@ -269,7 +269,7 @@ func (s *Store) batch(ctx context.Context, ops []spigot.Op, out []spigot.Decisio
 		}
 		if err != nil {
 			for i := lo; i < hi; i++ {
-				out[i], errs[i] = spigot.Failed(), err
+				out[i], errs[i] = spigot.Undecided(), err
 			}
 		}
 	}

@@ -343,7 +343,7 @@ func decodeAll(ints []int64, ops []spigot.Op, out []spigot.Decision, errs []erro
 		case err != nil && errs == nil:
 			return err
 		case err != nil:
-			d = spigot.Failed()
+			d = spigot.Undecided()
 		}
 		out[i] = d
 		if errs != nil {
@@ -495,7 +495,7 @@ func clone(n []int64) []int64 { return append([]int64(nil), n...) }
 
 // DecodeBatch is DecodeAll for the reply to a batch call of the script
 // (Args.Batch): it sets out[i] to the decision on ops[i], or, for a key
-// that failed alone, to spigot.Failed() and errs[i] to its error (errs is
+// that failed alone, to spigot.Undecided() and errs[i] to its error (errs is
 // as long as out; the others are left nil). For a reply that is not the
 // script's, it returns an error and sets nothing.
 func DecodeBatch(reply any, ops []spigot.Op, out []spigot.Decision, errs []error) error {

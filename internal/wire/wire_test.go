@@ -384,9 +384,9 @@ func TestDecodeBatch(t *testing.T) {
 		replyOK bool
 	}{
 		{cat(ok, denied), 2, []spigot.Decision{okD, deniedD}, []string{"", ""}, true},
-		{cat(ok, wrongType, denied), 3, []spigot.Decision{okD, spigot.Failed(), deniedD}, []string{"", "WRONGTYPE", ""}, true},
-		{cat(unreadable, ok), 2, []spigot.Decision{spigot.Failed(), okD}, []string{"unreadable", ""}, true},
-		{cat(ok, bad), 2, []spigot.Decision{okD, spigot.Failed()}, []string{"", "malformed reply"}, true},
+		{cat(ok, wrongType, denied), 3, []spigot.Decision{okD, spigot.Undecided(), deniedD}, []string{"", "WRONGTYPE", ""}, true},
+		{cat(unreadable, ok), 2, []spigot.Decision{spigot.Undecided(), okD}, []string{"unreadable", ""}, true},
+		{cat(ok, bad), 2, []spigot.Decision{okD, spigot.Undecided()}, []string{"", "malformed reply"}, true},
 		{cat(ok, ok), 3, nil, nil, false},                                                 // too short
 		{cat(ok, ok, ok[:1]), 2, nil, nil, false},                                         // too long
 		{cat(ok, []any{int64(0), "1", int64(0), int64(0), int64(0)}), 2, nil, nil, false}, // not an integer
@@ -760,7 +760,7 @@ func TestDecodeLeaky(t *testing.T) {
 	}
 	errs := make([]error, 3)
 	if err := wire.DecodeBatchInts([]int64{1, 9, 0, 1000, 1000, -1, 2, 0, 0, 0, 0, 0, 10, 0, 0, 1000}, ops, out, errs); err != nil ||
-		out[1] != spigot.Failed() || errs[1] == nil || errs[0] != nil || errs[2] != nil || out[2].Remaining != 10 {
+		out[1] != spigot.Undecided() || errs[1] == nil || errs[0] != nil || errs[2] != nil || out[2].Remaining != 10 {
 		t.Errorf("DecodeBatchInts of mixed kinds = %+v, %v, %v", out, errs, err)
 	}
 	if err := wire.DecodeAllInts([]int64{1, 9, 0, 1000, 1000, 1, 8, 0, 2000, 1000, 0, 10, 0, 0, 1000}, ops, out); !errors.Is(err, spigot.ErrRequestFailed) {

@@ -29,7 +29,7 @@ func BenchmarkObserver(b *testing.B) {
 		Limits:     limits,
 		Keys:       []string{"10.0.0.1", "alice"},
 		Costs:      []int64{1, 2},
-		Decisions:  spigot.Decisions{Decision: each[1], By: 1, Each: each},
+		Decision:   spigot.GroupDecision{Decision: each[1], By: 1, Each: each},
 		Latency:    50 * time.Microsecond,
 	}
 	for _, p := range []struct {

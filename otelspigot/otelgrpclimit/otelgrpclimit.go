@@ -64,7 +64,7 @@ func Observer(opts ...otelspigot.Option) func(ctx context.Context, res *grpclimi
 	record := observe.RPC(observe.NewConfig(opts), "grpc")
 	return func(ctx context.Context, res *grpclimit.Result) {
 		record(ctx, strings.TrimPrefix(res.FullMethod, "/"), observe.Result{
-			Limits: res.Limits, Costs: res.Costs, Each: res.Decisions.Each, Latency: res.Latency, Err: res.Err,
+			Limits: res.Limits, Costs: res.Costs, Each: res.Decision.Each, Latency: res.Latency, Err: res.Err,
 		})
 	}
 }

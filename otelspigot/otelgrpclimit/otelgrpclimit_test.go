@@ -35,7 +35,7 @@ func provider(t *testing.T) (*sdkmetric.MeterProvider, *sdkmetric.ManualReader) 
 }
 
 // serve is start, stopped when the test ends.
-func serve(t *testing.T, l *grpclimit.Limiter) *grpc.ClientConn {
+func serve(t *testing.T, l *grpclimit.Server) *grpc.ClientConn {
 	t.Helper()
 	conn, stop, err := start(l)
 	if err != nil {

@@ -69,7 +69,7 @@ var chatDesc = &serviceDesc("spigot.test.Echo").Streams[0]
 
 // start serves the test services on 127.0.0.1 behind l's interceptors,
 // and returns a client connection and a func that stops both.
-func start(l *grpclimit.Limiter) (*grpc.ClientConn, func(), error) {
+func start(l *grpclimit.Server) (*grpc.ClientConn, func(), error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, err

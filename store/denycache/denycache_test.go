@@ -270,7 +270,7 @@ func TestResetRefundForget(t *testing.T) {
 func TestNotRemembered(t *testing.T) {
 	ctx := context.Background()
 	for i, f := range []fake{
-		{d: spigot.Failed()},
+		{d: spigot.Undecided()},
 		{d: spigot.Decision{Remaining: -1, RetryAfter: 5 * time.Second}},
 		{d: spigot.Decision{RetryAfter: time.Second}, err: errors.New("down")},
 	} {

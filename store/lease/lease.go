@@ -632,7 +632,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		for i, op := range ops {
 			d, err := s.Do(ctx, op)
 			if err != nil {
-				d = spigot.Failed()
+				d = spigot.Undecided()
 				errs = append(errs, err)
 			}
 			out[i] = d

@@ -521,7 +521,7 @@ var errRefund = errors.New("test: refund refused")
 
 func (r refundsFail) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if op.Action == spigot.Refund {
-		return spigot.Failed(), errRefund
+		return spigot.Undecided(), errRefund
 	}
 	return r.Store.Do(ctx, op)
 }

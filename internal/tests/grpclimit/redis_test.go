@@ -84,7 +84,7 @@ func echoService(served *atomic.Int64) *grpc.ServiceDesc {
 
 // replica starts a gRPC server on 127.0.0.1 behind l's interceptors, and
 // returns a client of it and the count of calls it served.
-func replica(t *testing.T, l *grpclimit.Limiter) (*grpc.ClientConn, *atomic.Int64) {
+func replica(t *testing.T, l *grpclimit.Server) (*grpc.ClientConn, *atomic.Int64) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,7 +121,7 @@ func call(conn *grpc.ClientConn, kv ...string) (metadata.MD, error) {
 	return header, err
 }
 
-// TestSharedRedis: two server instances, each with its own Limiter on its
+// TestSharedRedis: two server instances, each with its own Server on its
 // own client of one redis-server, share each limit: 64 concurrent calls
 // spread over both admit exactly the capacity, the per-tenant limit
 // stops a tenant on either replica without charging the per-address
@@ -249,7 +249,7 @@ func TestSharedRedis(t *testing.T) {
 }
 
 // TestClientsShareRedis: two clients of one server, each a process of its
-// own (its own connection, grpclimit.Client, Limiter and client of one
+// own (its own connection, grpclimit.Client, spigot.Limiter and client of one
 // redis-server), send together no more calls than their shared bucket
 // holds: of 128 concurrent calls, exactly its capacity reach the server;
 // one client does not wait, the other waits up to a deadline that falls
@@ -280,7 +280,7 @@ func TestClientsShareRedis(t *testing.T) {
 	conns := make([]*grpc.ClientConn, 2)
 	for i := range conns {
 		remote := spigotredis.New(testclient.GoRedis(t, srv.Addr), store.WithPrefix("grpclimit-client:"))
-		opts := []grpclimit.ClientOption{}
+		opts := []grpclimit.Option{}
 		if i == 0 {
 			opts = append(opts, grpclimit.WithoutWaiting())
 		}

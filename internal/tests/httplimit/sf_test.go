@@ -114,11 +114,11 @@ type seen struct {
 // decided (the decisions the observer saw).
 func TestHeadersStrictSF(t *testing.T) {
 	type config struct {
-		name     string
-		limits   []spigot.Limit
-		headers  httplimit.Headers
-		epoch    bool
-		degraded hybrid.Policy // 0: the memory store itself
+		name      string
+		limits    []spigot.Limit
+		headers   httplimit.Headers
+		unixReset bool
+		degraded  hybrid.Policy // 0: the memory store itself
 	}
 	var configs []config
 	for _, set := range []httplimit.Headers{httplimit.IETF | httplimit.Legacy, httplimit.IETFDraft10 | httplimit.Legacy} {
@@ -127,7 +127,7 @@ func TestHeadersStrictSF(t *testing.T) {
 		}
 		configs = append(configs,
 			config{name: fmt.Sprint(set, "all"), limits: slices.Delete(slices.Clone(sfLimits), 3, 4), headers: set}, // but the capacity of 0
-			config{name: fmt.Sprint(set, "epoch"), limits: sfLimits[:3], headers: set, epoch: true},
+			config{name: fmt.Sprint(set, "unix-reset"), limits: sfLimits[:3], headers: set, unixReset: true},
 			config{name: fmt.Sprint(set, "open"), limits: sfLimits[:3], headers: set, degraded: hybrid.FailOpen},
 			config{name: fmt.Sprint(set, "closed"), limits: sfLimits[:3], headers: set, degraded: hybrid.FailClosed},
 		)
@@ -146,11 +146,11 @@ func TestHeadersStrictSF(t *testing.T) {
 				httplimit.WithHeaders(cf.headers),
 				httplimit.WithCost(func(r *http.Request) (int64, error) { return strconv.ParseInt(r.Header.Get("N"), 10, 64) }),
 				httplimit.WithObserver(func(_ *http.Request, res *httplimit.Result) {
-					last = seen{slices.Clone(res.Limits), slices.Clone(res.Decisions.Each), res.Decisions.By, res.Decisions.Decision}
+					last = seen{slices.Clone(res.Limits), slices.Clone(res.Decision.Each), res.Decision.By, res.Decision.Decision}
 				}),
 			}
-			if cf.epoch {
-				opts = append(opts, httplimit.WithEpochReset())
+			if cf.unixReset {
+				opts = append(opts, httplimit.WithResetAsUnixTime())
 			}
 			for i, l := range cf.limits {
 				opts = append(opts, httplimit.By(l, httplimit.Const(strconv.Itoa(i))))
@@ -177,7 +177,7 @@ func TestHeadersStrictSF(t *testing.T) {
 				r.Header.Set("N", strconv.FormatInt(n, 10))
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, r)
-				checkSF(t, fmt.Sprintf("step %d (cost %d)", i, n), w.Result().Header, last, cf.headers, cf.epoch, clk.Now())
+				checkSF(t, fmt.Sprintf("step %d (cost %d)", i, n), w.Result().Header, last, cf.headers, cf.unixReset, clk.Now())
 				if w.Code == 429 {
 					denied++
 				}
@@ -197,7 +197,7 @@ func TestHeadersStrictSF(t *testing.T) {
 
 // checkSF checks every rate-limit field of h against what the middleware
 // decided.
-func checkSF(t *testing.T, step string, h http.Header, s seen, set httplimit.Headers, epoch bool, now time.Time) {
+func checkSF(t *testing.T, step string, h http.Header, s seen, set httplimit.Headers, unixReset bool, now time.Time) {
 	t.Helper()
 	integer := func(field string) (int64, bool) {
 		v, ok := h[field]
@@ -328,7 +328,7 @@ func checkSF(t *testing.T, step string, h http.Header, s seen, set httplimit.Hea
 			t.Errorf("%s: X-RateLimit-Remaining %d (present %v); want %d", step, n, ok, d.Remaining)
 		}
 		want := seconds(d.ResetAfter)
-		if epoch {
+		if unixReset {
 			want = seconds(time.Duration(now.UnixNano()) + d.ResetAfter)
 		}
 		if n, ok := integer("X-Ratelimit-Reset"); ok == d.Degraded() || ok && n != want {

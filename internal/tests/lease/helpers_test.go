@@ -158,7 +158,7 @@ func (l *ledger) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op,
 	l.returning(ops...)
 	err := l.Store.DoMulti(ctx, mode, ops, out)
 	for i, op := range ops {
-		if out[i].Remaining >= 0 { // a failed op's Decision is Failed(): nothing moved
+		if out[i].Remaining >= 0 { // a failed op's Decision is Undecided(): nothing moved
 			l.record(op, out[i])
 		}
 	}

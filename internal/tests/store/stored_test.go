@@ -68,7 +68,7 @@ func testBatchUnreadableValue(t *testing.T, ps protoStore, srv *testserver.Serve
 	}
 	for i, o := range ops {
 		key := store.Key(p, g, o.Key)
-		want := spigot.Failed()
+		want := spigot.Undecided()
 		if o.Key != "bad" {
 			want = m.apply(key, o, clk.Now())
 		}
@@ -451,7 +451,7 @@ func checkStoredValue(t testing.TB, s spigot.Store, raw goredis.UniversalClient,
 	if perr != nil {
 		want := spigot.Decision{}
 		if batch {
-			want = spigot.Failed()
+			want = spigot.Undecided()
 		}
 		if !errors.Is(err, spigot.ErrRequestFailed) || !strings.Contains(err.Error(), "unreadable state") || got != want {
 			t.Fatalf("%v on %q (unreadable: %v) = %s, %v; want %s and an unreadable state matching ErrRequestFailed (batch %v)",
