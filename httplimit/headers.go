@@ -18,7 +18,7 @@ type Headers uint8
 
 // The sets of headers. The default is IETF|Legacy: the IETF fields are
 // the standard being written, and the legacy ones are what most clients
-// and SDKs read today; together they cost about 150 bytes a response.
+// and SDKs read today.
 // Retry-After (RFC 9110) is always sent on a denial that a wait can admit.
 //
 // Every count the fields hold is at most 999,999,999,999,999, the largest
