@@ -215,6 +215,10 @@ func (p *proc) stop() {
 	<-p.done
 }
 
+// errExited is the error of a process that exited before it listened: on
+// a port another process took, say.
+var errExited = errors.New("exited before it listened")
+
 // waitListening waits until the process accepts a connection on addr on
 // which ready returns true, for 30 seconds at most, and fails if the
 // process exits first.
@@ -225,8 +229,12 @@ func (p *proc) waitListening(ctx context.Context, addr string, ready func(net.Co
 			c.SetDeadline(time.Now().Add(time.Second))
 			ok := ready(c)
 			c.Close()
-			if ok {
-				return nil
+			select {
+			case <-p.done: // what answered is another process
+			default:
+				if ok {
+					return nil
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -234,7 +242,7 @@ func (p *proc) waitListening(ctx context.Context, addr string, ready func(net.Co
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before it listened on %s: %v\n%s", filepath.Base(p.cmd.Path), addr, p.cmd.ProcessState, indent(p.out.String()))
+			return fmt.Errorf("%s: %w on %s: %v\n%s", filepath.Base(p.cmd.Path), errExited, addr, p.cmd.ProcessState, indent(p.out.String()))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):

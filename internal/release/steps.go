@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -77,26 +78,29 @@ func (r *rehearsal) fromClone(ctx context.Context) (string, error) {
 // of its localhost:8080, with the README's wrong logins; the others with
 // REDIS_ADDR, checking that they print what their // Output: says.
 func (r *rehearsal) runProgram(ctx context.Context, p program, dir string, env []string) (string, error) {
-	code, addr := p.code, ""
 	if p.name == "quickstart" {
-		var err error
-		if addr, err = freeAddr(); err != nil {
-			return "", err
-		}
-		if n := strings.Count(code, `"localhost:8080"`); n != 1 {
+		if n := strings.Count(p.code, `"localhost:8080"`); n != 1 {
 			return "", fmt.Errorf("%v: the quickstart listens on \"localhost:8080\" %d times; want once", p, n)
 		}
-		code = strings.Replace(code, `"localhost:8080"`, `"`+addr+`"`, 1)
+		for try := 1; ; try++ {
+			addr, err := freeAddr()
+			if err != nil {
+				return "", err
+			}
+			bin, err := buildProgram(ctx, p, strings.Replace(p.code, `"localhost:8080"`, `"`+addr+`"`, 1), dir, env)
+			if err != nil {
+				return "", err
+			}
+			what, err := r.checkQuickstart(ctx, p, bin, addr)
+			if errors.Is(err, errExited) && try < 3 {
+				continue // another process took the port, say: try another
+			}
+			return what, err
+		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o666); err != nil {
+	bin, err := buildProgram(ctx, p, p.code, dir, env)
+	if err != nil {
 		return "", err
-	}
-	bin := filepath.Join(dir, p.name)
-	if _, err := run(ctx, dir, env, "go", "build", "-o", bin, "."); err != nil {
-		return "", fmt.Errorf("%v does not build: %w", p, err)
-	}
-	if p.name == "quickstart" {
-		return r.checkQuickstart(ctx, p, bin, addr)
 	}
 	if err := r.flushRedis(); err != nil {
 		return "", err
@@ -109,6 +113,19 @@ func (r *rehearsal) runProgram(ctx context.Context, p program, dir string, env [
 		return "", fmt.Errorf("%v printed\n%s\nwant its // Output:\n%s", p, indent(got), indent(p.output))
 	}
 	return fmt.Sprintf("%s (%v): its // Output:, %d lines", p.name, p, strings.Count(got, "\n")), nil
+}
+
+// buildProgram writes code, p's, as main.go in dir, a module, and builds
+// it with env; it returns the binary.
+func buildProgram(ctx context.Context, p program, code, dir string, env []string) (string, error) {
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(code), 0o666); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, p.name)
+	if _, err := run(ctx, dir, env, "go", "build", "-o", bin, "."); err != nil {
+		return "", fmt.Errorf("%v does not build: %w", p, err)
+	}
+	return bin, nil
 }
 
 // flushRedis empties the rehearsal's Redis server, so that a program that
