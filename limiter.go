@@ -32,6 +32,19 @@
 // (the state a store keeps, the model that applies an Op to it, the checks
 // a store makes) is package store, as database/sql/driver is to
 // database/sql; the conformance package tests a store against it.
+//
+// # Stability
+//
+// spigot's modules (this one, each store on a Redis client, grpclimit,
+// otelspigot and its integrations) are released together at one version,
+// each requiring the others at exactly that version: upgrade them
+// together. While the major version is 0, a minor version may change the
+// API, and a patch version only fixes; CHANGELOG.md has every change.
+// From v0.1.0 on, every release reads the states every earlier release
+// stored, and releases mixed on one server, as in a rolling deploy, never
+// refill a key. Within a minor version, the HTTP fields and the gRPC
+// metadata that httplimit and grpclimit send keep their names, syntax and
+// meaning.
 package spigot
 
 import (

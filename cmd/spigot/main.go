@@ -9,6 +9,7 @@
 //	bench      measure the stores against your server, beside the server's own ceiling
 //	demo       serve a page that shows each kind of limit live, or all five side by side
 //	simulate   play a traffic pattern against each kind of limit and print what it admits
+//	version    print spigot's version and the Go version that built it
 //
 // # Bench
 //
@@ -167,6 +168,20 @@
 // (-capacity, or a window's -rate tokens) is valid: every request is
 // denied with a retry-after of never, and the summary says so.
 //
+// # Version
+//
+// Version prints the version of spigot's module, as go install
+// github.com/spigot-go/spigot/cmd/spigot@VERSION recorded it, the Go
+// version that built it and the platform:
+//
+//	$ spigot version
+//	spigot v0.1.0 go1.26.8 linux/amd64
+//
+// A build from a clone is "(devel)", followed by the commit it was built
+// from when the go command recorded it (its first 12 digits, +dirty for
+// uncommitted changes): spigot (devel) git 0123456789ab+dirty go1.26.8
+// linux/amd64.
+//
 // Exit status: 0 on success, denials included. 2 for a bad command line,
 // with a message on standard error: one line and a hint to run -h for an
 // unknown command or flag, an extra argument or a flag value that does not
@@ -206,6 +221,7 @@ var commands = []struct {
 	{"bench", "measure the stores against your server, beside the server's own ceiling", benchCmd},
 	{"demo", "serve a page that shows each kind of limit live, or all five side by side", demo},
 	{"simulate", "play a traffic pattern against each kind of limit and print what it admits", simulate},
+	{"version", "print spigot's version and the Go version that built it", version},
 }
 
 // usage returns spigot's usage.

@@ -432,6 +432,7 @@ The commands are:
   bench      measure the stores against your server, beside the server's own ceiling
   demo       serve a page that shows each kind of limit live, or all five side by side
   simulate   play a traffic pattern against each kind of limit and print what it admits
+  version    print spigot's version and the Go version that built it
 
 Run 'spigot <command> -h' for a command's flags.
 `
