@@ -1,8 +1,8 @@
 package store_test
 
-// What the script makes of values it did not write, and what it writes,
-// checked against spigot's Go model (Apply), with a fake clock passed as
-// now (WithClock).
+// What the script makes of values it did not write, checked against
+// spigot's Go model (Apply), with a fake clock passed as now (WithClock).
+// What it writes is frozen in testdata/format-v0.1.0.txt (format_test.go).
 
 import (
 	"context"
@@ -191,89 +191,6 @@ func testUnreadableState(t *testing.T, ps protoStore, srv *testserver.Server) {
 			}
 			if got, ok := getValue(t, raw, key); !ok || got != value || pttl(t, srv.Addr, key) != -1 {
 				t.Errorf("step %d: after %v, GET %s = %q (%v); want %q untouched, with no TTL", i, op, key, got, ok, value)
-			}
-		}
-	}
-}
-
-// testStoredFormat: what today's script stores, read with GET after each
-// step: "tb/1 <fullat> <stamp> <tokens> <scale>", or no key for a full
-// bucket, at fixed instants of the caller's clock (valueLimit: 1 token per
-// 2 s is 2000000 units, refilling 1 per µs).
-func testStoredFormat(t *testing.T, ps protoStore, srv *testserver.Server) {
-	clk := clocktest.New(t0)
-	T := t0.UnixMicro()
-	p := prefix(t)
-	s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
-	raw := testclient.GoRedis(t, srv.Addr)
-	key := store.Key(p, valueLimit, "k")
-	op := func(a spigot.Action, n int64) spigot.Op {
-		return spigot.Op{Limit: valueLimit, Key: "k", Action: a, N: n}
-	}
-	m := model{}
-	// RefillAfter: the wait for the next whole token after the remaining
-	// ones, 2 s from none, plus the lag of a clock that stepped back.
-	for i, c := range []struct {
-		advance time.Duration
-		op      spigot.Op
-		want    spigot.Decision
-		value   string // "" for no key
-	}{
-		{0, op(spigot.Take, 3), spigot.Decision{N: 3, Remaining: 7, ResetAfter: 6 * time.Second, RefillAfter: 2 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 14000000 2000000", T+6_000_000, T)},
-		// T+1s: 7.5 tokens; TakeUpTo takes the 7 whole ones.
-		{time.Second, op(spigot.TakeUpTo, 20), spigot.Decision{N: 7, ResetAfter: 19 * time.Second, RefillAfter: 1 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 1000000 2000000", T+20_000_000, T+1_000_000)},
-		{0, op(spigot.Peek, 1), spigot.Decision{RetryAfter: time.Second, ResetAfter: 19 * time.Second, RefillAfter: 1 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 1000000 2000000", T+20_000_000, T+1_000_000)},
-		{0, op(spigot.Refund, 2), spigot.Decision{N: 2, Remaining: 2, ResetAfter: 15 * time.Second, RefillAfter: 1 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 5000000 2000000", T+16_000_000, T+1_000_000)},
-		// T-2s: the clock stepped back 3 s; the stamp stays, and the lag
-		// adds to ResetAfter.
-		{-3 * time.Second, op(spigot.Take, 1), spigot.Decision{N: 1, Remaining: 1, ResetAfter: 20 * time.Second, RefillAfter: 4 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 3000000 2000000", T+18_000_000, T+1_000_000)},
-		// A Reset gives back the 8.5 tokens lacking, rounded up.
-		{0, op(spigot.Reset, 0), spigot.Decision{N: 9, Remaining: 10, RefillAfter: 2 * time.Second}, ""},
-		{0, op(spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 20 * time.Second, RefillAfter: 2 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 0 2000000", T+18_000_000, T-2_000_000)},
-		// T+18s: full again, exactly: a Take of 0 leaves no key.
-		{20 * time.Second, op(spigot.Take, 0), spigot.Decision{Remaining: 10, RefillAfter: 2 * time.Second}, ""},
-		{0, op(spigot.Take, 1), spigot.Decision{N: 1, Remaining: 9, ResetAfter: 2 * time.Second, RefillAfter: 2 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 18000000 2000000", T+20_000_000, T+18_000_000)},
-		// A Refund that fills the bucket leaves no key.
-		{0, op(spigot.Refund, 5), spigot.Decision{N: 1, Remaining: 10, RefillAfter: 2 * time.Second}, ""},
-		{0, op(spigot.Take, 10), spigot.Decision{N: 10, ResetAfter: 20 * time.Second, RefillAfter: 2 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 0 2000000", T+38_000_000, T+18_000_000)},
-		// T+17s: the clock stepped back 1 s. A Refund fills the bucket,
-		// which keeps its key, full, until the clock is back at its stamp.
-		{-time.Second, op(spigot.Refund, 10), spigot.Decision{N: 10, Remaining: 10, RefillAfter: 3 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 20000000 2000000", T+18_000_000, T+18_000_000)},
-		// A Take there takes from the full bucket, and waits for the lag.
-		{0, op(spigot.Take, 1), spigot.Decision{N: 1, Remaining: 9, ResetAfter: 3 * time.Second, RefillAfter: 3 * time.Second},
-			fmt.Sprintf("tb/1 %d %d 18000000 2000000", T+20_000_000, T+18_000_000)},
-	} {
-		clk.Advance(c.advance)
-		start := time.Now()
-		got := do(t, s, c.op)
-		if problem := diffDecisions(got, c.want); problem != "" {
-			t.Errorf("step %d: at T%+v, %v: %s", i, clk.Now().Sub(t0), c.op, problem)
-		}
-		if model := m.apply(key, c.op, clk.Now()); model != c.want {
-			t.Errorf("step %d: at T%+v, %v: Op.Apply gives %s; the test wants %s", i, clk.Now().Sub(t0), c.op, show(model), show(c.want))
-		}
-		value, ok := getValue(t, raw, key)
-		switch {
-		case c.value == "" && ok:
-			t.Errorf("step %d: at T%+v, after %v: GET %s = %q; want no key", i, clk.Now().Sub(t0), c.op, key, value)
-		case c.value != "" && value != c.value:
-			t.Errorf("step %d: at T%+v, after %v: GET %s = %q (%v); want %q", i, clk.Now().Sub(t0), c.op, key, value, ok, c.value)
-		}
-		if c.value != "" && formatState(m[key]) != c.value {
-			t.Errorf("step %d: at T%+v, after %v: the model's state is %q; the test wants %q", i, clk.Now().Sub(t0), c.op, formatState(m[key]), c.value)
-		}
-		if c.op.Action != spigot.Peek {
-			if problem := checkTTL(t, srv.Addr, key, m[key], clk.Now(), start); problem != "" {
-				t.Errorf("step %d: at T%+v, after %v: %s", i, clk.Now().Sub(t0), c.op, problem)
 			}
 		}
 	}

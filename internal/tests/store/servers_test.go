@@ -112,7 +112,7 @@ var serverCases = []serverCase{
 	{"kind-reuse", testKindReuse},
 	{"other-states", testOtherStates},
 	{"unreadable-state", testUnreadableState},
-	{"stored-format", testStoredFormat},
+	{"format-v0.1.0", testFormatV010},
 	{"batch-unreadable-value", testBatchUnreadableValue},
 	{"costs-beyond-exact", testCostsBeyondExact},
 	{"fullat-past-exact", testFullAtPastExact},
