@@ -1,8 +1,14 @@
 package store_test
 
-// What the script makes of values it did not write, checked against
-// spigot's Go model (Apply), with a fake clock passed as now (WithClock).
-// What it writes is frozen in testdata/format-v0.1.0.txt (format_test.go).
+// A rolling deploy mixes releases of the script on one server: each
+// release reads the states of every release before it (the format of
+// v0.1.0 is frozen in testdata/format-v0.1.0.txt, which format_test.go
+// holds the script to), and reads a state of a later release by its
+// FullAt. testRollingDeploy runs today's script beside the next release's,
+// which does not exist yet: nextScript makes it from today's, as a
+// release that changes a kind's format would. Here too, what each script
+// decides is checked against spigot's Go model (Apply), with a fake clock
+// passed as now (WithClock).
 
 import (
 	"context"
@@ -12,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
@@ -201,4 +209,185 @@ func testUnreadableState(t *testing.T, ps protoStore, srv *testserver.Server) {
 func apply(op spigot.Op, s spigot.State, now time.Time) (spigot.State, spigot.Decision) {
 	d, _ := op.Apply(&s, now) // an invalid op's error leaves s as it was
 	return s, d
+}
+
+// nextEdits turn today's script into the next release's (nextScript): a
+// release that changes the token bucket's format to version 2, "tb/2
+// <fullat> <stamp> <tokens> <scale> 0", with a field more at its end (0
+// here), and reads version 1 as well, as every release must read the
+// states of the ones before it. Each edit replaces text that today's
+// script holds exactly count times.
+var nextEdits = []struct {
+	old, new string
+	count    int
+}{
+	// It writes version 2, with its field more.
+	{`local f = 'tb/1 %'`, `local f, extra = 'tb/2 %', ' 0'`, 1},
+	{`f = 'lb/1 %'`, `f, extra = 'lb/1 %', ''`, 1},
+	{`.. scaled, `, `.. scaled .. extra, `, 2},
+	// It reads version 2 on its common path, and, in read, version 1 too.
+	{`'^tb/1 (%-?[1-9][0-9]*) (%-?[1-9][0-9]*) (%-?[0-9]+) (%-?[1-9][0-9]*)$'`,
+		`'^tb/2 (%-?[1-9][0-9]*) (%-?[1-9][0-9]*) (%-?[0-9]+) (%-?[1-9][0-9]*) 0$'`, 1},
+	{`if known and ver == '1' then`, `if known and (ver == '1' or tag == 'tb' and ver == '2') then`, 1},
+	{`string.match(v, '^ (%-?%d+) (%-?%d+) (%-?%d+)$', rp)`,
+		`string.match(v, ver == '2' and '^ (%-?%d+) (%-?%d+) (%-?%d+) 0$' or '^ (%-?%d+) (%-?%d+) (%-?%d+)$', rp)`, 1},
+	{`elseif known and tonumber(ver) <= 1 then`, `elseif known and tonumber(ver) <= (tag == 'tb' and 2 or 1) then`, 1},
+}
+
+// nextScript returns the next release's script: today's, with nextEdits.
+func nextScript(t testing.TB) string {
+	t.Helper()
+	s := wire.Script()
+	for _, e := range nextEdits {
+		if n := strings.Count(s, e.old); n != e.count {
+			t.Fatalf("nextScript: today's script holds %q %d times; the edit means %d", e.old, n, e.count)
+		}
+		s = strings.ReplaceAll(s, e.old, e.new)
+	}
+	return s
+}
+
+// nextParse is the next release's reading of a value of a token bucket's
+// key, in the formats the rolling deploy meets: its own tb/2, and today's
+// tb/1, both whole.
+func nextParse(v string) (spigot.State, error) {
+	if f, ok := strings.CutPrefix(v, "tb/2 "); ok {
+		f, ok = strings.CutSuffix(f, " 0")
+		if !ok {
+			return spigot.State{}, wire.ErrUnreadable
+		}
+		v = "tb/1 " + f
+	}
+	return wire.ParseState(v, spigot.TokenBucket)
+}
+
+// nextFormat is the value the next release writes for s, a token bucket's
+// state.
+func nextFormat(s spigot.State) string {
+	return "tb/2 " + strings.TrimPrefix(wire.FormatState(s), "tb/1 ") + " 0"
+}
+
+// runScript runs the script src (EVALSHA, then EVAL) on key, at now by
+// the caller's clock, for op, and returns its decision.
+func runScript(c goredis.UniversalClient, src, key string, op spigot.Op, now time.Time) (spigot.Decision, error) {
+	argv := wire.NewArgs(clocktest.New(now)).Op(op)
+	args := make([]any, len(argv))
+	for i, a := range argv {
+		args[i] = a
+	}
+	reply, err := goredis.NewScript(src).Run(context.Background(), c, []string{key}, args...).Result()
+	if err != nil {
+		return spigot.Decision{}, err
+	}
+	return wire.Decode(reply)
+}
+
+// testRollingDeploy: today's script and the next release's (nextScript),
+// in turns on the same keys of one server, as during a rolling deploy
+// from one to the other: token buckets, each name under one config (a
+// deploy of the script, not of the limits), every action, the clock
+// stepping back and forth. Each script decides as Apply does on the state
+// it reads (today's reads the next's tb/2 by its FullAt alone, the next
+// reads today's tb/1 whole), and leaves Apply's state in its own format,
+// with the TTL that state calls for. No step refills a key: what a script
+// reads of the other's state never holds more tokens, or is full again
+// sooner, than the state read whole.
+func testRollingDeploy(t *testing.T, ps protoStore, srv *testserver.Server) {
+	const (
+		seeds = 12
+		steps = 200
+	)
+	next := nextScript(t)
+	raw := testclient.GoRedis(t, srv.Addr)
+	runs := map[string]int{}
+	for seed := range uint64(seeds) {
+		clk := clocktest.New(t0)
+		p := fmt.Sprintf("%s-%d:", t.Name(), seed)
+		s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
+		g := newDiffGen(300+seed, false, spigot.TokenBucket)
+		g.d = g.d[:1]
+		g.d[0], g.e = deployLimit(g, g.d[0]), deployLimit(g, g.e)
+		for i := range steps {
+			o := g.next()
+			clk.Advance(o.step)
+			now := clk.Now()
+			key := store.Key(p, o.op.Limit, o.op.Key)
+			v, had := getValue(t, raw, key)
+			runner, format := "today's", wire.FormatState
+			if g.rng.IntN(2) == 0 {
+				runner, format = "the next", nextFormat
+			}
+			g.history = append(g.history, fmt.Sprintf("  step %d at %s on %q: %s %v", i, now.Format("15:04:05.000000"), v, runner, o))
+			var whole, read spigot.State // the state, read whole and as runner reads it
+			if had {
+				var err error
+				if whole, err = nextParse(v); err != nil {
+					g.fail(t, i, "%v: the next release cannot read %q: %v", o, v, err)
+				}
+				read = whole
+				if runner == "today's" {
+					if read, err = wire.ParseState(v, spigot.TokenBucket); err != nil {
+						g.fail(t, i, "%v: today's script cannot read %q: %v", o, v, err)
+					}
+				}
+				runs[runner+" on "+v[:4]]++
+			}
+			peek := spigot.Op{Limit: o.op.Limit, Key: o.op.Key, Action: spigot.Peek}
+			if _, r := apply(peek, read, now); had {
+				if _, w := apply(peek, whole, now); r.Remaining > w.Remaining || r.ResetAfter < w.ResetAfter && r.ResetAfter != spigot.Never {
+					g.fail(t, i, "%v: %s script reads %q as %s; read whole it is %s: a refill", o, runner, v, show(r), show(w))
+				}
+			}
+			after, want := apply(o.op, read, now)
+			start := time.Now()
+			var got spigot.Decision
+			var err error
+			if runner == "today's" {
+				got, err = s.Do(context.Background(), o.op)
+			} else {
+				got, err = runScript(raw, next, key, o.op, now)
+			}
+			if err != nil {
+				g.fail(t, i, "%v: %s script: %v", o, runner, err)
+			}
+			if problem := diffDecisions(got, want); problem != "" {
+				g.fail(t, i, "%v: %s script and Op.Apply: %s", o, runner, problem)
+			}
+			g.history[len(g.history)-1] += " = " + show(got)
+			value, ok := getValue(t, raw, key)
+			switch {
+			case o.op.Action == spigot.Peek:
+				if ok != had || value != v {
+					g.fail(t, i, "%v: %s script's Peek left %q (%v); want %q untouched", o, runner, value, ok, v)
+				}
+			case after.IsZero():
+				if ok {
+					g.fail(t, i, "%v: %s script left %q; want no key", o, runner, value)
+				}
+			case !ok || value != format(after):
+				g.fail(t, i, "%v: %s script left %q (%v); want %q", o, runner, value, ok, format(after))
+			default:
+				if problem := checkTTL(t, srv.Addr, key, after, now, start); problem != "" {
+					g.fail(t, i, "%v: %s script: %s", o, runner, problem)
+				}
+			}
+			g.record(o, got)
+		}
+	}
+	for _, what := range []string{"today's on tb/1", "today's on tb/2", "the next on tb/1", "the next on tb/2"} {
+		if runs[what] == 0 {
+			t.Errorf("no step ran %s; the test means to (%v)", what, runs)
+		}
+	}
+}
+
+// deployLimit returns l, or in its place another limit of g's that has
+// its name, whose bucket refills from empty within 2^50 µs: a state of a
+// later version is read by its FullAt, which the script reads within 2^53
+// only (a later one fails its key, as the stored values test).
+func deployLimit(g *diffGen, l spigot.Limit) spigot.Limit {
+	for r := l.Rate(); float64(l.Capacity())*float64(r.Period.Microseconds())/float64(r.Tokens) > 1<<50; r = l.Rate() {
+		l = g.limit(l.Name())
+	}
+	return l
 }

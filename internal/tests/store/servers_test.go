@@ -109,6 +109,7 @@ var serverCases = []serverCase{
 	{"clock-skew", testClockSkew},
 	{"script-flush-under-load", testScriptFlush},
 	{"restart", testRestart},
+	{"rolling-deploy", testRollingDeploy},
 	{"kind-reuse", testKindReuse},
 	{"other-states", testOtherStates},
 	{"unreadable-state", testUnreadableState},
