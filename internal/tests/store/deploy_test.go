@@ -84,6 +84,8 @@ func testOtherStates(t *testing.T, ps protoStore, srv *testserver.Server) {
 		{fmt.Sprintf("tb/1 %d %d %d %d", T+10_000_000, T, 30_000_000, 2_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: 30_000_000, Stamp: T, Scale: 2_000_000}},
 		{fmt.Sprintf("tb/1 %d %d %d %d", T+10_000_000, T, 7_500_000, 1_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: 7_500_000, Stamp: T, Scale: 1_000_000}}, // another rate: 7 whole tokens carry
 		{fmt.Sprintf("tb/1 %d %d %d %d", T+10_000_000, T, 1_000_000, 0), spigot.State{Kind: spigot.TokenBucket, FullAt: T + 10_000_000, Tokens: 1_000_000, Stamp: T}},                           // no scale: absent
+		// A FullAt of 0: full again since the epoch.
+		{fmt.Sprintf("tb/1 0 %d %d %d", T, 0, 2_000_000), spigot.State{Kind: spigot.TokenBucket, Stamp: T, Scale: 2_000_000}},
 		// A stamp far behind, a FullAt after 2^53 µs.
 		{fmt.Sprintf("tb/1 %d %d %d %d", int64(1)<<54, -(1 << 53), 0, 2_000_000), spigot.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Stamp: -(1 << 53), Scale: 2_000_000}},
 		// Another kind, and a later version of the token bucket: read by
