@@ -1,11 +1,9 @@
 -- spigot's model on the server: the twin of Op.Apply, laid out as the Go
--- model is, kind by kind. This header says what the script takes and
--- returns and the state each kind keeps, and holds what the kinds share;
--- then come the buckets (token and leaky), the windows (fixed and
--- sliding) and the log (the sliding log), each a local function to read
--- beside the Go model's file of its kinds; last, the main loop, which
--- reads each key's state, hands it to its kind, and writes what that
--- leaves.
+-- model is: this header (what the script takes and returns, the state of
+-- each kind, what the kinds share), the buckets, the windows and the log,
+-- each a local function to read beside the Go model's file of its kinds,
+-- and the main loop, which reads each key's state, hands it to its kind,
+-- and writes what that leaves.
 --
 -- ARGV[1]  now in µs since the epoch, or "" to read the server's TIME;
 --          a key written on the caller's clock lives 60000 ms
