@@ -12,12 +12,12 @@ import (
 func applyBucket(b *core.Config, s *State, action spigot.Action, n, t int64) spigot.Decision {
 	tokens, stamp := b.Max, t
 	switch {
-	case fullAgain(s, t): // full again: as if never seen
-	case s.Kind == kind(b) || s.Kind == 0 && kind(b) == spigot.TokenBucket:
+	case absent(s, t): // full: as if never seen
+	case s.Kind == kind(b):
 		if s.Scale > 0 {
 			tokens, stamp = carry(b, s), s.Stamp
 		}
-	case s.FullAt > t && s.FullAt != 0: // another kind: full again at its FullAt, not sooner (0 is none)
+	default: // another kind: full again at its FullAt, not sooner
 		tokens, stamp = fullAt(b, s.FullAt, t)
 	}
 	if t > stamp {

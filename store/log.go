@@ -14,7 +14,7 @@ func applyLog(b *core.Config, s *State, action spigot.Action, n, t int64) spigot
 	var log []int64
 	stamp := t
 	switch {
-	case fullAgain(s, t): // as if never seen
+	case absent(s, t): // as if never seen
 	case s.Kind == spigot.SlidingLog && (len(s.Log) == 0 || s.FullAt-s.Log[len(s.Log)-1] == w): // a log of this window
 		stamp = max(s.Stamp, t)
 		log = s.Log
@@ -32,7 +32,7 @@ func applyLog(b *core.Config, s *State, action spigot.Action, n, t int64) spigot
 		} else {
 			log = log[old:]
 		}
-	case s.FullAt > t && s.FullAt != 0: // another kind or window: used up until its FullAt
+	default: // another kind or window: used up until its FullAt
 		return blocked(b, s, action, n, t)
 	}
 	count := int64(len(log))

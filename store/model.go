@@ -45,11 +45,10 @@ const (
 // ==: use IsZero. Apply reuses the Log's array; copy it (slices.Clone) to
 // keep a state from before an Apply.
 type State struct {
-	// Kind is the kind of the limit that stored the state. A state of
-	// another kind than the limit that reads it (a limit's name reused for
-	// another algorithm) is read by its FullAt alone, never as a full limit
-	// before then: see Apply. A Kind of 0 with a Scale above 0 is a token
-	// bucket's state stored before states had a kind.
+	// Kind is the kind of the limit that stored the state; 0 in the zero
+	// State. A state of another kind than the limit that reads it (a
+	// limit's name reused for another algorithm) is read by its FullAt
+	// alone, never as a full limit before then: see Apply.
 	Kind spigot.Kind
 	// Stamp is the instant of the last update, in microseconds since the
 	// Unix epoch.
@@ -60,9 +59,7 @@ type State struct {
 	// Stamp. From then on Apply reads the state as a full limit, whatever
 	// the limit's config has become, so a store may forget it then; until
 	// then it must keep it, even when ResetAfter is 0 (a full bucket on a
-	// clock that stepped back still holds its stamp). A FullAt of 0, in a
-	// state stored before FullAt existed, is unknown: the state counts
-	// until it refills.
+	// clock that stepped back still holds its stamp).
 	FullAt int64
 	// Tokens is what a token bucket held at Stamp, in scaled units of
 	// Scale per token (a leaky bucket's: the free places of its queue).
@@ -106,8 +103,8 @@ var configOf = core.Of[spigot.Limit]()
 //
 // It leaves *s the zero State when the limit is whole and the clock is not
 // behind its stamp: there is nothing to keep, and a store may delete the
-// key. A Peek leaves *s as it was. A state whose FullAt has come is read
-// as the zero State. A state of another kind than op's
+// key. A Peek leaves *s as it was. A state with no Kind, or whose FullAt
+// has come, is read as the zero State. A state of another kind than op's
 // limit, or of a window of another length or offset, is read by its FullAt:
 // the limit is not whole before then (the package doc says how each kind
 // reads it). A Take then a Refund of the Take's N, at the same instant,
@@ -136,9 +133,9 @@ func Apply(op spigot.Op, s *State, now time.Time) (spigot.Decision, error) {
 // kind returns the kind of limit b is the config of.
 func kind(b *core.Config) spigot.Kind { return spigot.Kind(b.Kind) }
 
-// fullAgain reports whether s, at t, is the zero State to every limit: its
-// FullAt has come (0 is unknown, in a state stored before FullAt existed).
-func fullAgain(s *State, t int64) bool { return s.FullAt != 0 && t >= s.FullAt }
+// absent reports whether s, at t, is the zero State to every limit: it
+// holds nothing, or its FullAt has come.
+func absent(s *State, t int64) bool { return s.Kind == 0 || t >= s.FullAt }
 
 // blocked is Apply on a state of another kind (or of other windows) whose
 // FullAt is after t: the limit is used up until then, and whole from then

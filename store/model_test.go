@@ -66,25 +66,24 @@ func (m *refModel) carry() {
 	}
 }
 
-// read reads m.raw at now, as Apply's doc says a State reads: a state whose
-// FullAt has come is no state; a token bucket's (Kind 0 or TokenBucket)
+// read reads m.raw at now, as Apply's doc says a State reads: a state
+// without a Kind, or whose FullAt has come, is no state; a token bucket's
 // with a Scale above 0 is its Tokens/Scale tokens at its Stamp (which carry
 // then clamps), and with none it is no state; a state of another kind is
 // the bucket that is full again exactly at its FullAt, and no sooner: it
 // holds what refilling at the rate to be full then leaves, or, when that
 // would take longer than refilling from empty, nothing until the refill
-// time before FullAt (its stamp is then ahead of now); without a FullAt it
-// is no state.
+// time before FullAt (its stamp is then ahead of now).
 func (m *refModel) read(now int64) {
 	s := *m.raw
 	m.raw, m.tokens = nil, nil
 	switch {
-	case s.FullAt != 0 && now >= s.FullAt:
-	case s.Kind == spigot.TokenBucket || s.Kind == 0:
+	case s.Kind == 0 || now >= s.FullAt:
+	case s.Kind == spigot.TokenBucket:
 		if s.Scale > 0 {
 			m.tokens, m.stamp, m.fullAt, m.denom = big.NewRat(s.Tokens, s.Scale), s.Stamp, s.FullAt, big.NewInt(s.Scale)
 		}
-	case s.FullAt > now:
+	default:
 		capacity := refInt(m.capacity)
 		fill := new(big.Rat).Quo(capacity, m.refill) // µs to refill from empty
 		m.fullAt, m.denom = s.FullAt, m.refill.Denom()
@@ -713,8 +712,11 @@ func TestApplyCorruptStates(t *testing.T) {
 		// Negative whole tokens under another scale: none, not a full bucket.
 		{"-2^62 tokens of scale 3", store.State{Kind: spigot.TokenBucket, Tokens: -(1 << 62), Stamp: T, Scale: 3, FullAt: T + 10e6},
 			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
-		{"-2^62 tokens of scale 3, without a kind", store.State{Tokens: -(1 << 62), Stamp: T, Scale: 3},
-			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
+		// Without a Kind, or a FullAt that has come: no state, a full bucket.
+		{"-2^62 tokens of scale 3, without a kind", store.State{Tokens: -(1 << 62), Stamp: T, Scale: 3, FullAt: T + 10e6},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
+		{"-2^62 tokens of scale 3, without a FullAt", store.State{Kind: spigot.TokenBucket, Tokens: -(1 << 62), Stamp: T, Scale: 3},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		{"MinInt64 tokens of scale 7", store.State{Kind: spigot.TokenBucket, Tokens: math.MinInt64, Stamp: T, Scale: 7, FullAt: T + 10e6},
 			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
 		{"-2^53 tokens of scale 2", store.State{Kind: spigot.TokenBucket, Tokens: -(1 << 53), Stamp: T, Scale: 2, FullAt: T + 10e6},

@@ -108,10 +108,8 @@ func TestApplyOtherKind(t *testing.T) {
 			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 		{"no FullAt: absent", store.State{Kind: 7, Stamp: now, Tokens: 0, Scale: 1},
 			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
-		{"a token bucket's state without a kind", store.State{Stamp: now, FullAt: now + 10e6, Tokens: 0, Scale: 1},
-			spigot.Decision{RetryAfter: 1 * s, ResetAfter: 10 * s, RefillAfter: 1 * s}},
-		{"without a kind, from before FullAt", store.State{Stamp: now, Tokens: 4, Scale: 1},
-			spigot.Decision{N: 1, Remaining: 3, ResetAfter: 7 * s, RefillAfter: 1 * s}},
+		{"no kind: absent", store.State{Stamp: now, FullAt: now + 10e6, Tokens: 0, Scale: 1},
+			spigot.Decision{N: 1, Remaining: 9, ResetAfter: 1 * s, RefillAfter: 1 * s}},
 	}
 	for _, tt := range tests {
 		st, got := apply(spigot.Op{Limit: b, Key: "k", N: 1}, tt.state, t0)

@@ -13,7 +13,7 @@ func applyWindow(b *core.Config, s *State, action spigot.Action, n, t int64) spi
 	start, stamp := startT, t
 	var cur, prev int64
 	switch {
-	case fullAgain(s, t): // as if never seen
+	case absent(s, t): // as if never seen
 	case s.Kind == kind(b) && s.Window == w && mod(s.Start-b.Offset, w) == 0:
 		stamp = max(s.Stamp, t)
 		switch s.Start - start {
@@ -30,7 +30,7 @@ func applyWindow(b *core.Config, s *State, action spigot.Action, n, t int64) spi
 		if kind(b) == spigot.FixedWindow {
 			prev = 0
 		}
-	case s.FullAt > t && s.FullAt != 0: // another kind or window: used up until its FullAt
+	default: // another kind or window: used up until its FullAt
 		return blocked(b, s, action, n, t)
 	}
 	// The weighted count, in tokens × ms: cur×wms + prev×(wms−e) ≤ limit×wms

@@ -21,26 +21,26 @@ var ErrUnreadable = errors.New("spigot: unreadable state")
 
 // The tags and versions of the states the script writes, by Kind.
 var tags = [...]string{
-	spigot.TokenBucket:   "tb/2",
+	spigot.TokenBucket:   "tb/1",
 	spigot.FixedWindow:   "fw/1",
 	spigot.SlidingWindow: "sw/1",
-	spigot.SlidingLog:    "sl/2",
+	spigot.SlidingLog:    "sl/1",
 	spigot.LeakyBucket:   "lb/1",
 }
 
 // ParseState returns the State a key's value stands for, as the script
 // reads it for a limit of kind reader (it is the script's reading, stated
 // in Go, for tests to hold the script to): every value is either a State,
-// on which the script decides as spigot.Op.Apply does, or ErrUnreadable,
+// on which the script decides as store.Apply does, or ErrUnreadable,
 // which fails its key alone. The script writes nothing else than what
 // FormatState writes.
 //
-//   - "tb/2 <fullat> <stamp> <tokens> <scale>": a token bucket's state.
+//   - "tb/1 <fullat> <stamp> <tokens> <scale>": a token bucket's state.
 //   - "lb/1 <fullat> <stamp> <tokens> <scale>": a leaky bucket's.
 //   - "fw/1 <fullat> <stamp> <start> <window> <count>": a fixed window's.
 //   - "sw/1 <fullat> <stamp> <start> <window> <count> <prev>": a sliding
 //     window's.
-//   - "sl/2 <fullat> <stamp> <base> <width> <entries>": a sliding log's,
+//   - "sl/1 <fullat> <stamp> <base> <width> <entries>": a sliding log's,
 //     one entry a token, in the order of its Log: each entry the offset of
 //     its instant from base, in exactly width digits (1 to 15, zero-padded,
 //     width without a leading zero), the entries written together without
@@ -52,9 +52,6 @@ var tags = [...]string{
 //     denial's RetryAfter counts from, the last), so a log is read as it
 //     is written, in order or not: the syntax and these bounds, checked on
 //     the whole value, are all that makes one readable.
-//   - "<tokens> <stamp> <scale> <fullat>" and "<tokens> <stamp> <scale>",
-//     the formats before versions: a token bucket's state of Kind 0, the
-//     second with a FullAt of 0 (unknown).
 //   - "<kind>/<version> <fullat>", alone or followed by a space and
 //     anything: a state of another kind (a kind of lower-case letters),
 //     or of a later version of one of the kinds above: OtherKind, and
@@ -63,17 +60,20 @@ var tags = [...]string{
 // Each field is a decimal integer: an optional '-' and digits, without a
 // '+' or spaces. Every field is at most store.MaxExact in magnitude, where
 // Lua's numbers are exact, but the FullAt of a state of the reader's own
-// kind (Kind 0 is a token bucket's), which has at most 18 digits: it is
-// only compared with now, so it may pass 2^53. A value of a known tag and
-// version that does not fit its format, and one of a known tag and an
-// earlier version, are unreadable; so is anything else.
+// kind, which has at most 18 digits: it is only compared with now, so it
+// may pass 2^53. A value of a known tag and version that does not fit its
+// format, and one of a known tag whose version is its own written
+// otherwise ("tb/01") or one before it ("tb/0"), are unreadable; so is
+// anything else.
+//
+// These are the formats of spigot v0.1.0, version 1 of every kind, which
+// every later release reads.
 func ParseState(v string, reader spigot.Kind) (store.State, error) {
 	s, err := parseState(v)
 	if err != nil {
 		return store.State{}, err
 	}
-	own := s.Kind == reader || s.Kind == 0 && reader == spigot.TokenBucket
-	if !own && (s.FullAt > store.MaxExact || s.FullAt < -store.MaxExact) {
+	if s.Kind != reader && (s.FullAt > store.MaxExact || s.FullAt < -store.MaxExact) {
 		return store.State{}, ErrUnreadable
 	}
 	return s, nil
@@ -81,24 +81,9 @@ func ParseState(v string, reader spigot.Kind) (store.State, error) {
 
 func parseState(v string) (store.State, error) {
 	bad := store.State{}
-	if f, ok := strings.CutPrefix(v, "tb/2 "); ok {
-		if x, ok := fields(f, 4); ok {
-			return bucket(spigot.TokenBucket, x[0], x[1], x[2], x[3])
-		}
-	}
 	// "<kind>/<version> <fullat><rest>"
 	tag, rest, ok := strings.Cut(v, "/")
-	if !ok {
-		// Before versions: "<tokens> <stamp> <scale>[ <fullat>]".
-		if x, ok := fields(v, 4); ok {
-			return bucket(0, x[3], x[1], x[0], x[2])
-		}
-		if x, ok := fields(v, 3); ok {
-			return bucket(0, "0", x[1], x[0], x[2])
-		}
-		return bad, ErrUnreadable
-	}
-	if tag == "" || strings.Trim(tag, "abcdefghijklmnopqrstuvwxyz") != "" {
+	if !ok || tag == "" || strings.Trim(tag, "abcdefghijklmnopqrstuvwxyz") != "" {
 		return bad, ErrUnreadable
 	}
 	version, rest, ok := strings.Cut(rest, " ")
@@ -125,11 +110,12 @@ func parseState(v string) (store.State, error) {
 		}
 	}
 	if kind != 0 {
-		known, _ := strconv.Atoi(tags[kind][len(tag)+1:])
+		known := tags[kind][len(tag)+1:]
+		written, _ := strconv.ParseUint(known, 10, 64)
 		switch n, err := strconv.ParseUint(version, 10, 64); {
-		case version == tags[kind][len(tag)+1:]:
-			return known2(kind, full, rest)
-		case err == nil && n <= uint64(known):
+		case version == known:
+			return fieldsOf(kind, full, rest)
+		case err == nil && n <= written:
 			return bad, ErrUnreadable // a format this script reads, broken
 		}
 	}
@@ -143,9 +129,9 @@ func parseState(v string) (store.State, error) {
 	return store.State{Kind: OtherKind, FullAt: n}, nil
 }
 
-// known2 returns the state of one of the formats above but tb/2's: the
-// kind's fields after its FullAt.
-func known2(kind spigot.Kind, full, rest string) (store.State, error) {
+// fieldsOf returns the state of kind in the format this script writes:
+// its FullAt full and the fields rest after it.
+func fieldsOf(kind spigot.Kind, full, rest string) (store.State, error) {
 	bad := store.State{}
 	f, ok := strings.CutPrefix(rest, " ")
 	if !ok {
@@ -153,9 +139,7 @@ func known2(kind spigot.Kind, full, rest string) (store.State, error) {
 	}
 	s := store.State{Kind: kind}
 	switch kind {
-	case spigot.TokenBucket: // not its four fields
-		return bad, ErrUnreadable
-	case spigot.LeakyBucket:
+	case spigot.TokenBucket, spigot.LeakyBucket:
 		if x, ok := fields(f, 3); ok {
 			return bucket(kind, full, x[0], x[1], x[2])
 		}

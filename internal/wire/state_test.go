@@ -56,41 +56,41 @@ func TestParseState(t *testing.T) {
 		value string
 		want  store.State // the zero State: unreadable
 	}{
-		{"tb/2 1767323051000000 1767323045000000 14000000 2000000", store.State{Kind: spigot.TokenBucket, FullAt: 1767323051000000, Stamp: 1767323045000000, Tokens: 14000000, Scale: 2000000}},
-		{"tb/2 0 -5 -0 0", store.State{Kind: spigot.TokenBucket, Stamp: -5}},
-		{"tb/2 007 008 009 010", store.State{Kind: spigot.TokenBucket, FullAt: 7, Stamp: 8, Tokens: 9, Scale: 10}},
+		{"tb/1 1767323051000000 1767323045000000 14000000 2000000", store.State{Kind: spigot.TokenBucket, FullAt: 1767323051000000, Stamp: 1767323045000000, Tokens: 14000000, Scale: 2000000}},
+		{"tb/1 0 -5 -0 0", store.State{Kind: spigot.TokenBucket, Stamp: -5}},
+		{"tb/1 007 008 009 010", store.State{Kind: spigot.TokenBucket, FullAt: 7, Stamp: 8, Tokens: 9, Scale: 10}},
 		// The bounds: 2^53 for the stamp, tokens and scale, 18 digits for FullAt.
-		{"tb/2 1 9007199254740992 -9007199254740992 0009007199254740992", store.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: max53, Tokens: -max53, Scale: max53}},
-		{"tb/2 1 9007199254740993 0 1", store.State{}},
-		{"tb/2 1 0 -9007199254740993 1", store.State{}},
-		{"tb/2 1 0 0 10000000000000000", store.State{}},
-		{"tb/2 999999999999999999 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: 999999999999999999, Scale: 1}},
-		{"tb/2 -999999999999999999 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: -999999999999999999, Scale: 1}},
-		{"tb/2 0999999999999999999 0 0 1", store.State{}},
-		{"tb/2 1000000000000000000 0 0 1", store.State{}},
-		{"tb/2 18014398509481984 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Scale: 1}},
-		// Before versions.
-		{"5000000 1767323044000000 2000000", store.State{Tokens: 5000000, Stamp: 1767323044000000, Scale: 2000000}},
-		{"5 6 7 8", store.State{Tokens: 5, Stamp: 6, Scale: 7, FullAt: 8}},
-		{"1 2 3 -", store.State{}},
-		{"1 2 3 ", store.State{}},
-		{"1 2 3-5", store.State{}},
-		{"1 2 34", store.State{Tokens: 1, Stamp: 2, Scale: 34}},
-		{"1 2 3 4 5", store.State{}},
-		{"1 2", store.State{}},
-		{"1  2 3", store.State{}},
-		{"+1 2 3", store.State{}},
-		{"1 2 9007199254740993", store.State{}},
+		{"tb/1 1 9007199254740992 -9007199254740992 0009007199254740992", store.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: max53, Tokens: -max53, Scale: max53}},
+		{"tb/1 1 9007199254740993 0 1", store.State{}},
+		{"tb/1 1 0 -9007199254740993 1", store.State{}},
+		{"tb/1 1 0 0 10000000000000000", store.State{}},
+		{"tb/1 999999999999999999 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: 999999999999999999, Scale: 1}},
+		{"tb/1 -999999999999999999 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: -999999999999999999, Scale: 1}},
+		{"tb/1 0999999999999999999 0 0 1", store.State{}},
+		{"tb/1 1000000000000000000 0 0 1", store.State{}},
+		{"tb/1 18014398509481984 0 0 1", store.State{Kind: spigot.TokenBucket, FullAt: 1 << 54, Scale: 1}},
+		// This format, broken.
+		{"tb/1 1 2 3", store.State{}},
+		{"tb/1 1 2 3 4 5", store.State{}},
+		{"tb/1 1 2 3 -", store.State{}},
+		{"tb/1 1 2 3 ", store.State{}},
+		{"tb/1 1 2 3-5", store.State{}},
+		{"tb/1 1  2 3 4", store.State{}},
+		{"tb/1 1 +2 3 4", store.State{}},
+		{"tb/1 5", store.State{}},
+		// No tag.
+		{"5 6 7 8", store.State{}},
+		{"5000000 1767323044000000 2000000", store.State{}},
 		// Other kinds and later versions: the FullAt alone, within 2^53.
 		{"xx/1 5", store.State{Kind: wire.OtherKind, FullAt: 5}},
 		{"xx/1 -5 anything", store.State{Kind: wire.OtherKind, FullAt: -5}},
-		{"tb/3 9007199254740992", store.State{Kind: wire.OtherKind, FullAt: max53}},
-		{"tb/3 9007199254740993", store.State{}},
+		{"tb/2 9007199254740992", store.State{Kind: wire.OtherKind, FullAt: max53}},
+		{"tb/2 9007199254740993", store.State{}},
 		{"tb/10 0", store.State{Kind: wire.OtherKind}},
-		{"tb/0003 7 ", store.State{Kind: wire.OtherKind, FullAt: 7}},
-		{"tb/2 5", store.State{}},
-		{"tb/002 5 6 7 8", store.State{}},
-		{"tb/1 5 6 7 8", store.State{}},
+		{"tb/0002 7 ", store.State{Kind: wire.OtherKind, FullAt: 7}},
+		// This version written otherwise, and one before it.
+		{"tb/01 5 6 7 8", store.State{}},
+		{"tb/0 5 6 7 8", store.State{}},
 		{"tb/0 5", store.State{}},
 		{"xx/1 5abc", store.State{}},
 		{"xx/1 5\n", store.State{}},
@@ -115,20 +115,16 @@ func TestParseState(t *testing.T) {
 }
 
 // FuzzParseState: ParseState never panics; a state it reads has the
-// bounds it states; FormatState of a token bucket's state reads back as
-// itself.
+// bounds it states; FormatState of a state of a kind it knows reads back
+// as itself.
 func FuzzParseState(f *testing.F) {
 	for _, v := range []string{
-		"tb/2 1767323051000000 1767323045000000 14000000 2000000", "1 2 3", "1 2 3 4", "1 2 3 -",
-		"xx/1 5 x", "tb/3 9007199254740992", "tb/2 -0 -0 -0 -0", "tb/02 1 2 3 4", "",
+		"tb/1 1767323051000000 1767323045000000 14000000 2000000", "1 2 3 4",
+		"xx/1 5 x", "tb/2 9007199254740992", "tb/1 -0 -0 -0 -0", "tb/01 1 2 3 4", "",
+		"lb/1 5 6 7 8", "fw/1 5 6 7 8 9", "sw/1 5 6 7 8 9 10", "sl/1 5 6 7 2 000102",
 	} {
 		f.Add(v)
 	}
-	f.Add("lb/1 5 6 7 8")
-	f.Add("fw/1 5 6 7 8 9")
-	f.Add("sw/1 5 6 7 8 9 10")
-	f.Add("sl/1 5 6 4 7 1x2 1")
-	f.Add("sl/2 5 6 7 2 000102")
 	f.Fuzz(func(t *testing.T, v string) {
 		for _, reader := range readers {
 			s, err := wire.ParseState(v, reader)
@@ -153,11 +149,11 @@ func checkParsed(t *testing.T, v string, reader spigot.Kind, s store.State, err 
 		}
 		abs := func(x int64) int64 { return max(x, -x) }
 		fullMax := int64(1e18)
-		if s.Kind != reader && (s.Kind != 0 || reader != spigot.TokenBucket) {
+		if s.Kind != reader {
 			fullMax = store.MaxExact + 1
 		}
 		switch s.Kind {
-		case spigot.TokenBucket, spigot.LeakyBucket, spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog, 0:
+		case spigot.TokenBucket, spigot.LeakyBucket, spigot.FixedWindow, spigot.SlidingWindow, spigot.SlidingLog:
 			over := false
 			for _, x := range append([]int64{s.Stamp, s.Tokens, s.Scale, s.Start, s.Window, s.Count, s.Prev}, s.Log...) {
 				over = over || abs(x) > store.MaxExact
@@ -168,10 +164,8 @@ func checkParsed(t *testing.T, v string, reader spigot.Kind, s store.State, err 
 			if (s.Kind == spigot.SlidingLog) != (len(s.Log) > 0) {
 				t.Fatalf("ParseState(%q, %v) = %+v: a log, or none, of the wrong kind", v, reader, s)
 			}
-			if s.Kind != 0 {
-				if back, err := wire.ParseState(wire.FormatState(s), reader); err != nil || !reflect.DeepEqual(back, s) {
-					t.Fatalf("ParseState(FormatState(%+v)) = %+v, %v", s, back, err)
-				}
+			if back, err := wire.ParseState(wire.FormatState(s), reader); err != nil || !reflect.DeepEqual(back, s) {
+				t.Fatalf("ParseState(FormatState(%+v)) = %+v, %v", s, back, err)
 			}
 		case wire.OtherKind:
 			if abs(s.FullAt) > store.MaxExact || s.Stamp != 0 || s.Tokens != 0 || s.Scale != 0 || !strings.Contains(v, "/") {
@@ -217,37 +211,36 @@ func TestParseStateKinds(t *testing.T) {
 		{"sw/1 20 5 0 1000 3 4 5", sw, store.State{}},
 		{"sw/1 20 5 0 1000 3 +4", sw, store.State{}},
 		{"sw/2 20 5 0 1000 3 4", sw, store.State{Kind: wire.OtherKind, FullAt: 20}},
-		{"sl/2 30 9 7 1 0", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{7}}},
-		{"sl/2 30 9 -7 1 0033", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
-		{"sl/2 30 9 -7 2 00000303", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
-		{"sl/2 30 9 5 1 0111333", tb, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5, 6, 6, 6, 8, 8, 8}}},
-		{"sl/2 30 9 5 1 9070", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{14, 5, 12, 5}}}, // out of order: read as written
-		{"sl/1 30 9 1 7", sl, store.State{}},                                                                // the version before
-		{"sl/2 30 9 5 01 7", sl, store.State{}},                                                             // a width's leading zero
-		{"sl/2 30 9 5 0 7", sl, store.State{}},
-		{"sl/2 30 9 5 16 0000000000000000", sl, store.State{}},
-		{"sl/2 30 9 5 15 000000000000000", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5}}},
-		{"sl/2 30 9 5 2 123", sl, store.State{}}, // not a multiple of the width
-		{"sl/2 30 9 5 2 ", sl, store.State{}},
-		{"sl/2 30 9 5 2", sl, store.State{}},
-		{"sl/2 30 9 5 1 1 2", sl, store.State{}},
-		{"sl/2 30 9 5 1 1-2", sl, store.State{}},
-		{"sl/2 30 9 5 1 +2", sl, store.State{}},
-		{"sl/2 30 9 9007199254740983 1 09", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{max53 - 9, max53}}},
-		{"sl/2 30 9 9007199254740984 1 0", sl, store.State{}}, // 9 more would pass 2^53
-		{"sl/2 30 9 -9007199254740992 15 000000000000000", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-max53}}},
-		{"sl/2 30 9 -9007199254740993 1 0", sl, store.State{}},
-		{"sl/2 30 9007199254740993 0 1 0", sl, store.State{}},
-		{"sl/2 30 9 0 1 " + strings.Repeat("0", 1000), sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
-		{"sl/2 30 9 0 1 " + strings.Repeat("0", 1001), sl, store.State{}}, // past MaxLog
-		{"sl/2 30 9 0 2 " + strings.Repeat("0", 2000), sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
-		{"sl/2 30 9 0 2 " + strings.Repeat("0", 2002), sl, store.State{}},
-		{"sl/3 30", sl, store.State{Kind: wire.OtherKind, FullAt: 30}},
+		{"sl/1 30 9 7 1 0", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{7}}},
+		{"sl/1 30 9 -7 1 0033", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
+		{"sl/1 30 9 -7 2 00000303", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-7, -7, -4, -4}}},
+		{"sl/1 30 9 5 1 0111333", tb, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5, 6, 6, 6, 8, 8, 8}}},
+		{"sl/1 30 9 5 1 9070", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{14, 5, 12, 5}}}, // out of order: read as written
+		{"sl/0 30 9 7 1 0", sl, store.State{}},                                                              // a version before this one
+		{"sl/1 30 9 5 01 7", sl, store.State{}},                                                             // a width's leading zero
+		{"sl/1 30 9 5 0 7", sl, store.State{}},
+		{"sl/1 30 9 5 16 0000000000000000", sl, store.State{}},
+		{"sl/1 30 9 5 15 000000000000000", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{5}}},
+		{"sl/1 30 9 5 2 123", sl, store.State{}}, // not a multiple of the width
+		{"sl/1 30 9 5 2 ", sl, store.State{}},
+		{"sl/1 30 9 5 2", sl, store.State{}},
+		{"sl/1 30 9 5 1 1 2", sl, store.State{}},
+		{"sl/1 30 9 5 1 1-2", sl, store.State{}},
+		{"sl/1 30 9 5 1 +2", sl, store.State{}},
+		{"sl/1 30 9 9007199254740983 1 09", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{max53 - 9, max53}}},
+		{"sl/1 30 9 9007199254740984 1 0", sl, store.State{}}, // 9 more would pass 2^53
+		{"sl/1 30 9 -9007199254740992 15 000000000000000", sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: []int64{-max53}}},
+		{"sl/1 30 9 -9007199254740993 1 0", sl, store.State{}},
+		{"sl/1 30 9007199254740993 0 1 0", sl, store.State{}},
+		{"sl/1 30 9 0 1 " + strings.Repeat("0", 1000), sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
+		{"sl/1 30 9 0 1 " + strings.Repeat("0", 1001), sl, store.State{}}, // past MaxLog
+		{"sl/1 30 9 0 2 " + strings.Repeat("0", 2000), sl, store.State{Kind: sl, FullAt: 30, Stamp: 9, Log: make([]int64, 1000)}},
+		{"sl/1 30 9 0 2 " + strings.Repeat("0", 2002), sl, store.State{}},
+		{"sl/2 30", sl, store.State{Kind: wire.OtherKind, FullAt: 30}},
 		{"fw/1 0000000000000000005 5 0 1000 3", tb, store.State{}}, // 19 digits
 		{"xx/1 0000000000000000005", fw, store.State{Kind: wire.OtherKind, FullAt: 5}},
-		{"tb/2 999999999999999999 0 0 1", sw, store.State{}},
-		{"5 6 7 999999999999999999", lb, store.State{}},
-		{"5 6 7 8", lb, store.State{FullAt: 8, Stamp: 6, Tokens: 5, Scale: 7}},
+		{"tb/1 999999999999999999 0 0 1", sw, store.State{}},
+		{"tb/1 9007199254740992 0 0 1", lb, store.State{Kind: tb, FullAt: max53, Scale: 1}},
 	} {
 		got, err := wire.ParseState(c.value, c.reader)
 		switch {
@@ -269,14 +262,14 @@ func TestFormatState(t *testing.T) {
 		s    store.State
 		want string
 	}{
-		{store.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "tb/2 1 2 3 4"},
+		{store.State{Kind: spigot.TokenBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "tb/1 1 2 3 4"},
 		{store.State{Kind: spigot.LeakyBucket, FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, "lb/1 1 2 3 4"},
 		{store.State{Kind: spigot.FixedWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5}, "fw/1 1 2 3 4 5"},
 		{store.State{Kind: spigot.SlidingWindow, FullAt: 1, Stamp: 2, Start: 3, Window: 4, Count: 5, Prev: 6}, "sw/1 1 2 3 4 5 6"},
-		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{5, 5, 5, 7, 10, 10}}, "sl/2 1 2 5 2 000000020505"},
-		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{9007199254740990, 9007199254740991}}, "sl/2 1 2 9007199254740893 2 9798"},
-		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{-5}}, "sl/2 1 2 -5 2 00"},
-		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{7, -5, 200}}, "sl/2 1 2 -5 4 001200000205"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{5, 5, 5, 7, 10, 10}}, "sl/1 1 2 5 2 000000020505"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{9007199254740990, 9007199254740991}}, "sl/1 1 2 9007199254740893 2 9798"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{-5}}, "sl/1 1 2 -5 2 00"},
+		{store.State{Kind: spigot.SlidingLog, FullAt: 1, Stamp: 2, Log: []int64{7, -5, 200}}, "sl/1 1 2 -5 4 001200000205"},
 		{store.State{FullAt: 1, Stamp: 2, Tokens: 3, Scale: 4}, ""},
 		{store.State{Kind: wire.OtherKind, FullAt: 1}, ""},
 	} {

@@ -1,36 +1,33 @@
 // Package wire is what the Redis-protocol stores share, and hide from
 // their users: the Lua script that runs spigot's model on the server
-// (spigot.lua, the line-by-line twin of spigot.Op.Apply), the encoding of
-// its arguments, the decoding of its replies, and the classification of
-// errors (Err).
+// (spigot.lua, the twin of store.Apply, laid out kind by kind as the Go
+// model is), the encoding of its arguments, the decoding of its replies,
+// and the classification of errors (Err).
 //
-// The script runs every kind of limit. It keeps a key's State as
-// "<kind>/<version> <fullat> <fields>" (see ParseState and FormatState),
-// touches only the keys it is given, deletes it once the state no longer
-// matters (State.FullAt) and otherwise sets its TTL to the time until
-// then: the ResetAfter of the operation (never below 1 ms). By default it
-// reads the server's TIME, so every replica shares one clock.
+// The script runs every kind of limit. It touches only the keys it is
+// given, deletes a key once its state no longer matters (store.State's
+// FullAt) and otherwise sets its TTL to the time until then: the
+// ResetAfter of the operation (never below 1 ms). By default it reads the
+// server's TIME, so every replica shares one clock.
 //
 // A Redis-protocol store keeps a key's state under store.Key as the
-// string "<kind>/<version> <fullat> <fields>": store.State, in
-// microseconds and scaled units, with a tag and a version for each kind
-// of limit (a token bucket's is "tb/2 <fullat> <stamp> <tokens> <scale>",
-// a leaky bucket's "lb/1 …", a fixed window's "fw/1 …", a sliding
-// window's "sw/1 …", and a sliding log's "sl/2 <fullat> <stamp> <base>
-// <width> <entries>", its instants as offsets from base in a fixed number
-// of digits, so that the script reads only the entries it needs), and
-// deletes it, or lets its TTL drop it, once the state no longer matters
-// (store.State.FullAt). The format is versioned so that a rolling deploy
-// can mix versions on one server: the script reads every earlier format
-// (but the sliding log's sl/1, never released), and reads a state of
-// another kind, or of a later version, by its FullAt alone, never as a
-// full limit. (A script from before the format had a tag reads a tagged
-// state as a full limit.) Each field is a decimal integer within 2^53
-// (spigot.MaxExact), where the script's numbers are exact; the FullAt of
-// a state read by a limit of its own kind, only compared with the time,
-// may have up to 18 digits. A value it cannot read, whatever it holds, is
-// an error for that key alone (spigot.ErrRequestFailed), as a key of
-// another Redis type is: the other keys of a batch are applied.
+// string "<kind>/<version> <fullat> <fields>" (ParseState, FormatState):
+// a store.State, in microseconds and scaled units, with a tag and a
+// version for each kind of limit: a token bucket's "tb/1 <fullat> <stamp>
+// <tokens> <scale>", a leaky bucket's "lb/1 …", a fixed window's "fw/1
+// …", a sliding window's "sw/1 …", and a sliding log's "sl/1 <fullat>
+// <stamp> <base> <width> <entries>", its instants as offsets from base in
+// a fixed number of digits, so that the script reads only the entries it
+// needs. These are the formats of spigot v0.1.0, which every later
+// release reads. The format is versioned so that a rolling deploy can mix
+// releases on one server: the script reads a state of another kind, or
+// of a later version, by its FullAt alone, never as a full limit. Each
+// field is a decimal integer within 2^53 (store.MaxExact), where the
+// script's numbers are exact; the FullAt of a state read by a limit of
+// its own kind, only compared with the time, may have up to 18 digits. A
+// value it cannot read, whatever it holds, is an error for that key alone
+// (spigot.ErrRequestFailed), as a key of another Redis type is: the other
+// keys of a batch are applied.
 package wire
 
 import (

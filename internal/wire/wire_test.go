@@ -81,11 +81,7 @@ func TestDecodeMalformed(t *testing.T) {
 		{[]int{1, 2, 0, 0, 0}, "want an array of 5 integers, got []int"},
 		{[]string{"1", "2", "0", "0", "0"}, "want an array of 5 integers, got []string"},
 		{errors.New("NOSCRIPT No matching script"), "want an array of 5 integers, got *errors.errorString"},
-		// The wrong length: the 4 integers of the scripts before this one,
-		// {moved, remaining, retry, reset} and {allowed, remaining, retry,
-		// reset}, among them, and the 5 of the one before operations,
-		// {allowed, moved, remaining, retry, reset}, which has today's
-		// length and reads as today's reply.
+		// The wrong length.
 		{[]any(nil), "want 5 integers, got 0 values"},
 		{[]any{}, "want 5 integers, got 0 values"},
 		{ints(1), "want 5 integers, got 1 values"},
@@ -251,7 +247,7 @@ func TestInts(t *testing.T) {
 		{msgs(int64(-3), int64(-5), int64(7), int64(math.MinInt64), int64(-9)), [wire.Fields]int64{-3, -5, 7, math.MinInt64, -9}, true}, // DecodeInts judges the values
 		{nil, [wire.Fields]int64{}, false},
 		{msgs(int64(1), int64(19), int64(0)), [wire.Fields]int64{}, false},
-		{msgs(int64(1), int64(19), int64(0), int64(3000)), [wire.Fields]int64{}, false}, // the script before this one
+		{msgs(int64(1), int64(19), int64(0), int64(3000)), [wire.Fields]int64{}, false},
 		{msgs(int64(1), int64(19), int64(0), int64(3000), int64(0), int64(0)), [wire.Fields]int64{}, false},
 		{msgs(int64(1), "19", int64(0), int64(3000), int64(0)), [wire.Fields]int64{}, false},
 		{msgs(int64(1), int64(19), int64(0), int64(0), nil), [wire.Fields]int64{}, false},
@@ -524,7 +520,7 @@ func TestArgsClock(t *testing.T) {
 	// The script adds ClockTTLSlack to the TTL of a key written on the
 	// caller's clock, as a literal.
 	slack := strconv.FormatInt(wire.ClockTTLSlack.Milliseconds(), 10)
-	if !strings.Contains(wire.Script(), "now, slack = tonumber(clock), "+slack+"\n") {
+	if !strings.Contains(wire.Script(), "now, nowd, slack = clock + 0, clock, "+slack+"\n") {
 		t.Errorf("the script does not add ClockTTLSlack (%s ms) when ARGV[1] holds the caller's now", slack)
 	}
 	for i, c := range []struct {

@@ -200,7 +200,7 @@ func TestWrongTypeIsPerRequest(t *testing.T) {
 // batch of more ops than one call of the script takes.
 func checkBatchFailsAlone(t *testing.T, srv *testserver.Server, s spigot.Store, b spigot.Limit, prefix string) {
 	t.Helper()
-	if _, err := srv.Do("SET", prefix+"login:garbled", "tb/2 garbage"); err != nil {
+	if _, err := srv.Do("SET", prefix+"login:garbled", "tb/1 garbage"); err != nil {
 		t.Fatal(err)
 	}
 	n := 2*wire.BatchSize + 3

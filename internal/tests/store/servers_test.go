@@ -110,11 +110,10 @@ var serverCases = []serverCase{
 	{"script-flush-under-load", testScriptFlush},
 	{"restart", testRestart},
 	{"rolling-deploy", testRollingDeploy},
-	{"rolling-deploy-kinds", testRollingDeployKinds},
 	{"kind-reuse", testKindReuse},
-	{"legacy-states", testLegacyStates},
+	{"other-states", testOtherStates},
 	{"unreadable-state", testUnreadableState},
-	{"stored-format", testStoredFormat},
+	{"format-v0.1.0", testFormatV010},
 	{"batch-unreadable-value", testBatchUnreadableValue},
 	{"costs-beyond-exact", testCostsBeyondExact},
 	{"fullat-past-exact", testFullAtPastExact},
@@ -266,18 +265,11 @@ func diffDecisions(got, want spigot.Decision) string {
 	return fmt.Sprintf("%s differs: got %s, want %s", field, show(got), show(want))
 }
 
-// formatState returns how the script stores s: wire.FormatState for a
-// state of a kind it writes, and the format before versions, "<tokens>
-// <stamp> <scale> <fullat>" (without its FullAt when it is 0), for a state
-// of Kind 0.
+// formatState returns how the script stores s, a state of a kind it
+// writes: wire.FormatState.
 func formatState(s store.State) string {
-	switch {
-	case s.Kind != 0 && wire.FormatState(s) != "":
-		return wire.FormatState(s)
-	case s.Kind == 0 && s.FullAt == 0:
-		return fmt.Sprintf("%d %d %d", s.Tokens, s.Stamp, s.Scale)
-	case s.Kind == 0:
-		return fmt.Sprintf("%d %d %d %d", s.Tokens, s.Stamp, s.Scale, s.FullAt)
+	if v := wire.FormatState(s); v != "" {
+		return v
 	}
 	panic(fmt.Sprintf("formatState: the script writes no state of kind %v", s.Kind))
 }
@@ -322,7 +314,7 @@ func (m model) checkStored(t testing.TB, c goredis.UniversalClient, key string, 
 	t.Helper()
 	got, ok := getValue(t, c, key)
 	s, has := m[key]
-	stale := has && s.FullAt != 0 && now.UnixMicro() >= s.FullAt
+	stale := has && now.UnixMicro() >= s.FullAt
 	switch {
 	case !has && ok:
 		return fmt.Sprintf("GET %s = %q; want no key (the model's state is the zero State)", key, got)
@@ -680,7 +672,7 @@ func differential(t *testing.T, seed uint64, steps int, clk *clocktest.Clock, re
 // leaves s as it was, and the script writes nothing, unless it resets.
 func isBlocked(l spigot.Limit, s store.State, now time.Time) bool {
 	t := now.UnixMicro()
-	if l.Window() == 0 || s.IsZero() || s.FullAt == 0 || t >= s.FullAt {
+	if l.Window() == 0 || s.IsZero() || t >= s.FullAt {
 		return false
 	}
 	w, off := l.Window().Microseconds(), l.Offset().Microseconds()

@@ -31,8 +31,8 @@ import (
 	"github.com/spigot-go/spigot/store/redis"
 )
 
-// testBatchUnreadableValue: a batch of 8 ops whose fifth key holds "1 2 3
-// -" (the format before versions, with a '-' for its FullAt) fails that
+// testBatchUnreadableValue: a batch of 8 ops whose fifth key holds "tb/1
+// 1 2 3 -" (a token bucket's state with a '-' for its scale) fails that
 // op alone: the other seven are decided and applied as Op.Apply says, and
 // the bad key keeps its value. A call of one key on it, and an
 // all-or-nothing call that names it, fail and change nothing.
@@ -43,7 +43,7 @@ func testBatchUnreadableValue(t *testing.T, ps protoStore, srv *testserver.Serve
 	s := ps.new(t, []string{srv.Addr}, storeOpts{clock: clk, prefix: p})
 	raw := testclient.GoRedis(t, srv.Addr)
 	g := spigot.MustBucket("g", 10, spigot.PerSecond(1))
-	const badValue = "1 2 3 -"
+	const badValue = "tb/1 1 2 3 -"
 	bad := store.Key(p, g, "bad")
 	mustDo(t, srv, "SET", bad, badValue)
 	m := model{}
@@ -124,19 +124,19 @@ func testLeadingZeros(t *testing.T, ps protoStore, addr string) {
 		value string
 		state store.State
 	}{
-		{fmt.Sprintf("tb/2 0%d 0%d 01000000 02000000", T+17_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d %d 01000000 2000000", T+17_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d %d 0 02000000", T+20_000_000, T), store.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d 00%d 0 2000000", T+20_000_000, T), store.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
-		{fmt.Sprintf("tb/2 %d %d 06000000 -02000000", T+5_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 5_000_000, Stamp: T - 1_000_000, Tokens: 6_000_000, Scale: -2_000_000}},
+		{fmt.Sprintf("tb/1 0%d 0%d 01000000 02000000", T+17_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/1 %d %d 01000000 2000000", T+17_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 17_000_000, Stamp: T - 1_000_000, Tokens: 1_000_000, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/1 %d %d 0 02000000", T+20_000_000, T), store.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/1 %d 00%d 0 2000000", T+20_000_000, T), store.State{Kind: spigot.TokenBucket, FullAt: T + 20_000_000, Stamp: T, Scale: 2_000_000}},
+		{fmt.Sprintf("tb/1 %d %d 06000000 -02000000", T+5_000_000, T-1_000_000), store.State{Kind: spigot.TokenBucket, FullAt: T + 5_000_000, Stamp: T - 1_000_000, Tokens: 6_000_000, Scale: -2_000_000}},
 	}
 	for i, v := range values {
 		if got, err := wire.ParseState(v.value, spigot.TokenBucket); err != nil || !reflect.DeepEqual(got, v.state) {
 			t.Fatalf("value %d: ParseState(%q) = %+v, %v; the test wants %+v", i, v.value, got, err, v.state)
 		}
 		for j, a := range allActions {
-			op := spigot.Op{Limit: legacyLimit, Key: fmt.Sprintf("z%d-%d", i, j), Action: a, N: 1}
-			key := store.Key(p, legacyLimit, op.Key)
+			op := spigot.Op{Limit: valueLimit, Key: fmt.Sprintf("z%d-%d", i, j), Action: a, N: 1}
+			key := store.Key(p, valueLimit, op.Key)
 			if err := raw.Set(ctx, key, v.value, 0).Err(); err != nil {
 				t.Fatalf("SET %s %q: %v", key, v.value, err)
 			}
@@ -367,15 +367,15 @@ func storedValue(rng *rand.Rand, now int64) string {
 		if rng.IntN(8) == 0 {
 			full = num()
 		}
-		v = fmt.Sprintf("sl/2 %s %s %d %d %s", full, near(), base, width, entries.String())
+		v = fmt.Sprintf("sl/1 %s %s %d %d %s", full, near(), base, width, entries.String())
 	case 15:
 		v = fmt.Sprintf("%s/%s %s", pick("lb", "fw", "sw", "sl"), pick("0", "1", "2", "01"), num())
 	case 0, 1, 2:
-		v = fmt.Sprintf("tb/2 %s %s %s %s", num(), num(), num(), num())
+		v = fmt.Sprintf("tb/1 %s %s %s %s", num(), num(), num(), num())
 	case 3:
-		v = fmt.Sprintf("%s %s %s %s", num(), num(), num(), num())
+		v = fmt.Sprintf("%s %s %s %s", num(), num(), num(), num()) // no tag
 	case 4:
-		v = fmt.Sprintf("%s %s %s", num(), num(), num())
+		v = fmt.Sprintf("tb/%s %s %s %s %s%s", pick("2", "3", "02", "0"), num(), num(), num(), num(), pick("", " 0", " x"))
 	case 5:
 		v = fmt.Sprintf("%s/%s %s%s", pick("xx", "tb", "limit", "Tb", "", "x1"), pick("1", "2", "3", "02", "9", "10", ""), num(), pick("", " ", " 1 2 3", "x", " anything"))
 	case 6:
@@ -385,7 +385,7 @@ func storedValue(rng *rand.Rand, now int64) string {
 		}
 		v = string(b)
 	default:
-		v = fmt.Sprintf("tb/2 %d %d %d %d", now+rng.Int64N(20_000_000), now-rng.Int64N(20_000_000), rng.Int64N(20_000_000), []int64{1, 3, 1000000, 2000000}[rng.IntN(4)])
+		v = fmt.Sprintf("tb/1 %d %d %d %d", now+rng.Int64N(20_000_000), now-rng.Int64N(20_000_000), rng.Int64N(20_000_000), []int64{1, 3, 1000000, 2000000}[rng.IntN(4)])
 	}
 	if rng.IntN(4) == 0 && len(v) > 0 { // a byte changed, dropped or added
 		i := rng.IntN(len(v))
@@ -520,19 +520,18 @@ func FuzzStoredValue(f *testing.F) {
 	s := redis.New(c, store.WithClock(clk), store.WithPrefix("fuzz:"))
 	T := t0.UnixMicro()
 	for _, v := range []string{
-		"1 2 3 -", "tb/2 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " 0 2000000", "xx/1 " + fmt.Sprint(T+86_400_000_000),
-		"tb/2 18014398509481984 9007199254740992 9007199254740992 1", "5 6 7", "tb/9 1 x", "garbage",
+		"tb/1 1 2 3 -", "tb/1 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " 0 2000000", "xx/1 " + fmt.Sprint(T+86_400_000_000),
+		"tb/1 18014398509481984 9007199254740992 9007199254740992 1", "5 6 7 8", "tb/2 1 x", "tb/0 1 2 3 4", "garbage",
 		"lb/1 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " 0 333334",
 		"fw/1 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-T%20_000_000) + " 20000000 4",
 		"sw/1 " + fmt.Sprint(T+5e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-T%20_000_000) + " 20000000 4 9",
-		"sl/1 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " 4 " + fmt.Sprint(T-1e6) + "x2 500000 500000",
-		"sl/2 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-1e6) + " 7 0000000000000005000001000000",
-		"sl/2 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-1e6) + " 7 000000000000000500000100000",
-		"sl/2 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-1e6) + " 7 1500000000000005000001000000",
+		"sl/1 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-1e6) + " 7 0000000000000005000001000000",
+		"sl/1 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-1e6) + " 7 000000000000000500000100000",
+		"sl/1 " + fmt.Sprint(T+19e6) + " " + fmt.Sprint(T) + " " + fmt.Sprint(T-1e6) + " 7 1500000000000005000001000000",
 	} {
 		f.Add(v, uint8(0), int64(1), int64(0), uint8(0), false)
 	}
-	f.Add("tb/2 1 9007199254740992 -9007199254740993 1", uint8(3), int64(1<<53+1), int64(-5), uint8(3), true)
+	f.Add("tb/1 1 9007199254740992 -9007199254740993 1", uint8(3), int64(1<<53+1), int64(-5), uint8(3), true)
 	f.Fuzz(func(t *testing.T, value string, action uint8, n, at int64, limit uint8, batch bool) {
 		if n < 0 || at < -1<<50 || at > 1<<50 {
 			return
