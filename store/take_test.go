@@ -65,12 +65,6 @@ func take(b spigot.Limit, s store.State, now time.Time, cost int64) (store.State
 	return apply(spigot.Op{Limit: b, Key: "k", Action: spigot.Take, N: cost}, s, now)
 }
 
-// refill returns want with RefillAfter r.
-func refill(want spigot.Decision, r time.Duration) spigot.Decision {
-	want.RefillAfter = r
-	return want
-}
-
 // taken returns want with the N of a Take of cost: cost when allowed.
 func taken(want spigot.Decision, cost int64) spigot.Decision {
 	if want.Allowed() {
