@@ -34,9 +34,8 @@ import (
 
 const (
 	maxShards = 256
-	// minKeysPerShard keeps small caps exact: a cap is split between
-	// shards, and shards with few keys each would fill unevenly.
-	minKeysPerShard = 64
+	// keysPerShard is Config.KeysPerShard's default.
+	keysPerShard = 64
 	// sample is how many entries an insert at the cap looks at to choose
 	// one to evict.
 	sample = 8
@@ -207,6 +206,12 @@ type Config struct {
 	// MaxKeys is the most entries the Table holds at once, split between
 	// its shards; 0 or less is no cap.
 	MaxKeys int
+	// KeysPerShard is the fewest of MaxKeys a shard holds (64 when 0 or
+	// less): a cap is split between as many shards as keep that, up to
+	// 256, for inserts that wait less for one another, and fewer for a
+	// cap closer to exact, since shards that hold few entries each fill
+	// unevenly.
+	KeysPerShard int
 	// Full reports whether entry e, locked, holds nothing that counts any
 	// more at t, and since when. For an entry that counts, at ranks it for
 	// eviction: of the entries that an insert at the cap samples, one that
@@ -265,9 +270,12 @@ type slot struct {
 // New returns an empty Table.
 func New(c Config) *Table {
 	t := &Table{seed: maphash.MakeSeed(), full: c.Full, keep: c.Keep}
-	n := maxShards
+	n, per := maxShards, c.KeysPerShard
+	if per <= 0 {
+		per = keysPerShard
+	}
 	if c.MaxKeys > 0 {
-		for n > 1 && c.MaxKeys/n < minKeysPerShard {
+		for n > 1 && c.MaxKeys/n < per {
 			n /= 2
 		}
 	}

@@ -198,18 +198,19 @@ func TestLayout(t *testing.T) {
 }
 
 // TestShardsForCap: a cap is split exactly between shards that hold at
-// least 64 keys each, up to 256 shards.
+// least KeysPerShard keys each (64 by default), up to 256 shards.
 func TestShardsForCap(t *testing.T) {
-	for _, c := range []struct{ max, shards int }{
-		{0, 256}, {-1, 256}, {1, 1}, {127, 1}, {128, 2}, {1000, 8}, {16_384, 256}, {1 << 40, 256},
+	for _, c := range []struct{ max, per, shards int }{
+		{0, 0, 256}, {-1, 0, 256}, {1, 0, 1}, {127, 0, 1}, {128, 0, 2}, {1000, 0, 8}, {16_384, 0, 256}, {1 << 40, 0, 256},
+		{1000, 1024, 1}, {65536, 1024, 64}, {100_000, 1024, 64}, {0, 1024, 256}, {1000, -1, 8},
 	} {
-		tab := New(Config{MaxKeys: c.max})
+		tab := New(Config{MaxKeys: c.max, KeysPerShard: c.per})
 		total := 0
 		for i := range tab.Shards() {
 			total += tab.ShardAt(i).Cap()
 		}
 		if tab.Shards() != c.shards || total != max(c.max, 0) {
-			t.Errorf("MaxKeys %d: %d shards holding %d keys, want %d holding %d", c.max, tab.Shards(), total, c.shards, max(c.max, 0))
+			t.Errorf("MaxKeys %d, KeysPerShard %d: %d shards holding %d keys, want %d holding %d", c.max, c.per, tab.Shards(), total, c.shards, max(c.max, 0))
 		}
 	}
 }
