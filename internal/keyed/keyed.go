@@ -472,6 +472,25 @@ func (sh *Shard) Remove(h uint64, e *Header) {
 	e.kill()
 }
 
+// Delete removes the entry of key of the limit named name, if the Table
+// holds one and if only, when not nil, called with the entry locked,
+// reports true. It takes the lock of the key's shard, and then the
+// entry's.
+func (t *Table) Delete(name, key string, only func(e *Header) bool) {
+	h := t.Hash(name, key)
+	sh := t.Shard(h)
+	sh.mu.Lock()
+	if e := sh.Find(h, name, key); e != nil {
+		e.mu.Lock()
+		if only == nil || only(e) {
+			sh.Remove(h, e)
+		} else {
+			e.mu.Unlock()
+		}
+	}
+	sh.mu.Unlock()
+}
+
 // Replace puts e, which no other goroutine can see yet, in the place of
 // old, locked, in sh, locked, where old is under hash h, and marks old
 // dead (which unlocks it): e's key is old's.
@@ -660,25 +679,19 @@ func (t *Table) Live(now int64) int {
 }
 
 // Len returns how many entries the Table holds, full or not.
-func (t *Table) Len() int {
-	n := 0
-	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		n += sh.n
-		sh.mu.Unlock()
-	}
-	return n
-}
+func (t *Table) Len() int { return t.sum(func(sh *Shard) int { return sh.n }) }
 
 // Evictions returns how many entries inserts at the cap have evicted that
 // were not full.
-func (t *Table) Evictions() int {
+func (t *Table) Evictions() int { return t.sum(func(sh *Shard) int { return sh.evictions }) }
+
+// sum returns the sum of f over the shards, each locked in turn.
+func (t *Table) sum(f func(sh *Shard) int) int {
 	n := 0
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
-		n += sh.evictions
+		n += f(sh)
 		sh.mu.Unlock()
 	}
 	return n

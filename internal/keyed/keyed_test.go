@@ -1,8 +1,8 @@
 package keyed
 
 import (
+	"fmt"
 	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -220,7 +220,7 @@ func TestSharding(t *testing.T) {
 	tab := New(Config{})
 	const n = 10_000
 	for i := range n {
-		put(tab, strconv.Itoa(i), 0, 0)
+		put(tab, fmt.Sprint(i), 0, 0)
 	}
 	mean := n / tab.Shards()
 	lo, hi := n, 0
@@ -321,7 +321,7 @@ func TestBounded(t *testing.T) {
 		tab := New(cfg)
 		took := 0
 		for i := range c.flood {
-			if put(tab, strconv.Itoa(i), math.MaxInt64, 0) {
+			if put(tab, fmt.Sprint(i), math.MaxInt64, 0) {
 				took++
 			}
 		}
@@ -351,7 +351,7 @@ func TestSweep(t *testing.T) {
 	base := us(clk)
 	least := tab.Shard(1).Slots()
 	for i := range 60 {
-		put(tab, "old"+strconv.Itoa(i), base+1_000_000, us(clk)) // full at t0+1s
+		put(tab, "old"+fmt.Sprint(i), base+1_000_000, us(clk)) // full at t0+1s
 	}
 	for i, st := range []struct {
 		at         time.Duration
@@ -366,13 +366,13 @@ func TestSweep(t *testing.T) {
 	} {
 		clk.Set(t0.Add(st.at))
 		for k := range st.add {
-			put(tab, "new"+strconv.Itoa(i)+"-"+strconv.Itoa(k), us(clk)+3_600_000_000, us(clk))
+			put(tab, "new"+fmt.Sprint(i)+"-"+fmt.Sprint(k), us(clk)+3_600_000_000, us(clk))
 		}
 		if got, live := tab.Len(), tab.Live(us(clk)); got != st.len || live != st.live {
 			t.Errorf("step %d: at t0+%v: Len %d, Live %d; want %d, %d", i, st.at, got, live, st.len, st.live)
 		}
 		for _, k := range st.oldestHeld {
-			if get(tab, "old"+strconv.Itoa(k)) == nil {
+			if get(tab, "old"+fmt.Sprint(k)) == nil {
 				t.Errorf("step %d: old%d was swept", i, k)
 			}
 		}
@@ -417,6 +417,16 @@ func TestRemoveReplace(t *testing.T) {
 	if got := tab.Len(); got != 1 || get(tab, "a") != nil || tab.Shard(h).Find(h, "l", "b") != &n.Header {
 		t.Errorf("after Remove and Replace: %d entries, a held %v, b's entry the new one %v", got, get(tab, "a") != nil, tab.Shard(h).Find(h, "l", "b") == &n.Header)
 	}
+	tab.Delete("l", "b", func(e *Header) bool { return e != &n.Header })
+	tab.Delete("l", "a", nil)
+	if got := tab.Len(); got != 1 {
+		t.Errorf("after Deletes of a key not held and of another entry than b's: %d entries, want 1", got)
+	}
+	put(tab, "c", 3, 0)
+	tab.Delete("l", "c", nil)
+	if get(tab, "c") != nil {
+		t.Error("c is held after its Delete")
+	}
 	removed := 0
 	tab.RemoveIf(func(e *Header) bool { removed++; return true })
 	if removed != 1 || tab.Len() != 0 || n.Lock() {
@@ -438,7 +448,7 @@ func TestConcurrent(t *testing.T) {
 	clk := clocktest.New(t0)
 	tab := New(Config{MaxKeys: maxKeys, Full: fullAt})
 	for k := range kept {
-		put(tab, "kept"+strconv.Itoa(k), math.MaxInt64, 0)
+		put(tab, "kept"+fmt.Sprint(k), math.MaxInt64, 0)
 	}
 	var added [kept]atomic.Int64
 	var work, bg sync.WaitGroup
@@ -446,7 +456,7 @@ func TestConcurrent(t *testing.T) {
 		work.Go(func() {
 			for i := range adds {
 				k := (g + i) % kept
-				key := "kept" + strconv.Itoa(k)
+				key := "kept" + fmt.Sprint(k)
 				h := tab.Hash("l", key)
 				for {
 					e := tab.Shard(h).Find(h, "l", key)
@@ -469,7 +479,7 @@ func TestConcurrent(t *testing.T) {
 		bg.Go(func() {
 			for i := 0; !done.Load(); i++ {
 				// Full at once: evicted before the kept keys, never full.
-				put(tab, "flood"+strconv.Itoa(g)+"-"+strconv.Itoa(i), us(clk), us(clk))
+				put(tab, "flood"+fmt.Sprint(g)+"-"+fmt.Sprint(i), us(clk), us(clk))
 				if i%100 == 0 {
 					clk.Advance(time.Millisecond)
 				}
@@ -488,7 +498,7 @@ func TestConcurrent(t *testing.T) {
 	done.Store(true)
 	bg.Wait()
 	for k := range kept {
-		if it := get(tab, "kept"+strconv.Itoa(k)); it == nil || it.n != added[k].Load() || it.n != adds*adders/kept {
+		if it := get(tab, "kept"+fmt.Sprint(k)); it == nil || it.n != added[k].Load() || it.n != adds*adders/kept {
 			t.Errorf("kept%d: %+v; want %d added", k, it, adds*adders/kept)
 		}
 	}

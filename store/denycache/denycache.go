@@ -136,7 +136,7 @@ type Store struct {
 	keys  *keyed.Table
 	// gens counts, for each shard of keys, the Refunds and Resets of its
 	// keys that went through the Store: a decision asked for before one of
-	// them is not remembered after it. It changes under the shard's lock.
+	// them is not remembered after it.
 	gens []gen
 	seq  atomic.Uint64 // the age of the last new entry
 	max  int
@@ -454,39 +454,27 @@ func (s *Store) probe(op spigot.Op, c, now int64) (d spigot.Decision, hit bool, 
 // requests that wait on it, and drops the entry if it still knows nothing
 // at now, so that the requests after it go to the store at once.
 func (s *Store) unprobe(op spigot.Op, wait chan struct{}, now int64) {
-	name := op.Limit.Name()
-	h := s.keys.Hash(name, op.Key)
-	sh := s.keys.Shard(h)
-	sh.Lock()
-	if x := sh.Find(h, name, op.Key); x != nil {
-		x.Lock()
-		switch e := entries.Of(x); {
-		case e.probe != wait:
-			x.Unlock()
-		case e.facts.Load().live(now):
-			e.probe = nil
-			x.Unlock()
-		default:
-			sh.Remove(h, x)
+	s.keys.Delete(op.Limit.Name(), op.Key, func(x *keyed.Header) bool {
+		e := entries.Of(x)
+		if e.probe != wait || e.facts.Load().live(now) {
+			if e.probe == wait {
+				e.probe = nil
+			}
+			return false
 		}
-	}
-	sh.Unlock()
+		return true
+	})
 	close(wait)
 }
 
 // forget drops what the Store knows of op's key, for every Limit of op's
 // name, and makes the decisions asked for until now unable to teach it.
 func (s *Store) forget(op spigot.Op) {
-	name := op.Limit.Name()
-	h := s.keys.Hash(name, op.Key)
-	sh := s.keys.Shard(h)
-	sh.Lock()
-	s.gen(h).Add(1)
-	if x := sh.Find(h, name, op.Key); x != nil {
-		x.Lock()
-		sh.Remove(h, x)
-	}
-	sh.Unlock()
+	// The generation first: a decision that learn checks against it
+	// after, under the shard's lock or the entry's, is not remembered,
+	// and one checked before is removed here.
+	s.gen(s.keys.Hash(op.Limit.Name(), op.Key)).Add(1)
+	s.keys.Delete(op.Limit.Name(), op.Key, nil)
 }
 
 // genOf returns the generation of the shard of op's key.

@@ -87,17 +87,7 @@ func (m *keyMemory) locked(op spigot.Op, make bool) *recall {
 }
 
 // forget drops op's key.
-func (m *keyMemory) forget(op spigot.Op) {
-	name := op.Limit.Name()
-	h := m.keys.Hash(name, op.Key)
-	sh := m.keys.Shard(h)
-	sh.Lock()
-	if x := sh.Find(h, name, op.Key); x != nil {
-		x.Lock()
-		sh.Remove(h, x)
-	}
-	sh.Unlock()
-}
+func (m *keyMemory) forget(op spigot.Op) { m.keys.Delete(op.Limit.Name(), op.Key, nil) }
 
 // heard remembers the remote's decision d on op, made about now.
 func (s *Store) heard(op spigot.Op, d spigot.Decision, now time.Time) {

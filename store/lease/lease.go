@@ -298,14 +298,7 @@ func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 
 // forget removes k's lease l, which is dead, if it is still there.
 func (s *Store) forget(k leaseKey, l *lease) {
-	h := s.keys.Hash(k.name, k.key)
-	sh := s.keys.Shard(h)
-	sh.Lock()
-	defer sh.Unlock()
-	if sh.Find(h, k.name, k.key) == &l.Header {
-		l.Header.Lock()
-		sh.Remove(h, &l.Header)
-	}
+	s.keys.Delete(k.name, k.key, func(x *keyed.Header) bool { return x == &l.Header })
 }
 
 // lookup returns k's lease, or nil; it may be dead.
