@@ -11,7 +11,8 @@
 // the id. A Table holds entries of any kinds; a store tells them apart
 // with Kind.Of.
 //
-// A lookup (Shard.Find) takes no lock: a shard's table is changed only by
+// A lookup (Shard.Find, or Shard.First for a caller that inlines it)
+// takes no lock: a shard's table is changed only by
 // the holder of the shard's lock, slot by slot with atomic stores, and one
 // that grows or shrinks is replaced whole. Each entry has its own lock,
 // which guards what the store keeps in it; an entry removed from its
@@ -128,14 +129,14 @@ func NewKind[E any]() *Kind[E] {
 		panic("spigot: keyed: NewKind: more than 255 kinds")
 	}
 	k := &Kind[E]{tag: uint8(tag), compact: !pointers(t)}
+	off := unsafe.Offsetof(box[E]{}.id)
 	if k.compact {
-		k.off = uint16(unsafe.Sizeof(*new(E)))
-	} else {
-		k.off = uint16(unsafe.Offsetof(box[E]{}.id))
+		off = unsafe.Sizeof(*new(E))
 	}
-	if k.off >= boxed {
-		panic(fmt.Sprintf("spigot: keyed: NewKind: %v: %d bytes, want fewer than %d", t, k.off, boxed))
+	if off >= boxed {
+		panic(fmt.Sprintf("spigot: keyed: NewKind: %v: %d bytes, want fewer than %d", t, off, boxed))
 	}
+	k.off = uint16(off)
 	return k
 }
 
@@ -195,9 +196,6 @@ func (k *Kind[E]) Of(e *Header) *E {
 	}
 	return (*E)(unsafe.Pointer(e))
 }
-
-// Header returns e's Header.
-func (k *Kind[E]) Header(e *E) *Header { return header(e) }
 
 func header[E any](e *E) *Header { return (*Header)(unsafe.Pointer(e)) }
 
