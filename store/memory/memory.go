@@ -397,7 +397,11 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 	// is locked for the batch, as requests change it under its lock alone.
 	for j := range keys {
 		p := &keys[j]
-		x := s.keys.Shard(p.h).Find(p.h, p.name, p.key)
+		sh := s.keys.Shard(p.h)
+		x := sh.First(p.h) // inlined, as in Do
+		if x != nil && !x.Is(p.name, p.key) {
+			x = sh.Find(p.h, p.name, p.key)
+		}
 		if x == nil {
 			continue
 		}
