@@ -7,8 +7,8 @@
 // An entry is a struct of the store's whose first field is a Header, made
 // by a Kind: one allocation with its id (the limit's name, ':' and the
 // key) after it when the struct holds no pointer, which the garbage
-// collector then does not scan, and otherwise the struct and a copy of
-// the id. A Table holds entries of any kinds; a store tells them apart
+// collector then does not scan, and otherwise the struct with the name
+// and a copy of the key. A Table holds entries of any kinds; a store tells them apart
 // with Kind.Of.
 //
 // A lookup (Shard.Find, or Shard.First for a caller that inlines it)
@@ -28,6 +28,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -83,13 +84,16 @@ func (e *Header) kill() {
 	e.mu.Unlock()
 }
 
-// ID returns e's id: the limit's name, ':' and the key.
-func (e *Header) ID() string {
+// Key returns the limit name and the key that e holds.
+func (e *Header) Key() (name, key string) {
 	p := unsafe.Add(unsafe.Pointer(e), e.idoff&^boxed)
 	if e.idoff&boxed != 0 {
-		return *(*string)(p)
+		b := (*boxID)(p)
+		return b.name, b.key
 	}
-	return unsafe.String((*byte)(p), e.idn)
+	id := unsafe.String((*byte)(p), e.idn)
+	i := strings.IndexByte(id, ':') // a name has none
+	return id[:i], id[i+1:]
 }
 
 // Is reports whether e holds key of the limit named name.
@@ -97,7 +101,12 @@ func (e *Header) Is(name, key string) bool {
 	if int(e.idn) != len(name)+1+len(key) {
 		return false
 	}
-	id := e.ID()
+	p := unsafe.Add(unsafe.Pointer(e), e.idoff&^boxed)
+	if e.idoff&boxed != 0 {
+		b := (*boxID)(p)
+		return b.key == key && b.name == name
+	}
+	id := unsafe.String((*byte)(p), e.idn)
 	return id[len(name)+1:] == key && id[:len(name)] == name
 }
 
@@ -112,8 +121,12 @@ type Kind[E any] struct {
 // box is an entry of a type that holds pointers, with its id.
 type box[E any] struct {
 	e  E
-	id string
+	id boxID
 }
+
+// boxID is a boxed entry's id: the limit's name, which is the Limit's own
+// (its program holds it), and a copy of the key.
+type boxID struct{ name, key string }
 
 var kinds atomic.Uint32
 
@@ -160,11 +173,13 @@ func pointers(t reflect.Type) bool {
 }
 
 // New returns a new entry of k for key of the limit named name, with its
-// own copy of both, so that holding it cannot pin a larger string the key
-// was cut from (a request line, a header). An entry of a type without
-// pointers and its id are one allocation of words, which the garbage
-// collector does not scan, and one cache line to read for a lookup when
-// the id is short.
+// own copy of the key, so that holding it cannot pin a larger string the
+// key was cut from (a request line, a header). An entry of a type without
+// pointers holds its id (the name, ':' and the key) after it, in one
+// allocation of words, which the garbage collector does not scan, and one
+// cache line to read for a lookup when the id is short; an entry of
+// another type holds the name itself, so that a lookup under the Limit's
+// own name compares the name's bytes once.
 func (k *Kind[E]) New(name, key string) *E {
 	n := len(name) + 1 + len(key)
 	if uint64(n) > math.MaxUint32 {
@@ -180,7 +195,7 @@ func (k *Kind[E]) New(name, key string) *E {
 		copy(id[len(name)+1:], key)
 		header(e).idoff = k.off
 	} else {
-		b := &box[E]{id: name + ":" + key}
+		b := &box[E]{id: boxID{name, strings.Clone(key)}}
 		e = &b.e
 		header(e).idoff = k.off | boxed
 	}

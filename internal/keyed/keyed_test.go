@@ -118,8 +118,8 @@ func TestFind(t *testing.T) {
 			got := int64(-1)
 			if e := tab.Shard(h).Find(h, c.name, c.key); e != nil {
 				got = items.Of(e).fullAt
-				if id := e.ID(); id != c.name+":"+c.key {
-					t.Errorf("same hash %d, step %d: Find(%q, %q): id %q", sameHash, i, c.name, c.key, id)
+				if name, key := e.Key(); name != c.name || key != c.key {
+					t.Errorf("same hash %d, step %d: Find(%q, %q): the entry of %q, %q", sameHash, i, c.name, c.key, name, key)
 				}
 			}
 			if got != c.want {
@@ -129,9 +129,11 @@ func TestFind(t *testing.T) {
 		if got := tab.Len(); got != len(keys) {
 			t.Errorf("same hash %d: Len() = %d, want %d", sameHash, got, len(keys))
 		}
-		id := get(tab, keys[0]).ID()
-		if p, l := uintptr(unsafe.Pointer(unsafe.StringData(id))), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
-			t.Errorf("same hash %d: the entry holds the caller's string, not a copy", sameHash)
+		for _, e := range []*Header{&get(tab, keys[0]).Header, &notes.New("l", keys[0]).Header} {
+			_, key := e.Key()
+			if p, l := uintptr(unsafe.Pointer(unsafe.StringData(key))), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
+				t.Errorf("same hash %d: the entry holds the caller's string, not a copy", sameHash)
+			}
 		}
 	}
 }
@@ -140,7 +142,8 @@ func TestFind(t *testing.T) {
 // allocation; one with pointers holds it apart; Of tells kinds apart.
 func TestKinds(t *testing.T) {
 	it := items.New("l", "k")
-	if got, want := uintptr(unsafe.Pointer(unsafe.StringData(it.ID()))), uintptr(unsafe.Pointer(it))+unsafe.Sizeof(item{}); got != want {
+	name, _ := it.Key()
+	if got, want := uintptr(unsafe.Pointer(unsafe.StringData(name))), uintptr(unsafe.Pointer(it))+unsafe.Sizeof(item{}); got != want {
 		t.Errorf("an item's id is at %#x, want %#x: right after it", got, want)
 	}
 	n := notes.New("l", "k")
@@ -158,8 +161,8 @@ func TestKinds(t *testing.T) {
 		if got := notes.Of(c.e) != nil; got != c.note {
 			t.Errorf("step %d: notes.Of: %v, want %v", i, got, c.note)
 		}
-		if !c.e.Is("l", "k") || c.e.Is("l", "j") || c.e.ID() != "l:k" {
-			t.Errorf("step %d: the entry's id is %q", i, c.e.ID())
+		if name, key := c.e.Key(); !c.e.Is("l", "k") || c.e.Is("l", "j") || c.e.Is("m", "k") || name != "l" || key != "k" {
+			t.Errorf("step %d: the entry holds %q, %q", i, name, key)
 		}
 	}
 	if notes.Of(&n.Header).text != "a string" {

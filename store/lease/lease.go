@@ -280,8 +280,8 @@ func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 					return nil
 				}
 				l := leases.New(k.name, k.key)
-				id := l.ID() // a copy, not the larger string the key may be cut from
-				l.key, l.limit = leaseKey{id[:len(k.name)], id[len(k.name)+1:]}, lim
+				name, key := l.Key() // a copy, not the larger string the key may be cut from
+				l.key, l.limit = leaseKey{name, key}, lim
 				if !sh.Insert(h, &l.Header, 0) {
 					sh.Unlock()
 					return nil
