@@ -91,43 +91,39 @@
 //
 // # Memory
 //
-// The Store holds at most WithMaxEntries entries (DefaultMaxEntries by
-// default), one per limit name and key, about 220 bytes each besides the
-// key. A new entry that finds its part of the Store full first drops the
-// entries whose facts have all run out, then, if none had, the oldest
-// ones. Entries run out by time, without a goroutine: the Store starts
-// none and needs no Close. A request the Store answers itself allocates
-// nothing.
+// The Store holds at most WithMaxKeys entries (DefaultMaxKeys by default),
+// one per limit name and key, about 150 bytes each with a key of 32 bytes
+// (the Store keeps its own copy of each key). A new entry that finds its
+// part of the Store full takes the place of one whose facts have all run
+// out, and, if none of the few it samples has run out, of the oldest of
+// those. Entries run out by time, without a goroutine: the Store starts
+// none and needs no Close, and drops the entries that ran out as it grows.
+// A request the Store answers itself allocates nothing and takes no lock.
 package denycache
 
 import (
 	"context"
 	"fmt"
-	"hash/maphash"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/keyed"
 	"github.com/spigot-go/spigot/internal/nilcheck"
 	"github.com/spigot-go/spigot/store"
 )
 
 var _ spigot.Store = (*Store)(nil)
 
-// DefaultMaxEntries is the number of entries a Store holds at most, unless
-// WithMaxEntries says otherwise: some 16 MB with keys of 32 bytes.
-const DefaultMaxEntries = 65536
+// DefaultMaxKeys is the number of keys a Store holds at most, unless
+// WithMaxKeys says otherwise: some 10 MB with keys of 32 bytes.
+const DefaultMaxKeys = 65536
 
-// maxShards is the most shards a Store splits its entries between, and
-// minPerShard the fewest entries a shard holds (a cap split between
-// shards that hold few entries each would fill them unevenly).
-const (
-	maxShards   = 64
-	minPerShard = 64
-)
+// keysPerShard is the fewest keys of the cap a part of the Store holds,
+// so that the cap is close to exact.
+const keysPerShard = 1024
 
 // forever is the instant of a fact that never runs out.
 const forever = math.MaxInt64
@@ -136,46 +132,63 @@ const forever = math.MaxInt64
 // others to it. It is safe for concurrent use. The zero Store is not
 // usable; call New.
 type Store struct {
-	next   spigot.Store
-	clock  clock.Clock
-	seed   maphash.Seed
-	mask   uint64
-	shards []shard
-	max    int
+	next  spigot.Store
+	clock clock.Clock
+	keys  *keyed.Table
+	// gens counts, for each shard of keys, the Refunds and Resets of its
+	// keys that went through the Store: a decision asked for before one of
+	// them is not remembered after it.
+	gens []gen
+	seq  atomic.Uint64 // the age of the last new entry
+	max  int
 }
 
-type shard struct {
-	mu  sync.RWMutex
-	m   map[ckey]entry
-	cap int    // entries held at most
-	seq uint64 // the age of the next new entry
-	// gen counts the Refunds and Resets of the shard's keys that went
-	// through the Store: a decision asked for before one of them is not
-	// remembered after it. It changes under mu.
-	gen atomic.Uint64
-	_   [64]byte
+type gen struct {
+	atomic.Uint64
+	_ [56]byte // a cache line each
 }
 
-// ckey names an entry: a limit's name and a key, as a store names state.
-type ckey struct{ name, key string }
+// entries are the Store's entries in keys.
+var entries = keyed.NewKind[entry]()
 
-// entry is what the Store knows of one limit name and key. Instants are
-// in nanoseconds since the Unix epoch, forever for never; 0 is none.
+// entry is what the Store knows of one limit name and key: its facts,
+// read without a lock and replaced under the Header's lock, which guards
+// probe.
 type entry struct {
+	keyed.Header
+	facts atomic.Pointer[facts]
+	// probe, when not nil, is closed once the request that asks the store
+	// in the place of the others, its facts having run out, is answered.
+	probe chan struct{}
+}
+
+// facts are what the Store knows of one limit name and key, never changed
+// once an entry holds them. Instants are in nanoseconds since the Unix
+// epoch, forever for never; 0 is none.
+type facts struct {
 	limit spigot.Limit // the Limit the facts are about
 	one   int64        // no Take of 1 or more is admitted before one
 	cost  int64        // above 1, or 0 for none:
 	until int64        // no Take of cost or more is admitted before until
 	reset int64        // the store's last ResetAfter, as an instant
 	fill  int64        // the store's last RefillAfter, as an instant
-	born  uint64       // the order in which entries were made
-	// probe, when not nil, is closed once the request that asks the store
-	// in the place of the others, its facts having run out, is answered.
-	probe chan struct{}
+	born  int64        // the order in which entries were made
 }
 
-// live reports whether e still knows something at now.
-func (e *entry) live(now int64) bool { return e.one > now || e.cost > 0 && e.until > now }
+// live reports whether f still knows something at now.
+func (f *facts) live(now int64) bool { return f.one > now || f.cost > 0 && f.until > now }
+
+// full is the keys' keyed.Config.Full: an entry is full once its facts
+// have all run out and no request asks the store in the place of others;
+// of the others, the oldest is evicted first.
+func full(x *keyed.Header, now int64) (bool, int64) {
+	e := entries.Of(x)
+	f := e.facts.Load()
+	if e.probe == nil && !f.live(now) {
+		return true, max(f.one, f.until)
+	}
+	return false, f.born
+}
 
 // waitHook, when not nil, is called by a request about to wait for a
 // probe: tests wait on it.
@@ -194,12 +207,15 @@ func WithClock(c clock.Clock) Option {
 	return func(s *Store) { s.clock = c }
 }
 
-// WithMaxEntries sets the number of entries (limit names and keys) the
-// Store holds at most (default DefaultMaxEntries). It panics if n is below
-// 1.
-func WithMaxEntries(n int) Option {
+// WithMaxKeys caps the number of keys the Store holds at once at n
+// (DefaultMaxKeys by default), to bound its memory under a flood of
+// distinct keys, such as random source addresses. A key is a limit's name
+// and a key, as stores name state. The cap is split between the Store's
+// parts, so eviction can begin a little below n; see the package doc for
+// which key a new one evicts. It panics if n is below 1.
+func WithMaxKeys(n int) Option {
 	if n < 1 {
-		panic(fmt.Sprintf("spigot: denycache: WithMaxEntries: %d: want 1 or more", n))
+		panic(fmt.Sprintf("spigot: denycache: WithMaxKeys: %d: want 1 or more", n))
 	}
 	return func(s *Store) { s.max = n }
 }
@@ -210,30 +226,38 @@ func New(s spigot.Store, opts ...Option) *Store {
 	if nilcheck.Nil(s) {
 		panic("spigot: denycache: New: nil Store")
 	}
-	c := &Store{next: s, clock: clock.System(), seed: maphash.MakeSeed(), max: DefaultMaxEntries}
+	c := &Store{next: s, clock: clock.System(), max: DefaultMaxKeys}
 	for _, o := range opts {
 		o(c)
 	}
-	n := 1 // a power of two, so that each shard holds minPerShard or more
-	for n < maxShards && c.max/(2*n) >= minPerShard {
-		n *= 2
-	}
-	c.shards = make([]shard, n)
-	c.mask = uint64(n - 1)
-	for i := range c.shards {
-		sh := &c.shards[i]
-		sh.m = make(map[ckey]entry)
-		sh.cap = c.max / n
-		if i < c.max%n {
-			sh.cap++
-		}
-	}
+	c.keys = keyed.New(keyed.Config{MaxKeys: c.max, KeysPerShard: keysPerShard, Full: full})
+	c.gens = make([]gen, c.keys.Shards())
 	return c
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// find returns the hash of op's key, its shard, and its entry, or nil.
+func (s *Store) find(op spigot.Op) (uint64, *keyed.Shard, *entry) {
+	name := op.Limit.Name()
+	h := s.keys.Hash(name, op.Key)
+	sh := s.keys.Shard(h)
+	if x := sh.Find(h, name, op.Key); x != nil {
+		return h, sh, entries.Of(x)
+	}
+	return h, sh, nil
 }
+
+// facts returns what the Store knows of op's key under op's Limit, or nil.
+func (s *Store) facts(op spigot.Op) *facts {
+	if _, _, e := s.find(op); e != nil {
+		if f := e.facts.Load(); f.limit == op.Limit {
+			return f
+		}
+	}
+	return nil
+}
+
+// gen returns the generation of the shard of hash h.
+func (s *Store) gen(h uint64) *atomic.Uint64 { return &s.gens[s.keys.Index(h)].Uint64 }
 
 // now returns the Store's time, in nanoseconds since the Unix epoch.
 func (s *Store) now() int64 { return s.clock.Now().UnixNano() }
@@ -261,39 +285,36 @@ func (s *Store) lookup(op spigot.Op, now int64) (spigot.Decision, bool) {
 	if c == 0 {
 		return spigot.Decision{}, false
 	}
-	sh := s.shard(op.Key)
-	sh.mu.RLock()
-	e, ok := sh.m[ckey{op.Limit.Name(), op.Key}]
-	sh.mu.RUnlock()
-	if !ok || e.limit != op.Limit {
+	f := s.facts(op)
+	if f == nil {
 		return spigot.Decision{}, false
 	}
-	return e.decide(op.Action, c, now)
+	return f.decide(op.Action, c, now)
 }
 
-// decide returns the decision e answers for a request of action and cost
+// decide returns the decision f answers for a request of action and cost
 // c at now, and whether it answers one.
-func (e *entry) decide(a spigot.Action, c, now int64) (spigot.Decision, bool) {
+func (f *facts) decide(a spigot.Action, c, now int64) (spigot.Decision, bool) {
 	until := int64(0)
-	if e.one > now {
-		until = e.one
+	if f.one > now {
+		until = f.one
 	}
-	if a != spigot.TakeUpTo && e.cost > 0 && c >= e.cost && e.until > now {
-		until = max(until, e.until)
+	if a != spigot.TakeUpTo && f.cost > 0 && c >= f.cost && f.until > now {
+		until = max(until, f.until)
 	}
 	if until == 0 {
 		return spigot.Decision{}, false
 	}
 	d := spigot.Decision{RetryAfter: left(until, now)}
 	switch {
-	case e.one > now:
-		d.RefillAfter = left(e.one, now)
+	case f.one > now:
+		d.RefillAfter = left(f.one, now)
 	case d.RetryAfter != spigot.Never:
 		d.RefillAfter = d.RetryAfter
 	default:
-		d.RefillAfter = max(left(e.fill, now), time.Millisecond)
+		d.RefillAfter = max(left(f.fill, now), time.Millisecond)
 	}
-	d.ResetAfter = left(e.reset, now)
+	d.ResetAfter = left(f.reset, now)
 	if d.RetryAfter != spigot.Never {
 		d.ResetAfter = max(d.ResetAfter, d.RetryAfter)
 	}
@@ -341,27 +362,24 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if c == 0 {
 		return s.send(ctx, op, now)
 	}
-	k, sh := ckey{op.Limit.Name(), op.Key}, s.shard(op.Key)
-	sh.mu.RLock()
-	e, ok := sh.m[k]
-	sh.mu.RUnlock()
-	if !ok || e.limit != op.Limit {
+	f := s.facts(op)
+	if f == nil {
 		return s.send(ctx, op, now)
 	}
-	if d, ok := e.decide(op.Action, c, now); ok {
+	if d, ok := f.decide(op.Action, c, now); ok {
 		return answer(ctx, d)
 	}
-	if !e.covers(op.Action, c) {
+	if !f.covers(op.Action, c) {
 		return s.send(ctx, op, now)
 	}
 	// A denial that would have answered op ran out: one request asks the
 	// store, and the others that come meanwhile wait for its answer.
-	d, hit, wait, mine := sh.probe(k, op, c, now)
+	d, hit, wait, mine := s.probe(op, c, now)
 	switch {
 	case hit:
 		return answer(ctx, d)
 	case mine:
-		defer sh.unprobe(k, wait, s.now())
+		defer s.unprobe(op, wait, s.now())
 	case wait != nil:
 		if waitHook != nil {
 			waitHook()
@@ -394,7 +412,7 @@ func (s *Store) send(ctx context.Context, op spigot.Op, now int64) (spigot.Decis
 	if op.Check() != nil {
 		return s.next.Do(ctx, op)
 	}
-	gen := s.shard(op.Key).gen.Load()
+	gen := s.genOf(op)
 	d, err := s.next.Do(ctx, op)
 	if err == nil {
 		s.learn(op, d, now, gen)
@@ -402,10 +420,10 @@ func (s *Store) send(ctx context.Context, op spigot.Op, now int64) (spigot.Decis
 	return d, err
 }
 
-// covers reports whether e has held a fact that would answer a request of
+// covers reports whether f has held a fact that would answer a request of
 // action and cost c, whether or not it has run out.
-func (e *entry) covers(a spigot.Action, c int64) bool {
-	return e.one != 0 || a != spigot.TakeUpTo && e.cost > 0 && c >= e.cost
+func (f *facts) covers(a spigot.Action, c int64) bool {
+	return f.one != 0 || a != spigot.TakeUpTo && f.cost > 0 && c >= f.cost
 }
 
 // probe returns, for a request op of cost c at now whose entry's facts
@@ -413,49 +431,56 @@ func (e *entry) covers(a spigot.Action, c int64) bool {
 // channel that is closed once the request that asks the store in its place
 // is answered, and whether this request is the one to ask (mine). It
 // returns neither when the entry is gone.
-func (sh *shard) probe(k ckey, op spigot.Op, c, now int64) (d spigot.Decision, hit bool, wait chan struct{}, mine bool) {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e, ok := sh.m[k]
-	if !ok || e.limit != op.Limit {
+func (s *Store) probe(op spigot.Op, c, now int64) (d spigot.Decision, hit bool, wait chan struct{}, mine bool) {
+	_, _, e := s.find(op)
+	if e == nil || !e.Lock() {
 		return d, false, nil, false
 	}
-	if d, ok := e.decide(op.Action, c, now); ok {
+	defer e.Unlock()
+	f := e.facts.Load()
+	if f.limit != op.Limit {
+		return d, false, nil, false
+	}
+	if d, ok := f.decide(op.Action, c, now); ok {
 		return d, true, nil, false
 	}
 	if e.probe != nil {
 		return d, false, e.probe, false
 	}
 	e.probe = make(chan struct{})
-	sh.m[k] = e
 	return d, false, e.probe, true
 }
 
-// unprobe ends the probe whose channel is wait: it wakes the requests that
-// wait on it, and drops the entry if it still knows nothing at now, so
-// that the requests after it go to the store at once.
-func (sh *shard) unprobe(k ckey, wait chan struct{}, now int64) {
-	sh.mu.Lock()
-	if e, ok := sh.m[k]; ok && e.probe == wait {
-		if e.live(now) {
-			e.probe = nil
-			sh.m[k] = e
-		} else {
-			delete(sh.m, k)
+// unprobe ends the probe of op's key whose channel is wait: it wakes the
+// requests that wait on it, and drops the entry if it still knows nothing
+// at now, so that the requests after it go to the store at once.
+func (s *Store) unprobe(op spigot.Op, wait chan struct{}, now int64) {
+	s.keys.Delete(op.Limit.Name(), op.Key, func(x *keyed.Header) bool {
+		e := entries.Of(x)
+		if e.probe != wait || e.facts.Load().live(now) {
+			if e.probe == wait {
+				e.probe = nil
+			}
+			return false
 		}
-	}
-	sh.mu.Unlock()
+		return true
+	})
 	close(wait)
 }
 
 // forget drops what the Store knows of op's key, for every Limit of op's
 // name, and makes the decisions asked for until now unable to teach it.
 func (s *Store) forget(op spigot.Op) {
-	sh := s.shard(op.Key)
-	sh.mu.Lock()
-	sh.gen.Add(1)
-	delete(sh.m, ckey{op.Limit.Name(), op.Key})
-	sh.mu.Unlock()
+	// The generation first: a decision that learn checks against it
+	// after, under the shard's lock or the entry's, is not remembered,
+	// and one checked before is removed here.
+	s.gen(s.keys.Hash(op.Limit.Name(), op.Key)).Add(1)
+	s.keys.Delete(op.Limit.Name(), op.Key, nil)
+}
+
+// genOf returns the generation of the shard of op's key.
+func (s *Store) genOf(op spigot.Op) uint64 {
+	return s.gen(s.keys.Hash(op.Limit.Name(), op.Key)).Load()
 }
 
 // learn remembers what d, the store's decision on op asked for at t0,
@@ -489,67 +514,48 @@ func (s *Store) learn(op spigot.Op, d spigot.Decision, t0 int64, gen uint64) {
 	if one == 0 && c == 0 {
 		return
 	}
-	k := ckey{op.Limit.Name(), op.Key}
-	sh := s.shard(op.Key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.gen.Load() != gen {
-		return
+	// What e knows at t0 (none if it is nil), with what d says.
+	next := func(e *facts) *facts {
+		if e == nil || e.limit != op.Limit || !e.live(t0) {
+			e = &facts{limit: op.Limit, born: int64(s.seq.Add(1))}
+		} else {
+			f := *e
+			e = &f
+		}
+		e.one = max(e.one, one)
+		// Keep the fact about the larger cost unless the old one covers it.
+		if c > 0 && !(e.cost > 0 && e.cost <= c && e.until >= until) {
+			e.cost, e.until = c, until
+		}
+		e.reset, e.fill = after(t0, d.ResetAfter), after(t0, d.RefillAfter)
+		return e
 	}
-	e, ok := sh.m[k]
-	if !ok || e.limit != op.Limit || !e.live(t0) {
-		if !ok {
-			if len(sh.m) >= sh.cap {
-				sh.evict(t0)
+	for {
+		h, sh, e := s.find(op)
+		if e == nil {
+			sh.Lock()
+			if s.gen(h).Load() == gen && sh.Find(h, op.Limit.Name(), op.Key) == nil {
+				e := entries.New(op.Limit.Name(), op.Key)
+				e.facts.Store(next(nil))
+				sh.Insert(h, &e.Header, t0)
 			}
+			sh.Unlock()
+			return
 		}
-		e = entry{limit: op.Limit, born: sh.seq, probe: e.probe}
-		sh.seq++
-	}
-	e.one = max(e.one, one)
-	// Keep the fact about the larger cost unless the old one covers it.
-	if c > 0 && !(e.cost > 0 && e.cost <= c && e.until >= until) {
-		e.cost, e.until = c, until
-	}
-	e.reset, e.fill = after(t0, d.ResetAfter), after(t0, d.RefillAfter)
-	sh.m[k] = e
-}
-
-// evict makes room for a new entry in a full shard: it drops every entry
-// that knows nothing any more at now, and if there was none, the oldest
-// eighth of the entries (by the span of their ages), at least one.
-func (sh *shard) evict(now int64) {
-	lo, hi := uint64(math.MaxUint64), uint64(0)
-	for k, e := range sh.m {
-		if !e.live(now) {
-			delete(sh.m, k)
-			continue
+		if !e.Lock() {
+			continue // removed meanwhile: look again
 		}
-		lo, hi = min(lo, e.born), max(hi, e.born)
-	}
-	if len(sh.m) < sh.cap {
+		if s.gen(h).Load() == gen {
+			e.facts.Store(next(e.facts.Load()))
+		}
+		e.Unlock()
 		return
-	}
-	cut := lo + (hi-lo)/8 + 1
-	for k, e := range sh.m {
-		if e.born < cut {
-			delete(sh.m, k)
-		}
 	}
 }
 
 // Len returns the number of entries the Store holds, those that ran out
 // included until they are dropped.
-func (s *Store) Len() int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.RLock()
-		n += len(sh.m)
-		sh.mu.RUnlock()
-	}
-	return n
-}
+func (s *Store) Len() int { return s.keys.Len() }
 
 // DoMulti implements spigot.Store: see the package doc for what it
 // answers itself. It returns store.CheckMulti's error, having applied
@@ -594,7 +600,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		return ctx.Err()
 	}
 	if len(rest) == len(ops) {
-		gens := s.gens(ops)
+		gens := s.genList(ops)
 		err := s.next.DoMulti(ctx, mode, ops, out)
 		if err == nil {
 			for i, op := range ops {
@@ -608,7 +614,7 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	for j, i := range rest {
 		sub[j] = ops[i]
 	}
-	gens := s.gens(sub)
+	gens := s.genList(sub)
 	err := s.next.DoMulti(ctx, mode, sub, res)
 	for j, i := range rest {
 		out[i] = res[j]
@@ -622,10 +628,10 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 }
 
 // gens returns the generation of the shard of each of ops.
-func (s *Store) gens(ops []spigot.Op) []uint64 {
+func (s *Store) genList(ops []spigot.Op) []uint64 {
 	g := make([]uint64, len(ops))
 	for i, op := range ops {
-		g[i] = s.shard(op.Key).gen.Load()
+		g[i] = s.genOf(op)
 	}
 	return g
 }
@@ -644,7 +650,7 @@ func (s *Store) allOrNothing(ctx context.Context, ops []spigot.Op, out []spigot.
 	if local {
 		return ctx.Err()
 	}
-	gens := s.gens(ops)
+	gens := s.genList(ops)
 	if err := s.next.DoMulti(ctx, spigot.AllOrNothing, ops, out); err != nil {
 		return err
 	}

@@ -121,7 +121,7 @@ func TestDifferential(t *testing.T) {
 	ctx := context.Background()
 	for seed := range uint64(40) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		clk, mem, c := setup(t, denycache.WithMaxEntries(4+int(seed%3)*8))
+		clk, mem, c := setup(t, denycache.WithMaxKeys(4+int(seed%3)*8))
 		twin := memory.New(memory.WithClock(clk))
 		local := 0
 		randOp := func() spigot.Op {
@@ -365,10 +365,10 @@ func TestMulti(t *testing.T) {
 }
 
 // TestBounded: a flood of distinct denied keys keeps at most
-// WithMaxEntries entries, and the latest keys are remembered.
+// WithMaxKeys keys, and the latest keys are remembered.
 func TestBounded(t *testing.T) {
 	for _, max := range []int{1, 7, 100, 1000} {
-		clk, mem, c := setup(t, denycache.WithMaxEntries(max))
+		clk, mem, c := setup(t, denycache.WithMaxKeys(max))
 		ctx := context.Background()
 		l := spigot.MustBucket("one", 1, spigot.PerMinute(1))
 		for i := range 20 * max {
@@ -391,7 +391,7 @@ func TestBounded(t *testing.T) {
 
 // TestExpired: entries that ran out make room before live ones.
 func TestExpired(t *testing.T) {
-	clk, mem, c := setup(t, denycache.WithMaxEntries(1))
+	clk, mem, c := setup(t, denycache.WithMaxKeys(1))
 	ctx := context.Background()
 	short := spigot.MustBucket("short", 1, spigot.PerSecond(1))
 	c.Do(ctx, spigot.Op{Limit: short, Key: "a", N: 1}) // remembered until t0+1s
@@ -410,7 +410,7 @@ func TestExpired(t *testing.T) {
 // TestConcurrent: many goroutines on a few keys admit exactly what the
 // store admits, and a Reset afterwards is seen at once.
 func TestConcurrent(t *testing.T) {
-	clk, mem, c := setup(t, denycache.WithMaxEntries(3))
+	clk, mem, c := setup(t, denycache.WithMaxKeys(3))
 	ctx := context.Background()
 	l := spigot.MustBucket("c", 10, spigot.PerSecond(1))
 	var admitted atomic.Int64
@@ -476,7 +476,7 @@ func TestOptions(t *testing.T) {
 	for name, f := range map[string]func(){
 		"nil store":  func() { denycache.New(nil) },
 		"nil clock":  func() { denycache.WithClock(nil) },
-		"0 entries":  func() { denycache.WithMaxEntries(0) },
+		"0 keys":     func() { denycache.WithMaxKeys(0) },
 		"nil memory": func() { denycache.New((*memory.Store)(nil)) },
 	} {
 		func() {

@@ -71,7 +71,7 @@
 // # What the local store starts from
 //
 // Under the Local policy the Store remembers, for the keys it used most
-// recently (WithMemory's number, DefaultMemory by default), what the
+// recently (WithMaxKeys's number, DefaultMaxKeys by default), what the
 // remote last said was left in each key's bucket, and when. The first
 // time the local store decides a key after that, its local bucket holds
 // no more than the remote's did then, refilled since, scaled to the local
@@ -285,7 +285,7 @@ func WithPolicy(p Policy) Option {
 // divided by the number of replicas, so that the replicas together admit
 // about what the remote would. The default is the same bucket, so N
 // replicas admit up to N times the limit while the remote is down (less
-// for the keys they remember: see WithMemory). Give
+// for the keys they remember: see WithMaxKeys). Give
 // the local bucket the same name as the remote one unless the local store
 // is shared with other limiters. It panics if f is nil.
 func WithLocalLimit(f func(spigot.Limit) spigot.Limit) Option {
@@ -324,17 +324,22 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(s *Store) { s.breaker.failures, s.breaker.cooldown = int32(failures), cooldown }
 }
 
-// WithMemory sets how many keys the Store remembers, for the Local
-// policy (default DefaultMemory, 10 000; 0 remembers none): for each, what
-// the remote last said was left in its bucket, and what the local store
-// took for it since. With n keys it remembers at most n of them (n
-// rounded up to an even number), the most recently used: the others'
-// local buckets start full, and nothing is charged to the remote for
-// them. Each costs about 100 bytes and its key. See the package doc. It
-// panics if n is negative.
-func WithMemory(n int) Option {
+// WithMaxKeys caps the number of keys the Store holds at once at n
+// (DefaultMaxKeys by default, 10 000; 0 holds none), to bound its memory
+// under a flood of distinct keys, such as random source addresses. A key
+// is a limit's name and a key, as stores name state; the Store holds it
+// for the Local policy (the local store's own keys are its own): what the
+// remote last said was left in the key's bucket, and what the local store
+// took for it since. A new key that arrives when its part of the Store is
+// at the cap (the cap is split between parts, so eviction can begin a
+// little below n) takes the place of the least recently used of a few
+// keys sampled from that part: the local buckets of keys the Store does
+// not hold start full, and nothing is charged to the remote for them.
+// Each costs about 100 bytes and its key. See the package doc. It panics
+// if n is negative.
+func WithMaxKeys(n int) Option {
 	if n < 0 {
-		panic(fmt.Sprintf("spigot: hybrid: WithMemory: %d keys: want 0 or more", n))
+		panic(fmt.Sprintf("spigot: hybrid: WithMaxKeys: %d keys: want 0 or more", n))
 	}
 	return func(s *Store) { s.memoryKeys = n }
 }
@@ -382,7 +387,7 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 		local:      local,
 		clock:      clock.System(),
 		timeout:    DefaultTimeout,
-		memoryKeys: DefaultMemory,
+		memoryKeys: DefaultMaxKeys,
 		largeCall:  DefaultLargeCall,
 	}
 	s.breaker.failures, s.breaker.cooldown = DefaultFailures, DefaultCooldown

@@ -380,7 +380,7 @@ type fixture struct {
 
 // newFixture returns a fixture whose store has opts, after a timeout of a
 // minute (so that a slow machine never times out a remote that answers at
-// once), the fixture's clock and observer, and WithMemory(0): the local
+// once), the fixture's clock and observer, and WithMaxKeys(0): the local
 // store's buckets are as the local store has them, which is what the
 // tables of the breaker and the policies count on (TestMemory's tables
 // are those of the keys the store remembers).
@@ -389,7 +389,7 @@ func newFixture(t testing.TB, opts ...hybrid.Option) *fixture {
 	clk := clocktest.New(t0)
 	f := &fixture{clk: clk, remote: newFakeRemote(t, clk), local: multi{memory.New(memory.WithClock(clk))}, rec: &recorder{}}
 	// The fake remote's hang ignores its context: WithDetach.
-	opts = append([]hybrid.Option{hybrid.WithTimeout(time.Minute), hybrid.WithDetach(), hybrid.WithClock(clk), hybrid.WithObserver(f.rec.observer()), hybrid.WithMemory(0)}, opts...)
+	opts = append([]hybrid.Option{hybrid.WithTimeout(time.Minute), hybrid.WithDetach(), hybrid.WithClock(clk), hybrid.WithObserver(f.rec.observer()), hybrid.WithMaxKeys(0)}, opts...)
 	f.s = hybrid.New(f.remote, f.local, opts...)
 	return f
 }

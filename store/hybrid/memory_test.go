@@ -75,7 +75,7 @@ func TestMemory(t *testing.T) {
 		},
 	}, {
 		name: "memory 0",
-		opts: []hybrid.Option{hybrid.WithMemory(0), hybrid.WithBreaker(1, 10*sec)},
+		opts: []hybrid.Option{hybrid.WithMaxKeys(0), hybrid.WithBreaker(1, 10*sec)},
 		steps: []step{
 			{at: 0, action: take, cost: 4, want: allow(4, 0, 4*sec), path: hybrid.PathRemote, calls: 1, state: closed},
 			{at: 0, mode: fail, action: take, cost: 4, want: allow(4, 0, 4*sec), path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
@@ -92,7 +92,7 @@ func TestMemory(t *testing.T) {
 		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			newFixture(t, append([]hybrid.Option{hybrid.WithMemory(hybrid.DefaultMemory)}, c.opts...)...).play(t, cap4, c.steps)
+			newFixture(t, append([]hybrid.Option{hybrid.WithMaxKeys(hybrid.DefaultMaxKeys)}, c.opts...)...).play(t, cap4, c.steps)
 		})
 	}
 }
@@ -104,7 +104,7 @@ func TestMemoryMulti(t *testing.T) {
 	a, b := spigot.Op{Limit: cap4, Key: "a", N: 1}, spigot.Op{Limit: cap4, Key: "b", N: 1}
 	a3 := a
 	a3.N = 3
-	f := newFixture(t, hybrid.WithMemory(hybrid.DefaultMemory), hybrid.WithBreaker(1, 10*sec))
+	f := newFixture(t, hybrid.WithMaxKeys(hybrid.DefaultMaxKeys), hybrid.WithBreaker(1, 10*sec))
 	f.playMulti(t, []opsStep{
 		{at: 0, ops: []spigot.Op{a3, b}, want: []spigot.Decision{allow(3, 1, 3*sec), allow(1, 3, sec)}, path: hybrid.PathRemote, calls: 1, state: closed},
 		{at: 0, mode: fail, ops: []spigot.Op{a, b}, want: []spigot.Decision{allow(1, 0, 4*sec), allow(1, 2, 2*sec)}, path: hybrid.PathLocal, calls: 1, state: open, trans: toOpen},
@@ -114,10 +114,10 @@ func TestMemoryMulti(t *testing.T) {
 	})
 }
 
-// TestMemoryBound: a Store remembers WithMemory's number of keys, the most
+// TestMemoryBound: a Store remembers WithMaxKeys's number of keys, the most
 // recently used; a key it forgot starts full.
 func TestMemoryBound(t *testing.T) {
-	f := newFixture(t, hybrid.WithMemory(2), hybrid.WithBreaker(1, 10*sec))
+	f := newFixture(t, hybrid.WithMaxKeys(2), hybrid.WithBreaker(1, 10*sec))
 	for _, key := range []string{"a", "b", "c"} {
 		if d, err := takeN(t.Context(), f.s, cap4, key, 3); err != nil || !sameDecision(d, allow(3, 1, 3*sec)) {
 			t.Fatalf("remote Take 3 of %q: got %s, %v; want %s", key, show(d), err, show(allow(3, 1, 3*sec)))

@@ -4,127 +4,121 @@ import (
 	"context"
 	"errors"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/keyed"
 	"github.com/spigot-go/spigot/store"
 )
 
-// DefaultMemory is the number of keys a Store remembers by default: see
-// WithMemory.
-const DefaultMemory = 10_000
+// DefaultMaxKeys is the number of keys a Store remembers by default: see
+// WithMaxKeys.
+const DefaultMaxKeys = 10_000
 
-// A recallKey names a key of a limit, as the remote stores it.
-type recallKey struct{ limit, key string }
+// recalls are the entries of a keyMemory.
+var recalls = keyed.NewKind[recall]()
 
 // A recall is what a Store remembers of a key. The first three fields are
-// guarded by the keyMemory's mutex; the others are atomic, so that a local
-// decision on a key the Store remembers locks the memory once.
+// guarded by the Header's lock; the others are atomic, so that a local
+// decision on a key the Store remembers takes no lock but the local
+// store's.
 type recall struct {
+	keyed.Header
 	limit     spigot.Limit // the remote's, when it last decided the key; the zero Limit if it never did
 	at        time.Time    // when it last decided the key
 	remaining int64        // what it said was left then
 
 	seeded atomic.Bool  // the local store was seeded since the remote last decided the key
 	debt   atomic.Int64 // tokens the local store took for the key since then
+	used   atomic.Int64 // when the Store last used the key, in its memory's count of uses
 }
 
-// keyMemory remembers up to about n keys, in two generations: keys go into
-// the current one, which becomes the previous one (and the previous one
-// is dropped) when it holds half of n; a key found in the previous
-// generation moves to the current one. It is safe for concurrent use.
+// keyMemory remembers up to n keys: a new key at the cap takes the place
+// of the least recently used of those an insert samples. It is safe for
+// concurrent use.
 type keyMemory struct {
-	mu        sync.Mutex
-	half      int
-	cur, prev map[recallKey]*recall
+	keys *keyed.Table
+	uses atomic.Int64
 }
 
 func newKeyMemory(n int) *keyMemory {
-	half := max(1, (n+1)/2)
-	return &keyMemory{half: half, cur: make(map[recallKey]*recall), prev: make(map[recallKey]*recall)}
+	return &keyMemory{keys: keyed.New(keyed.Config{MaxKeys: n, KeysPerShard: 1024, Full: lru})}
 }
 
-// get returns what is remembered of k, or nil, and makes it the most
-// recently used. The caller holds m.mu.
-func (m *keyMemory) get(k recallKey) *recall {
-	if r := m.cur[k]; r != nil {
-		return r
+// lru is the keys' keyed.Config.Full: a key is never full, and the least
+// recently used goes first.
+func lru(x *keyed.Header, _ int64) (bool, int64) { return false, recalls.Of(x).used.Load() }
+
+// get returns what is remembered of op's key, or nil; when make, it
+// remembers the key first if need be. It makes the key the most recently
+// used.
+func (m *keyMemory) get(op spigot.Op, make bool) *recall {
+	name := op.Limit.Name()
+	h := m.keys.Hash(name, op.Key)
+	sh := m.keys.Shard(h)
+	x := sh.Find(h, name, op.Key)
+	if x == nil && make {
+		sh.Lock()
+		if x = sh.Find(h, name, op.Key); x == nil {
+			r := recalls.New(name, op.Key)
+			x = &r.Header
+			sh.Insert(h, x, 0)
+		}
+		sh.Unlock()
 	}
-	r := m.prev[k]
-	if r != nil {
-		delete(m.prev, k)
-		m.add(k, r)
+	if x == nil {
+		return nil
 	}
+	r := recalls.Of(x)
+	r.used.Store(m.uses.Add(1))
 	return r
 }
 
-// add remembers r for k, which the current generation does not hold. The
-// caller holds m.mu.
-func (m *keyMemory) add(k recallKey, r *recall) {
-	if len(m.cur) >= m.half {
-		m.prev, m.cur = m.cur, make(map[recallKey]*recall, m.half)
+// locked returns what is remembered of op's key, locked, or nil; when
+// make, it remembers the key first if need be.
+func (m *keyMemory) locked(op spigot.Op, make bool) *recall {
+	for {
+		r := m.get(op, make)
+		if r == nil || r.Lock() {
+			return r
+		}
+		// Forgotten since: look again.
 	}
-	m.cur[k] = r
 }
 
-// entry returns what is remembered of k, remembering it first if need be.
-func (m *keyMemory) entry(k recallKey) *recall {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r := m.get(k)
-	if r == nil {
-		r = new(recall)
-		m.add(k, r)
-	}
-	return r
-}
-
-// forget drops k. The caller holds m.mu.
-func (m *keyMemory) forget(k recallKey) {
-	delete(m.cur, k)
-	delete(m.prev, k)
-}
-
-func keyOf(op spigot.Op) recallKey { return recallKey{op.Limit.Name(), op.Key} }
+// forget drops op's key.
+func (m *keyMemory) forget(op spigot.Op) { m.keys.Delete(op.Limit.Name(), op.Key, nil) }
 
 // heard remembers the remote's decision d on op, made about now.
 func (s *Store) heard(op spigot.Op, d spigot.Decision, now time.Time) {
 	m := s.mem
-	k := keyOf(op)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r := m.get(k)
 	switch {
 	case op.Action == spigot.Reset:
-		m.forget(k)
-		return
+		m.forget(op)
 	case d.ResetAfter == 0 || d.Degraded(): // full: nothing to remember but a debt
+		r := m.locked(op, false)
 		if r == nil {
 			return
 		}
 		if r.debt.Load() == 0 {
-			m.forget(k)
+			r.Unlock()
+			m.forget(op)
 			return
 		}
 		r.limit = spigot.Limit{}
+		r.seeded.Store(false)
+		r.Unlock()
 	default:
-		if r == nil {
-			r = new(recall)
-			m.add(k, r)
-		}
+		r := m.locked(op, true)
 		r.limit, r.at, r.remaining = op.Limit, now, d.Remaining
+		r.seeded.Store(false)
+		r.Unlock()
 	}
-	r.seeded.Store(false)
 }
 
 // forgetKey drops what is remembered of op's key.
-func (s *Store) forgetKey(op spigot.Op) {
-	s.mem.mu.Lock()
-	s.mem.forget(keyOf(op))
-	s.mem.mu.Unlock()
-}
+func (s *Store) forgetKey(op spigot.Op) { s.mem.forget(op) }
 
 // localDo applies lop, the local form of op, on the local store. The
 // first time the local store decides the key since the remote last did,
@@ -134,11 +128,9 @@ func (s *Store) forgetKey(op spigot.Op) {
 // not remember is left as it is). What the local store takes is owed to
 // the remote.
 func (s *Store) localDo(ctx context.Context, op, lop spigot.Op) (spigot.Decision, error) {
-	r := s.mem.entry(keyOf(op))
+	r := s.mem.get(op, true)
 	if !r.seeded.Load() && r.seeded.CompareAndSwap(false, true) {
-		s.mem.mu.Lock()
-		limit, at, remaining := r.limit, r.at, r.remaining
-		s.mem.mu.Unlock()
+		limit, at, remaining := r.said()
 		s.seed(ctx, lop, limit, at, remaining)
 	}
 	d, err := s.local.Do(ctx, lop)
@@ -152,11 +144,9 @@ func (s *Store) localDo(ctx context.Context, op, lop spigot.Op) (spigot.Decision
 func (s *Store) localDoMulti(ctx context.Context, mode spigot.Mode, ops, lops []spigot.Op, out []spigot.Decision) error {
 	rs := make([]*recall, len(ops))
 	for i, op := range ops {
-		r := s.mem.entry(keyOf(op))
+		r := s.mem.get(op, true)
 		if !r.seeded.Load() && r.seeded.CompareAndSwap(false, true) {
-			s.mem.mu.Lock()
-			limit, at, remaining := r.limit, r.at, r.remaining
-			s.mem.mu.Unlock()
+			limit, at, remaining := r.said()
 			s.seed(ctx, lops[i], limit, at, remaining)
 		}
 		rs[i] = r
@@ -168,6 +158,16 @@ func (s *Store) localDoMulti(ctx context.Context, mode spigot.Mode, ops, lops []
 		owe(rs[i], op.Action, out[i].N)
 	}
 	return nil
+}
+
+// said returns what the remote last said of r's key: its limit (the zero
+// Limit if it never decided the key), when, and what was left. A recall
+// forgotten since says what it said then (nothing changes it any more).
+func (r *recall) said() (spigot.Limit, time.Time, int64) {
+	if r.Lock() {
+		defer r.Unlock()
+	}
+	return r.limit, r.at, r.remaining
 }
 
 // seed takes from the local bucket of lop what it holds beyond what the
@@ -227,13 +227,7 @@ func owe(r *recall, action spigot.Action, n int64) {
 // remote last decided it, and clears it: the caller charges the remote,
 // and gives it back with payDebt if that fails.
 func (s *Store) takeDebt(op spigot.Op) int64 {
-	m := s.mem
-	m.mu.Lock()
-	r := m.cur[keyOf(op)]
-	if r == nil {
-		r = m.prev[keyOf(op)]
-	}
-	m.mu.Unlock()
+	r := s.mem.get(op, false)
 	if r == nil || r.debt.Load() == 0 {
 		return 0
 	}
@@ -243,7 +237,7 @@ func (s *Store) takeDebt(op spigot.Op) int64 {
 // payDebt adds debt back to op's key, after a remote call that was to
 // charge it failed.
 func (s *Store) payDebt(op spigot.Op, debt int64) {
-	s.mem.entry(keyOf(op)).debt.Add(debt)
+	s.mem.get(op, true).debt.Add(debt)
 }
 
 // withDebt applies op on the remote after a TakeUpTo of debt on its key,

@@ -96,21 +96,22 @@ package lease
 import (
 	"context"
 	"errors"
-	"hash/maphash"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
+	"github.com/spigot-go/spigot/internal/keyed"
 	"github.com/spigot-go/spigot/store"
 )
 
 var _ spigot.Store = (*Store)(nil)
 
+// DefaultMaxKeys is the number of keys that hold a lease at once at most,
+// unless WithMaxKeys says otherwise.
+const DefaultMaxKeys = 100_000
+
 const (
-	shards = 64
 	// maxFraction is the largest lease as a fraction of the capacity: 1/16.
 	maxFraction = 16
 	// lowFraction caps a lease at a quarter of what the remote holds.
@@ -126,22 +127,15 @@ type Store struct {
 	idle     time.Duration
 	maxKeys  int
 	obs      Observer
-	seed     maphash.Seed
-	shards   [shards]shard
-	keys     atomic.Int64 // the leases held, in every shard
+	keys     *keyed.Table // the leases held
 
 	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when the sweeper has ended
 	closed sync.Once
 }
 
-type shard struct {
-	mu     sync.RWMutex
-	leases map[leaseKey]*lease
-	// last is the lease the shard last found, read without the lock: a
-	// busy key's requests find it with one atomic load.
-	last atomic.Pointer[lease]
-}
+// leases are the Store's entries in keys.
+var leases = keyed.NewKind[lease]()
 
 // A leaseKey names a key's limit by name, as stores do, so that a limit
 // whose configuration changes keeps one lease.
@@ -152,6 +146,7 @@ type leaseKey struct {
 // A lease is one key's tokens taken from the remote and not yet spent,
 // and what the remote last said of the key.
 type lease struct {
+	keyed.Header
 	key     leaseKey // immutable
 	mu      sync.Mutex
 	limit   spigot.Limit  // the limit the tokens were taken under
@@ -189,8 +184,13 @@ func WithInterval(d time.Duration) Option { return func(s *Store) { s.interval =
 // which Close stops.
 func WithIdle(d time.Duration) Option { return func(s *Store) { s.idle = d } }
 
-// WithMaxKeys caps the keys that hold a lease at once at n (100 000 by
-// default): a request on another key goes to the remote as it is.
+// WithMaxKeys caps the number of keys the Store holds at once at n
+// (DefaultMaxKeys by default; 0 or less holds none), to bound its memory
+// under a flood of distinct keys, such as random source addresses. A key
+// is a limit's name and a key, as stores name state; the Store holds the
+// keys that have a lease. When a new key's part of the Store is at the
+// cap (the cap is split between parts, so this can begin a little below
+// n), a request on it goes to the remote as it is.
 func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 
 // Observer receives what a Store does with leases, for metrics. Each field
@@ -228,8 +228,7 @@ func New(remote spigot.Store, opts ...Option) *Store {
 		clock:    clock.System(),
 		interval: 10 * time.Millisecond,
 		idle:     time.Second,
-		maxKeys:  100_000,
-		seed:     maphash.MakeSeed(),
+		maxKeys:  DefaultMaxKeys,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -239,9 +238,7 @@ func New(remote spigot.Store, opts ...Option) *Store {
 	if s.idle <= 0 {
 		s.idle = time.Second
 	}
-	for i := range s.shards {
-		s.shards[i].leases = make(map[leaseKey]*lease)
-	}
+	s.keys = keyed.New(keyed.Config{MaxKeys: s.maxKeys, KeysPerShard: 1024})
 	go s.sweeper()
 	return s
 }
@@ -262,74 +259,55 @@ func (s *Store) sweeper() {
 	}
 }
 
-func (s *Store) shardOf(k leaseKey) *shard {
-	return &s.shards[maphash.String(s.seed, k.key)%shards]
-}
-
 // find returns k's lease, made if need be, locked; or nil when the Store
 // is closed or holds WithMaxKeys leases already.
 func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
-	sh := s.shardOf(k)
+	h := s.keys.Hash(k.name, k.key)
+	sh := s.keys.Shard(h)
 	for {
-		l := sh.lookup(k)
-		if l == nil {
-			sh.mu.Lock()
-			if l = sh.leases[k]; l == nil {
-				if s.isClosed() || s.keys.Load() >= int64(s.maxKeys) {
-					sh.mu.Unlock()
+		x := sh.First(h) // inlined: k's lease, but for a rare collision
+		if x != nil && !x.Is(k.name, k.key) {
+			x = sh.Find(h, k.name, k.key)
+		}
+		if x == nil {
+			sh.Lock()
+			if x = sh.Find(h, k.name, k.key); x == nil {
+				if s.isClosed() || s.maxKeys <= 0 {
+					sh.Unlock()
 					return nil
 				}
-				k = leaseKey{k.name, strings.Clone(k.key)} // not the larger string it may be cut from
-				l = &lease{key: k, limit: lim}
-				sh.leases[k] = l
-				s.keys.Add(1)
+				l := leases.New(k.name, k.key)
+				name, key := l.Key() // a copy, not the larger string the key may be cut from
+				l.key, l.limit = leaseKey{name, key}, lim
+				if !sh.Insert(h, &l.Header, 0) {
+					sh.Unlock()
+					return nil
+				}
+				x = &l.Header
 			}
-			sh.mu.Unlock()
+			sh.Unlock()
 		}
+		l := leases.Of(x)
 		l.mu.Lock()
 		if !l.dead {
 			return l
 		}
 		l.mu.Unlock()
-		sh.last.CompareAndSwap(l, nil)
 	}
 }
 
 // forget removes k's lease l, which is dead, if it is still there.
 func (s *Store) forget(k leaseKey, l *lease) {
-	sh := s.shardOf(k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.remove(k, l) {
-		s.keys.Add(-1)
-	}
-}
-
-// remove removes k's lease l from sh, locked, if it is still there.
-func (sh *shard) remove(k leaseKey, l *lease) bool {
-	if sh.leases[k] != l {
-		return false
-	}
-	delete(sh.leases, k)
-	sh.last.CompareAndSwap(l, nil)
-	return true
+	s.keys.Delete(k.name, k.key, func(x *keyed.Header) bool { return x == &l.Header })
 }
 
 // lookup returns k's lease, or nil; it may be dead.
-func (s *Store) lookup(k leaseKey) *lease { return s.shardOf(k).lookup(k) }
-
-func (sh *shard) lookup(k leaseKey) *lease {
-	last := sh.last.Load()
-	if last != nil && last.key == k {
-		return last
+func (s *Store) lookup(k leaseKey) *lease {
+	h := s.keys.Hash(k.name, k.key)
+	if x := s.keys.Shard(h).Find(h, k.name, k.key); x != nil {
+		return leases.Of(x)
 	}
-	sh.mu.RLock()
-	l := sh.leases[k]
-	sh.mu.RUnlock()
-	if l != nil && l != last {
-		sh.last.Store(l)
-	}
-	return l
+	return nil
 }
 
 func (s *Store) isClosed() bool {
@@ -729,29 +707,25 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 	}
 	var refunds []refund
 	now := s.clock.Now()
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, l := range sh.leases {
-			l.mu.Lock()
-			s.trim(ctx, l, now)
-			switch {
-			case l.filling != nil:
-			case !l.usedAt.After(idle):
-				if l.tokens > 0 {
-					refunds = append(refunds, refund{l.limit, k.key, l.tokens})
-				}
-				l.tokens, l.dead = 0, true
-				sh.remove(k, l)
-				s.keys.Add(-1)
-			case l.tokens > 0 && !l.takenAt.After(old):
-				refunds = append(refunds, refund{l.limit, k.key, l.tokens})
-				l.tokens = 0
+	s.keys.RemoveIf(func(x *keyed.Header) bool {
+		l := leases.Of(x)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		s.trim(ctx, l, now)
+		switch {
+		case l.filling != nil:
+		case !l.usedAt.After(idle):
+			if l.tokens > 0 {
+				refunds = append(refunds, refund{l.limit, l.key.key, l.tokens})
 			}
-			l.mu.Unlock()
+			l.tokens, l.dead = 0, true
+			return true
+		case l.tokens > 0 && !l.takenAt.After(old):
+			refunds = append(refunds, refund{l.limit, l.key.key, l.tokens})
+			l.tokens = 0
 		}
-		sh.mu.Unlock()
-	}
+		return false
+	})
 	var errs []error
 	for _, r := range refunds {
 		_, err := s.remote.Do(ctx, spigot.Op{Limit: r.limit, Key: r.key, Action: spigot.Refund, N: r.tokens})

@@ -18,10 +18,14 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock/clocktest"
+	"github.com/spigot-go/spigot/internal/keyed"
 	"github.com/spigot-go/spigot/store"
 )
 
 var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// maxShards is the most shards a store's keys are split between.
+const maxShards = 256
 
 // newStore returns a store on a fake clock that reads t0.
 func newStore(t *testing.T, opts ...Option) (*Store, *clocktest.Clock) {
@@ -81,21 +85,23 @@ func held(s *Store, b spigot.Limit, key string) bool {
 // stateOf returns the state the store holds for key in b, and whether it
 // holds any, without sweeping or refilling anything.
 func stateOf(s *Store, b spigot.Limit, key string) (store.State, bool) {
-	return stateAt(s, s.hash(b.Name(), key), b.Name(), key)
+	return stateAt(s, s.keys.Hash(b.Name(), key), b.Name(), key)
 }
 
 // stateAt is stateOf for key in bucket name, under hash h.
 func stateAt(s *Store, h uint64, name, key string) (store.State, bool) {
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh := s.keys.Shard(h)
+	sh.Lock()
+	defer sh.Unlock()
 	var st store.State
-	if e := sh.tab.Load().find(h); e != nil && e.is(name, key) {
-		e.lock()
-		st = e.state()
-		e.unlock()
-	} else if e := sh.findSlow(name, key); e != nil {
-		st = e.state
+	if x := sh.Find(h, name, key); x != nil {
+		x.Lock()
+		if e := fast.Of(x); e != nil {
+			st = e.state()
+		} else {
+			st = slow.Of(x).state
+		}
+		x.Unlock()
 	}
 	return st, !st.IsZero()
 }
@@ -131,58 +137,30 @@ func play(t *testing.T, s *Store, clk *clocktest.Clock, b spigot.Limit, steps []
 // State.
 func count(s *Store) int {
 	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.tab.Load().entries(0, func(_ uint64, e *entry) bool {
-			e.lock()
-			if e.scale != 0 {
-				n++
-			}
-			e.unlock()
-			return true
-		})
-		for _, keys := range sh.slow {
-			for _, e := range keys {
-				if !e.state.IsZero() {
-					n++
-				}
-			}
+	s.keys.Range(func(x *keyed.Header) bool {
+		if e := fast.Of(x); e != nil && e.scale != 0 || e == nil && !slow.Of(x).state.IsZero() {
+			n++
 		}
-		sh.mu.Unlock()
-	}
+		return true
+	})
 	return n
 }
 
 // entries reports how many entries the store holds, with state or kept
 // for reuse: its memory.
-func entries(s *Store) int {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += sh.n
-		sh.mu.Unlock()
-	}
-	return n
-}
+func entries(s *Store) int { return s.keys.Len() }
 
-// tableIDs returns every shard's table, to tell whether a sweep replaced
-// it. The pointers keep the tables alive, so that a new table cannot take
-// an old one's address.
-func tableIDs(s *Store) []*table {
-	ids := make([]*table, len(s.shards))
-	for i := range s.shards {
-		ids[i] = s.shards[i].tab.Load()
+// tableSlots returns how many slots every shard's table has, to tell
+// whether a sweep gave a table's memory back.
+func tableSlots(s *Store) []int {
+	slots := make([]int, s.keys.Shards())
+	for i := range slots {
+		sh := s.keys.ShardAt(i)
+		sh.Lock()
+		slots[i] = sh.Slots()
+		sh.Unlock()
 	}
-	return ids
-}
-
-// tableLen returns how many entries sh's table holds.
-func tableLen(sh *shard) int {
-	n := 0
-	sh.tab.Load().entries(0, func(uint64, *entry) bool { n++; return true })
-	return n
+	return slots
 }
 
 func ip(i int) string {
@@ -214,7 +192,7 @@ func TestMillionKeys(t *testing.T) {
 	if d := denied.Load(); d != 0 {
 		t.Fatalf("%d of %d first requests did not take 1 token and leave 4", d, n)
 	}
-	ids := tableIDs(s)
+	slots := tableSlots(s)
 
 	// TestExpiryBoundary checks the microsecond before the boundary.
 	steps := []struct {
@@ -234,21 +212,22 @@ func TestMillionKeys(t *testing.T) {
 	if got := count(s); got != n {
 		t.Errorf("after Len, %d entries held; want %d (Len forgets nothing)", got, n)
 	}
-	for i, id := range tableIDs(s) {
-		if id != ids[i] {
-			t.Errorf("shard %d has a new table after Len; want the one it had", i)
+	for i, n := range tableSlots(s) {
+		if n != slots[i] {
+			t.Errorf("shard %d has a table of %d slots after Len; want the %d it had", i, n, slots[i])
 		}
 	}
 	s.Sweep()
 	if got := count(s); got != 0 {
 		t.Errorf("after Sweep, %d entries held; want 0", got)
 	}
-	for i, id := range tableIDs(s) {
-		if id == ids[i] {
-			t.Errorf("shard %d still has the table it grew to; want a new one once it emptied", i)
-		}
-		if sh := &s.shards[i]; tableLen(sh) != 0 || len(sh.tab.Load().slots) != minSlots {
-			t.Errorf("shard %d: %d entries held in %d slots; want 0 in %d", i, tableLen(sh), len(sh.tab.Load().slots), minSlots)
+	if got := entries(s); got != 0 {
+		t.Errorf("after Sweep, %d entries kept; want 0", got)
+	}
+	least := tableSlots(New())[0]
+	for i, n := range tableSlots(s) {
+		if n != least || slots[i] == least {
+			t.Errorf("shard %d: a table of %d slots, grown to %d; want one of %d once it emptied", i, n, slots[i], least)
 		}
 	}
 }
@@ -263,7 +242,7 @@ func TestMemoryGivenBackAfterTake(t *testing.T) {
 	for i := range n {
 		take(t, s, b, ip(i), 1)
 	}
-	ids := tableIDs(s)
+	slots := tableSlots(s)
 	clk.Advance(time.Second)
 	for i := range n {
 		if a := take(t, s, b, ip(i), 0); a != (spigot.Decision{Remaining: 5, RefillAfter: time.Second}) {
@@ -277,9 +256,9 @@ func TestMemoryGivenBackAfterTake(t *testing.T) {
 		t.Fatalf("Len() = %d, want 0", got)
 	}
 	s.Sweep()
-	for i, id := range tableIDs(s) {
-		if id == ids[i] {
-			t.Errorf("shard %d kept its grown table after Sweep; want a new one", i)
+	for i, n := range tableSlots(s) {
+		if n >= slots[i] {
+			t.Errorf("shard %d kept its grown table of %d slots after Sweep (%d); want a smaller one", i, slots[i], n)
 		}
 	}
 }
@@ -439,7 +418,7 @@ func TestMaxKeysCap(t *testing.T) {
 				take(t, s, b, ip(i), 1)
 				// Counting takes every shard's lock: count as often as
 				// there are shards, to keep the test linear.
-				if i%len(s.shards) == 0 {
+				if i%s.keys.Shards() == 0 {
 					if got := count(s); got > c.max {
 						t.Fatalf("after %d keys, %d held; want at most %d", i+1, got, c.max)
 					}
@@ -458,8 +437,8 @@ func TestMaxKeysCap(t *testing.T) {
 
 func perShardTotal(s *Store) int {
 	n := 0
-	for i := range s.shards {
-		n += s.shards[i].perShard
+	for i := range s.keys.Shards() {
+		n += s.keys.ShardAt(i).Cap()
 	}
 	return n
 }
@@ -469,8 +448,8 @@ func TestMaxKeysUnbounded(t *testing.T) {
 	for _, n := range []int{0, -1} {
 		t.Run("max="+strconv.Itoa(n), func(t *testing.T) {
 			s, _ := newStore(t, WithMaxKeys(n))
-			if len(s.shards) != maxShards {
-				t.Errorf("%d shards, want %d", len(s.shards), maxShards)
+			if got := s.keys.Shards(); got != maxShards {
+				t.Errorf("%d shards, want %d", got, maxShards)
 			}
 			const keys = 5000
 			for i := range keys {
@@ -966,15 +945,15 @@ func TestBucketsOfOneKey(t *testing.T) {
 }
 
 // TestHashCollision drives the store with distinct keys under one hash,
-// which real 64-bit hashes make too rare to meet in a test: the first key
-// has the shard's entry for the hash, the others are held apart, and each
-// keeps its own state until it is reset or swept.
+// which real 64-bit hashes make too rare to meet in a test: each has an
+// entry of its own in the shard's table, and keeps its own state until it
+// is reset or swept.
 func TestHashCollision(t *testing.T) {
 	b := spigot.MustBucket("b", 5, spigot.PerSecond(1))
 	other := spigot.MustBucket("other", 5, spigot.PerSecond(1))
 	s, clk := newStore(t)
 	const h = 42
-	s.sameHash = h
+	s.keys.SetSameHash(h)
 	doAt := func(op spigot.Op) spigot.Decision {
 		t.Helper()
 		return do(t, s, op)
@@ -1001,12 +980,12 @@ func TestHashCollision(t *testing.T) {
 		}
 	}
 	check(0, 4, 3, 2, 1)
-	if sh := &s.shards[h&s.mask]; tableLen(sh) != 1 || !sh.tab.Load().find(h).is("b", "k0") || sh.n != 4 {
-		t.Fatalf("the shard holds %d entries, %d in its table; want 4, with b \"k0\" in the table", sh.n, tableLen(sh))
+	if got := shardLen(s, h); got != 4 || count(s) != 4 {
+		t.Fatalf("the shard holds %d entries, %d with state; want 4", got, count(s))
 	}
-	doAt(spigot.Op{Limit: b, Key: "k1", Action: spigot.Reset}) // held apart
+	doAt(spigot.Op{Limit: b, Key: "k1", Action: spigot.Reset})
 	check(1, 4, -1, 2, 1)
-	doAt(spigot.Op{Limit: b, Key: "k0", Action: spigot.Reset}) // the table's
+	doAt(spigot.Op{Limit: b, Key: "k0", Action: spigot.Reset}) // the first under the hash
 	check(2, -1, -1, 2, 1)
 	if got := doAt(spigot.Op{Limit: b, Key: "k1", Action: spigot.Peek}); got.Remaining != 5 {
 		t.Errorf("a Peek of b \"k1\" after its Reset: Remaining %d, want 5", got.Remaining)
@@ -1018,13 +997,21 @@ func TestHashCollision(t *testing.T) {
 	if got := entries(s); got != 2 {
 		t.Errorf("%d entries after Sweep, want 2", got)
 	}
-	doAt(spigot.Op{Limit: b, Key: "k1", N: 1}) // to the table's free place
+	doAt(spigot.Op{Limit: b, Key: "k1", N: 1}) // to a free place under the hash
 	check(3, -1, 4, 2, 1)
 	clk.Advance(5 * time.Second)
 	s.Sweep()
-	if sh := &s.shards[h&s.mask]; sh.n != 0 || tableLen(sh) != 0 || sh.slow != nil {
-		t.Errorf("after the last Sweep the shard holds %d entries, %d in its table, slow %v; want none", sh.n, tableLen(sh), sh.slow)
+	if got := shardLen(s, h); got != 0 {
+		t.Errorf("after the last Sweep the shard holds %d entries; want none", got)
 	}
+}
+
+// shardLen returns how many entries the shard of hash h holds.
+func shardLen(s *Store, h uint64) int {
+	sh := s.keys.Shard(h)
+	sh.Lock()
+	defer sh.Unlock()
+	return sh.Len()
 }
 
 // TestSharding checks that keys spread over the shards, so that callers on
@@ -1032,26 +1019,30 @@ func TestHashCollision(t *testing.T) {
 func TestSharding(t *testing.T) {
 	b := spigot.MustBucket("b", 5, spigot.PerMinute(1))
 	s, _ := newStore(t)
-	if len(s.shards) != maxShards {
-		t.Fatalf("%d shards, want %d", len(s.shards), maxShards)
+	shards := s.keys.Shards()
+	if shards != maxShards {
+		t.Fatalf("%d shards, want %d", shards, maxShards)
 	}
 	const n = 10_000
 	for i := range n {
 		take(t, s, b, ip(i), 1)
 	}
-	mean := n / len(s.shards)
+	mean := n / shards
 	lo, hi := n, 0
-	for i := range s.shards {
-		lo, hi = min(lo, s.shards[i].n), max(hi, s.shards[i].n)
+	for i := range shards {
+		sh := s.keys.ShardAt(i)
+		sh.Lock()
+		lo, hi = min(lo, sh.Len()), max(hi, sh.Len())
+		sh.Unlock()
 	}
 	// About 39 keys a shard, with a standard deviation of about 6.
 	if lo < mean/3 || hi > 3*mean {
-		t.Errorf("%d keys over %d shards: from %d to %d a shard, want between %d and %d", n, len(s.shards), lo, hi, mean/3, 3*mean)
+		t.Errorf("%d keys over %d shards: from %d to %d a shard, want between %d and %d", n, shards, lo, hi, mean/3, 3*mean)
 	}
 
 	// Two stores do not share a hash seed: a flooder who finds keys that
 	// crowd one shard of one process has not found them for another.
-	if s1, s2 := New(), New(); s1.seed == s2.seed {
+	if s1, s2 := New(), New(); s1.keys.Hash("b", "k") == s2.keys.Hash("b", "k") {
 		t.Error("two stores have the same hash seed")
 	}
 }
@@ -1061,8 +1052,8 @@ func TestShardsForCap(t *testing.T) {
 		{1, 1}, {127, 1}, {128, 2}, {1000, 8}, {16_384, 256}, {1 << 40, 256},
 	} {
 		s := New(WithMaxKeys(c.max))
-		if len(s.shards) != c.shards || perShardTotal(s) != c.max {
-			t.Errorf("WithMaxKeys(%d): %d shards holding %d keys, want %d holding %d", c.max, len(s.shards), perShardTotal(s), c.shards, c.max)
+		if s.keys.Shards() != c.shards || perShardTotal(s) != c.max {
+			t.Errorf("WithMaxKeys(%d): %d shards holding %d keys, want %d holding %d", c.max, s.keys.Shards(), perShardTotal(s), c.shards, c.max)
 		}
 	}
 }
@@ -1112,12 +1103,16 @@ func TestKeyCopied(t *testing.T) {
 	line := "GET /login HTTP/1.1 from 203.0.113.7"
 	key := line[len(line)-11:]
 	take(t, s, b, key, 1)
-	h := s.hash("b", key)
-	e := s.shards[h&s.mask].tab.Load().find(h)
-	if e == nil || e.id() != "b:"+key {
+	h := s.keys.Hash("b", key)
+	e := s.keys.Shard(h).Find(h, "b", key)
+	if e == nil {
 		t.Fatal("the key is not held")
 	}
-	if p, l := uintptr(unsafe.Pointer(unsafe.StringData(e.id()))), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
+	_, k := e.Key()
+	if k != key {
+		t.Fatalf("the entry holds %q, want %q", k, key)
+	}
+	if p, l := uintptr(unsafe.Pointer(unsafe.StringData(k))), uintptr(unsafe.Pointer(unsafe.StringData(line))); p >= l && p < l+uintptr(len(line)) {
 		t.Error("the store holds the caller's string, not a copy")
 	}
 }
@@ -1363,7 +1358,7 @@ func TestNamesThatMixAlike(t *testing.T) {
 	x := spigot.MustBucket("tenant-1234-x-requests", 5, spigot.PerSecond(1))
 	y := spigot.MustBucket("tenant-1234-y-requests", 5, spigot.PerSecond(1))
 	s, _ := newStore(t)
-	if hx, hy := s.hash(x.Name(), "k"), s.hash(y.Name(), "k"); hx != hy {
+	if hx, hy := s.keys.Hash(x.Name(), "k"), s.keys.Hash(y.Name(), "k"); hx != hy {
 		t.Fatalf("the names hash apart (%#x, %#x): the test needs them alike", hx, hy)
 	}
 	for i, st := range []struct {
@@ -1383,20 +1378,16 @@ func TestNamesThatMixAlike(t *testing.T) {
 	}
 }
 
-// TestShardLayout checks that a shard takes whole cache lines, the first
-// holding what a request on an entry reads (its table) alone, so that no
-// two shards share a line and adding a key does not write that line, and
-// that an entry is 48 bytes.
-func TestShardLayout(t *testing.T) {
-	var sh shard
-	if size := unsafe.Sizeof(sh); size%64 != 0 {
-		t.Errorf("a shard is %d bytes, want a multiple of 64", size)
-	}
-	if off := unsafe.Offsetof(sh.mu); off != 64 {
-		t.Errorf("a shard's lock is at byte %d, want 64", off)
-	}
+// TestEntryLayout checks that an entry is 48 bytes, with its id after it
+// in the same allocation (keyed's tests check the shards' layout).
+func TestEntryLayout(t *testing.T) {
 	if size := unsafe.Sizeof(entry{}); size != 48 {
 		t.Errorf("an entry is %d bytes, want 48", size)
+	}
+	e := fast.New("b", "k")
+	name, _ := e.Key()
+	if got, want := uintptr(unsafe.Pointer(unsafe.StringData(name))), uintptr(unsafe.Pointer(e))+48; got != want {
+		t.Errorf("an entry's id is at %#x, want %#x: right after it", got, want)
 	}
 }
 
@@ -1423,8 +1414,8 @@ func TestConcurrentRemoval(t *testing.T) {
 	bounce := spigot.MustBucket("bounce", bouncers+1, spigot.PerHour(1))
 	churn := spigot.MustBucket("churn", 5, spigot.PerSecond(1))
 	s, clk := newStore(t, WithMaxKeys(64))
-	if len(s.shards) != 1 {
-		t.Fatalf("%d shards, want 1: the test needs every key in one", len(s.shards))
+	if got := s.keys.Shards(); got != 1 {
+		t.Fatalf("%d shards, want 1: the test needs every key in one", got)
 	}
 	ctx := context.Background()
 	admitted := make([]atomic.Int64, kept)

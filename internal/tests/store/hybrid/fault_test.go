@@ -647,11 +647,11 @@ func (p *proxy) close() {
 // first request to the last, the key is admitted at most what its bucket
 // admits, capacity + rate × window, and a token of rounding (the package
 // doc's bound with one replica), however long each phase took. Without
-// memory (WithMemory(0), logged, not checked) the local store starts
+// memory (WithMaxKeys(0), logged, not checked) the local store starts
 // full, and the remote has refilled for the outage when it is back.
 func TestFaultBlink(t *testing.T) {
 	testserver.SkipShort(t, "pauses a server")
-	for _, keys := range []int{hybrid.DefaultMemory, 0} {
+	for _, keys := range []int{hybrid.DefaultMaxKeys, 0} {
 		t.Run(fmt.Sprintf("memory=%d", keys), func(t *testing.T) {
 			hybridtest.CheckGoroutines(t, patience)
 			srv := testserver.Start(t, testserver.Redis)
@@ -659,7 +659,7 @@ func TestFaultBlink(t *testing.T) {
 			b := spigot.MustBucket(fmt.Sprint("blink-", time.Now().UnixNano()), capacity, spigot.PerSecond(rate))
 			var paths [hybrid.PathGuard + 1]atomic.Int64
 			s := hybrid.New(redis.New(serverClient(t, srv.Addr)), memory.New(),
-				hybrid.WithTimeout(faultTimeout), hybrid.WithBreaker(faultFailures, faultCooldown), hybrid.WithMemory(keys),
+				hybrid.WithTimeout(faultTimeout), hybrid.WithBreaker(faultFailures, faultCooldown), hybrid.WithMaxKeys(keys),
 				hybrid.WithObserver(hybrid.Observer{Decision: func(_ context.Context, _ spigot.Op, p hybrid.Path, _ spigot.Decision) { paths[p].Add(1) }}))
 
 			var admitted, remoteDenied, localAdmitted int64
