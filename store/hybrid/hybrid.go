@@ -335,8 +335,7 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // little below n) takes the place of the least recently used of a few
 // keys sampled from that part: the local buckets of keys the Store does
 // not hold start full, and nothing is charged to the remote for them.
-// Each costs about 100 bytes and its key. See the package doc. It panics
-// if n is negative.
+// See the package doc. It panics if n is negative.
 func WithMaxKeys(n int) Option {
 	if n < 0 {
 		panic(fmt.Sprintf("spigot: hybrid: WithMaxKeys: %d keys: want 0 or more", n))
