@@ -7,9 +7,45 @@ import (
 	"github.com/spigot-go/spigot/internal/core"
 )
 
-// applyBucket is Apply for a token bucket or a leaky bucket, at t µs since
-// the epoch. The package doc says what each action does.
-func applyBucket(b *core.Config, s *State, action spigot.Action, n, t int64) spigot.Decision {
+// Apply applies op, at now, to *s, the state of op's key, and returns the
+// decision. It is a pure function of its arguments: it neither reads a
+// clock nor keeps anything, so a store only has to make the read of the
+// state, the call, and the write of *s atomic. Time counts in whole
+// microseconds (now is truncated). The pointer lets a store apply an op in
+// place.
+//
+// It leaves *s the zero State when the limit is whole and the clock is not
+// behind its stamp: there is nothing to keep, and a store may delete the
+// key. A Peek leaves *s as it was. A state with no Kind, or whose FullAt
+// has come, is read as the zero State. A state of another kind than op's
+// limit, or of a window of another length or offset, is read by its FullAt:
+// the limit is not whole before then (the package doc says how each kind
+// reads it). A Take then a Refund of the Take's N, at the same instant,
+// leave the state as a Take of 0 there would: as if neither happened.
+//
+// On every kind, a decision's RefillAfter is, on the state Apply leaves (a
+// Peek's, the state it was given), the RetryAfter of a Take of one after a
+// Take of Remaining, both at now.
+//
+// For an invalid op, Apply returns the error of op.Check, as every store
+// must, and leaves *s as it was.
+func Apply(op spigot.Op, s *State, now time.Time) (spigot.Decision, error) {
+	b, t := configOf(op.Limit), now.UnixMicro()
+	// op.Check's test, written here: Check itself is not inlined, and this
+	// is every store's hot path. The zero Limit's config has Kind 0.
+	if b.Kind == 0 || op.N < 0 || op.Action > spigot.Peek || len(op.Key) > spigot.MaxKeyLen {
+		return spigot.Decision{}, op.Check()
+	}
+	switch kind(b) {
+	case spigot.FixedWindow, spigot.SlidingWindow:
+		return applyWindow(b, s, op.Action, op.N, t), nil
+	case spigot.SlidingLog:
+		return applyLog(b, s, op.Action, op.N, t), nil
+	}
+	// A token bucket, or a leaky bucket: the rest of this function (the
+	// package doc says what each action does). It is written here, not in a
+	// function of its own, to keep every store's busiest path one call.
+	action, n := op.Action, op.N
 	tokens, stamp := b.Max, t
 	switch {
 	case absent(s, t): // full: as if never seen
@@ -72,7 +108,7 @@ func applyBucket(b *core.Config, s *State, action spigot.Action, n, t int64) spi
 		d.N = ceilDiv(add, b.Scale)
 	case spigot.Reset:
 		*s = State{}
-		return spigot.Decision{N: ceilDiv(b.Max-tokens, b.Scale), Remaining: b.Capacity, RefillAfter: fresh(b, t)}
+		return spigot.Decision{N: ceilDiv(b.Max-tokens, b.Scale), Remaining: b.Capacity, RefillAfter: fresh(b, t)}, nil
 	}
 	if tokens < b.Max {
 		d.ResetAfter = ceilMs(lag, ceilDiv(b.Max-tokens, b.Refill))
@@ -85,7 +121,7 @@ func applyBucket(b *core.Config, s *State, action spigot.Action, n, t int64) spi
 		d.RefillAfter = ceilMs(lag, ceilDiv(b.Scale-(tokens-d.Remaining*b.Scale), b.Refill))
 	}
 	if action == spigot.Peek {
-		return d
+		return d, nil
 	}
 	if full := max(t+d.ResetAfter.Microseconds(), stamp); full > t {
 		if s.Kind != kind(b) || s.Start|s.Window|s.Count|s.Prev != 0 || s.Log != nil {
@@ -95,7 +131,7 @@ func applyBucket(b *core.Config, s *State, action spigot.Action, n, t int64) spi
 	} else { // full, and nothing to remember: as if never seen
 		*s = State{}
 	}
-	return d
+	return d, nil
 }
 
 // delay returns a leaky bucket's Delay for a request admitted when it

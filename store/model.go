@@ -94,42 +94,6 @@ func (s *State) IsZero() bool {
 // configOf returns a Limit's config.
 var configOf = core.Of[spigot.Limit]()
 
-// Apply applies op, at now, to *s, the state of op's key, and returns the
-// decision. It is a pure function of its arguments: it neither reads a
-// clock nor keeps anything, so a store only has to make the read of the
-// state, the call, and the write of *s atomic. Time counts in whole
-// microseconds (now is truncated). The pointer lets a store apply an op in
-// place.
-//
-// It leaves *s the zero State when the limit is whole and the clock is not
-// behind its stamp: there is nothing to keep, and a store may delete the
-// key. A Peek leaves *s as it was. A state with no Kind, or whose FullAt
-// has come, is read as the zero State. A state of another kind than op's
-// limit, or of a window of another length or offset, is read by its FullAt:
-// the limit is not whole before then (the package doc says how each kind
-// reads it). A Take then a Refund of the Take's N, at the same instant,
-// leave the state as a Take of 0 there would: as if neither happened.
-//
-// On every kind, a decision's RefillAfter is, on the state Apply leaves (a
-// Peek's, the state it was given), the RetryAfter of a Take of one after a
-// Take of Remaining, both at now.
-//
-// For an invalid op, Apply returns the error of op.Check, as every store
-// must, and leaves *s as it was.
-func Apply(op spigot.Op, s *State, now time.Time) (spigot.Decision, error) {
-	if err := op.Check(); err != nil {
-		return spigot.Decision{}, err
-	}
-	b, t := configOf(op.Limit), now.UnixMicro()
-	switch kind(b) {
-	case spigot.FixedWindow, spigot.SlidingWindow:
-		return applyWindow(b, s, op.Action, op.N, t), nil
-	case spigot.SlidingLog:
-		return applyLog(b, s, op.Action, op.N, t), nil
-	}
-	return applyBucket(b, s, op.Action, op.N, t), nil
-}
-
 // kind returns the kind of limit b is the config of.
 func kind(b *core.Config) spigot.Kind { return spigot.Kind(b.Kind) }
 
