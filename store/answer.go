@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/internal/core"
 )
 
 // An Answer is a store's decision on one key of a token bucket, and the
@@ -23,14 +24,14 @@ type Answer struct {
 	Decision spigot.Decision
 }
 
-// lack returns the scaled units the bucket lacks of full at now, rounded
-// up; false when the answer does not tell (none, or a ResetAfter of Never)
-// or it lacks more than an int64 counts.
-func (a *Answer) lack(now time.Time) (int64, bool) {
+// lack returns the scaled units the bucket, of config c, lacks of full at
+// now, rounded up; false when the answer does not tell (none, or a
+// ResetAfter of Never) or it lacks more than an int64 counts.
+func (a *Answer) lack(c *core.Config, now time.Time) (int64, bool) {
 	if a.At.IsZero() || a.Decision.ResetAfter == spigot.Never {
 		return 0, false
 	}
-	refill := configOf(a.Limit).Refill
+	refill := c.Refill
 	left := (a.Decision.ResetAfter - now.Sub(a.At) + time.Microsecond - 1).Microseconds()
 	switch {
 	case refill == 0:
@@ -51,7 +52,7 @@ func (a *Answer) lack(now time.Time) (int64, bool) {
 // tell.
 func (a *Answer) Lacks(now time.Time) int64 {
 	c := configOf(a.Limit)
-	lack, ok := a.lack(now)
+	lack, ok := a.lack(c, now)
 	if !ok || lack > math.MaxInt64-c.Refill {
 		return math.MaxInt64
 	}
@@ -65,13 +66,13 @@ func (a *Answer) Lacks(now time.Time) int64 {
 // what it lacks at now. Held must be at most Lacks(now).
 func (a *Answer) Held(held, n int64, now time.Time) spigot.Decision {
 	d := spigot.Decision{N: n}
-	lack, ok := a.lack(now)
+	c := configOf(a.Limit)
+	lack, ok := a.lack(c, now)
 	if !ok { // far from full: the answer, aged
 		since := now.Sub(a.At)
 		d.Remaining, d.ResetAfter, d.RefillAfter = a.Decision.Remaining, aged(a.Decision.ResetAfter, since), a.nextToken(since)
 		return Credit(d, a.Limit, held)
 	}
-	c := configOf(a.Limit)
 	whole, part := lack/c.Scale, lack%c.Scale
 	remote := c.Capacity - whole
 	if part > 0 {
