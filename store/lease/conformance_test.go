@@ -20,9 +20,7 @@ import (
 // not pass, as its package doc says, and why. TestAgainstModel checks
 // what the random cases would, within what the doc promises.
 var notConforming = map[string]string{
-	"concurrent":        "concurrent admissions on one replica may report the same Remaining: a request sent to the remote while a lease is being taken does not see that lease (TestNeverAboveTheLimit checks the counts)",
-	"never-more-than":   "ResetAfter, decided from a lease, may be 2ms off",
-	"random-operations": "Remaining, ResetAfter and RefillAfter, decided from a lease, may be off by the remote's rounding to the millisecond",
+	"concurrent": "concurrent admissions on one replica may report the same Remaining: a request sent to the remote while a lease is being taken does not see that lease (TestNeverAboveTheLimit checks the counts)",
 }
 
 // TestConformance runs the suite on one lease Store in front of the

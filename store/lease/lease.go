@@ -96,6 +96,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -144,21 +145,19 @@ type leaseKey struct {
 }
 
 // A lease is one key's tokens taken from the remote and not yet spent,
-// and what the remote last said of the key.
+// with what the remote last said of the key.
 type lease struct {
 	keyed.Header
-	key     leaseKey // immutable
-	mu      sync.Mutex
-	limit   spigot.Limit  // the limit the tokens were taken under
-	tokens  int64         // unspent
-	size    int64         // the next lease, beyond a request's own cost
-	takenAt time.Time     // when the last lease was taken
-	rtt     time.Duration // how long the remote took to answer the last fill
-	usedAt  time.Time     // the last request
-	filling chan struct{} // closed when the remote call in flight for this key returns; nil if none
-	dead    bool          // given back and forgotten: look the key up again
-
-	remote store.Answer // the remote's last answer, and when it was asked
+	key       leaseKey // immutable
+	mu        sync.Mutex
+	share     store.Share   // the remote's state as told, and the units held
+	remaining int64         // the remote's Remaining at its last answer
+	size      int64         // the next lease, beyond a request's own cost
+	takenAt   time.Time     // when the last lease was taken
+	rtt       time.Duration // how long the remote took to answer the last fill
+	usedAt    time.Time     // the last request
+	filling   chan struct{} // closed when the remote call in flight for this key returns; nil if none
+	dead      bool          // given back and forgotten: look the key up again
 }
 
 // An Option configures a Store.
@@ -261,7 +260,7 @@ func (s *Store) sweeper() {
 
 // find returns k's lease, made if need be, locked; or nil when the Store
 // is closed or holds WithMaxKeys leases already.
-func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
+func (s *Store) find(k leaseKey) *lease {
 	h := s.keys.Hash(k.name, k.key)
 	sh := s.keys.Shard(h)
 	for {
@@ -278,7 +277,7 @@ func (s *Store) find(k leaseKey, lim spigot.Limit) *lease {
 				}
 				l := leases.New(k.name, k.key)
 				name, key := l.Key() // a copy, not the larger string the key may be cut from
-				l.key, l.limit = leaseKey{name, key}, lim
+				l.key = leaseKey{name, key}
 				if !sh.Insert(h, &l.Header, 0) {
 					sh.Unlock()
 					return nil
@@ -327,122 +326,90 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	if err := ctx.Err(); err != nil {
 		return spigot.Decision{}, err
 	}
-	if op.Limit.Kind() != spigot.TokenBucket {
+	if !store.Shareable(op.Limit) {
 		return s.remote.Do(ctx, op)
 	}
 	k := leaseKey{op.Limit.Name(), op.Key}
 	switch {
-	case op.Action == spigot.Reset:
-		dropped := s.held(ctx, k, true) // the limit is full again: nothing to give back
-		d, err := s.passOn(ctx, k, op)
-		d.N = max(d.N-dropped, 0) // what the limit lacked, counting the lease
-		return d, err
-	case op.Action == spigot.Refund:
-		return s.refund(ctx, k, op)
+	case op.Action == spigot.Refund, op.Action == spigot.Reset:
+		return s.change(ctx, k, op)
 	case op.Action == spigot.Peek, op.N == 0, op.N > op.Limit.Capacity() && op.Action == spigot.Take:
 		// A Take of 0 is a Peek that moves the state on; one of more than
 		// the capacity is denied for ever.
-		return s.passOn(ctx, k, op)
+		return s.peek(ctx, k, op)
 	}
 	waited := false // for a lease another request asked for
 	for {
-		l := s.find(k, op.Limit)
+		l := s.find(k)
 		if l == nil {
 			return s.remote.Do(ctx, op)
 		}
 		now := s.clock.Now()
 		l.usedAt = now
-		s.trim(ctx, l, now)
-		if l.limit == op.Limit && l.tokens >= op.N { // a TakeUpTo the lease holds only in part asks the remote for the rest
-			l.tokens -= op.N
-			d := l.remote.Held(l.tokens, op.N, now)
+		if l.share.Known() && l.share.Limit() != op.Limit {
+			if err := s.restart(ctx, l, op.Limit, now); err != nil {
+				return spigot.Decision{}, err
+			}
+			continue
+		}
+		if d, ok := l.share.Decide(op, now); ok {
+			dropped := l.share.Dropped()
 			l.mu.Unlock()
+			if dropped > 0 {
+				s.returned(ctx, op.Limit, dropped, nil)
+			}
 			if s.obs.Hit != nil {
 				s.obs.Hit(ctx, op)
 			}
 			return d, nil
 		}
-		if w := l.filling; w != nil && (l.size == 0 || waited && l.size >= l.remote.Decision.Remaining/lowFraction) {
+		w := l.filling
+		if w == nil {
+			return s.fill(ctx, l, op, now, true)
+		}
+		if l.size == 0 || waited && l.size >= l.remaining/lowFraction {
 			// Another request on the key is asking the remote, for no
 			// more than its own cost (a key new or near its limit), or
 			// for a lease that what the remote holds keeps small, after
 			// the one this request waited for (the key's other requests
 			// took it first, and would take the next first too): this
-			// one goes to the remote as it is, as without the Store.
-			l.mu.Unlock()
-			d, err := s.remote.Do(ctx, op)
-			if err != nil {
-				return d, err
-			}
-			if !d.Allowed() {
-				// The call in flight may have taken what the remote
-				// lacks, for this replica's lease: count it.
-				select {
-				case <-w:
-				case <-ctx.Done():
-				}
-			}
-			l.mu.Lock()
-			s.trim(ctx, l, s.clock.Now())
-			d = store.Credit(d, op.Limit, l.tokens)
-			l.mu.Unlock()
-			return d, nil
+			// one asks the remote for what it lacks, and no lease.
+			return s.fill(ctx, l, op, now, false)
 		}
-		if w := l.filling; w != nil {
-			// Another request on the key is asking the remote for a
-			// lease, which may hold this one too.
-			l.mu.Unlock()
-			select {
-			case <-w:
-				waited = true
-				continue
-			case <-ctx.Done():
-				return spigot.Decision{}, ctx.Err()
-			}
+		// Another request on the key is asking the remote for a lease,
+		// which may hold this one too.
+		l.mu.Unlock()
+		select {
+		case <-w:
+			waited = true
+		case <-ctx.Done():
+			return spigot.Decision{}, ctx.Err()
 		}
-		if l.limit != op.Limit {
-			// The limit's configuration changed: give back what the
-			// lease took under the old one, and start again.
-			back := l.tokens
-			l.limit, l.tokens, l.size, l.takenAt, l.remote = op.Limit, 0, 0, time.Time{}, store.Answer{}
-			l.mu.Unlock()
-			if back > 0 {
-				_, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back})
-				s.returned(ctx, op.Limit, back, err)
-				if err != nil {
-					return spigot.Decision{}, err
-				}
-			}
-			continue
-		}
-		return s.fill(ctx, l, op, now)
 	}
 }
 
-// trim drops the tokens of l (locked) that the remote's refill has
-// overtaken by now, and tells the observer they went back. Once the
-// remote, refilling from its last answer, lacks fewer whole tokens of full
-// than the lease holds, the lease and the remote would hold more than the
-// limit's capacity between them, which a central bucket never does: the
-// lease keeps what the remote lacks, and the rest is in the remote again.
-// On a key under its limit, a lease so lasts about its size over the
-// limit's rate. (The remote's ResetAfter is rounded up to the millisecond:
-// a lease may keep a millisecond of refill too many; and it drops the
-// fraction of a token the remote lacks, which a central bucket would have
-// back within a token's time.)
-func (s *Store) trim(ctx context.Context, l *lease, now time.Time) {
-	if lacks := l.remote.Lacks(now); l.tokens > lacks {
-		n := l.tokens - lacks
-		l.tokens = lacks
-		s.returned(ctx, l.limit, n, nil)
+// restart gives back what l (locked, which restart unlocks) holds under
+// a limit whose configuration has changed to lim, and starts it again.
+func (s *Store) restart(ctx context.Context, l *lease, lim spigot.Limit, now time.Time) error {
+	old := l.share.Limit()
+	back := l.share.GiveBack(now)
+	l.share, l.size, l.takenAt, l.remaining = store.Share{}, 0, time.Time{}, 0
+	l.mu.Unlock()
+	if back > 0 {
+		_, err := s.remote.Do(ctx, spigot.Op{Limit: old, Key: l.key.key, Action: spigot.Refund, N: back})
+		s.returned(ctx, old, back, err)
+		if err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// fill asks the remote, for op on l (locked, which fill unlocks), for what
-// l lacks of op's cost and a new lease, in one TakeUpTo.
-func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time) (spigot.Decision, error) {
-	held := l.tokens // trimmed at now by Do
-	// The lease grows when the last one went within an interval.
+// grow returns l's next lease size, for a fill asked at now: twice as
+// large plus one when the last lease went within an interval, half as
+// large when it lasted longer, and never more than a sixteenth of the
+// capacity nor a quarter of what the remote held at its last answer.
+func (s *Store) grow(l *lease, lim spigot.Limit, now time.Time) int64 {
 	switch {
 	case l.takenAt.IsZero():
 	case now.Sub(l.takenAt) <= s.interval+2*l.rtt:
@@ -450,38 +417,78 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	default:
 		l.size /= 2
 	}
-	limit := op.Limit.Capacity() / maxFraction
-	if !l.remote.At.IsZero() {
-		limit = min(limit, l.remote.Decision.Remaining/lowFraction)
+	limit := lim.Capacity() / maxFraction
+	if l.share.Known() {
+		limit = min(limit, l.remaining/lowFraction)
 	}
 	l.size = max(min(l.size, limit), 0)
-	want := op.N - held + l.size
-	w := make(chan struct{})
-	l.filling = w
+	return l.size
+}
+
+// fill decides op, a Take or a TakeUpTo that l (locked, which fill
+// unlocks) does not hold whole, at the remote: it sets aside what l holds
+// and asks the remote for the rest, with a new lease if lease (then other
+// requests on the key wait for it), in one call: a TakeUpTo of the rest
+// and the lease, or op's own action for the rest alone.
+func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time, lease bool) (spigot.Decision, error) {
+	unit := l.share.Unit()
+	n := min(op.N, op.Limit.Capacity()) // a TakeUpTo takes the capacity at most
+	var reserved, rest int64            // units set aside; whole tokens asked for the request
+	if unit == 0 {
+		rest = n // a key new to the Store: the op as it is
+	} else {
+		reserved = l.share.Reserve(now, n*unit)
+		rest = n - reserved/unit
+	}
+	var size int64
+	var w chan struct{}
+	if lease {
+		size = s.grow(l, op.Limit, now)
+		w = make(chan struct{})
+		l.filling = w
+	}
 	l.mu.Unlock()
 
-	take := spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.TakeUpTo, N: want}
-	d, err := s.remote.Do(ctx, take)
-	if s.obs.Take != nil {
-		s.obs.Take(ctx, op, want, d.N, err)
+	ask := spigot.Op{Limit: op.Limit, Key: op.Key, Action: op.Action, N: rest}
+	if rest == n {
+		ask.N = op.N // nothing held: the op as it is
+	}
+	if size > 0 {
+		ask.Action, ask.N = spigot.TakeUpTo, rest+size
+	}
+	d, err := s.remote.Do(ctx, ask) // rest is at least 1: what is held does not decide op
+	if lease && s.obs.Take != nil {
+		s.obs.Take(ctx, op, ask.N, d.N, err)
 	}
 
 	l.mu.Lock()
-	l.rtt = s.clock.Now().Sub(now)
+	if lease {
+		l.rtt = s.clock.Now().Sub(now)
+	}
+	l.share.Release(now, reserved)
 	if err == nil {
-		d, err = s.filled(ctx, l, op, now, d)
+		d = s.settle(l, op, ask, now, d)
+		if lease {
+			l.takenAt = now
+		}
 	}
 	// A Store closed meanwhile gives back what this call brought.
 	var back int64
 	closed := s.isClosed()
 	if closed {
-		back, l.tokens, l.dead = l.tokens, 0, true
+		back, l.dead = l.share.GiveBack(now), true
 	}
-	l.filling = nil
-	close(w)
+	if w != nil {
+		l.filling = nil
+		close(w)
+	}
+	dropped := l.share.Dropped()
 	l.mu.Unlock()
+	if dropped > 0 {
+		s.returned(ctx, op.Limit, dropped, nil)
+	}
 	if closed {
-		s.forget(leaseKey{op.Limit.Name(), op.Key}, l)
+		s.forget(l.key, l)
 	}
 	if back > 0 {
 		_, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: back}) // as Close's refunds: lost on failure
@@ -492,115 +499,90 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time)
 	return d, err
 }
 
-// filled returns the decision of op on l (locked) once the remote's
-// TakeUpTo, asked at now, answered d.
-func (s *Store) filled(ctx context.Context, l *lease, op spigot.Op, now time.Time, d spigot.Decision) (spigot.Decision, error) {
-	// The answer is the remote's at some instant after now: read as now's,
-	// what the remote lacks as it refills is never overestimated, so a
-	// lease is never trimmed late.
-	l.remote = store.Answer{Limit: op.Limit, At: now, Decision: d}
-	l.takenAt = now
-	l.tokens += d.N
-	have := l.tokens
-	switch {
-	case have >= op.N:
-		l.tokens -= op.N
-		d.N = op.N
-	case op.Action == spigot.TakeUpTo && have > 0:
-		l.tokens = 0
-		d.N = have
-	case d.N == 0 && (op.Action == spigot.TakeUpTo || op.N-have == 1):
-		// Denied by the remote, whose RetryAfter is for one token: what
-		// the request lacks.
-		d = store.Credit(d, op.Limit, have)
-		return d, nil
-	default:
-		// The remote had some of the cost or none: keep what it gave, and
-		// tell when the rest comes.
-		return s.peekLacking(ctx, l, op, have)
+// settle returns the decision of op on l (locked), once the remote
+// answered d to ask, asked at now: what the remote took is held, and op
+// is decided on the key with it back in it.
+func (s *Store) settle(l *lease, op, ask spigot.Op, now time.Time, d spigot.Decision) spigot.Decision {
+	if !l.share.Told([]spigot.Op{ask}, []spigot.Decision{d}, now, true) {
+		// The remote decided by a policy (it could not reach the key's
+		// state): its decision stands, and nothing is held.
+		return d
 	}
-	d.RetryAfter = 0
-	d = store.Credit(d, op.Limit, l.tokens)
-	return d, nil
+	l.remaining = d.Remaining
+	got, ok := l.share.Decide(op, now)
+	if !ok && got.Allowed() && op.Action == spigot.TakeUpTo {
+		// What is held, if not all the key would give (below).
+		if n := l.share.Held(now) / l.share.Unit(); n > 0 {
+			got, ok = l.share.Decide(spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.TakeUpTo, N: n}, now)
+		}
+	}
+	if !ok && got.Allowed() {
+		// The key holds the cost, but only with the fraction of a token
+		// that the lease holds and the one that the remote holds, which
+		// neither can take alone: denied until the remote's next token.
+		got = l.share.ApplyCentral(spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Peek, N: op.Limit.Capacity()}, now)
+		got.N, got.RetryAfter = 0, max(got.RefillAfter, time.Millisecond)
+	}
+	return got
 }
 
-// peekLacking returns the denial of op, whose lease l (locked) holds have
-// of its cost: the remote's answer to a Peek of what it lacks.
-func (s *Store) peekLacking(ctx context.Context, l *lease, op spigot.Op, have int64) (spigot.Decision, error) {
-	l.mu.Unlock()
-	d, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Peek, N: op.N - have})
-	l.mu.Lock()
-	if err != nil {
-		return spigot.Decision{}, err
-	}
-	if d.RetryAfter == 0 {
-		// It came meanwhile: retry soon rather than claim what a Peek
-		// cannot take.
-		d.RetryAfter = time.Millisecond
-	}
-	d.N = 0
-	d = store.Credit(d, op.Limit, have)
-	return d, nil
-}
-
-// held returns what k's lease holds, trimmed to what the remote lacks,
-// and empties the lease if take.
-func (s *Store) held(ctx context.Context, k leaseKey, take bool) int64 {
-	l := s.lookup(k)
-	if l == nil {
-		return 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s.trim(ctx, l, s.clock.Now())
-	n := l.tokens
-	if take {
-		l.tokens = 0
-	}
-	return n
-}
-
-// passOn sends op (a Peek, a Reset, or a Take the lease cannot serve) to
-// the remote, and counts k's lease in its decision.
-func (s *Store) passOn(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
-	held := s.held(ctx, k, false)
-	if op.Action == spigot.Peek && op.N <= op.Limit.Capacity() {
-		op.N -= min(held, op.N) // what the lease holds is not the remote's to tell
-	}
+// peek sends op (a Peek, a Take of 0, or a Take of more than the
+// capacity, none of which takes anything) to the remote, and decides it on
+// the key with what k's lease holds back in it.
+func (s *Store) peek(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
+	now := s.clock.Now()
 	d, err := s.remote.Do(ctx, op)
 	if err != nil {
 		return d, err
 	}
-	d = store.Credit(d, op.Limit, held)
-	return d, nil
+	l := s.lookup(k)
+	if l == nil {
+		return d, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dead || !l.share.Known() || l.share.Limit() != op.Limit || !l.share.Told([]spigot.Op{op}, []spigot.Decision{d}, now, true) {
+		return d, nil
+	}
+	l.remaining = d.Remaining
+	if op.Action == spigot.Peek {
+		return l.share.Central(op, now), nil
+	}
+	return l.share.ApplyCentral(op, now), nil // a Take moves the key's state on, even denied
 }
 
-// refund gives op.N tokens back to the remote together with what k's
-// lease holds, so that the limit, counting the lease, is not filled past
-// its capacity; the lease starts again empty.
-func (s *Store) refund(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
-	held := s.held(ctx, k, true)
-	capacity := op.Limit.Capacity()
-	n := op.N
-	if n >= capacity-held {
-		n = capacity // fills the limit, as any refund of more would
-	} else {
-		n += held
+// change sends op, a Refund or a Reset, to the remote, and decides it on
+// the key with what k's lease holds back in it. The lease keeps its
+// tokens, but for what the remote then has again: none after a Reset.
+func (s *Store) change(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Decision, error) {
+	l := s.lookup(k)
+	if l == nil {
+		return s.remote.Do(ctx, op)
 	}
-	d, err := s.remote.Do(ctx, spigot.Op{Limit: op.Limit, Key: op.Key, Action: spigot.Refund, N: n})
-	if held > 0 {
-		s.returned(ctx, op.Limit, held, err)
-	}
+	now := s.clock.Now()
+	d, err := s.remote.Do(ctx, op)
 	if err != nil {
-		return d, err // the lease's tokens are lost until the limit refills
+		return d, err
 	}
-	d.N = max(d.N-held, 0)
-	return d, nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dead {
+		return d, nil
+	}
+	central, ok := l.share.Moved(op, d, now)
+	if !ok {
+		return d, nil
+	}
+	l.remaining = d.Remaining
+	return central, nil
 }
 
-// DoMulti implements spigot.Store. An all-or-nothing batch that the leases
-// hold whole is applied from them; any other goes to the remote as it is.
-// An independent batch is applied op by op, with Do.
+// DoMulti implements spigot.Store. An all-or-nothing batch is decided
+// from the leases for the Takes they hold and at the remote for the rest,
+// in one call of the remote's DoMulti that also asks for new leases: what
+// the leases hold is set aside first, spent when the remote admits the
+// rest, and held again when it denies it. An independent batch is applied
+// op by op, with Do.
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
 	if err := store.CheckMulti(mode, ops, out); err != nil {
 		return err
@@ -620,23 +602,116 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s.allFromLeases(ctx, ops, out) {
+	if len(ops) == 0 {
 		return nil
 	}
-	return s.remote.DoMulti(ctx, mode, ops, out)
+	b := s.batch(ops)
+	if len(b.keys) == 0 {
+		return s.remote.DoMulti(ctx, mode, ops, out)
+	}
+	if s.fromLeases(ctx, b, ops, out) {
+		return nil
+	}
+	return s.atRemote(ctx, b, ops, out)
 }
 
-// allFromLeases applies ops, all or nothing, from the leases if they hold
-// every op's cost (summed by key), and reports whether it did. It looks
+// A batch is an all-or-nothing DoMulti's ops by key: those of the keys a
+// lease may hold, and the ops that go to the remote as they are.
+type batch struct {
+	keys []*batchKey
+	of   []int // ops[i]'s key is keys[of[i]], or -1: the op goes as it is
+}
+
+// A batchKey is one key of a batch that a lease may hold.
+type batchKey struct {
+	key      leaseKey
+	limit    spigot.Limit
+	l        *lease
+	ops      []int // the key's ops, in order
+	need     int64 // the tokens the key's ops take, as the key decides them
+	denied   bool  // the key denies one of them
+	reserved int64 // units set aside from the lease
+	rest     int64 // whole tokens asked of the remote
+	size     int64 // the lease asked for, beyond them
+	take     int   // the index, in the remote's ops, of the Take of rest; -1 if none
+	refill   int   // of the TakeUpTo of size; -1 if none
+	fill     chan struct{}
+}
+
+// batch sorts ops by key. The ops on a token bucket or a fixed window may
+// come from a lease, but on a key with a Refund or a Reset in the batch,
+// or named by two configurations of its limit: those go as they are.
+func (s *Store) batch(ops []spigot.Op) batch {
+	b := batch{of: make([]int, len(ops))}
+	plain := make([]bool, 0, 4)
+	for i, op := range ops {
+		b.of[i] = -1
+		if !store.Shareable(op.Limit) {
+			continue
+		}
+		k := leaseKey{op.Limit.Name(), op.Key}
+		j := slices.IndexFunc(b.keys, func(bk *batchKey) bool { return bk.key == k })
+		if j < 0 {
+			j = len(b.keys)
+			b.keys = append(b.keys, &batchKey{key: k, limit: op.Limit, take: -1, refill: -1})
+			plain = append(plain, false)
+		}
+		bk := b.keys[j]
+		bk.ops = append(bk.ops, i)
+		if bk.limit != op.Limit || op.Action == spigot.Refund || op.Action == spigot.Reset {
+			plain[j] = true
+		}
+		b.of[i] = j
+	}
+	b.keep(func(j int, _ *batchKey) bool { return !plain[j] })
+	return b
+}
+
+// keep keeps the keys of b for which f is true; the ops of the others go
+// as they are.
+func (b *batch) keep(f func(j int, bk *batchKey) bool) {
+	index, keep := make([]int, len(b.keys)), b.keys[:0]
+	for j, bk := range b.keys {
+		index[j] = -1
+		if f(j, bk) {
+			index[j] = len(keep)
+			keep = append(keep, bk)
+		}
+	}
+	for i, j := range b.of {
+		if j >= 0 {
+			b.of[i] = index[j]
+		}
+	}
+	b.keys = keep
+}
+
+// local decides op from share, a copy of a lease's, and reports whether
+// the lease holds what it takes: a Peek or a Take of 0 always.
+func local(share *store.Share, op spigot.Op, now time.Time) (spigot.Decision, bool) {
+	switch {
+	case !share.Known() || share.Limit() != op.Limit:
+		return spigot.Decision{}, false
+	case op.Action == spigot.Peek:
+		return share.Central(op, now), true
+	case op.N == 0 && op.Action == spigot.Take:
+		return share.ApplyCentral(op, now), true // it moves the key's state on
+	}
+	return share.Decide(op, now)
+}
+
+// fromLeases decides a batch whose every op is on a key that a lease
+// holds enough of, all or nothing, and reports whether it did. It looks
 // every lease up before it locks any, and only tries their locks, going to
 // the remote if one is busy: it never waits while holding a lock.
-func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot.Decision) bool {
-	ls := make([]*lease, len(ops))
-	for i, op := range ops {
-		if op.Limit.Kind() != spigot.TokenBucket || op.Action != spigot.Take || op.N == 0 {
+func (s *Store) fromLeases(ctx context.Context, b batch, ops []spigot.Op, out []spigot.Decision) bool {
+	for _, j := range b.of {
+		if j < 0 {
 			return false
 		}
-		if ls[i] = s.lookup(leaseKey{op.Limit.Name(), op.Key}); ls[i] == nil {
+	}
+	for _, bk := range b.keys {
+		if bk.l = s.lookup(bk.key); bk.l == nil {
 			return false
 		}
 	}
@@ -647,29 +722,28 @@ func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot
 		}
 	}()
 	now := s.clock.Now()
-	need := make(map[*lease]int64, len(ops))
-	for i, op := range ops {
-		l := ls[i]
-		if _, ok := need[l]; !ok {
-			if !l.mu.TryLock() {
-				return false
-			}
-			locked = append(locked, l)
-			if l.dead || l.filling != nil || l.limit != op.Limit {
-				return false
-			}
-			s.trim(ctx, l, now)
+	shares := make([]store.Share, len(b.keys))
+	for j, bk := range b.keys {
+		l := bk.l
+		if !l.mu.TryLock() {
+			return false
 		}
-		need[l] += op.N
-		if need[l] > l.tokens {
+		locked = append(locked, l)
+		if l.dead || l.filling != nil || !l.share.Known() || l.share.Limit() != bk.limit {
+			return false
+		}
+		shares[j] = l.share
+	}
+	for i, op := range ops {
+		if _, ok := local(&shares[b.of[i]], op, now); !ok {
 			return false
 		}
 	}
-	for i, op := range ops {
-		l := ls[i]
-		l.tokens -= op.N
-		l.usedAt = now
-		out[i] = l.remote.Held(l.tokens, op.N, now)
+	for i, op := range ops { // again, on the leases themselves: the same decisions
+		out[i], _ = local(&b.keys[b.of[i]].l.share, op, now)
+	}
+	for _, bk := range b.keys {
+		bk.l.usedAt = now
 	}
 	if s.obs.Hit != nil {
 		for _, op := range ops {
@@ -677,6 +751,282 @@ func (s *Store) allFromLeases(ctx context.Context, ops []spigot.Op, out []spigot
 		}
 	}
 	return true
+}
+
+// atRemote decides a batch at the remote, in one all-or-nothing call of
+// its DoMulti: the ops that go as they are, and for each key a lease may
+// hold, a Take of what the lease lacks of what the key's ops take, after
+// setting aside what it holds (or a Take the remote denies, when the key
+// denies them), and a TakeUpTo of a new lease when it lacked some.
+func (s *Store) atRemote(ctx context.Context, b batch, ops []spigot.Op, out []spigot.Decision) error {
+	now := s.clock.Now()
+	plain := make([]bool, len(b.keys))
+	for j, bk := range b.keys {
+		plain[j] = !s.reserve(bk, ops, now)
+	}
+	b.keep(func(j int, _ *batchKey) bool { return !plain[j] })
+	var rops []spigot.Op
+	var at []int // ops[i] as it is is rops[at[i]], or -1
+	build := func(refills bool) {
+		rops, at = rops[:0], at[:0]
+		for i, op := range ops {
+			at = append(at, -1)
+			if b.of[i] < 0 {
+				at[i] = len(rops)
+				rops = append(rops, op)
+			}
+		}
+		for _, bk := range b.keys {
+			bk.take, bk.refill = -1, -1
+			if bk.rest > 0 {
+				bk.take = len(rops)
+				rops = append(rops, spigot.Op{Limit: bk.limit, Key: bk.key.key, N: bk.rest})
+			}
+			if refills && bk.size > 0 {
+				bk.refill = len(rops)
+				rops = append(rops, spigot.Op{Limit: bk.limit, Key: bk.key.key, Action: spigot.TakeUpTo, N: bk.size})
+			}
+		}
+	}
+	build(true)
+	rout := make([]spigot.Decision, len(rops))
+	var err error
+	if len(rops) > 0 {
+		err = s.remote.DoMulti(ctx, spigot.AllOrNothing, rops, rout)
+		if err == nil && !allowed(rops, rout) && refillsAlone(b, rops, rout) {
+			// Only a new lease was denied (other replicas took what this
+			// one saw the remote hold): the batch without them.
+			build(false)
+			rout = rout[:len(rops)]
+			err = s.remote.DoMulti(ctx, spigot.AllOrNothing, rops, rout)
+		}
+	}
+	admitted := err == nil && allowed(rops, rout) && !slices.ContainsFunc(b.keys, func(bk *batchKey) bool { return bk.denied && bk.take < 0 })
+	for _, bk := range b.keys {
+		if bk.refill >= 0 && s.obs.Take != nil {
+			var got int64
+			if admitted {
+				got = rout[bk.refill].N
+			}
+			s.obs.Take(ctx, ops[bk.ops[0]], bk.size, got, err)
+		}
+	}
+	if err != nil {
+		for _, bk := range b.keys {
+			s.unreserve(bk, now)
+		}
+		var parts interface{ OpParts() []uint64 }
+		if errors.As(err, &parts) && len(parts.OpParts()) == len(rops) {
+			return &store.PartsError{Parts: opParts(b, at, parts.OpParts())}
+		}
+		return err
+	}
+	for _, bk := range b.keys {
+		s.settleKey(bk, ops, rops, out, rout, now, admitted)
+	}
+	for i := range ops {
+		if at[i] >= 0 {
+			out[i] = rout[at[i]]
+		}
+		if !admitted {
+			out[i].N = 0
+		}
+	}
+	if admitted && s.obs.Hit != nil {
+		for _, bk := range b.keys {
+			if bk.take < 0 {
+				for _, i := range bk.ops {
+					s.obs.Hit(ctx, ops[i])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// reserve works out, for bk, what its key's ops take as the key decides
+// them, sets aside what its lease holds of that, and what to ask the
+// remote for; it reports false when the key's ops must go as they are (a
+// key new to the Store, with ops other than Takes).
+func (s *Store) reserve(bk *batchKey, ops []spigot.Op, now time.Time) bool {
+	for {
+		l := s.find(bk.key)
+		if l == nil {
+			return false
+		}
+		bk.l = l
+		if l.share.Known() && l.share.Limit() != bk.limit {
+			s.restart(context.Background(), l, bk.limit, now) // a refund that fails loses its tokens until the limit refills
+			continue
+		}
+		l.usedAt = now
+		defer l.mu.Unlock()
+		if !l.share.Known() {
+			// A key new to the Store: its Takes as they are.
+			for _, i := range bk.ops {
+				op := ops[i]
+				if op.Action != spigot.Take || op.N == 0 || op.N > bk.limit.Capacity() {
+					return false
+				}
+				bk.need += op.N
+			}
+			bk.rest = bk.need
+			return true
+		}
+		// What the key's ops take, in order, on a copy of the lease.
+		cp := l.share
+		var deny int64 // what the key cannot give, for a Take the remote denies
+		for _, i := range bk.ops {
+			op := ops[i]
+			if op.Action == spigot.Peek || op.N == 0 {
+				continue
+			}
+			d := cp.ApplyCentral(op, now)
+			if !d.Allowed() && !bk.denied {
+				bk.denied, deny = true, bk.need+min(op.N, bk.limit.Capacity()+1)
+			}
+			bk.need += d.N
+		}
+		unit := l.share.Unit()
+		if bk.denied {
+			bk.rest = l.share.Rest(deny, 0, now)
+			return true
+		}
+		bk.reserved = l.share.Reserve(now, bk.need*unit)
+		bk.rest = l.share.Rest(bk.need, bk.reserved, now)
+		if bk.rest > 0 && l.filling == nil {
+			// A new lease, when the remote, as last told, would still
+			// hold more than it after the rest.
+			if size := s.grow(l, bk.limit, now); size > 0 && l.remaining-bk.rest > size {
+				bk.size = size
+				bk.fill = make(chan struct{})
+				l.filling = bk.fill
+			}
+		}
+		return true
+	}
+}
+
+// settleKey decides bk's ops, into out, once the remote answered rout to
+// the batch, asked at now: admitted or denied whole.
+func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigot.Decision, now time.Time, admitted bool) {
+	l := bk.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.share.Release(now, bk.reserved)
+	if bk.fill != nil {
+		l.filling = nil
+		close(bk.fill)
+	}
+	if (bk.take >= 0 || bk.refill >= 0) && !s.tell(bk, rops, rout, now, admitted) {
+		// The remote decided by a policy: its decision stands.
+		for _, i := range bk.ops {
+			out[i] = rout[bk.take]
+		}
+		return
+	}
+	if !admitted {
+		cp := l.share
+		for _, i := range bk.ops {
+			out[i] = cp.ApplyCentral(ops[i], now)
+		}
+		return
+	}
+	for _, i := range bk.ops {
+		if op := ops[i]; op.Action == spigot.Peek {
+			out[i] = l.share.Central(op, now)
+		} else {
+			out[i] = l.share.Spend(op, now)
+		}
+	}
+	l.usedAt = now
+	if bk.refill >= 0 {
+		l.takenAt = now
+	}
+}
+
+// unreserve puts back what reserve set aside for bk, after a call that
+// failed.
+func (s *Store) unreserve(bk *batchKey, now time.Time) {
+	l := bk.l
+	l.mu.Lock()
+	l.share.Release(now, bk.reserved)
+	if bk.fill != nil {
+		l.filling = nil
+		close(bk.fill)
+	}
+	l.mu.Unlock()
+}
+
+// tell tells bk's lease (locked) what the remote answered for its key, in
+// rout, and reports false if the remote decided by a policy.
+func (s *Store) tell(bk *batchKey, rops []spigot.Op, rout []spigot.Decision, now time.Time, admitted bool) bool {
+	var ops []spigot.Op
+	var out []spigot.Decision
+	for _, i := range []int{bk.take, bk.refill} {
+		if i >= 0 {
+			ops, out = append(ops, rops[i]), append(out, rout[i])
+		}
+	}
+	l := bk.l
+	if !l.share.Told(ops, out, now, admitted) {
+		return false
+	}
+	l.remaining = l.share.Central(spigot.Op{Limit: bk.limit, Action: spigot.Peek}, now).Remaining - l.share.Held(now)/l.share.Unit()
+	return true
+}
+
+// allowed reports whether a batch of ops decided out was admitted: no
+// Take or TakeUpTo in it was denied.
+func allowed(ops []spigot.Op, out []spigot.Decision) bool {
+	for i, d := range out {
+		if !d.Allowed() && ops[i].Action != spigot.Peek {
+			return false
+		}
+	}
+	return true
+}
+
+// refillsAlone reports whether, in a denied batch, only the TakeUpTos of
+// new leases were denied.
+func refillsAlone(b batch, ops []spigot.Op, rout []spigot.Decision) bool {
+	refill := make([]bool, len(rout))
+	any := false
+	for _, bk := range b.keys {
+		if bk.refill >= 0 {
+			refill[bk.refill], any = true, true
+		}
+	}
+	if !any {
+		return false
+	}
+	for i, d := range rout {
+		if !d.Allowed() && !refill[i] && ops[i].Action != spigot.Peek {
+			return false
+		}
+	}
+	return true
+}
+
+// opParts returns the part of each of a batch's ops, given the parts of
+// the remote's ops: a Take's is that of its key's remote op, and a key
+// with none (the lease held it all) is a part of its own, after every
+// other.
+func opParts(b batch, at []int, rparts []uint64) []uint64 {
+	parts := make([]uint64, len(at))
+	for i := range at {
+		switch j := b.of[i]; {
+		case at[i] >= 0:
+			parts[i] = rparts[at[i]]
+		case b.keys[j].take >= 0:
+			parts[i] = rparts[b.keys[j].take]
+		case b.keys[j].refill >= 0:
+			parts[i] = rparts[b.keys[j].refill]
+		default:
+			parts[i] = 1<<63 | uint64(j)
+		}
+	}
+	return parts
 }
 
 // returned tells the observer that tokens of a lease on limit went back.
@@ -711,18 +1061,18 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 		l := leases.Of(x)
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		s.trim(ctx, l, now)
 		switch {
 		case l.filling != nil:
 		case !l.usedAt.After(idle):
-			if l.tokens > 0 {
-				refunds = append(refunds, refund{l.limit, l.key.key, l.tokens})
+			if n := l.share.GiveBack(now); n > 0 {
+				refunds = append(refunds, refund{l.share.Limit(), l.key.key, n})
 			}
-			l.tokens, l.dead = 0, true
+			l.dead = true
 			return true
-		case l.tokens > 0 && !l.takenAt.After(old):
-			refunds = append(refunds, refund{l.limit, l.key.key, l.tokens})
-			l.tokens = 0
+		case !l.takenAt.After(old) && l.share.Held(now) > 0:
+			if n := l.share.GiveBack(now); n > 0 {
+				refunds = append(refunds, refund{l.share.Limit(), l.key.key, n})
+			}
 		}
 		return false
 	})
