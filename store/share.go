@@ -66,6 +66,15 @@ func (s *Share) Dropped() int64 {
 	return n
 }
 
+// ToldAt returns when the remote last told s its state (the instant its
+// op was asked for), or the zero Time.
+func (s *Share) ToldAt() time.Time {
+	if !s.known {
+		return time.Time{}
+	}
+	return time.UnixMicro(s.toldAt)
+}
+
 // Known reports whether s has been told the remote's state.
 func (s *Share) Known() bool { return s.known }
 
@@ -406,16 +415,23 @@ func (s *Share) Decide(op spigot.Op, now time.Time) (d spigot.Decision, ok bool)
 		// tokens to be spent before it ends: the remote tells again.
 		return s.Central(op, now), false
 	}
+	u := unit(c)
+	if op.Action == spigot.Take && op.N <= s.held/u {
+		// What it takes is held: decided in place, admitted or denied.
+		d, err := Apply(op, &s.central, now)
+		s.held -= d.N * u
+		return d, err == nil && d.Allowed()
+	}
 	st := s.central // a bucket's or a window's: no log to share
 	d, err := Apply(op, &st, now)
 	if err == nil && !d.Allowed() {
 		s.central = st // as Apply leaves it on a denial
 	}
-	if err != nil || !d.Allowed() || d.N*unit(c) > s.held {
+	if err != nil || !d.Allowed() || d.N*u > s.held {
 		return d, false
 	}
 	s.central = st
-	s.held -= d.N * unit(c)
+	s.held -= d.N * u
 	return d, true
 }
 

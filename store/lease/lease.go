@@ -172,10 +172,16 @@ type Option func(*Store)
 func WithClock(c clock.Clock) Option { return func(s *Store) { s.clock = c } }
 
 // WithInterval sets how long a lease should last on a busy key (10ms by
-// default), beyond the remote's round trips: a lease gone (spent, or
-// dropped as the refill overtook it) sooner doubles, one that lasts
-// longer halves.
-func WithInterval(d time.Duration) Option { return func(s *Store) { s.interval = d } }
+// default; 0 or less keeps the default), beyond the remote's round trips:
+// a lease gone (spent, or dropped as the refill overtook it) sooner
+// doubles, one that lasts longer halves.
+func WithInterval(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.interval = d
+		}
+	}
+}
 
 // WithIdle sets how long a key goes without a request before its unspent
 // tokens go back to the remote (1s by default); 0 or less keeps the default.
@@ -198,22 +204,28 @@ func WithMaxKeys(n int) Option { return func(s *Store) { s.maxKeys = n } }
 // idle), with its context, so they must be fast and safe for concurrent
 // use: increment a counter.
 type Observer struct {
-	// Hit is called for each op decided from a lease, with no remote call.
+	// Hit is called for each op admitted from a lease, with no remote
+	// call.
 	Hit func(ctx context.Context, op spigot.Op)
-	// Take is called after each remote call that asked for a lease: a
-	// TakeUpTo of asked tokens (op's cost, less what the lease held, and
-	// the next lease) that took got, or failed with err.
+	// Deny is called for each op denied on what the remote last told of
+	// its key, with no remote call.
+	Deny func(ctx context.Context, op spigot.Op)
+	// Take is called after each remote call that took tokens for the
+	// Store's decisions: asked tokens (op's cost, less what the lease
+	// held, and the next lease, if the call asked for one) of which the
+	// call took got, or failed with err.
 	Take func(ctx context.Context, op spigot.Op, asked, got int64, err error)
 	// Return is called for each lease given back to the remote: with a
-	// Refund when its key is idle or it is old, at Close, with a client's
-	// Refund, or when its limit changed; and without one (err nil) for
-	// the tokens a lease drops when the remote's refill overtakes it. tokens
-	// is how many; err is the Refund's error, whose tokens are lost until
-	// the limit refills.
+	// Refund when its key is idle or it is old, at Close, or when its
+	// limit changed; and without one (err nil) for the tokens a lease
+	// drops when the remote has them again (a bucket's refill overtook
+	// them, a Reset, a window that ended). tokens is how many; err is the
+	// Refund's error, whose tokens are lost until the limit refills.
 	Return func(ctx context.Context, limit spigot.Limit, tokens int64, err error)
 }
 
-// WithObserver sets the observer of lease hits, takes and returns.
+// WithObserver sets the observer of lease hits, denials, takes and
+// returns.
 func WithObserver(o Observer) Option { return func(s *Store) { s.obs = o } }
 
 // New returns a Store that takes its leases from remote, and starts the
@@ -352,13 +364,23 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			}
 			continue
 		}
-		if d, ok := l.share.Decide(op, now); ok {
+		d, ok := l.share.Decide(op, now)
+		if ok || !d.Allowed() && d.RetryAfter > 0 && now.Sub(l.share.ToldAt()) <= s.interval {
+			// Held, or denied on what the remote told within an interval:
+			// a denial the remote would make, but for what other replicas
+			// gave back since (the key holds no more than the remote
+			// told, refilled).
 			dropped := l.share.Dropped()
 			l.mu.Unlock()
 			if dropped > 0 {
 				s.returned(ctx, op.Limit, dropped, nil)
 			}
-			if s.obs.Hit != nil {
+			switch {
+			case !ok:
+				if s.obs.Deny != nil {
+					s.obs.Deny(ctx, op)
+				}
+			case s.obs.Hit != nil:
 				s.obs.Hit(ctx, op)
 			}
 			return d, nil
@@ -367,7 +389,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		if w == nil {
 			return s.fill(ctx, l, op, now, true)
 		}
-		if l.size == 0 || waited && l.size >= l.remaining/lowFraction {
+		if denied := l.share.Known() && !d.Allowed(); !denied && (l.size == 0 || waited && l.size >= l.remaining/lowFraction) {
 			// Another request on the key is asking the remote, for no
 			// more than its own cost (a key new or near its limit), or
 			// for a lease that what the remote holds keeps small, after
@@ -377,7 +399,8 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 			return s.fill(ctx, l, op, now, false)
 		}
 		// Another request on the key is asking the remote for a lease,
-		// which may hold this one too.
+		// which may hold this one too, or for what this one would be
+		// denied: its answer tells again.
 		l.mu.Unlock()
 		select {
 		case <-w:
@@ -457,7 +480,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time,
 		ask.Action, ask.N = spigot.TakeUpTo, rest+size
 	}
 	d, err := s.remote.Do(ctx, ask) // rest is at least 1: what is held does not decide op
-	if lease && s.obs.Take != nil {
+	if s.obs.Take != nil {
 		s.obs.Take(ctx, op, ask.N, d.N, err)
 	}
 
@@ -540,15 +563,22 @@ func (s *Store) peek(ctx context.Context, k leaseKey, op spigot.Op) (spigot.Deci
 		return d, nil
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.dead || !l.share.Known() || l.share.Limit() != op.Limit || !l.share.Told([]spigot.Op{op}, []spigot.Decision{d}, now, true) {
+		l.mu.Unlock()
 		return d, nil
 	}
 	l.remaining = d.Remaining
 	if op.Action == spigot.Peek {
-		return l.share.Central(op, now), nil
+		d = l.share.Central(op, now)
+	} else {
+		d = l.share.ApplyCentral(op, now) // a Take moves the key's state on, even denied
 	}
-	return l.share.ApplyCentral(op, now), nil // a Take moves the key's state on, even denied
+	dropped := l.share.Dropped()
+	l.mu.Unlock()
+	if dropped > 0 {
+		s.returned(ctx, op.Limit, dropped, nil)
+	}
+	return d, nil
 }
 
 // change sends op, a Refund or a Reset, to the remote, and decides it on
@@ -565,16 +595,21 @@ func (s *Store) change(ctx context.Context, k leaseKey, op spigot.Op) (spigot.De
 		return d, err
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.dead {
+		l.mu.Unlock()
 		return d, nil
 	}
 	central, ok := l.share.Moved(op, d, now)
-	if !ok {
-		return d, nil
+	if ok {
+		l.remaining = d.Remaining
+		d = central
 	}
-	l.remaining = d.Remaining
-	return central, nil
+	dropped := l.share.Dropped()
+	l.mu.Unlock()
+	if dropped > 0 {
+		s.returned(ctx, op.Limit, dropped, nil)
+	}
+	return d, nil
 }
 
 // DoMulti implements spigot.Store. An all-or-nothing batch is decided
@@ -803,13 +838,23 @@ func (s *Store) atRemote(ctx context.Context, b batch, ops []spigot.Op, out []sp
 	}
 	admitted := err == nil && allowed(rops, rout) && !slices.ContainsFunc(b.keys, func(bk *batchKey) bool { return bk.denied && bk.take < 0 })
 	for _, bk := range b.keys {
-		if bk.refill >= 0 && s.obs.Take != nil {
-			var got int64
-			if admitted {
-				got = rout[bk.refill].N
-			}
-			s.obs.Take(ctx, ops[bk.ops[0]], bk.size, got, err)
+		if s.obs.Take == nil || bk.take < 0 && bk.refill < 0 {
+			continue
 		}
+		var got int64
+		if admitted {
+			if bk.take >= 0 {
+				got += rout[bk.take].N
+			}
+			if bk.refill >= 0 {
+				got += rout[bk.refill].N
+			}
+		}
+		asked := bk.rest
+		if bk.refill >= 0 {
+			asked += bk.size
+		}
+		s.obs.Take(ctx, ops[bk.ops[0]], asked, got, err)
 	}
 	if err != nil {
 		for _, bk := range b.keys {
@@ -822,7 +867,9 @@ func (s *Store) atRemote(ctx context.Context, b batch, ops []spigot.Op, out []sp
 		return err
 	}
 	for _, bk := range b.keys {
-		s.settleKey(bk, ops, rops, out, rout, now, admitted)
+		if dropped := s.settleKey(bk, ops, rops, out, rout, now, admitted); dropped > 0 {
+			s.returned(ctx, bk.limit, dropped, nil)
+		}
 	}
 	for i := range ops {
 		if at[i] >= 0 {
@@ -909,10 +956,13 @@ func (s *Store) reserve(bk *batchKey, ops []spigot.Op, now time.Time) bool {
 
 // settleKey decides bk's ops, into out, once the remote answered rout to
 // the batch, asked at now: admitted or denied whole.
-func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigot.Decision, now time.Time, admitted bool) {
+func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigot.Decision, now time.Time, admitted bool) (dropped int64) {
 	l := bk.l
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer func() {
+		dropped = l.share.Dropped()
+		l.mu.Unlock()
+	}()
 	l.share.Release(now, bk.reserved)
 	if bk.fill != nil {
 		l.filling = nil
@@ -923,14 +973,14 @@ func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigo
 		for _, i := range bk.ops {
 			out[i] = rout[bk.take]
 		}
-		return
+		return 0
 	}
 	if !admitted {
 		cp := l.share
 		for _, i := range bk.ops {
 			out[i] = cp.ApplyCentral(ops[i], now)
 		}
-		return
+		return 0
 	}
 	for _, i := range bk.ops {
 		if op := ops[i]; op.Action == spigot.Peek {
@@ -940,9 +990,10 @@ func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigo
 		}
 	}
 	l.usedAt = now
-	if bk.refill >= 0 {
+	if bk.take >= 0 || bk.refill >= 0 {
 		l.takenAt = now
 	}
+	return 0
 }
 
 // unreserve puts back what reserve set aside for bk, after a call that

@@ -261,24 +261,26 @@ func TestDenialRetryAfter(t *testing.T) {
 	}
 }
 
-// TestOtherKindsPassThrough: a fixed window's ops go to the remote as they
-// are, one call each.
+// TestOtherKindsPassThrough: the ops of a leaky bucket, a sliding window
+// and a sliding log go to the remote as they are, one call each.
 func TestOtherKindsPassThrough(t *testing.T) {
-	clk := clocktest.New(t0)
-	remote, s := setup(t, clk)
-	w, err := spigot.NewFixedWindow("window", spigot.Per(5, time.Minute), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 7 {
-		d := take(t, s, w, "k", 1)
-		if d.Allowed() != (i < 5) {
-			t.Errorf("Take %d = %+v; want allowed %v", i+1, d, i < 5)
+	for _, l := range []spigot.Limit{
+		spigot.Must(spigot.NewLeakyBucket("leaky", 5, spigot.Per(5, time.Minute))),
+		spigot.Must(spigot.NewSlidingWindow("sliding", spigot.Per(5, time.Minute))),
+		spigot.Must(spigot.NewSlidingLog("log", spigot.Per(5, time.Minute))),
+	} {
+		clk := clocktest.New(t0)
+		remote, s := setup(t, clk)
+		for i := range 7 {
+			d := take(t, s, l, "k", 1)
+			if d.Allowed() != (i < 5) {
+				t.Errorf("%v: Take %d = %+v; want allowed %v", l, i+1, d, i < 5)
+			}
+			clk.Advance(time.Microsecond)
 		}
-		clk.Advance(time.Microsecond)
-	}
-	if got := remote.Calls(); got != 7 {
-		t.Errorf("7 Takes on a fixed window made %d remote calls; want 7", got)
+		if got := remote.Calls(); got != 7 {
+			t.Errorf("%v: 7 Takes made %d remote calls; want 7", l, got)
+		}
 	}
 }
 
