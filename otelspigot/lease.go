@@ -17,9 +17,11 @@ import (
 // lease Store does, by limit (spigot.limit), each in the context of the
 // call that caused it:
 //
-//   - spigot.lease.hits: each request decided from a lease, with no call
+//   - spigot.lease.hits: each request admitted from a lease, with no call
 //     of the remote store (a request on several limits counts once for
 //     each);
+//   - spigot.lease.denials: each request denied on what the remote store
+//     last told of its key, with no call of it;
 //   - spigot.lease.takes: each call of the remote store that asked for a
 //     lease; a failed one has error.type, as ErrorType names it;
 //   - spigot.lease.tokens.taken: the tokens those calls took from the
@@ -34,14 +36,12 @@ import (
 //
 //	s := lease.New(spigotredis.New(rdb), lease.WithObserver(otelspigot.LeaseObserver()))
 //
-// hits / (hits + takes) is the share of requests decided in memory.
-// Requests that the Store passes to the remote as they are (peeks,
-// refunds, resets, limits other than token buckets, keys past
-// lease.WithMaxKeys, a new key's requests while its first call is in
-// flight) count in neither. tokens.taken less tokens.returned is the
-// tokens admitted to the requests counted in hits and takes, those the
-// leases hold now, and those a Reset dropped from them (the limit is full
-// again): after Close, with no Reset, exactly the tokens admitted.
+// (hits + denials) / (hits + denials + takes) is the share of requests
+// decided in memory. Requests that the Store passes to the remote as they
+// are (peeks, refunds, resets, kinds of limit it does not lease, keys past
+// lease.WithMaxKeys) count in none. tokens.taken less tokens.returned is
+// the tokens admitted to the requests counted in hits and takes, and
+// those the leases hold now: after Close, exactly the tokens admitted.
 //
 // Recording allocates nothing once a limit's attributes are built (for
 // the first 1000 limit names, as Wrap's). An instrument the MeterProvider
@@ -55,6 +55,9 @@ func LeaseObserver(opts ...Option) lease.Observer {
 	o.hits, e = m.Int64Counter("spigot.lease.hits", metric.WithUnit("{request}"),
 		metric.WithDescription("Requests store/lease decided from a lease, with no call of its remote store, by limit."))
 	err = errors.Join(err, e)
+	o.denials, e = m.Int64Counter("spigot.lease.denials", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests store/lease denied on what its remote store last told, with no call of it, by limit."))
+	err = errors.Join(err, e)
 	o.takes, e = m.Int64Counter("spigot.lease.takes", metric.WithUnit("{call}"),
 		metric.WithDescription("Calls of store/lease's remote store that asked for a lease, by limit, and by kind of error for those that failed."))
 	err = errors.Join(err, e)
@@ -67,13 +70,13 @@ func LeaseObserver(opts ...Option) lease.Observer {
 	if err != nil {
 		otel.Handle(err)
 	}
-	return lease.Observer{Hit: o.hit, Take: o.take, Return: o.give}
+	return lease.Observer{Hit: o.hit, Deny: o.deny, Take: o.take, Return: o.give}
 }
 
 // leaseInstruments are LeaseObserver's instruments, and the attribute
 // sets of each limit, made once.
 type leaseInstruments struct {
-	hits, takes, taken, returned metric.Int64Counter
+	hits, denials, takes, taken, returned metric.Int64Counter
 
 	mu     sync.RWMutex
 	limits map[string]*leaseAttrs
@@ -119,6 +122,12 @@ func (a *leaseAttrs) options(err error) []metric.AddOption {
 func (o *leaseInstruments) hit(ctx context.Context, op spigot.Op) {
 	if o.hits.Enabled(ctx) {
 		o.hits.Add(ctx, 1, o.attrs(op.Limit.Name()).limit...)
+	}
+}
+
+func (o *leaseInstruments) deny(ctx context.Context, op spigot.Op) {
+	if o.denials.Enabled(ctx) {
+		o.denials.Add(ctx, 1, o.attrs(op.Limit.Name()).limit...)
 	}
 }
 

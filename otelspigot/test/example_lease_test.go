@@ -15,7 +15,8 @@ import (
 )
 
 // What a lease Store does, in its metrics: every request is a hit,
-// decided from a lease, or a take, a call of the shared store; and once
+// admitted from a lease, a denial on what the shared store last told, or
+// a take, a call of the shared store; and once
 // Close has given the unspent tokens back, the tokens taken less those
 // returned are the tokens admitted. (Without WithMeterProvider,
 // LeaseObserver records through the global MeterProvider.)
@@ -47,10 +48,10 @@ func ExampleLeaseObserver() {
 		}
 	}
 	fmt.Println("admitted:", admitted)
-	fmt.Println("hits + takes:", sum["spigot.lease.hits"]+sum["spigot.lease.takes"])
+	fmt.Println("hits + denials + takes:", sum["spigot.lease.hits"]+sum["spigot.lease.denials"]+sum["spigot.lease.takes"])
 	fmt.Println("tokens taken - returned:", sum["spigot.lease.tokens.taken"]-sum["spigot.lease.tokens.returned"])
 	// Output:
 	// admitted: 100
-	// hits + takes: 120
+	// hits + denials + takes: 120
 	// tokens taken - returned: 100
 }

@@ -83,12 +83,12 @@ func TestLeaseObserver(t *testing.T) {
 	}
 
 	m := collect(t, r)
-	hits, takes := m.sums(t, "spigot.lease.hits"), m.sums(t, "spigot.lease.takes")
+	hits, denials, takes := m.sums(t, "spigot.lease.hits"), m.sums(t, "spigot.lease.denials"), m.sums(t, "spigot.lease.takes")
 	taken, returned := m.sums(t, "spigot.lease.tokens.taken"), m.sums(t, "spigot.lease.tokens.returned")
 	for i, st := range steps {
 		a := "spigot.limit=" + st.limit.Name()
-		if hits[a]+takes[a] != int64(st.requests) {
-			t.Errorf("step %d: %s: %d hits and %d takes; want them to add up to the %d requests", i, st.limit.Name(), hits[a], takes[a], st.requests)
+		if hits[a]+denials[a]+takes[a] != int64(st.requests) {
+			t.Errorf("step %d: %s: %d hits, %d denials and %d takes; want them to add up to the %d requests", i, st.limit.Name(), hits[a], denials[a], takes[a], st.requests)
 		}
 		if got := taken[a] - returned[a]; got != st.admitted {
 			t.Errorf("step %d: %s: %d tokens taken, %d returned: %d kept; want the %d admitted", i, st.limit.Name(), taken[a], returned[a], got, st.admitted)
@@ -223,14 +223,23 @@ func TestLeaseWrapped(t *testing.T) {
 	}{
 		// A busy key from leases: the capacity, then denials.
 		{func() (spigot.Decision, error) { return limiter.Allow(ctx, "tenant-1") }, 150, 100},
-		// All or nothing, to the remote as it is: the tenant's limit
-		// denies first.
+		// All or nothing, from the leases while they hold both limits:
+		// the tenant's limit denies first.
 		{func() (spigot.Decision, error) {
 			d, err := group.Allow(ctx, "tenant-2", "10.0.0.1")
 			return d.Decision, err
 		}, 150, 100},
 	}
+	var first map[string]int64 // the lease's counts after the limiter's requests
 	for i, st := range steps {
+		if i == 1 {
+			m := collect(t, r)
+			first = map[string]int64{
+				"hits":    m.sums(t, "spigot.lease.hits")["spigot.limit=tenant"],
+				"denials": m.sums(t, "spigot.lease.denials")["spigot.limit=tenant"],
+				"takes":   m.sums(t, "spigot.lease.takes")["spigot.limit=tenant"],
+			}
+		}
 		admitted := 0
 		for range st.requests {
 			d, err := st.allow()
@@ -259,8 +268,10 @@ func TestLeaseWrapped(t *testing.T) {
 		"spigot.limit=tenant,spigot.outcome=denied":  100,
 		"spigot.limit=ip,spigot.outcome=allowed":     150, // its own outcome, though the tenant's denied 50
 	})
-	hits, takes := m.sums(t, "spigot.lease.hits")["spigot.limit=tenant"], m.sums(t, "spigot.lease.takes")["spigot.limit=tenant"]
-	if hits+takes != 150 || hits == 0 {
-		t.Errorf("%d hits and %d takes; want them to add up to the limiter's 150 requests, the group's passed on as they are", hits, takes)
+	if n := first["hits"] + first["denials"] + first["takes"]; n != 150 || first["hits"] == 0 {
+		t.Errorf("after the limiter's requests: %v; want them to add up to its 150 requests, hits among them", first)
+	}
+	if hits := m.sums(t, "spigot.lease.hits")["spigot.limit=tenant"]; hits <= first["hits"] {
+		t.Errorf("%d hits after the group's requests, %d before; want some of the group's tenant limit from leases", hits, first["hits"])
 	}
 }
