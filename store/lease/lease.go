@@ -352,11 +352,11 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 	}
 	waited := false // for a lease another request asked for
 	for {
+		now := s.clock.Now() // before the lock: the lock is the busy key's bottleneck
 		l := s.find(k)
 		if l == nil {
 			return s.remote.Do(ctx, op)
 		}
-		now := s.clock.Now()
 		l.usedAt = now
 		if l.share.Known() && l.share.Limit() != op.Limit {
 			if err := s.restart(ctx, l, op.Limit, now); err != nil {
