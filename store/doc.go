@@ -6,7 +6,7 @@
 // one exact model that every store of spigot's runs; CheckMulti, the
 // checks a DoMulti makes before anything else; PartsError, for stores that
 // apply ops all or nothing only within parts of them; Key, the names of
-// the keys a store writes; Answer and Credit, for a store that decides
+// the keys a store writes; Share, for a store that decides
 // from tokens it took from another store; and Option, the options of the
 // three Redis-protocol stores, which share one core. The stores themselves are its
 // subpackages: memory (in process), redis (go-redis), valkey (valkey-go)

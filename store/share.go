@@ -14,18 +14,21 @@ import (
 // decision told it, the whole tokens held apart, and the key as one store
 // holding both would have it (the key's own state), on which it decides.
 // Its decisions are Apply's on that state, so a Share that is its
-// remote's only client decides exactly what the remote alone would, as
-// far as the remote's decisions tell its state: their durations are
-// rounded up to the millisecond, and they tell it exactly when the
-// instants and a token's refill time are whole milliseconds.
+// remote's only client decides exactly what the remote alone would: it
+// knows the remote's state by applying Apply to the ops it sent (Told),
+// and reads it from the remote's decisions, whose durations are rounded
+// up to the millisecond, only when that does not decide as the remote did
+// (another client changed the state, or the remote had it before the
+// Share).
 //
 // Only a token bucket and a fixed window can be shared (Shareable). The
 // tokens held never make the key hold more than one store would: once a
 // bucket's remote, refilling, lacks fewer than are held, they are what it
 // lacks (the rest is in the remote again), rounded up to a whole token,
-// of which the key counts only its share; and a fixed window's are spent
-// only before the end of the window the remote told, less a millisecond
-// (its rounding), and then count for nothing. A decision that needs that
+// of which the key counts only its share; and a fixed window's are of the
+// window the remote told, spent by Decide only before its last
+// millisecond (the remote's rounding) or at the instant of a Told that
+// shows the same window, and they count for nothing once it ends. A decision that needs that
 // share of a token and the remote's fraction of one spends the held
 // token, and the remote's fraction is owed: the remote holds up to that
 // fraction of a token more than the key would, until the Share next takes

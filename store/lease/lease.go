@@ -6,15 +6,60 @@
 //	defer s.Close(context.Background())
 //	limiter := spigot.New(s, perTenant)
 //
-// A lease is a number of tokens of one key's limit that the Store has taken
-// from the store behind it (the remote: Redis, Valkey, a cluster, the
-// hybrid store), in one TakeUpTo, and not yet spent. A Take that the lease
-// holds is decided from it, in memory, with no round trip; one it does not
-// hold asks the remote for its cost and a new lease, in one call. Tokens
-// are taken from the shared limit before any request spends them, so
-// however many replicas share it, whatever their timing, and whether they
-// fail or not, together they admit no more than the limit: a replica that
-// dies holding a lease only loses its tokens until the limit refills.
+// A lease is tokens of one key's limit that the Store has taken from the
+// store behind it (the remote: Redis, Valkey, a cluster, the hybrid
+// store) and not yet spent. A request the lease holds is decided from it,
+// in memory, with no round trip; one it does not hold asks the remote for
+// what it lacks and a new lease, in one call. Tokens are taken from the
+// remote before any request spends them, so however many replicas share
+// the limit, whatever their timing, and whether they fail or not, together
+// they admit no more than it: a replica that dies holding a lease only
+// loses its tokens until the limit refills.
+//
+// # When to lease
+//
+// Lease a hot key whose limit is far above one replica's share: an API
+// key's requests or rows per hour on many replicas, a tenant's quota. A
+// lease is never more than a sixteenth of the capacity, nor more than a
+// quarter of what the remote last said it held: a limit of a capacity
+// below 16 never leases (a login limit of 5 a minute is decided at the
+// remote, as without the Store), and a key near its limit is decided
+// almost centrally. A key that sees less than a request an interval on a
+// replica gains little: its requests are remote calls.
+//
+// Token buckets and fixed windows are leased. A leaky bucket, a sliding
+// window and a sliding log go to the remote as they are: their decisions
+// depend on when each token was taken (a leaky bucket's Delay, a sliding
+// window's weight, a log's entries), which a lease would move.
+//
+// # Decisions
+//
+// Each decision is the model's (store.Apply) on the key as one store
+// holding the remote's tokens and the lease's would have it (store.Share),
+// so a Store that is its remote's only client decides exactly what the
+// remote alone would: every field, of every action, single or in a batch.
+// (It knows the remote's state by applying the model to what it sent; on
+// a key whose state the remote had before the Store first saw it, it
+// reads the remote's decisions, whose durations are rounded up to the
+// millisecond, until the key is whole again.) With several replicas,
+// Remaining counts the asking replica's lease only, and concurrent
+// requests on one replica may report the same Remaining.
+//
+// A request the key cannot admit is denied in memory when the remote told
+// of the key within WithInterval; otherwise it asks the remote, or waits
+// for the call another request on the key has in flight. So a Refund or a
+// Reset made on another replica is seen at most an interval late. A
+// Refund and a Reset go to the remote; the lease keeps its tokens but for
+// what the remote then has again (none after a Reset).
+//
+// A request of several ops (DoMulti AllOrNothing, a spigot.Group, an
+// httplimit or grpclimit policy of several rules) is decided from the
+// leases for the ops on the kinds they hold and at the remote for the
+// rest, in at most one call of the remote's DoMulti that also asks for new
+// leases, and stays all or nothing: what the leases hold is set aside
+// first, spent when the remote admits the rest, and held again when it
+// denies it, so a denied request is charged nowhere. An independent
+// batch is applied op by op.
 //
 // # Lease sizes
 //
@@ -23,74 +68,48 @@
 // below) within WithInterval (plus twice the time the remote took to
 // answer) of being taken gets one twice as large plus one the next time,
 // and one that lasted longer half as large: a lease lasts about an
-// interval. While a key with no lease asks the remote, the key's other
-// requests go to the remote as they are, and while it asks for a lease,
-// they wait for it (near the limit, for that lease only: one it does not
-// serve goes to the remote as it is while another request asks for the
-// next). A lease is never more than a sixteenth of the limit's capacity,
-// nor more than a quarter of what the remote last said it held, so that a
-// key near its limit is decided almost centrally. At any instant at most (replicas × the
-// largest lease) tokens sit unspent in leases: the most by which the
-// limit's clients can be under-admitted.
+// interval. While a key asks the remote for a lease, its other requests
+// that the lease does not hold wait for it (near the limit, for that
+// lease only: one it does not serve then asks the remote for what it
+// lacks alone). At any instant at most (replicas × the largest lease)
+// tokens sit unspent in leases: the most by which the limit's clients can
+// be under-admitted.
 //
-// Unspent tokens go back to the remote (a Refund) once their key has had no
-// request for WithIdle, or its lease was taken more than twice WithIdle
-// ago, and all of them at Close. The Store looks for such leases every
-// WithIdle/2, so a token sits unspent in a lease for at most about 2.5 ×
-// WithIdle.
-//
-// # Decisions
-//
-// Denials come from the remote, with its RetryAfter. A decision made from a
-// lease has the N asked; its Remaining is what the lease still holds plus
-// what the remote held at its last answer for the key, refilled since at
-// the limit's rate (other replicas may have taken some meanwhile), and its
-// ResetAfter and RefillAfter are worked out from that answer, as if the
-// lease's tokens were back in the limit. The remote rounds them to the
-// millisecond, so they may be that much off: Remaining by up to a
-// millisecond of refill above what a central bucket would say. Peek, Refund
-// and Reset go to the remote and count the lease too: Refund gives the
-// lease back with the tokens refunded, and Reset drops it without giving it
-// back (the limit is full again). A Take of 0 or of more than the capacity,
-// and every op on a kind of limit other than a token bucket (whose Delay or
-// window a lease cannot tell), goes to the remote as it is.
-//
-// A lease never adds to what a central bucket would admit. Once the
-// remote, refilling, lacks fewer tokens of its capacity than a lease
-// holds, the two would hold more than the capacity between them, where a
-// central bucket would stop at it: the lease keeps only what the remote
-// lacks, and the rest, which the remote has again, is dropped. On a key
-// under its limit, where the remote stays nearly full, a lease thus lasts
-// about its size over the limit's rate, and sizes grow to about the rate
-// times WithInterval. A key's leases are keyed by the limit's name; one
-// taken under a configuration that has changed goes back.
-//
-// DoMulti applies an all-or-nothing batch from the leases when they hold
-// all of it, and otherwise sends it to the remote as it is, leases
-// untouched; an independent batch is applied op by op.
+// Unspent tokens of a bucket go back to the remote (a Refund) once their
+// key has had no request for WithIdle, or its lease was taken more than
+// twice WithIdle ago, and all of them at Close. The Store looks for such
+// leases every WithIdle/2, so a token sits unspent in a lease for at most
+// about 2.5 × WithIdle. A fixed window's are never given back (a refund
+// could land in the next window): they are lost when the window ends.
 //
 // # What it guarantees
 //
-// On one replica, every decision allows and takes what the remote alone
-// would, but that a lease drops the fraction of a token it cannot keep, so
-// that the limit may hold less than a token fewer than a central bucket,
-// for less than a token's time (TestAgainstModel checks both on random
-// operations). Together the replicas admit no more than the limit,
-// whatever happens to them or to the remote: tokens are taken from it
-// before they are spent, and dropped before its refill could overtake
-// them. Two things loosen that, by at most the tokens the leases hold: a
-// Reset makes the remote's limit full while other replicas may still hold
-// leases on it, and a Refund on one replica (a client's, or a lease given
-// back when idle or at Close) is not seen by the leases of another, which
-// may then outlast the refill by what was refunded. Remaining counts only
-// the asking replica's leases; concurrent admissions on one replica may
-// report the same Remaining. A client can be denied while tokens sit in
-// another replica's lease, by at most that lease, for at most 2.5 ×
-// WithIdle.
+// Together the replicas admit no more than each limit, whatever happens
+// to them or to the remote:
 //
-// conformance.Run passes but for its cases concurrent (Remaining under
-// concurrency), never-more-than and random-operations (fields off by the
-// remote's rounding, as above).
+//   - A token bucket: at most capacity + rate × t over any interval t.
+//     Once the remote, refilling, lacks fewer tokens than a lease holds,
+//     the lease keeps what it lacks, rounded up to a whole token; a
+//     decision that needs the lease's share of that token and the
+//     remote's fraction of one spends it, and the remote then holds up to
+//     that fraction of a token more than the key, until the replica next
+//     takes from it. The remote's rounding to the millisecond may let a
+//     lease keep up to a millisecond of refill more.
+//   - A fixed window: never more than the limit in any window of the
+//     remote. A lease is tokens of the window the remote told, spent from
+//     memory only before its last millisecond (the remote's rounding), and
+//     after that only when the remote's next answer shows the same window.
+//
+// Two things loosen that, by at most the tokens the leases hold: a Reset
+// makes the remote's limit full while other replicas may still hold leases
+// on it, and a Refund on one replica (a client's, or a lease given back
+// when idle or at Close) is not seen by the leases of another. A client
+// can be denied while tokens sit in another replica's lease, by at most
+// that lease, for at most 2.5 × WithIdle (a fixed window: until the
+// window ends).
+//
+// conformance.Run passes but for its concurrent case (Remaining under
+// concurrency, above).
 package lease
 
 import (
