@@ -36,18 +36,17 @@ import (
 //
 // The zero Share knows nothing. A Share is not safe for concurrent use.
 type Share struct {
+	// What a decision from what is held reads, first.
 	limit   spigot.Limit
-	remote  State // as the remote's last decision told it
 	central State // the key's own: the remote with the share held back in it
 	held    int64 // the units held: whole tokens, at most a token above the share
 	stands  int64 // µs: until then held needs no recount
 	until   int64 // µs; a fixed window: the held tokens are spent from the lease before then
-	end     int64 // µs; a fixed window: its end, as the remote told it
 	toldAt  int64 // µs: when the remote last told its state
 	known   bool
-
-	replayed State // replay's: the state it found the remote's from
-	dropped  int64 // units trimmed from held, not yet reported by Dropped
+	dropped int64 // units trimmed from held, not yet reported by Dropped
+	end     int64 // µs; a fixed window: its end, as the remote told it
+	remote  State // as the remote's last decision told it
 }
 
 // Shareable reports whether a Share can hold a key of l: a token bucket
@@ -297,7 +296,7 @@ func (s *Share) Told(ops []spigot.Op, out []spigot.Decision, now time.Time, appl
 		s.recount(t)
 		share, held, before = s.share(c, t), s.held, &s.remote
 	}
-	from, remote, ok := s.replay(before, ops, out, now, applied)
+	from, replayed, remote, ok := s.replay(before, ops, out, now, applied)
 	if !ok {
 		return false
 	}
@@ -325,7 +324,7 @@ func (s *Share) Told(ops []spigot.Op, out []spigot.Decision, now time.Time, appl
 		s.central = remote
 		give(l, c, &s.central, share+took*u, t)
 	default: // from a state s had not seen: the key's, with the share back in it
-		s.central = s.replayed
+		s.central = replayed
 		give(l, c, &s.central, share, t)
 	}
 	s.limit, s.known, s.remote, s.held, s.toldAt = l, true, remote, held, t
@@ -343,10 +342,10 @@ const (
 // replay returns where it found the remote's state after it decided out
 // for ops at now, and that state: Apply's from before (the state s last
 // saw) or from a whole limit or another kind's state, when one decides
-// every op as out says (that state is left in s.replayed), and otherwise
+// every op as out says (and then the state it found it from), and otherwise
 // what the decisions' fields tell (with what a denied batch's Takes would
 // have taken given back); false when they tell nothing.
-func (s *Share) replay(before *State, ops []spigot.Op, out []spigot.Decision, now time.Time, applied bool) (int, State, bool) {
+func (s *Share) replay(before *State, ops []spigot.Op, out []spigot.Decision, now time.Time, applied bool) (from int, replayed, after State, ok bool) {
 	l := ops[0].Limit
 	c, t := configOf(l), now.UnixMicro()
 	try := func(from State) (State, bool) {
@@ -367,7 +366,7 @@ func (s *Share) replay(before *State, ops []spigot.Op, out []spigot.Decision, no
 	}
 	if before != nil {
 		if st, ok := try(*before); ok {
-			return fromBefore, st, true
+			return fromBefore, *before, st, true
 		}
 	}
 	candidates := []State{{}}
@@ -376,10 +375,9 @@ func (s *Share) replay(before *State, ops []spigot.Op, out []spigot.Decision, no
 	if d := out[0]; d.ResetAfter > 0 && d.ResetAfter != spigot.Never && !d.Degraded() {
 		candidates = append(candidates, State{Kind: spigot.SlidingLog, Stamp: t, FullAt: t + d.ResetAfter.Microseconds()})
 	}
-	for _, from := range candidates {
-		if st, ok := try(from); ok {
-			s.replayed = from
-			return fromOther, st, true
+	for _, c := range candidates {
+		if st, ok := try(c); ok {
+			return fromOther, c, st, true
 		}
 	}
 	if !applied {
@@ -388,17 +386,17 @@ func (s *Share) replay(before *State, ops []spigot.Op, out []spigot.Decision, no
 		first := out[0]
 		remote, ok := told(c, first, t)
 		if !ok {
-			return 0, State{}, false
+			return 0, State{}, State{}, false
 		}
 		if op := ops[0]; op.Action == spigot.Take && first.Allowed() {
 			give(l, c, &remote, op.N*unit(c), t)
 		} else if op.Action != spigot.Peek && op.N > 0 && before != nil {
-			return fromTold, *before, true // a TakeUpTo's would-be take is not told
+			return fromTold, State{}, *before, true // a TakeUpTo's would-be take is not told
 		}
-		return fromTold, remote, true
+		return fromTold, State{}, remote, true
 	}
 	st, ok := told(c, out[len(out)-1], t)
-	return fromTold, st, ok
+	return fromTold, State{}, st, ok
 }
 
 // Decide applies op, a Take or a TakeUpTo, at now, to the key's own state
@@ -550,7 +548,7 @@ func (s *Share) Moved(op spigot.Op, d spigot.Decision, now time.Time) (spigot.De
 	}
 	c, t := configOf(op.Limit), now.UnixMicro()
 	s.recount(t)
-	_, remote, ok := s.replay(&s.remote, []spigot.Op{op}, []spigot.Decision{d}, now, true)
+	_, _, remote, ok := s.replay(&s.remote, []spigot.Op{op}, []spigot.Decision{d}, now, true)
 	if !ok {
 		return d, false
 	}

@@ -115,6 +115,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -167,14 +168,15 @@ type leaseKey struct {
 // with what the remote last said of the key.
 type lease struct {
 	keyed.Header
-	key       leaseKey // immutable
+	// What a request the lease holds reads and writes, together.
 	mu        sync.Mutex
-	share     store.Share   // the remote's state as told, and the units held
+	usedAt    int64         // the last request, in µs since the epoch on the Store's clock
+	share     store.Share   // the remote's state as told, the tokens held, the key's own state
+	key       leaseKey      // immutable
 	remaining int64         // the remote's Remaining at its last answer
 	size      int64         // the next lease, beyond a request's own cost
 	takenAt   time.Time     // when the last lease was taken
 	rtt       time.Duration // how long the remote took to answer the last fill
-	usedAt    time.Time     // the last request
 	filling   chan struct{} // closed when the remote call in flight for this key returns; nil if none
 	dead      bool          // given back and forgotten: look the key up again
 }
@@ -376,7 +378,7 @@ func (s *Store) Do(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
 		if l == nil {
 			return s.remote.Do(ctx, op)
 		}
-		l.usedAt = now
+		l.usedAt = now.UnixMicro()
 		if l.share.Known() && l.share.Limit() != op.Limit {
 			if err := s.restart(ctx, l, op.Limit, now); err != nil {
 				return spigot.Decision{}, err
@@ -797,7 +799,7 @@ func (s *Store) fromLeases(ctx context.Context, b batch, ops []spigot.Op, out []
 		out[i], _ = local(&b.keys[b.of[i]].l.share, op, now)
 	}
 	for _, bk := range b.keys {
-		bk.l.usedAt = now
+		bk.l.usedAt = now.UnixMicro()
 	}
 	if s.obs.Hit != nil {
 		for _, op := range ops {
@@ -925,7 +927,7 @@ func (s *Store) reserve(bk *batchKey, ops []spigot.Op, now time.Time) bool {
 			s.restart(context.Background(), l, bk.limit, now) // a refund that fails loses its tokens until the limit refills
 			continue
 		}
-		l.usedAt = now
+		l.usedAt = now.UnixMicro()
 		defer l.mu.Unlock()
 		if !l.share.Known() {
 			// A key new to the Store: its Takes as they are.
@@ -1008,7 +1010,7 @@ func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigo
 			out[i] = l.share.Spend(op, now)
 		}
 	}
-	l.usedAt = now
+	l.usedAt = now.UnixMicro()
 	if bk.take >= 0 || bk.refill >= 0 {
 		l.takenAt = now
 	}
@@ -1133,7 +1135,7 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 		defer l.mu.Unlock()
 		switch {
 		case l.filling != nil:
-		case !l.usedAt.After(idle):
+		case l.usedAt <= idle.UnixMicro():
 			if n := l.share.GiveBack(now); n > 0 {
 				refunds = append(refunds, refund{l.share.Limit(), l.key.key, n})
 			}
@@ -1164,6 +1166,6 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 func (s *Store) Close(ctx context.Context) error {
 	s.closed.Do(func() { close(s.stop) })
 	<-s.done
-	end := time.Unix(1<<62, 0)
+	end := time.UnixMicro(math.MaxInt64)
 	return s.giveBack(ctx, end, end)
 }
