@@ -28,6 +28,11 @@
 // when it opens, before its handler runs; a rule with PerMessage limits
 // instead each message the stream's client sends.
 //
+// On a store/lease Store, the rules on token buckets and fixed windows
+// are decided from the leases the replica holds, in memory, and the rest
+// at the store behind it, in one call: a call is still taken all or
+// nothing, and a denied one is charged nowhere.
+//
 // # Client addresses
 //
 // PeerIP keys by the connection's peer, without its port. It reads

@@ -26,6 +26,11 @@
 // Middlewares nested anyway (one per router group, say) each decide on
 // their own rules, and merge their rate-limit headers.
 //
+// On a store/lease Store, the rules on token buckets and fixed windows
+// are decided from the leases the replica holds, in memory, and the rest
+// at the store behind it, in one call: a request is still taken all or
+// nothing, and a denied one is charged nowhere.
+//
 // # Client addresses
 //
 // ClientIP keys by the connection's peer, without its port. It reads
