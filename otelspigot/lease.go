@@ -22,8 +22,10 @@ import (
 //     each);
 //   - spigot.lease.denials: each request denied on what the remote store
 //     last told of its key, with no call of it;
-//   - spigot.lease.takes: each call of the remote store that asked for a
-//     lease; a failed one has error.type, as ErrorType names it;
+//   - spigot.lease.takes: each call of the remote store that took tokens
+//     for the Store's decisions (a request's cost that a lease did not
+//     hold, and a new lease); a failed one has error.type, as ErrorType
+//     names it;
 //   - spigot.lease.tokens.taken: the tokens those calls took from the
 //     remote store: the request's own cost and the new lease;
 //   - spigot.lease.tokens.returned: the unspent tokens of leases given
@@ -59,7 +61,7 @@ func LeaseObserver(opts ...Option) lease.Observer {
 		metric.WithDescription("Requests store/lease denied on what its remote store last told, with no call of it, by limit."))
 	err = errors.Join(err, e)
 	o.takes, e = m.Int64Counter("spigot.lease.takes", metric.WithUnit("{call}"),
-		metric.WithDescription("Calls of store/lease's remote store that asked for a lease, by limit, and by kind of error for those that failed."))
+		metric.WithDescription("Calls of store/lease's remote store that took tokens for its decisions, by limit, and by kind of error for those that failed."))
 	err = errors.Join(err, e)
 	o.taken, e = m.Int64Counter("spigot.lease.tokens.taken", metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens store/lease took from its remote store, for requests and leases, by limit."))

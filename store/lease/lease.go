@@ -23,9 +23,10 @@
 // lease is never more than a sixteenth of the capacity, nor more than a
 // quarter of what the remote last said it held: a limit of a capacity
 // below 16 never leases (a login limit of 5 a minute is decided at the
-// remote, as without the Store), and a key near its limit is decided
-// almost centrally. A key that sees less than a request an interval on a
-// replica gains little: its requests are remote calls.
+// remote, as without the Store, but for the denials below), and a key
+// near its limit is decided almost centrally. A key that sees less than a
+// request an interval on a replica gains little: its requests are remote
+// calls.
 //
 // Token buckets and fixed windows are leased. A leaky bucket, a sliding
 // window and a sliding log go to the remote as they are: their decisions
@@ -55,8 +56,10 @@
 // A request of several ops (DoMulti AllOrNothing, a spigot.Group, an
 // httplimit or grpclimit policy of several rules) is decided from the
 // leases for the ops on the kinds they hold and at the remote for the
-// rest, in at most one call of the remote's DoMulti that also asks for new
-// leases, and stays all or nothing: what the leases hold is set aside
+// rest, in one call of the remote's DoMulti that also asks for new leases
+// (and a second, without them, in the rare case that other replicas took
+// what a new lease counted on since this one last heard from the remote),
+// and stays all or nothing: what the leases hold is set aside
 // first, spent when the remote admits the rest, and held again when it
 // denies it, so a denied request is charged nowhere. An independent
 // batch is applied op by op.
