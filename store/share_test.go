@@ -38,6 +38,9 @@ const (
 	doDecide
 	// doSpend spends the op, of an admitted batch; the key applies it.
 	doSpend
+	// doApply applies the op to the Share's key alone (ApplyCentral), and
+	// to the key.
+	doApply
 	// doCentral asks what the op would decide, changing nothing.
 	doCentral
 	// doOther is another client's op, at the remote: the key applies it,
@@ -48,8 +51,8 @@ const (
 	// doRelease puts back n tokens that doReserve set aside.
 	doRelease
 	// doRest asks what to take from the remote for Takes of n, with what
-	// doReserve set aside; iff checks what the doc says of it instead of
-	// got: the remote denies a Take of it if and only if the key denies n.
+	// doReserve set aside, and checks that the remote admits a Take of it
+	// if and only if the key admits n.
 	doRest
 	// doGiveBack empties the Share and refunds what it returns to the
 	// remote.
@@ -83,7 +86,7 @@ type shareStep struct {
 	ok      bool            // what Told, Decide or Moved reports
 	n       int64           // tokens: doReserve, doRelease, doRest
 	got     int64           // tokens: what Reserve, Rest or GiveBack returns
-	iff     bool            // doRest: check the doc's promise, not got
+	iff     bool            // doRest: got is not checked, only what the remote admits
 	held    int64           // tokens held after the step
 	dropped int64           // what Dropped reports after the step
 }
@@ -176,6 +179,9 @@ func (k *shareKey) play(t *testing.T, steps []shareStep) {
 			if got := k.sh.Told(ops, out, now, applied); got != st.ok {
 				t.Errorf("step %d: Told(%v, %v, applied %v) = %v, want %v", i, ops, out, applied, got, st.ok)
 			}
+			if st.ok && (!k.sh.Known() || k.sh.Limit() != k.l || !k.sh.ToldAt().Equal(now)) {
+				t.Errorf("step %d: after Told: Known %v, Limit %v, ToldAt %v; want true, %v, %v", i, k.sh.Known(), k.sh.Limit(), k.sh.ToldAt(), k.l, now)
+			}
 		case doPolicy:
 			ops := k.ops(st.ops)
 			out := make([]spigot.Decision, len(ops))
@@ -204,6 +210,11 @@ func (k *shareKey) play(t *testing.T, steps []shareStep) {
 			if got := k.sh.Spend(op, now); got != want {
 				t.Errorf("step %d: Spend(%v) = %+v, want %+v", i, op, got, want)
 			}
+		case doApply:
+			want, _ := store.Apply(op, &k.model, now)
+			if got := k.sh.ApplyCentral(op, now); got != want {
+				t.Errorf("step %d: ApplyCentral(%v) = %+v, want %+v", i, op, got, want)
+			}
 		case doCentral:
 			model := k.model
 			want, _ := store.Apply(op, &model, now)
@@ -224,11 +235,8 @@ func (k *shareKey) play(t *testing.T, steps []shareStep) {
 			k.reserved = 0
 		case doRest:
 			got := k.sh.Rest(st.n, k.reserved, now)
-			if !st.iff {
-				if got != st.got {
-					t.Errorf("step %d: Rest(%d, %d) = %d, want %d", i, st.n, k.reserved, got, st.got)
-				}
-				break
+			if !st.iff && got != st.got {
+				t.Errorf("step %d: Rest(%d, %d) = %d, want %d", i, st.n, k.reserved, got, st.got)
 			}
 			remote, model := k.remote, k.model
 			r, _ := store.Apply(spigot.Op{Limit: k.l, Key: "user", Action: spigot.Take, N: got}, &remote, now)
@@ -257,6 +265,9 @@ func (k *shareKey) play(t *testing.T, steps []shareStep) {
 			if got != want || ok != st.ok {
 				t.Errorf("step %d: Moved(%v, %+v) = %+v, %v; want %+v, %v", i, op, d, got, ok, want, st.ok)
 			}
+			if ok && !k.sh.ToldAt().Equal(now) {
+				t.Errorf("step %d: after Moved: ToldAt %v, want %v", i, k.sh.ToldAt(), now)
+			}
 		case doRemote:
 			remote, model := k.remote, k.model
 			got, _ := store.Apply(op, &remote, now)
@@ -280,12 +291,18 @@ func (k *shareKey) play(t *testing.T, steps []shareStep) {
 func TestShareNewKey(t *testing.T) {
 	t.Run("bucket", func(t *testing.T) {
 		runShare(t, shareBucket, []shareStep{
-			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},            // the remote holds 4
-			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},              // the key 9
-			{at: 100 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 2), ok: true, held: 3},   // 7.1
-			{at: 200 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: false, held: 3},      // admitted with the remote's tokens: unchanged
-			{at: 200 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 5), ok: false, held: 3},  // the same
-			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},                // 7.2: nothing moved
+			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},           // the remote holds 4
+			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},             // the key 9
+			{at: 100 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 2), ok: true, held: 3},  // 7.1
+			{at: 200 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: false, held: 3},     // admitted with the remote's tokens: unchanged
+			{at: 200 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 5), ok: false, held: 3}, // the same
+			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},               // 7.2: nothing moved
+			{at: 200 * ms, do: doTell, ops: one(spigot.Peek, 7), ok: true, held: 3},        // told nothing taken
+			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 0), ok: true, held: 3},
+			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 11), ok: true, held: 3}, // denied for ever
+			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 0), held: 3},
+			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 11), held: 3},
+			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},
 			{at: s, do: doDecide, ops: one(spigot.Take, 10), ok: false, held: 3},            // 8.0: denied, restamped at t0+1s
 			{at: 900 * ms, do: doCentral, ops: one(spigot.Peek, 8), held: 3},                // the clock back: 8.0 from t0+1s, not 7.9
 			{at: 900 * ms, do: doDecide, ops: one(spigot.Take, 3), ok: true, held: 0},       // 5.0 at t0+1s
@@ -311,16 +328,22 @@ func TestShareNewKey(t *testing.T) {
 			{at: 200 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: false, held: 3},     // admitted with the remote's tokens: unchanged
 			{at: 200 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 5), ok: false, held: 3}, // the same
 			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},               // 3: nothing moved
-			{at: 300 * ms, do: doDecide, ops: one(spigot.Take, 8), ok: false, held: 3},     // denied, restamped at t0+300ms
-			{at: 250 * ms, do: doDecide, ops: one(spigot.Take, 2), ok: true, held: 1},      // the clock back: 5
-			{at: 400 * ms, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 0},      // 6
-			{at: 400 * ms, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 0},     // nothing held
-			{at: 400 * ms, do: doCentral, ops: one(spigot.Peek, 4), held: 0},               // 6
-			{at: 500 * ms, do: doTell, ops: one(spigot.TakeUpTo, 3), ok: true, held: 3},    // the remote counts 9
-			{at: 500 * ms, do: doDecide, ops: one(spigot.Take, 3), ok: true, held: 0},      // 9
-			{at: 500 * ms, do: doRemote, ops: one(spigot.Peek, 1), held: 0},                // 9 at the remote
-			{at: 600 * ms, do: doDecide, ops: one(spigot.Take, 2), ok: false, held: 0},     // denied
-			{at: s, do: doCentral, ops: one(spigot.Peek, 10), held: 0},                     // the next window
+			{at: 200 * ms, do: doTell, ops: one(spigot.Peek, 7), ok: true, held: 3},        // told nothing taken
+			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 0), ok: true, held: 3},
+			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 11), ok: true, held: 3}, // denied for ever
+			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 0), held: 3},
+			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 11), held: 3},
+			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},
+			{at: 300 * ms, do: doDecide, ops: one(spigot.Take, 8), ok: false, held: 3},  // denied, restamped at t0+300ms
+			{at: 250 * ms, do: doDecide, ops: one(spigot.Take, 2), ok: true, held: 1},   // the clock back: 5
+			{at: 400 * ms, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 0},   // 6
+			{at: 400 * ms, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 0},  // nothing held
+			{at: 400 * ms, do: doCentral, ops: one(spigot.Peek, 4), held: 0},            // 6
+			{at: 500 * ms, do: doTell, ops: one(spigot.TakeUpTo, 3), ok: true, held: 3}, // the remote counts 9
+			{at: 500 * ms, do: doDecide, ops: one(spigot.Take, 3), ok: true, held: 0},   // 9
+			{at: 500 * ms, do: doRemote, ops: one(spigot.Peek, 1), held: 0},             // 9 at the remote
+			{at: 600 * ms, do: doDecide, ops: one(spigot.Take, 2), ok: false, held: 0},  // denied
+			{at: s, do: doCentral, ops: one(spigot.Peek, 10), held: 0},                  // the next window
 		})
 	})
 }
@@ -401,17 +424,31 @@ func TestShareReserve(t *testing.T) {
 // was; one it admits adds what it took, and Spend spends it as the key
 // decides.
 func TestShareBatch(t *testing.T) {
+	// A key new to the Share, in a denied batch: the remote is whole.
+	for _, l := range []spigot.Limit{shareBucket, shareWindow} {
+		t.Run("new "+l.Kind().String(), func(t *testing.T) {
+			runShare(t, l, []shareStep{
+				{at: 0, do: doTell, ops: []shareOp{{spigot.TakeUpTo, 3}, {spigot.Take, 2}}, batch: true, other: true, ok: true, held: 0},
+				{at: 0, do: doCentral, ops: one(spigot.Peek, 10), held: 0},
+				{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},
+				{at: 0, do: doDecide, ops: one(spigot.Take, 6), ok: true, held: 0},
+				{at: 0, do: doRemote, ops: one(spigot.Peek, 4), held: 0},
+			})
+		})
+	}
 	t.Run("bucket", func(t *testing.T) {
+		const at = 100*ms + 500*time.Microsecond // between two milliseconds
 		runShare(t, shareBucket, []shareStep{
 			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6}, // the remote 4
 			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},   // the key 9
 			// A Take of 7, in a batch that another key's op denies.
-			{at: 100 * ms, do: doReserve, n: 7, got: 5, held: 0},
-			{at: 100 * ms, do: doRest, n: 7, got: 2, held: 0},
-			{at: 100 * ms, do: doRelease, n: 5, held: 5},
-			{at: 100 * ms, do: doTell, ops: []shareOp{{spigot.Take, 2}, {spigot.TakeUpTo, 2}}, batch: true, other: true, ok: true, held: 5},
-			{at: 100 * ms, do: doCentral, ops: one(spigot.Take, 7), held: 5},               // 9.1: as it was
-			{at: 2500 * ms, do: doCentral, ops: one(spigot.Peek, 10), held: 4, dropped: 1}, // the remote 6.5, as if untouched: a share of 3.5
+			{at: at, do: doReserve, n: 7, got: 5, held: 0},
+			{at: at, do: doRest, n: 7, got: 2, held: 0},
+			{at: at, do: doRelease, n: 5, held: 5},
+			{at: at, do: doTell, ops: []shareOp{{spigot.Take, 2}, {spigot.TakeUpTo, 2}}, batch: true, other: true, ok: true, held: 5},
+			{at: at, do: doCentral, ops: one(spigot.Take, 7), held: 5},                 // 9.1005: as it was
+			{at: 2 * s, do: doCentral, ops: one(spigot.Peek, 10), held: 4, dropped: 1}, // the remote 6.0, as if untouched: a share of 4
+			{at: 2500 * ms, do: doCentral, ops: one(spigot.Peek, 10), held: 4},         // 3.5
 			// Takes of 2 and 5, in a batch the remote admits.
 			{at: 2500 * ms, do: doReserve, n: 7, got: 4, held: 0},
 			{at: 2500 * ms, do: doRest, n: 7, got: 3, held: 0},
@@ -519,6 +556,14 @@ func TestShareWindowEnd(t *testing.T) {
 		{at: s, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 3},
 		{at: 1500 * ms, do: doGiveBack, got: 0, held: 0},
 	})
+	// A window told between two milliseconds: as told, it ends a
+	// millisecond after that, rounded up.
+	runShare(t, shareWindow, []shareStep{
+		{at: 500 * time.Microsecond, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6}, // ResetAfter 1s
+		{at: 999*ms + 200*time.Microsecond, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},
+		{at: 999*ms + 500*time.Microsecond, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 5},
+		{at: s, do: doCentral, ops: one(spigot.Peek, 10), held: 0, dropped: 5},
+	})
 	// A window told at its start.
 	runShare(t, shareWindow, []shareStep{
 		{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},
@@ -528,6 +573,38 @@ func TestShareWindowEnd(t *testing.T) {
 		{at: s, do: doCentral, ops: one(spigot.Peek, 10), held: 0, dropped: 6},
 		{at: s, do: doCentral, ops: one(spigot.Peek, 10), held: 0},
 		{at: 2 * s, do: doGiveBack, got: 0, held: 0},
+	})
+}
+
+// TestShareNewLimit: told of a limit other than the one it was told of
+// before (a limit's configuration changed), a Share starts again, holding
+// what that Told took alone.
+func TestShareNewLimit(t *testing.T) {
+	faster := spigot.MustBucket(shareBucket.Name(), 20, spigot.Per(2, time.Second))
+	t.Run("given back", func(t *testing.T) {
+		k := runShare(t, shareBucket, []shareStep{
+			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6}, // the remote 4
+			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},   // the key 9
+			{at: 0, do: doGiveBack, got: 5, held: 0},                             // the remote 9
+		})
+		k.l = faster
+		k.play(t, []shareStep{
+			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6}, // the remote 3
+			{at: 0, do: doCentral, ops: one(spigot.Peek, 9), held: 6},            // the key 9
+			{at: 0, do: doDecide, ops: one(spigot.Take, 6), ok: true, held: 0},   // 3
+			{at: 0, do: doRemote, ops: one(spigot.Peek, 3), held: 0},
+			{at: s, do: doCentral, ops: one(spigot.Peek, 5), held: 0}, // 5
+		})
+	})
+	t.Run("kept", func(t *testing.T) {
+		k := runShare(t, shareBucket, []shareStep{
+			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6}, // the remote 4
+			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},
+		})
+		k.l = faster
+		k.play(t, []shareStep{
+			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 4}, // the remote gives its 4: the 5 held before are not
+		})
 	})
 }
 
