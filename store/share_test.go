@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -289,27 +290,31 @@ func (k *shareKey) play(t *testing.T, steps []shareStep) {
 // what it took, decides Takes from it as the key does, and leaves
 // what it does not hold (a Take of more, a denial) to the key.
 func TestShareNewKey(t *testing.T) {
+	// The first steps, the same for both kinds: a lease of 6, 3 of them
+	// spent, and what leaves it as it is.
+	first := []shareStep{
+		{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},           // the remote holds 4 (a bucket), counts 6 (a window)
+		{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},             // the key 9 (counts 1)
+		{at: 100 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 2), ok: true, held: 3},  // 7.1 (3)
+		{at: 200 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: false, held: 3},     // admitted with the remote's tokens: unchanged
+		{at: 200 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 5), ok: false, held: 3}, // the same
+		{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},               // nothing moved
+		{at: 200 * ms, do: doTell, ops: one(spigot.Peek, 7), ok: true, held: 3},        // told nothing taken
+		{at: 200 * ms, do: doTell, ops: one(spigot.Take, 0), ok: true, held: 3},
+		{at: 200 * ms, do: doTell, ops: one(spigot.Take, 11), ok: true, held: 3}, // denied for ever
+		{at: 200 * ms, do: doApply, ops: one(spigot.Take, 0), held: 3},
+		{at: 200 * ms, do: doApply, ops: one(spigot.Take, 11), held: 3},
+		{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},
+	}
 	t.Run("bucket", func(t *testing.T) {
-		runShare(t, shareBucket, []shareStep{
-			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},           // the remote holds 4
-			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},             // the key 9
-			{at: 100 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 2), ok: true, held: 3},  // 7.1
-			{at: 200 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: false, held: 3},     // admitted with the remote's tokens: unchanged
-			{at: 200 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 5), ok: false, held: 3}, // the same
-			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},               // 7.2: nothing moved
-			{at: 200 * ms, do: doTell, ops: one(spigot.Peek, 7), ok: true, held: 3},        // told nothing taken
-			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 0), ok: true, held: 3},
-			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 11), ok: true, held: 3}, // denied for ever
-			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 0), held: 3},
-			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 11), held: 3},
-			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},
+		runShare(t, shareBucket, append(slices.Clone(first), []shareStep{
 			{at: s, do: doDecide, ops: one(spigot.Take, 10), ok: false, held: 3},            // 8.0: denied, restamped at t0+1s
 			{at: 900 * ms, do: doCentral, ops: one(spigot.Peek, 8), held: 3},                // the clock back: 8.0 from t0+1s, not 7.9
 			{at: 900 * ms, do: doDecide, ops: one(spigot.Take, 3), ok: true, held: 0},       // 5.0 at t0+1s
 			{at: 2 * s, do: doCentral, ops: one(spigot.Peek, 6), held: 0},                   // 6.0
 			{at: 2 * s, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 0},         // nothing held
 			{at: 2 * s, do: doRemote, ops: one(spigot.Peek, 1), held: 0, dropped: 0},        // 6.0 there too
-			{at: 3 * s, do: doCentral, ops: one(spigot.Take, 0), held: 0},                   // a Take of 0 changes nothing
+			{at: 3 * s, do: doCentral, ops: one(spigot.Take, 0), held: 0},                   // a Take of 0
 			{at: 3 * s, do: doDecide, ops: one(spigot.Take, 11), ok: false, held: 0},        // above the capacity: Never
 			{at: 10 * s, do: doCentral, ops: one(spigot.Peek, 10), held: 0, dropped: 0},     // full again
 			{at: 10 * s, do: doRemote, ops: one(spigot.Peek, 10), held: 0},                  // at the remote too
@@ -318,22 +323,10 @@ func TestShareNewKey(t *testing.T) {
 			{at: 10 * s, do: doRemote, ops: one(spigot.Peek, 1), held: 0},                   // 8 at the remote
 			{at: 10*s + 500*ms, do: doCentral, ops: one(spigot.Peek, 8), held: 0},           // 8.5
 			{at: 10*s + 500*ms, do: doDecide, ops: one(spigot.Take, 9), ok: false, held: 0}, // denied
-		})
+		}...))
 	})
 	t.Run("window", func(t *testing.T) {
-		runShare(t, shareWindow, []shareStep{
-			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},           // the remote counts 6
-			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},             // the key 1
-			{at: 100 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 2), ok: true, held: 3},  // 3
-			{at: 200 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: false, held: 3},     // admitted with the remote's tokens: unchanged
-			{at: 200 * ms, do: doDecide, ops: one(spigot.TakeUpTo, 5), ok: false, held: 3}, // the same
-			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},               // 3: nothing moved
-			{at: 200 * ms, do: doTell, ops: one(spigot.Peek, 7), ok: true, held: 3},        // told nothing taken
-			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 0), ok: true, held: 3},
-			{at: 200 * ms, do: doTell, ops: one(spigot.Take, 11), ok: true, held: 3}, // denied for ever
-			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 0), held: 3},
-			{at: 200 * ms, do: doApply, ops: one(spigot.Take, 11), held: 3},
-			{at: 200 * ms, do: doCentral, ops: one(spigot.Peek, 7), held: 3},
+		runShare(t, shareWindow, append(slices.Clone(first), []shareStep{
 			{at: 300 * ms, do: doDecide, ops: one(spigot.Take, 8), ok: false, held: 3},  // denied, restamped at t0+300ms
 			{at: 250 * ms, do: doDecide, ops: one(spigot.Take, 2), ok: true, held: 1},   // the clock back: 5
 			{at: 400 * ms, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 0},   // 6
@@ -344,7 +337,7 @@ func TestShareNewKey(t *testing.T) {
 			{at: 500 * ms, do: doRemote, ops: one(spigot.Peek, 1), held: 0},             // 9 at the remote
 			{at: 600 * ms, do: doDecide, ops: one(spigot.Take, 2), ok: false, held: 0},  // denied
 			{at: s, do: doCentral, ops: one(spigot.Peek, 10), held: 0},                  // the next window
-		})
+		}...))
 	})
 }
 
@@ -363,11 +356,11 @@ func TestShareRefill(t *testing.T) {
 		{at: 2600 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: true, held: 0},     // the share's 3.4 and the remote's 0.6: the key 6.0
 		{at: 3 * s, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 0},        // 6.4: the remote's tokens
 		{at: 3 * s, do: doReserve, n: 1, got: 0, held: 0},
+		{at: 3 * s, do: doRelease, n: 0, held: 0},
 		{at: 3 * s, do: doTell, ops: one(spigot.TakeUpTo, 3), ok: true, held: 3}, // the remote 7.0, then 4.0
-		{at: 3 * s, do: doRelease, n: 0, held: 3},
-		{at: 3 * s, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 2},  // 5.4
-		{at: 3 * s, do: doDecide, ops: one(spigot.Take, 2), ok: true, held: 0},  // 3.4, the remote 4.0
-		{at: 5 * s, do: doDecide, ops: one(spigot.Take, 5), ok: false, held: 0}, // 5.4
+		{at: 3 * s, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 2},   // 5.4
+		{at: 3 * s, do: doDecide, ops: one(spigot.Take, 2), ok: true, held: 0},   // 3.4, the remote 4.0
+		{at: 5 * s, do: doDecide, ops: one(spigot.Take, 5), ok: false, held: 0},  // 5.4
 		{at: 5 * s, do: doCentral, ops: one(spigot.Peek, 5), held: 0},
 		{at: 9 * s, do: doCentral, ops: one(spigot.Peek, 9), held: 0},      // 9.4, the remote full
 		{at: 9600 * ms, do: doCentral, ops: one(spigot.Peek, 10), held: 0}, // full
@@ -381,17 +374,22 @@ func TestShareRefill(t *testing.T) {
 // TestShareReserve: what Reserve sets aside is not held until Release
 // puts it back; Reserve sets aside at most what is held.
 func TestShareReserve(t *testing.T) {
-	t.Run("bucket", func(t *testing.T) {
-		runShare(t, shareBucket, []shareStep{
-			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},
-			{at: 0, do: doReserve, n: 2, got: 2, held: 4},
-			{at: 0, do: doRelease, n: 2, held: 6},
-			{at: 0, do: doReserve, n: 8, got: 6, held: 0},
-			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 0}, // set aside: not held
-			{at: 0, do: doRelease, n: 6, held: 6},
-			{at: 0, do: doDecide, ops: one(spigot.Take, 6), ok: true, held: 0},
-			{at: 0, do: doCentral, ops: one(spigot.Peek, 4), held: 0},
+	for _, l := range []spigot.Limit{shareBucket, shareWindow} {
+		t.Run(l.Kind().String(), func(t *testing.T) {
+			runShare(t, l, []shareStep{
+				{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},
+				{at: 0, do: doReserve, n: 2, got: 2, held: 4},
+				{at: 0, do: doRelease, n: 2, held: 6},
+				{at: 0, do: doReserve, n: 8, got: 6, held: 0},
+				{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 0}, // set aside: not held
+				{at: 0, do: doRelease, n: 6, held: 6},
+				{at: 0, do: doDecide, ops: one(spigot.Take, 6), ok: true, held: 0},
+				{at: 0, do: doCentral, ops: one(spigot.Peek, 4), held: 0},
+			})
 		})
+	}
+	// Released later, but for what the remote has again meanwhile.
+	t.Run("bucket later", func(t *testing.T) {
 		runShare(t, shareBucket, []shareStep{
 			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},       // the remote 4
 			{at: s, do: doReserve, n: 6, got: 5, held: 0, dropped: 1},                  // the remote 5: a share of 5
@@ -399,17 +397,7 @@ func TestShareReserve(t *testing.T) {
 			{at: 2500 * ms, do: doDecide, ops: one(spigot.Take, 4), ok: true, held: 0}, // 6
 		})
 	})
-	t.Run("window", func(t *testing.T) {
-		runShare(t, shareWindow, []shareStep{
-			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},
-			{at: 0, do: doReserve, n: 2, got: 2, held: 4},
-			{at: 0, do: doRelease, n: 2, held: 6},
-			{at: 0, do: doReserve, n: 8, got: 6, held: 0},
-			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: false, held: 0},
-			{at: 0, do: doRelease, n: 6, held: 6},
-			{at: 0, do: doDecide, ops: one(spigot.Take, 6), ok: true, held: 0},
-			{at: 0, do: doCentral, ops: one(spigot.Peek, 4), held: 0},
-		})
+	t.Run("window later", func(t *testing.T) {
 		runShare(t, shareWindow, []shareStep{
 			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},
 			{at: 500 * ms, do: doReserve, n: 2, got: 2, held: 4},
