@@ -627,6 +627,35 @@ func TestShareGiveBack(t *testing.T) {
 	})
 }
 
+// TestShareAfterGiveBack: a Share that is its remote's only client
+// decides exactly what the remote alone would, after GiveBack too: the
+// remote then has what GiveBack returned, refunded (as store/lease does
+// when it gives an old lease back and keeps the key), and the next
+// decisions, Moved's included, are the key's.
+func TestShareAfterGiveBack(t *testing.T) {
+	t.Run("Moved", func(t *testing.T) {
+		runShare(t, shareBucket, []shareStep{
+			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6},       // the remote 4
+			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},         // the key 9
+			{at: 500 * ms, do: doGiveBack, got: 5, held: 0},                            // the remote 9.5, as the key
+			{at: 500 * ms, do: doMoved, ops: one(spigot.Refund, 1), ok: true, held: 0}, // both full
+			{at: 500 * ms, do: doCentral, ops: one(spigot.Peek, 10), held: 0},
+			{at: 600 * ms, do: doTell, ops: one(spigot.Take, 1), ok: true, held: 1},
+			{at: 600 * ms, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 0}, // 9
+			{at: 600 * ms, do: doRemote, ops: one(spigot.Peek, 9), held: 0},
+		})
+	})
+	t.Run("Decide", func(t *testing.T) {
+		runShare(t, shareBucket, []shareStep{
+			{at: 0, do: doTell, ops: one(spigot.TakeUpTo, 6), ok: true, held: 6}, // the remote 4
+			{at: 0, do: doDecide, ops: one(spigot.Take, 1), ok: true, held: 5},   // the key 9
+			{at: 500 * ms, do: doGiveBack, got: 5, held: 0},                      // the remote 9.5, as the key
+			{at: 500 * ms, do: doCentral, ops: one(spigot.Peek, 9), held: 0},
+			{at: 500 * ms, do: doDecide, ops: one(spigot.Take, 9), ok: false, held: 0}, // admitted, with the remote's tokens
+		})
+	})
+}
+
 // TestShareMoved: a Refund or a Reset at the remote decides on the key as
 // it would on one store, and the Share then holds what the key has beyond
 // the remote's state: nothing after a Reset.
