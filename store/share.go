@@ -513,11 +513,13 @@ func (s *Share) Release(now time.Time, units int64) {
 }
 
 // GiveBack empties s at now and returns the whole tokens to refund to the
-// remote for what it held: a bucket's share rounded up when the key is
-// full with it (the remote's refund stops at its capacity, so the key is
-// then exactly whole), rounded down otherwise (the fraction of a token is
-// lost until the bucket refills), and nothing for a fixed window, whose
-// tokens a refund could give to the next window.
+// remote for what it held: a bucket's share rounded up when the key is full
+// with it (the remote's refund stops at its capacity, so the key is then
+// exactly whole), rounded down otherwise, and nothing for a fixed window,
+// whose tokens a refund could give to the next window. The key's own state
+// stays as it was (with the fraction of a token of a share rounded down,
+// which no store then holds, until the bucket is full again), and s sees
+// the remote as that refund leaves it.
 func (s *Share) GiveBack(now time.Time) int64 {
 	if !s.known {
 		return 0
@@ -526,7 +528,7 @@ func (s *Share) GiveBack(now time.Time) int64 {
 	s.recount(t)
 	c := configOf(s.limit)
 	share, held := s.share(c, t), s.held
-	s.held, s.central, s.stands = 0, s.remote, math.MaxInt64
+	s.held, s.stands = 0, math.MaxInt64
 	if held <= 0 || share <= 0 || kind(c) != spigot.TokenBucket {
 		return 0
 	}
@@ -534,7 +536,11 @@ func (s *Share) GiveBack(now time.Time) int64 {
 	if free(s.limit, c, &s.remote, t)+share >= c.Max {
 		n = ceilDiv(share, c.Scale)
 	}
-	return min(n, held/c.Scale)
+	n = min(n, held/c.Scale)
+	if n > 0 {
+		Apply(spigot.Op{Limit: s.limit, Action: spigot.Refund, N: n}, &s.remote, now) //nolint:errcheck // valid
+	}
+	return n
 }
 
 // Moved tells s the remote's decision d of op, asked for at now, which

@@ -1130,27 +1130,43 @@ func (s *Store) giveBack(ctx context.Context, idle, old time.Time) error {
 		key    string
 		tokens int64
 	}
-	var refunds []refund
+	var refunds, dropped []refund
 	now := s.clock.Now()
 	s.keys.RemoveIf(func(x *keyed.Header) bool {
 		l := leases.Of(x)
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		window := l.share.Known() && l.share.Limit().Kind() == spigot.FixedWindow
+		defer func() {
+			if n := l.share.Dropped(); n > 0 {
+				dropped = append(dropped, refund{l.share.Limit(), l.key.key, n})
+			}
+		}()
 		switch {
 		case l.filling != nil:
 		case l.usedAt <= idle.UnixMicro():
+			if window {
+				// Not given back, as a refund could reach the next
+				// window: the remote has them again when this one ends.
+				if n := l.share.Held(now) / l.share.Unit(); n > 0 {
+					dropped = append(dropped, refund{l.share.Limit(), l.key.key, n})
+				}
+			}
 			if n := l.share.GiveBack(now); n > 0 {
 				refunds = append(refunds, refund{l.share.Limit(), l.key.key, n})
 			}
 			l.dead = true
 			return true
-		case !l.takenAt.After(old) && l.share.Held(now) > 0:
+		case !window && !l.takenAt.After(old) && l.share.Held(now) > 0:
 			if n := l.share.GiveBack(now); n > 0 {
 				refunds = append(refunds, refund{l.share.Limit(), l.key.key, n})
 			}
 		}
 		return false
 	})
+	for _, r := range dropped {
+		s.returned(ctx, r.limit, r.tokens, nil)
+	}
 	var errs []error
 	for _, r := range refunds {
 		_, err := s.remote.Do(ctx, spigot.Op{Limit: r.limit, Key: r.key, Action: spigot.Refund, N: r.tokens})
