@@ -503,7 +503,7 @@ func (s *Store) fill(ctx context.Context, l *lease, op spigot.Op, now time.Time,
 	if size > 0 {
 		ask.Action, ask.N = spigot.TakeUpTo, rest+size
 	}
-	d, err := s.remote.Do(ctx, ask) // rest is at least 1: what is held does not decide op
+	d, err := s.remote.Do(ctx, ask) // of 0 when what is held covers op but the key, as last told, denies it: the remote tells again
 	if s.obs.Take != nil {
 		s.obs.Take(ctx, op, ask.N, d.N, err)
 	}
