@@ -64,6 +64,11 @@
 // RetryInfo ("call exceeds the limit (rows): the call costs more than the
 // limit ever holds").
 //
+// A handler resets a rule's limit for its call (Server.Reset: the
+// per-user limit after a successful login) or refunds what the call cost
+// (Server.Refund: a call it could not serve), from the call's context and
+// request, with the keys the rules read from them.
+//
 // # Failures
 //
 // A call that has no key (a KeyFunc failed) or no cost (a Cost's func

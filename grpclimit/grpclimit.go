@@ -414,6 +414,69 @@ func (s *Server) limit(ctx context.Context, fullMethod string, req any, setHeade
 	return nil
 }
 
+// Reset fills again, for the key of the call whose context ctx is (a
+// handler's, or one derived from it), the limit l of a rule that applies
+// to the call: after a successful login, the per-user limit, so that the
+// user's earlier failures are forgiven, as httplimit's Middleware.Reset
+// does. req is the call's request (nil for a stream), which the rule's
+// KeyFunc reads. It runs even when ctx is cancelled. It returns an error
+// when ctx is not a gRPC server call's, when no rule that applies to the
+// call has the limit l, and a key error as the interceptors would.
+func (s *Server) Reset(ctx context.Context, req any, l spigot.Limit) (spigot.Decision, error) {
+	method, ok := grpc.Method(ctx)
+	if !ok {
+		return spigot.Decision{}, fmt.Errorf("spigot: grpclimit: Reset: the context is not a gRPC server call's")
+	}
+	p := phaseOf(req)
+	for i := range s.rules {
+		ru := &s.rules[i]
+		if ru.limit != l || !ru.applies(method, p) {
+			continue
+		}
+		k, err := ru.key(ctx, method, req)
+		if err == nil && len(k) > spigot.MaxKeyLen {
+			err = fmt.Errorf("the key is %d bytes long, more than %d: %w", len(k), spigot.MaxKeyLen, spigot.ErrInvalidKey)
+		}
+		if err != nil {
+			return spigot.Decision{}, fmt.Errorf("spigot: grpclimit: Reset: %w", &RequestError{Rule: i, Limit: l.Name(), Part: "key", Err: err})
+		}
+		return s.store.Do(context.WithoutCancel(ctx), spigot.Op{Limit: l, Key: k, Action: spigot.Reset})
+	}
+	return spigot.Decision{}, fmt.Errorf("spigot: grpclimit: Reset: no rule applies %v to %s", l, method)
+}
+
+// Refund gives back to every rule that applies to the call whose context
+// ctx is what the call cost it, for the call's keys: for a call that was
+// admitted but then not served (the handler failed before doing the
+// work), as httplimit's Middleware.Refund does. req is the call's request
+// (nil for a stream: the rules of its opening). It runs even when ctx is
+// cancelled, and returns an error when ctx is not a gRPC server call's or
+// a rule cannot read its key or cost.
+func (s *Server) Refund(ctx context.Context, req any) error {
+	method, ok := grpc.Method(ctx)
+	if !ok {
+		return fmt.Errorf("spigot: grpclimit: Refund: the context is not a gRPC server call's")
+	}
+	sc := s.pool.Get().(*scratch)
+	defer s.pool.Put(sc)
+	if err := s.resolve(ctx, method, req, &sc.Batch, phaseOf(req)); err != nil {
+		return fmt.Errorf("spigot: grpclimit: Refund: %w", err)
+	}
+	if err := sc.Refund(ctx, s.store); err != nil {
+		return fmt.Errorf("spigot: grpclimit: Refund: %w", err)
+	}
+	return nil
+}
+
+// phaseOf returns the phase whose rules Reset and Refund apply for a
+// call with request req: a unary call's, or a stream's opening (nil).
+func phaseOf(req any) phase {
+	if req == nil {
+		return streamOpen
+	}
+	return unaryCall
+}
+
 // resolve sets in b the rules that apply, at phase p, to a call of
 // fullMethod with request req, with their limits, keys and costs; a rule
 // that the call costs 0 is left out.
