@@ -551,7 +551,11 @@ func ms(d time.Duration) string {
 	case d < time.Second:
 		return fmt.Sprintf("%d ms", d.Milliseconds())
 	case d < 2*time.Minute:
-		return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+		// As the page prints seconds: whole, or to a tenth.
+		if d%time.Second == 0 {
+			return strconv.FormatInt(int64(d/time.Second), 10) + " s"
+		}
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
 	case d < 2*time.Hour:
 		return strconv.FormatFloat(d.Minutes(), 'f', 1, 64) + " min"
 	}

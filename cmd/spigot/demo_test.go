@@ -511,3 +511,25 @@ func FuzzDemoRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestDurationText: the state text's durations, as the page prints them:
+// milliseconds below a second, then seconds whole or to a tenth, minutes
+// and hours to a tenth.
+func TestDurationText(t *testing.T) {
+	for i, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{990 * time.Millisecond, "990 ms"},
+		{time.Second, "1 s"},
+		{9793554139 * time.Nanosecond, "9.8 s"},
+		{90 * time.Second, "90 s"},
+		{1500 * time.Millisecond, "1.5 s"},
+		{3 * time.Minute, "3.0 min"},
+		{3 * time.Hour, "3.0 h"},
+	} {
+		if got := ms(c.d); got != c.want {
+			t.Errorf("step %d: ms(%v) = %q; want %q", i, c.d, got, c.want)
+		}
+	}
+}
