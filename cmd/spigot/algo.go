@@ -51,6 +51,20 @@ func (a algorithm) bucket() bool {
 	return a.kind == spigot.TokenBucket || a.kind == spigot.LeakyBucket
 }
 
+// limitOf returns a's limit named name of capacity and rate, as the demo
+// and simulate make them: a bucket of capacity that refills at rate; a
+// window that admits capacity in each window of capacity ÷ rate (the time
+// the bucket takes to refill from empty, rounded up to the millisecond),
+// so that all five admit the same burst and, on average, the same rate;
+// offset for a fixed window.
+func (a algorithm) limitOf(name string, capacity int64, rate spigot.Rate, offset time.Duration) (spigot.Limit, error) {
+	if !a.bucket() {
+		window := refillTime(capacity, rate)
+		rate = spigot.Per(capacity, (window + time.Millisecond - 1).Truncate(time.Millisecond))
+	}
+	return a.newLimit(name, capacity, rate, offset)
+}
+
 // newLimit returns a's limit named name: capacity and rate for a bucket;
 // for a window, rate.Tokens in each window of rate.Period, and offset for
 // a fixed window.

@@ -174,16 +174,9 @@ var defaultDemoLimits = func() *demoLimits {
 // newDemoLimits returns the limits of capacity and rate, named by their
 // algorithm.
 func newDemoLimits(capacity int64, rate spigot.Rate) (*demoLimits, error) {
-	// The window is capacity ÷ rate, rounded up to the millisecond.
-	window := refillTime(capacity, rate)
-	window = (window + time.Millisecond - 1).Truncate(time.Millisecond)
 	var ls demoLimits
 	for i, a := range algorithms {
-		r := rate
-		if !a.bucket() {
-			r = spigot.Per(capacity, window)
-		}
-		l, err := a.newLimit(a.name, capacity, r, 0)
+		l, err := a.limitOf(a.name, capacity, rate, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -88,10 +88,14 @@ func simulate(args []string, stdout, stderr io.Writer) int {
 	if err := parseFlags(fs, args, stdout, "usage: spigot simulate [flags]\n\n"+
 		"Simulate plays a burst of requests at time 0, then -n requests one every\n"+
 		"-every, against a limit on a fake clock, and prints what it admits. For\n"+
-		"the windows, -rate is the capacity of each window: 10/s admits 10 in each\n"+
-		"window of 1s. -algo all plays the same traffic against each algorithm,\n"+
-		"side by side. Time 0 starts a window of the period; the fixed window's\n"+
-		"boundaries come -offset later. The fixed window's boundary burst:\n\n"+
+		"one window algorithm, -rate is the capacity of each window: 10/s admits\n"+
+		"10 in each window of 1s. -algo all plays the same traffic against each\n"+
+		"algorithm, side by side, as the demo shows them: each window admits\n"+
+		"-capacity in each window of capacity ÷ rate (the time the bucket takes\n"+
+		"to refill from empty, rounded up to the millisecond), so that all five\n"+
+		"admit the same burst and, on average, the same rate. Time 0 starts a\n"+
+		"window; the fixed window's boundaries come -offset later. The fixed\n"+
+		"window's boundary burst:\n\n"+
 		"  spigot simulate -algo all -rate 10/s -offset 10ms -burst 10 -every 1ms -n 20\n\n"); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -201,7 +205,11 @@ func (f *simFlags) limits() ([]sim, error) {
 	}
 	sims := make([]sim, len(algos))
 	for i, a := range algos {
-		l, err := a.newLimit("simulate", f.capacity, r, f.offset)
+		newLimit := a.newLimit
+		if f.algo.name == "all" {
+			newLimit = a.limitOf // side by side, as the demo shows them
+		}
+		l, err := newLimit("simulate", f.capacity, r, f.offset)
 		if err != nil { // not expected after the checks above
 			return bad("-algo %s, -capacity %d and -rate %s: %v", a.name, f.capacity, f.rate.text, err)
 		}

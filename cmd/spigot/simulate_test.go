@@ -399,3 +399,28 @@ func FuzzSimulateFlags(f *testing.F) {
 		}
 	})
 }
+
+// TestSimulateAllAsTheDemo: side by side, the windows admit -capacity in
+// each window of capacity ÷ rate, as the demo's do, so that every
+// algorithm admits the same burst: 10 of 15 at once.
+func TestSimulateAllAsTheDemo(t *testing.T) {
+	out, _, code := runCmd(t, "simulate", "-algo", "all", "-capacity", "10", "-rate", "1/s", "-burst", "15", "-every", "1s", "-n", "10", "-quiet")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{
+		"fixed-window    fixed window, 10 tokens in each window of 10s",
+		"sliding-window  sliding window counter, 10 tokens in each window of 10s",
+		"sliding-log     sliding log, 10 tokens in any window of 10s",
+		"most tokens admitted in any 1s  10            10            10              10           10",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("simulate -algo all: no line %q in\n%s", want, out)
+		}
+	}
+	// One window alone keeps -rate as its window's capacity.
+	out, _, code = runCmd(t, "simulate", "-algo", "fixed-window", "-capacity", "10", "-rate", "1/s", "-quiet")
+	if code != 0 || !strings.Contains(out, "fixed window, 1 token in each window of 1s") && !strings.Contains(out, "fixed window, 1 tokens in each window of 1s") {
+		t.Errorf("simulate -algo fixed-window -rate 1/s: exit %d,\n%s\nwant 1 in each window of 1s", code, out)
+	}
+}
