@@ -256,8 +256,9 @@ func (l *Limiter) Wait(ctx context.Context, key string) (Decision, error) {
 // with that error has in RetryAfter how long at least the call would have
 // waited. When ctx is done while it waits, it leaves the queue at once,
 // having taken nothing, and the next waiter goes on. When a leaky
-// bucket's Delay would end past the deadline, or ctx is done during it,
-// it refunds the n tokens and returns such an error.
+// bucket's Delay would end past the deadline, it refunds the n tokens at
+// once and returns such an error, with the Delay in the Decision's
+// RetryAfter; when ctx is done during the Delay, it refunds them too.
 func (l *Limiter) WaitN(ctx context.Context, key string, n int64) (Decision, error) {
 	op := Op{Limit: l.limit, Key: key, Action: Take, N: n}
 	if err := op.Check(); err != nil {
@@ -427,7 +428,9 @@ func (l *Limiter) delay(ctx context.Context, op Op, d Decision) (Decision, error
 	}
 	err := fmt.Errorf("spigot: WaitN(%q, %d) must wait %v for its turn, past the context's deadline: %w",
 		op.Key, op.N, d.Delay, context.DeadlineExceeded)
+	late := true // the turn comes past the deadline: the wait is not even begun
 	if deadline, ok := ctx.Deadline(); !ok || !deadline.Before(l.clock.Now().Add(d.Delay)) {
+		late = false
 		if err = l.sleep(ctx, d.Delay); err == nil {
 			return d, nil
 		}
@@ -438,6 +441,11 @@ func (l *Limiter) delay(ctx context.Context, op Op, d Decision) (Decision, error
 	defer cancel()
 	op.Action = Refund
 	_, _ = l.do(rctx, op) // best effort: the request is abandoned either way
+	if late {
+		// As for a denial whose retry falls past the deadline: how long
+		// at least the call would have waited.
+		return Decision{Remaining: d.Remaining, RetryAfter: (d.Delay + time.Millisecond - 1).Truncate(time.Millisecond), ResetAfter: d.ResetAfter, RefillAfter: d.RefillAfter}, err
+	}
 	return Undecided(), err
 }
 

@@ -320,3 +320,28 @@ func TestNewNilStorePanics(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitTurnPastDeadline: on a leaky bucket, a WaitN whose turn comes
+// past its context's deadline gives the turn back at once and returns, with
+// its error, a Decision whose RetryAfter is the wait it did not begin.
+func TestWaitTurnPastDeadline(t *testing.T) {
+	clk := clocktest.New(tFuture)
+	shaper := spigot.Must(spigot.NewLeakyBucket("turns", 2, spigot.PerSecond(1)))
+	l := spigot.New(memory.New(memory.WithClock(clk)), shaper, spigot.WithClock(clk))
+	if d, err := l.Allow(context.Background(), "k"); err != nil || !d.Allowed() || d.Delay != 0 {
+		t.Fatalf("first Allow = %+v, %v; want admitted at once", d, err)
+	}
+	// The next turn is 1 s away; the deadline 500 ms away on the clock.
+	ctx, cancel := context.WithDeadline(context.Background(), tFuture.Add(500*time.Millisecond))
+	defer cancel()
+	d, err := l.WaitN(ctx, "k", 1)
+	if !errors.Is(err, context.DeadlineExceeded) || d.RetryAfter != time.Second || d.N != 0 {
+		t.Errorf("WaitN = %+v, %v; want RetryAfter 1s, N 0, and an error wrapping DeadlineExceeded", d, err)
+	}
+	if n := clk.Waiters(); n != 0 {
+		t.Errorf("WaitN left %d timers waiting on the clock", n)
+	}
+	if p, _ := l.Peek(context.Background(), "k", 1); p.Remaining != 1 {
+		t.Errorf("after WaitN, Peek = %+v; want the turn given back (Remaining 1)", p)
+	}
+}

@@ -100,7 +100,8 @@ func (e *LimitedError) GRPCStatus() *status.Status {
 //
 // By default a call waits for its tokens, as spigot.Limiter.WaitN does:
 // with no deadline on the call's context, as long as it takes; when the
-// deadline falls before the tokens would be there, not at all, and the
+// tokens (or a leaky bucket's turn) would come later than
+// WithDeadlineMargin (100ms) before the deadline, not at all, and the
 // call fails at once with a *LimitedError whose status is
 // codes.DeadlineExceeded. Cancelling the context ends the wait with the
 // context's status. With WithoutWaiting a call never waits, and fails at
@@ -144,7 +145,7 @@ func NewClient(l *spigot.Limiter, opts ...Option) *Client {
 		key:       TargetKey,
 		cost:      func(context.Context, string, any) (int64, error) { return 1, nil },
 		retryInfo: true,
-		gate:      outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, HoldName: "RetryInfo"},
+		gate:      outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, Margin: DefaultDeadlineMargin, HoldName: "RetryInfo"},
 	}
 	cf := config{C: c, Names: names}
 	for _, o := range opts {
@@ -197,6 +198,23 @@ func WithClientCost(f func(ctx context.Context, fullMethod string, req any) (int
 // holds it back.
 func WithoutWaiting() Option {
 	return func(c *config) { c.Client("WithoutWaiting").gate.Wait = false }
+}
+
+// DefaultDeadlineMargin is the least time a call that waited must have
+// left before its deadline, unless WithDeadlineMargin says otherwise.
+const DefaultDeadlineMargin = 100 * time.Millisecond
+
+// WithDeadlineMargin makes a Client not wait for tokens, a leaky bucket's
+// turn or a server's RetryInfo to end that would leave the call less than
+// d before its deadline (DefaultDeadlineMargin by default; 0 waits up to
+// the deadline): it gives the turn back and fails the call at once, as for
+// a wait past the deadline, so that a call is not sent with no time left
+// to be served. It configures a Client only, and panics if d is below 0.
+func WithDeadlineMargin(d time.Duration) Option {
+	if d < 0 {
+		panic("spigot: grpclimit: WithDeadlineMargin: negative margin")
+	}
+	return func(c *config) { c.Client("WithDeadlineMargin").gate.Margin = d }
 }
 
 // WithoutRetryInfo makes a Client ignore the RetryInfo of the servers'

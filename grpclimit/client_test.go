@@ -130,8 +130,9 @@ func TestClientAtFixedInstants(t *testing.T) {
 }
 
 // TestClientWaits: a waiting Client holds a call until its token is
-// there, on its clock; a call whose deadline falls before that fails at
-// once with DeadlineExceeded; a cancelled wait sends nothing.
+// there, on its clock; a call whose deadline falls before that, or less
+// than the margin after it, fails at once with DeadlineExceeded; a
+// cancelled wait sends nothing.
 func TestClientWaits(t *testing.T) {
 	clk := clocktest.New(time.Now()) // deadlines are on the real clock
 	partner := spigot.MustBucket("partner", 1, spigot.PerMinute(1))
@@ -162,6 +163,15 @@ func TestClientWaits(t *testing.T) {
 	clk.Advance(time.Minute)
 	if err := <-done; err != nil {
 		t.Errorf("the call that waited: %v", err)
+	}
+
+	// The next token is a minute away, and the deadline half the margin
+	// after it: no wait.
+	ctx, cancel = context.WithDeadline(context.Background(), clk.Now().Add(time.Minute+grpclimit.DefaultDeadlineMargin/2))
+	err = r.invoke(ctx, echoMethod)
+	cancel()
+	if !errors.As(err, &le) || status.Code(err) != codes.DeadlineExceeded || le.RetryAfter != time.Minute {
+		t.Errorf("call with a deadline within the margin after its token: got %v (status %v); want a *LimitedError of 1m0s, DeadlineExceeded", err, status.Code(err))
 	}
 
 	// A wait that is cancelled sends nothing.

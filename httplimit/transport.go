@@ -75,7 +75,8 @@ func (e *LimitedError) Unwrap() error { return e.Err }
 //
 // By default RoundTrip waits for the tokens, as spigot.Limiter.WaitN does:
 // with no deadline on the request's context, as long as it takes; when
-// the deadline falls before the tokens would be there, not at all, and it
+// the tokens (or a leaky bucket's turn) would come later than
+// WithDeadlineMargin (100ms) before the deadline, not at all, and it
 // returns at once a *LimitedError that matches context.DeadlineExceeded.
 // Cancelling the context ends the wait with the context's error. With
 // WithoutWaiting it never waits, and returns the *LimitedError at once.
@@ -116,7 +117,7 @@ var _ http.RoundTripper = (*Transport)(nil)
 // NewTransport returns a Transport that sends through base the requests
 // that l admits; a nil base is http.DefaultTransport. The options that
 // configure a Transport are WithTransportKey, WithCost, WithClock,
-// WithoutWaiting and WithoutRetryAfter (see Option). It panics if l is
+// WithoutWaiting, WithDeadlineMargin and WithoutRetryAfter (see Option). It panics if l is
 // nil, on a nil function or clock in opts, and on an option that
 // configures only a Middleware (a rule, say), naming it.
 func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...Option) *Transport {
@@ -128,7 +129,7 @@ func NewTransport(base http.RoundTripper, l *spigot.Limiter, opts ...Option) *Tr
 		key:        hostKey,
 		cost:       costOne,
 		retryAfter: true,
-		gate:       outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, HoldName: "Retry-After"},
+		gate:       outbound.Gate{Limiter: l, Clock: clock.System(), Wait: true, Margin: DefaultDeadlineMargin, HoldName: "Retry-After"},
 	}
 	c := config{C: t, Names: names}
 	for _, o := range opts {
@@ -159,6 +160,26 @@ func WithTransportKey(f func(*http.Request) (string, error)) Option {
 // holds the request back. It configures a Transport only.
 func WithoutWaiting() Option {
 	return func(c *config) { c.Client("WithoutWaiting").gate.Wait = false }
+}
+
+// DefaultDeadlineMargin is the least time a request that waited must have
+// left before its context's deadline, unless WithDeadlineMargin says
+// otherwise.
+const DefaultDeadlineMargin = 100 * time.Millisecond
+
+// WithDeadlineMargin makes RoundTrip not wait for tokens, a leaky
+// bucket's turn or a Retry-After's end that would leave the request less
+// than d before its context's deadline (DefaultDeadlineMargin by default;
+// 0 waits up to the deadline): it gives the turn back and returns at once
+// a *LimitedError that matches context.DeadlineExceeded, as for a wait
+// past the deadline, so that a request is not sent with no time left to
+// be served. A request without a deadline waits as long as it takes. It
+// configures a Transport only, and panics if d is below 0.
+func WithDeadlineMargin(d time.Duration) Option {
+	if d < 0 {
+		panic("spigot: httplimit: WithDeadlineMargin: negative margin")
+	}
+	return func(c *config) { c.Client("WithDeadlineMargin").gate.Margin = d }
 }
 
 // WithoutRetryAfter makes the Transport ignore the Retry-After of 429 and

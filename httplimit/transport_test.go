@@ -328,21 +328,29 @@ func TestTransportWaitsForTokens(t *testing.T) {
 	}
 }
 
-// TestTransportDeadline: a request whose deadline falls before its token
+// TestTransportDeadline: a request whose deadline falls less than the
+// margin (DefaultDeadlineMargin, or WithDeadlineMargin's) after its token
 // or the end of its Retry-After returns at once, unsent, with an error
 // that matches both ErrLimited and context.DeadlineExceeded; one whose
-// deadline leaves time enough waits and is sent.
+// deadline leaves the margin waits and is sent.
 func TestTransportDeadline(t *testing.T) {
+	m := DefaultDeadlineMargin
 	cases := []struct {
 		name     string
 		retry    string        // the first response's Retry-After, if any
 		deadline time.Duration // from t0
+		opts     []Option
 		want     string
 	}{
-		{"token after the deadline", "", 2999 * time.Millisecond, "limited 3s"},
-		{"token at the deadline", "", 3 * time.Second, "200"},
-		{"Retry-After after the deadline", "30", 29 * time.Second, "limited 30s"},
-		{"Retry-After at the deadline", "30", 30 * time.Second, "200"},
+		{"token after the deadline", "", 2999 * time.Millisecond, nil, "limited 3s"},
+		{"token within the margin", "", 3*time.Second + m - time.Millisecond, nil, "limited 3s"},
+		{"token at the margin", "", 3*time.Second + m, nil, "200"},
+		{"token at the deadline, no margin", "", 3 * time.Second, []Option{WithDeadlineMargin(0)}, "200"},
+		{"token at a margin of 1s", "", 4 * time.Second, []Option{WithDeadlineMargin(time.Second)}, "200"},
+		{"token within a margin of 1s", "", 3*time.Second + m, []Option{WithDeadlineMargin(time.Second)}, "limited 3s"},
+		{"Retry-After after the deadline", "30", 29 * time.Second, nil, "limited 30s"},
+		{"Retry-After within the margin", "30", 30 * time.Second, nil, "limited 30s"},
+		{"Retry-After at the margin", "30", 30*time.Second + m, nil, "200"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -352,7 +360,7 @@ func TestTransportDeadline(t *testing.T) {
 			if c.retry != "" {
 				capacity, r = 2, spigot.PerSecond(1) // the bucket does not hold it back
 			}
-			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, capacity, r), WithClock(clk))
+			tr := NewTransport(nil, trLimiter(trMemory(clk), clk, capacity, r), append(c.opts, WithClock(clk))...)
 			first := srv.url()
 			if c.retry != "" {
 				first = srv.url("status", "429", "retry", c.retry)
@@ -1037,8 +1045,9 @@ func TestTransportLimitedError(t *testing.T) {
 }
 
 // TestTransportShaper: through a leaky bucket, a waiting Transport sends
-// each request at its turn, and WithoutWaiting gives a later turn back
-// and answers a *LimitedError at once.
+// each request at its turn, gives back a turn that would leave less than
+// the margin before the deadline, and WithoutWaiting gives a later turn
+// back and answers a *LimitedError at once.
 func TestTransportShaper(t *testing.T) {
 	srv := newTrServer(t)
 	clk := newTrClock()
@@ -1063,13 +1072,26 @@ func TestTransportShaper(t *testing.T) {
 		t.Fatalf("step 2: got %v, %d served; want sent at its turn", err, srv.served.Load())
 	}
 
-	eager := NewTransport(http.DefaultTransport, shaper, WithClock(clk), WithoutWaiting())
-	_, err := trGet(context.Background(), eager, srv.url())
-	var limited *LimitedError
-	if !errors.As(err, &limited) || limited.RetryAfter != time.Second || srv.served.Load() != 2 {
-		t.Fatalf("step 3: got %v, %d served; want a *LimitedError with RetryAfter 1s, nothing sent", err, srv.served.Load())
+	// The next turn is 1s away, and the deadline half the margin after
+	// it: the turn is given back, nothing is sent.
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Second+DefaultDeadlineMargin/2))
+	_, err := trGet(ctx, waiting, srv.url())
+	cancel()
+	var late *LimitedError
+	if !errors.As(err, &late) || !errors.Is(err, context.DeadlineExceeded) || srv.served.Load() != 2 {
+		t.Fatalf("step 3: got %v, %d served; want a *LimitedError matching DeadlineExceeded, nothing sent", err, srv.served.Load())
 	}
 	if d, _ := shaper.Peek(context.Background(), srv.host(), 1); d.Remaining != 1 {
-		t.Errorf("step 3: Peek = %+v; want the turn given back (Remaining 1)", d)
+		t.Fatalf("step 3: Peek = %+v; want the late turn given back (Remaining 1)", d)
+	}
+
+	eager := NewTransport(http.DefaultTransport, shaper, WithClock(clk), WithoutWaiting())
+	_, err = trGet(context.Background(), eager, srv.url())
+	var limited *LimitedError
+	if !errors.As(err, &limited) || limited.RetryAfter != time.Second || srv.served.Load() != 2 {
+		t.Fatalf("step 4: got %v, %d served; want a *LimitedError with RetryAfter 1s, nothing sent", err, srv.served.Load())
+	}
+	if d, _ := shaper.Peek(context.Background(), srv.host(), 1); d.Remaining != 1 {
+		t.Errorf("step 4: Peek = %+v; want the turn given back (Remaining 1)", d)
 	}
 }

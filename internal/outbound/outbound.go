@@ -37,6 +37,11 @@ type Gate struct {
 	// Wait makes Admit wait for tokens and for the end of a hold;
 	// without it Admit denies at once.
 	Wait bool
+	// Margin is the least time a call that waited must have left before
+	// its context's deadline: Admit does not wait for tokens, a leaky
+	// bucket's turn or a hold's end that leave less (a turn is given
+	// back), and denies the call with context.DeadlineExceeded instead.
+	Margin time.Duration
 	// Holds are the keys that servers asked to hold back, and HoldName
 	// what asked ("Retry-After"), for errors.
 	Holds    Holds
@@ -101,6 +106,13 @@ func (e *Failed) Unwrap() error { return e.Err }
 // nil when the call may be sent, a *Denied when the limit holds it back,
 // or a *Failed. A cost of 0 asks nothing of the store, but obeys the hold.
 func (g *Gate) Admit(ctx context.Context, key string, n int64) error {
+	if deadline, ok := ctx.Deadline(); ok && g.Wait && g.Margin > 0 {
+		// Wait only until the margin before the deadline. The call's own
+		// context still bounds the call, once sent.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-g.Margin))
+		defer cancel()
+	}
 	if err := g.waitHold(ctx, key); err != nil {
 		return err
 	}
