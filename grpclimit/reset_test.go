@@ -39,6 +39,12 @@ func loginDesc(lim *grpclimit.Server, perUser spigot.Limit, errs chan<- error) *
 		}
 		return nil, status.Error(codes.Unauthenticated, "wrong password")
 	}
+	return loginService(handle)
+}
+
+// loginService is spigot.test.Login with handle as its unary Login,
+// behind the server's interceptors when it has any.
+func loginService(handle grpc.UnaryHandler) *grpc.ServiceDesc {
 	return &grpc.ServiceDesc{
 		ServiceName: "spigot.test.Login",
 		HandlerType: (*any)(nil),
@@ -48,6 +54,9 @@ func loginDesc(lim *grpclimit.Server, perUser spigot.Limit, errs chan<- error) *
 				in := new(wrapperspb.StringValue)
 				if err := dec(in); err != nil {
 					return nil, err
+				}
+				if ic == nil {
+					return handle(ctx, in)
 				}
 				return ic(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: loginMethod}, handle)
 			},
@@ -137,20 +146,7 @@ func TestResetErrors(t *testing.T) {
 		return wrapperspb.String("done"), nil
 	}
 	conn, stop := startServer(func(srv *grpc.Server) {
-		srv.RegisterService(&grpc.ServiceDesc{
-			ServiceName: "spigot.test.Login",
-			HandlerType: (*any)(nil),
-			Methods: []grpc.MethodDesc{{
-				MethodName: "Login",
-				Handler: func(srv any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
-					in := new(wrapperspb.StringValue)
-					if err := dec(in); err != nil {
-						return nil, err
-					}
-					return handle(ctx, in)
-				},
-			}},
-		}, nil)
+		srv.RegisterService(loginService(handle), nil)
 	}, nil)
 	stopAtCleanup(t, stop)
 	if err := conn.Invoke(ctx, loginMethod, wrapperspb.String("x"), new(wrapperspb.StringValue)); err != nil {
