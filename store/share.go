@@ -439,11 +439,23 @@ func (s *Share) Decide(op spigot.Op, now time.Time) (d spigot.Decision, ok bool)
 // Spend applies op, at now, to the key's own state, and spends what it
 // takes from the tokens held (all of them at most): for a Take that the
 // remote admitted together with the tokens held for it.
+//
+// A key's own state that lacks a fraction of what the remote admitted (one
+// the Share owed the remote, or a refill of the remote's, on its clock,
+// that the Share's has not reached) is raised to it: a Take the remote
+// admitted is admitted.
 func (s *Share) Spend(op spigot.Op, now time.Time) spigot.Decision {
-	s.recount(now.UnixMicro())
+	t := now.UnixMicro()
+	s.recount(t)
 	c := configOf(s.limit)
+	u := unit(c)
+	if op.Action == spigot.Take && op.N > 0 {
+		if lack := op.N*u - free(s.limit, c, &s.central, t); lack > 0 {
+			give(s.limit, c, &s.central, lack, t)
+		}
+	}
 	d, _ := Apply(op, &s.central, now)
-	s.held = max(s.held-d.N*unit(c), 0)
+	s.held = max(s.held-d.N*u, 0)
 	s.stands = s.standsFor(c)
 	return d
 }

@@ -1001,8 +1001,25 @@ func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigo
 	}
 	if !admitted {
 		cp := l.share
+		denies := false
 		for _, i := range bk.ops {
 			out[i] = cp.ApplyCentral(ops[i], now)
+			denies = denies || !out[i].Allowed()
+		}
+		if r := bk.take; r >= 0 && !rout[r].Allowed() && !denies {
+			// The key holds what its ops take, but only with the fraction
+			// of a token that the lease holds and the one that the remote
+			// holds, which neither can take alone (as in settle): its first
+			// op that takes is denied until the remote holds the rest.
+			for _, i := range bk.ops {
+				if op := ops[i]; op.Action != spigot.Peek && op.N > 0 {
+					op.Action = spigot.Peek
+					d := l.share.Central(op, now)
+					d.N, d.RetryAfter = 0, max(rout[r].RetryAfter, time.Millisecond)
+					out[i] = d
+					break
+				}
+			}
 		}
 		return 0
 	}
