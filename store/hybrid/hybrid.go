@@ -23,9 +23,11 @@
 //	FailOpen    the request is admitted
 //	FailClosed  the request is denied, RetryAfter until the breaker's next probe
 //
-// A FailOpen or FailClosed decision is Degraded (Remaining -1): it says
-// nothing of the bucket, and headers should not report it as the
-// bucket's.
+// WithPolicy chooses it for the store, WithPolicyOf for each limit (a
+// login limit that fails closed beside browsing limited locally, in one
+// store and one all-or-nothing request). A FailOpen or FailClosed
+// decision is Degraded (Remaining -1): it says nothing of the bucket, and
+// headers should not report it as the bucket's.
 //
 // The caller's own cancellation is not a remote failure: it returns the
 // caller's error and does not count against the breaker.
@@ -226,6 +228,7 @@ type Store struct {
 	clock         clock.Clock
 	timeout       time.Duration
 	policy        Policy
+	policyOf      func(spigot.Limit) Policy // WithPolicyOf's, or nil
 	localBucket   func(spigot.Limit) spigot.Limit
 	guardBucket   func(spigot.Limit) spigot.Limit
 	guard         *memory.Store
@@ -271,8 +274,21 @@ func WithTimeout(d time.Duration) Option {
 // goroutines on every call, so use it only for such remotes.
 func WithDetach() Option { return func(s *Store) { s.detach = true } }
 
+// WithPolicyOf sets what decides each limit's ops while the remote is
+// unavailable: f's Policy for the op's limit, such as FailClosed for a
+// login limit and Local for browsing, in one store (WithPolicy's for a
+// limit f is not given, when f is nil). A batch of several limits stays
+// all or nothing: when a FailClosed limit denies, the Local ones are not
+// charged, and when the local store denies, nothing is. f must be fast and
+// safe for concurrent use; a Policy it returns that is not Local, FailOpen
+// or FailClosed is Local.
+func WithPolicyOf(f func(spigot.Limit) Policy) Option {
+	return func(s *Store) { s.policyOf = f }
+}
+
 // WithPolicy sets what decides while the remote is unavailable (default
-// Local). It panics if p is not Local, FailOpen or FailClosed.
+// Local), for every limit but those WithPolicyOf decides. It panics if p
+// is not Local, FailOpen or FailClosed.
 func WithPolicy(p Policy) Option {
 	if p < Local || p > FailClosed {
 		panic(fmt.Sprintf("spigot: hybrid: WithPolicy: %v: want Local, FailOpen or FailClosed", p))
@@ -400,7 +416,7 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 	if s.guardBucket != nil {
 		s.guard = memory.New(memory.WithClock(s.clock))
 	}
-	if s.policy == Local && s.memoryKeys > 0 {
+	if (s.policy == Local || s.policyOf != nil) && s.memoryKeys > 0 {
 		s.mem = newKeyMemory(s.memoryKeys)
 	}
 	return s
@@ -551,30 +567,45 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 			return fmt.Errorf("%w: a Reset among %d ops", ErrUnavailable, len(ops))
 		}
 	}
-	if s.policy == Local {
-		local := make([]spigot.Op, len(ops))
-		for i, op := range ops {
-			local[i] = s.localOp(op)
+	// The ops of Local limits go to the local store, in one call; the
+	// others are decided by their policy, which reads no state.
+	var lops, local []spigot.Op
+	var at []int // local[j] is ops[at[j]]
+	denied := false
+	paths := make([]Path, len(ops))
+	for i, op := range ops {
+		if s.policyFor(op.Limit) == Local {
+			lops, local, at = append(lops, op), append(local, s.localOp(op)), append(at, i)
+			paths[i] = PathLocal
+			continue
+		}
+		out[i], paths[i] = s.policyDecision(op)
+		denied = denied || !out[i].Allowed() && op.Action != spigot.Peek
+	}
+	if len(local) > 0 {
+		lout := make([]spigot.Decision, len(local))
+		lmode := mode
+		if denied && mode == spigot.AllOrNothing {
+			// A policy denied the batch: the local ops are told, not
+			// charged.
+			lmode = spigot.Independent
+			for j := range local {
+				local[j].Action, lops[j].Action = spigot.Peek, spigot.Peek
+			}
 		}
 		var err error
 		if s.mem != nil {
-			err = s.localDoMulti(ctx, mode, ops, local, out)
+			err = s.localDoMulti(ctx, lmode, lops, local, lout)
 		} else {
-			err = s.local.DoMulti(ctx, mode, local, out)
+			err = s.local.DoMulti(ctx, lmode, local, lout)
 		}
 		if err != nil {
 			return err
 		}
-		for i, op := range ops {
-			s.decided(ctx, op, PathLocal, out[i])
+		for j, i := range at {
+			out[i] = lout[j]
+			denied = denied || !lout[j].Allowed() && ops[i].Action != spigot.Peek
 		}
-		return nil
-	}
-	denied := false
-	paths := make([]Path, len(ops))
-	for i, op := range ops {
-		out[i], paths[i] = s.policyDecision(op)
-		denied = denied || !out[i].Allowed()
 	}
 	for i, op := range ops {
 		if denied && mode == spigot.AllOrNothing {
@@ -711,9 +742,20 @@ func (s *Store) localOp(op spigot.Op) spigot.Op {
 	return op
 }
 
+// policyFor returns the policy of limit l.
+func (s *Store) policyFor(l spigot.Limit) Policy {
+	if s.policyOf == nil {
+		return s.policy
+	}
+	if p := s.policyOf(l); p >= Local && p <= FailClosed {
+		return p
+	}
+	return Local
+}
+
 // fallback decides by the policy.
 func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, error) {
-	if s.policy == Local {
+	if s.policyFor(op.Limit) == Local {
 		var d spigot.Decision
 		var err error
 		if s.mem != nil {
@@ -735,8 +777,9 @@ func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, er
 // policyDecision is the FailOpen or FailClosed decision on op, made
 // without the limit's state: Degraded, with Remaining -1.
 func (s *Store) policyDecision(op spigot.Op) (spigot.Decision, Path) {
+	policy := s.policyFor(op.Limit)
 	path := PathFailOpen
-	if s.policy == FailClosed {
+	if policy == FailClosed {
 		path = PathFailClosed
 	}
 	d := spigot.Decision{Remaining: -1} // allowed, and Degraded
@@ -747,7 +790,7 @@ func (s *Store) policyDecision(op spigot.Op) (spigot.Decision, Path) {
 	case op.Action != spigot.TakeUpTo && op.N > capacity, capacity == 0:
 		// the model's answer, whatever the state
 		d.RetryAfter = spigot.Never
-	case s.policy == FailClosed:
+	case policy == FailClosed:
 		d.RetryAfter = s.breaker.untilProbe()
 	case op.Action == spigot.Take:
 		d.N = op.N
