@@ -11,7 +11,8 @@ import (
 )
 
 // A request limited per address and per user, all or nothing: the user's
-// limit denies the fourth request, which takes nothing from the address's.
+// limit denies the fourth request, which takes nothing from the address's,
+// whose decision then says what it holds.
 func ExampleGroup() {
 	clk := clocktest.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	perIP := spigot.MustBucket("ip", 100, spigot.PerSecond(10))
@@ -31,7 +32,7 @@ func ExampleGroup() {
 	// allowed=true retry-after=0s decided-by=user ip-left=99
 	// allowed=true retry-after=0s decided-by=user ip-left=98
 	// allowed=true retry-after=0s decided-by=user ip-left=97
-	// allowed=false retry-after=1s decided-by=user ip-left=96
+	// allowed=false retry-after=1s decided-by=user ip-left=97
 }
 
 // A batch: many keys decided in one call (one round trip per server in the

@@ -86,10 +86,13 @@ type Store interface {
 	//
 	// With AllOrNothing, the ops are applied in order, each on the state
 	// the ones before it left (two ops on one key are charged together),
-	// and kept only if no Take or TakeUpTo among them was denied; else
-	// nothing changes, every decision's N is 0, and each denied op carries
-	// its RetryAfter. With an error, nothing was applied, or the error
-	// says what was.
+	// and kept only if no Take or TakeUpTo among them was denied. Else
+	// nothing changes and every decision's N is 0: each denied op carries
+	// its decision on the state the ones before it left (its RetryAfter),
+	// and every other op is a Peek on its key as the call found it (of N,
+	// or of 1 for a TakeUpTo, 0 for a Refund or a Reset), so that it says
+	// what its limit holds. With an error, nothing was applied, or the
+	// error says what was.
 	//
 	// With Independent, each op is decided as by Do: a batch. An op that
 	// fails alone (ErrRequestFailed) gets Undecided(), the others

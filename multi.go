@@ -268,23 +268,32 @@ func inParts(ctx context.Context, do func(context.Context, Mode, []Op, []Decisio
 }
 
 // decideRest gives back what the parts before the denied part took, and
-// decides the parts after it without applying them, all at once.
+// decides the parts after it without applying them, all at once; then
+// every op of the parts before it is a Peek, as an op that did not deny
+// is in a denied batch.
 func decideRest(ctx context.Context, do func(context.Context, Mode, []Op, []Decision) error, sorted []Op, res []Decision, ends []int, denied int, dry bool) error {
-	taken := ends[denied]
+	taken, before := ends[denied], 0
+	if denied > 0 {
+		before = ends[denied-1]
+	}
 	rest := slices.Clone(sorted[taken:])
 	if !dry {
 		// Peek after the give-back, so that an op on the same key as one
 		// before the denial never sees what that one took.
-		if err := undo(ctx, do, sorted[:taken], res[:taken]); err != nil || len(rest) == 0 {
+		if err := undo(ctx, do, sorted[:taken], res[:taken]); err != nil {
 			return err
 		}
-		for k := range rest {
-			if rest[k].Action == TakeUpTo {
-				rest[k].N = min(rest[k].N, 1)
-			}
-			rest[k].Action = Peek
+		peeks := append(peeksOf(sorted[:before]), peeksOf(rest)...)
+		if len(peeks) == 0 {
+			return nil
 		}
-		return do(ctx, Independent, rest, res[taken:])
+		d := make([]Decision, len(peeks))
+		if err := do(ctx, Independent, peeks, d); err != nil {
+			return err
+		}
+		copy(res[:before], d)
+		copy(res[taken:], d[before:])
+		return nil
 	}
 	// The parts after the denial hold other keys than the ones before it:
 	// give back and decide them all at once.
@@ -302,7 +311,25 @@ func decideRest(ctx context.Context, do func(context.Context, Mode, []Op, []Deci
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil || before == 0 {
+		return err
+	}
+	return do(ctx, Independent, peeksOf(sorted[:before]), res[:before])
+}
+
+// peeksOf returns the Peeks that decide ops in a denied all-or-nothing
+// batch, as store.PeekOf does: of N for a Take or a Peek, of 1 for a
+// TakeUpTo of 1 or more (DoMulti over several parts holds no Refund or
+// Reset).
+func peeksOf(ops []Op) []Op {
+	peeks := slices.Clone(ops)
+	for k := range peeks {
+		if peeks[k].Action == TakeUpTo {
+			peeks[k].N = min(peeks[k].N, 1)
+		}
+		peeks[k].Action = Peek
+	}
+	return peeks
 }
 
 // undo refunds what ops took, in one batch, and sets the N of every one of

@@ -66,8 +66,9 @@ func TestGroup(t *testing.T) {
 		{true, 1, 0, []spigot.Decision{refill(taken(allow(9, 100*ms), 1), 100*ms), refill(taken(allow(2, 1*s), 1), 1*s)}},
 		{true, 1, 0, []spigot.Decision{refill(taken(allow(8, 200*ms), 1), 100*ms), refill(taken(allow(1, 2*s), 1), 1*s)}},
 		{true, 1, 0, []spigot.Decision{refill(taken(allow(7, 300*ms), 1), 100*ms), refill(taken(allow(0, 3*s), 1), 1*s)}},
-		{false, 1, 1 * s, []spigot.Decision{refill(allow(6, 400*ms), 100*ms), refill(deny(0, 1*s, 3*s), 1*s)}},
-		{false, 1, 1 * s, []spigot.Decision{refill(allow(6, 400*ms), 100*ms), refill(deny(0, 1*s, 3*s), 1*s)}},
+		// Denied by the user's limit: the address's says what it holds.
+		{false, 1, 1 * s, []spigot.Decision{refill(allow(7, 300*ms), 100*ms), refill(deny(0, 1*s, 3*s), 1*s)}},
+		{false, 1, 1 * s, []spigot.Decision{refill(allow(7, 300*ms), 100*ms), refill(deny(0, 1*s, 3*s), 1*s)}},
 	} {
 		d, err := g.Allow(ctx, "10.0.0.1", "alice")
 		if err != nil || d.Allowed() != want.allowed || d.By != want.by || d.RetryAfter != want.retry || fmt.Sprint(d.Each) != fmt.Sprint(want.each) {
@@ -292,14 +293,16 @@ func TestDoMultiParts(t *testing.T) {
 			t.Errorf("%s: %+v; want allowed", k, out[i])
 		}
 	}
-	// One batch gives back what a, b, c and d took; e and f are each
-	// decided by a set made to be denied (one more op), which applies
-	// nothing.
-	if fmt.Sprint(batches, dry) != "[4] [2 2]" {
-		t.Errorf("batches %v, dry runs %v; want [4] [2 2]", batches, dry)
+	// One batch gives back what a, b, c and d took, and one Peeks them;
+	// e and f are each decided by a set made to be denied (one more op),
+	// which applies nothing. Every key but z says what it holds: 3.
+	if fmt.Sprint(batches, dry) != "[4 4] [2 2]" {
+		t.Errorf("batches %v, dry runs %v; want [4 4] [2 2]", batches, dry)
 	}
-	if out[5].Remaining != 1 || out[6].Remaining != 1 {
-		t.Errorf("e and f: %+v, %+v; want Remaining 1, as if taken", out[5], out[6])
+	for i, k := range keys {
+		if k != "z" && out[i].Remaining != 3 {
+			t.Errorf("%s: %+v; want Remaining 3, what it holds", k, out[i])
+		}
 	}
 
 	// Allowed: every part charged.

@@ -89,7 +89,9 @@ func testMultiIndependent(t testing.TB, e env) {
 
 // testMultiAllOrNothing: DoMulti with AllOrNothing charges every Take or
 // none: a request limited by several limits is charged to none of them
-// when one denies it, and two ops on one key are charged together.
+// when one denies it, and two ops on one key are charged together. On a
+// denial, an op that did not deny is a Peek on its key as the call found
+// it: it says what its limit holds.
 func testMultiAllOrNothing(t testing.TB, e env) {
 	ip := e.bucket(t, "multi-ip", 10, spigot.PerSecond(10))
 	user := e.bucket(t, "multi-user", 3, spigot.PerSecond(1))
@@ -109,8 +111,8 @@ func testMultiAllOrNothing(t testing.TB, e env) {
 	}{
 		{[]spigot.Op{a(1), u(1)}, []spigot.Decision{took(1, 9, 100*ms), took(1, 2, 1*s)}, both(9, 2),
 			"both allowed: both charged"},
-		{[]spigot.Op{a(1), u(3)}, []spigot.Decision{allow(8, 200*ms), deny(2, 1*s, 1*s)}, both(9, 2),
-			"the user's limit lacks a token: neither is charged"},
+		{[]spigot.Op{a(1), u(3)}, []spigot.Decision{allow(9, 100*ms), deny(2, 1*s, 1*s)}, both(9, 2),
+			"the user's limit lacks a token: neither is charged, and the address's says what it holds"},
 		{[]spigot.Op{u(1), a(1), u(1)}, []spigot.Decision{took(1, 1, 2*s), took(1, 8, 200*ms), took(1, 0, 3*s)}, both(8, 0),
 			"one key twice: charged together"},
 		{[]spigot.Op{u(1), u(0)}, []spigot.Decision{deny(0, 1*s, 3*s), allow(0, 3*s)}, both(8, 0),
@@ -277,16 +279,16 @@ func duplicateSets(t testing.TB, e env, prefix string) []multiStep {
 	j := func(n int64) spigot.Op { return o(one, "j", spigot.Take, n) }
 	x := func(b spigot.Limit, n int64) spigot.Op { return o(b, "x", spigot.Take, n) }
 	return []multiStep{
-		{0, []spigot.Op{k(2), k(2)}, []spigot.Decision{allow(1, 2*s), deny(1, 1*s, 2*s)},
-			map[spigot.Op]int64{k(0): 3}, "one key twice is charged together: the second Take finds 1 token, and nothing is charged"},
+		{0, []spigot.Op{k(2), k(2)}, []spigot.Decision{allow(3, 0), deny(1, 1*s, 2*s)},
+			map[spigot.Op]int64{k(0): 3}, "one key twice is charged together: the second Take finds 1 token, and nothing is charged (the first says what the key holds)"},
 		{0, []spigot.Op{k(1), k(2)}, []spigot.Decision{took(1, 2, 1*s), took(2, 0, 3*s)},
 			map[spigot.Op]int64{k(0): 0}, "1 and 2 tokens of 3: both taken"},
-		{0, []spigot.Op{j(2), j(2), j(1)}, []spigot.Decision{allow(1, 2*s), deny(1, 1*s, 2*s), allow(0, 3*s)},
-			map[spigot.Op]int64{j(0): 3}, "the denied Take takes nothing, the one after it sees the first, and nothing is charged"},
+		{0, []spigot.Op{j(2), j(2), j(1)}, []spigot.Decision{allow(3, 0), deny(1, 1*s, 2*s), allow(3, 0)},
+			map[spigot.Op]int64{j(0): 3}, "the denied Take takes nothing, the one after it is allowed after the first, and nothing is charged: the two that did not deny say what the key holds"},
 		{0, []spigot.Op{x(one, 2), x(other, 2)}, []spigot.Decision{took(2, 1, 2*s), took(2, 1, 2*s)},
 			map[spigot.Op]int64{x(one, 0): 1, x(other, 0): 1}, "one key name under two limits is two keys: each limit is charged 2 of its own 3"},
-		{0, []spigot.Op{x(other, 1), x(one, 2)}, []spigot.Decision{allow(0, 3*s), deny(1, 1*s, 2*s)},
-			map[spigot.Op]int64{x(one, 0): 1, x(other, 0): 1}, "one limit's key holds 1 token of the 2 asked: neither is charged"},
+		{0, []spigot.Op{x(other, 1), x(one, 2)}, []spigot.Decision{allow(1, 2*s), deny(1, 1*s, 2*s)},
+			map[spigot.Op]int64{x(one, 0): 1, x(other, 0): 1}, "one limit's key holds 1 token of the 2 asked: neither is charged, and the other says it holds 1"},
 		{1 * s, []spigot.Op{k(1), o(one, "k", spigot.Take, 0), o(one, "k", spigot.Peek, 1)},
 			[]spigot.Decision{took(1, 0, 3*s), allow(0, 3*s), deny(0, 1*s, 3*s)},
 			map[spigot.Op]int64{k(0): 0}, "the Take of 0 and the Peek see the Take before them, and a denied Peek denies nothing"},
@@ -318,13 +320,13 @@ func mixedSets(t testing.TB, e env, prefix string) []multiStep {
 			[]spigot.Decision{took(1, 9, 100*ms), took(2, 3, 2*s), took(30, 70, 3*s), allow(3, 2*s)},
 			left(9, 3, 70), "every op allowed: each limit charged its cost, and the Peek sees the Take before it"},
 		{0, []spigot.Op{o(ip, take, 0), o(user, take, 4), o(rows, spigot.TakeUpTo, 80)},
-			[]spigot.Decision{allow(9, 100*ms), deny(3, 1*s, 2*s), allow(0, 10*s)},
-			left(9, 3, 70), "the user's limit lacks a token: nothing is charged, not even the 70 rows TakeUpTo would take"},
+			[]spigot.Decision{allow(9, 100*ms), deny(3, 1*s, 2*s), allow(70, 3*s)},
+			left(9, 3, 70), "the user's limit lacks a token: nothing is charged, not even the 70 rows TakeUpTo would take, which it says the limit holds"},
 		{500 * ms, []spigot.Op{o(rows, spigot.TakeUpTo, 80), o(ip, take, 5), o(user, spigot.Peek, 5), o(user, take, 0)},
 			[]spigot.Decision{took(75, 0, 10*s), took(5, 5, 500*ms), deny(3, 1500*ms, 1500*ms), allow(3, 1500*ms)},
 			left(5, 3, 0), "a denied Peek does not deny the set: every limit charged"},
 		{500 * ms, []spigot.Op{o(user, spigot.TakeUpTo, 0), o(rows, spigot.TakeUpTo, 5), o(ip, take, 1)},
-			[]spigot.Decision{allow(3, 1500*ms), deny(0, 100*ms, 10*s), allow(4, 600*ms)},
+			[]spigot.Decision{allow(3, 1500*ms), deny(0, 100*ms, 10*s), allow(5, 500*ms)},
 			left(5, 3, 0), "a TakeUpTo that finds no token denies the set: nothing is charged"},
 		{500 * ms, []spigot.Op{o(rows, take, 0), o(ip, take, 4)},
 			[]spigot.Decision{allow(0, 10*s), took(4, 1, 900*ms)},
@@ -357,16 +359,16 @@ func overSets(t testing.TB, e env, prefix string) []multiStep {
 	}
 	return []multiStep{
 		{0, []spigot.Op{o(ip, take, 2), o(user, take, 4)},
-			[]spigot.Decision{allow(8, 200*ms), deny(3, spigot.Never, 0)},
+			[]spigot.Decision{allow(10, 0), deny(3, spigot.Never, 0)},
 			left(10, 3), "4 tokens of a capacity of 3 are never admitted: nothing is charged"},
 		{0, []spigot.Op{o(user, take, 3), o(ip, take, 11), o(user, take, 1)},
-			[]spigot.Decision{allow(0, 3*s), deny(10, spigot.Never, 0), deny(0, 1*s, 3*s)},
+			[]spigot.Decision{allow(3, 0), deny(10, spigot.Never, 0), deny(0, 1*s, 3*s)},
 			left(10, 3), "11 tokens of a capacity of 10 are never admitted, whatever the user's limit needs: nothing is charged"},
 		{0, []spigot.Op{o(ip, take, 1), o(none, take, 0)},
 			[]spigot.Decision{took(1, 9, 100*ms), allow(0, 0)},
 			left(9, 3), "a Take of 0 from a capacity of 0 is allowed"},
 		{0, []spigot.Op{o(ip, take, 1), o(none, take, 1)},
-			[]spigot.Decision{allow(8, 200*ms), deny(0, spigot.Never, 0)},
+			[]spigot.Decision{allow(9, 100*ms), deny(0, spigot.Never, 0)},
 			left(9, 3), "a capacity of 0 never admits a token: nothing is charged"},
 		{0, []spigot.Op{o(ip, take, 1), o(user, spigot.Peek, 4)},
 			[]spigot.Decision{took(1, 8, 200*ms), deny(3, spigot.Never, 0)},

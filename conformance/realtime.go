@@ -243,7 +243,7 @@ func testRealMulti(t testing.TB, e env) {
 		{spigot.AllOrNothing, []spigot.Op{a(take, 1), u(take, 2)},
 			[]want{{true, 1, 4, 0}, {true, 2, 1, 0}}, 4, 1},
 		{spigot.AllOrNothing, []spigot.Op{a(take, 1), u(take, 2)}, // the user holds 1
-			[]want{{true, 0, 3, 0}, {false, 0, 1, time.Hour}}, 4, 1},
+			[]want{{true, 0, 4, 0}, {false, 0, 1, time.Hour}}, 4, 1}, // the address says what it holds
 		{spigot.AllOrNothing, []spigot.Op{a(take, 6), u(take, 0)},
 			[]want{{false, 0, 4, spigot.Never}, {true, 0, 1, 0}}, 4, 1},
 		{spigot.Independent, []spigot.Op{a(take, 2), u(take, 2), u(upTo, 5), a(spigot.Peek, 3), a(spigot.Refund, 1)},

@@ -209,6 +209,7 @@ func (s *takeStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.
 func (s *takeStore) decide(ops []spigot.Op, out []spigot.Decision) (map[[2]string]held, bool, error) {
 	next := map[[2]string]held{}
 	all := true
+	denied := make([]bool, len(ops))
 	for i, op := range ops {
 		if err := op.Check(); err != nil {
 			return nil, false, err
@@ -222,10 +223,17 @@ func (s *takeStore) decide(ops []spigot.Op, out []spigot.Decision) (map[[2]strin
 		h.s, out[i] = s.apply(op, h.s, s.clk.Now())
 		next[k] = h
 		denies := op.Action == spigot.Take || op.Action == spigot.TakeUpTo || s.peekDenies && op.Action == spigot.Peek
-		all = all && (out[i].Allowed() || !denies)
+		denied[i] = !out[i].Allowed() && denies
+		all = all && !denied[i]
 	}
 	if !all && !s.leaky {
-		for i := range out {
+		// Each op that did not deny is a Peek on its key as the batch
+		// found it.
+		for i, op := range ops {
+			if !denied[i] {
+				h := s.m[[2]string{s.name(op.Limit), op.Key}]
+				_, out[i] = s.apply(store.PeekOf(op), h.s, s.clk.Now())
+			}
 			out[i].N = 0
 		}
 	}
@@ -969,7 +977,13 @@ func (s *modelStore) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot
 		denied = denied || !out[i].Allowed() && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo)
 	}
 	if denied {
-		for i := range out {
+		// Each op that did not deny is a Peek on its key as the set found
+		// it.
+		for i, op := range ops {
+			if out[i].Allowed() || op.Action != spigot.Take && op.Action != spigot.TakeUpTo {
+				p := store.PeekOf(op)
+				out[i] = refApply(s.get(op.Limit, op.Key, false).clone(), now, p.Action, p.N)
+			}
 			out[i].N = 0
 		}
 		return nil

@@ -37,3 +37,25 @@ func (e *PartsError) Unwrap() error { return errors.ErrUnsupported }
 // OpParts returns e.Parts: how spigot.DoMulti, which cannot import this
 // package, finds them.
 func (e *PartsError) OpParts() []uint64 { return e.Parts }
+
+// Denies reports whether d, an op's decision on the state the ops before
+// it in an all-or-nothing batch left, denies the batch: a Take or a
+// TakeUpTo that was denied.
+func Denies(op spigot.Op, d spigot.Decision) bool {
+	return !d.Allowed() && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo)
+}
+
+// PeekOf returns the Peek that decides op in an all-or-nothing batch that
+// another op denied (see spigot.Store's DoMulti): on its key as the batch
+// found it, of op's N for a Take or a Peek, of 1 for a TakeUpTo of 1 or
+// more, of 0 for a Refund or a Reset.
+func PeekOf(op spigot.Op) spigot.Op {
+	switch op.Action {
+	case spigot.TakeUpTo:
+		op.N = min(op.N, 1)
+	case spigot.Refund, spigot.Reset:
+		op.N = 0
+	}
+	op.Action = spigot.Peek
+	return op
+}

@@ -328,8 +328,9 @@ func insert(sh *keyed.Shard, h uint64, name, key string, st *store.State, t int6
 // naming the same keys in any order never deadlock), decides each op on
 // the state the ops before it left (two Takes on one key are charged
 // together), and keeps the result only if no Take or TakeUpTo was
-// denied. When one was, nothing changes: out holds what each op would have
-// decided in the batch, with N 0.
+// denied. When one was, nothing changes and every N is 0: a denied op's
+// decision is its own in the batch, and every other op's a Peek on its key
+// as the batch found it (store.PeekOf).
 func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
 	if err := store.CheckMulti(mode, ops, out); err != nil || len(ops) == 0 {
 		return err
@@ -422,18 +423,33 @@ func (s *Store) allOrNothing(ops []spigot.Op, out []spigot.Decision) error {
 	for i, op := range ops {
 		d, _ := store.Apply(op, &keys[at[i]].state, now) // valid: checked
 		out[i] = d
-		if !d.Allowed() && (op.Action == spigot.Take || op.Action == spigot.TakeUpTo) {
+		if store.Denies(op, d) {
 			denied = true
 		}
 	}
 	if denied {
+		// Nothing changes: each op that did not deny is a Peek on its key
+		// as the batch found it, which its entry, still locked, holds.
+		for i, op := range ops {
+			if store.Denies(op, out[i]) {
+				out[i].N = 0
+				continue
+			}
+			var st store.State // a key with no entry is whole
+			if x := keys[at[i]].x; x != nil {
+				if e := fast.Of(x); e != nil {
+					st = e.state()
+				} else {
+					st = slow.Of(x).state
+					st.Log = slices.Clone(st.Log) // a Peek's Apply may reuse it
+				}
+			}
+			out[i], _ = store.Apply(store.PeekOf(op), &st, now)
+		}
 		for j := range keys {
 			if x := keys[j].x; x != nil {
 				x.Unlock()
 			}
-		}
-		for i := range out {
-			out[i].N = 0
 		}
 		return nil
 	}

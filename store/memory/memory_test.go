@@ -1119,7 +1119,8 @@ func TestKeyCopied(t *testing.T) {
 
 // TestDoMultiAllOrNothing: an all-or-nothing batch is charged whole or not
 // at all, two ops on one key are charged together, and the decisions say
-// what each op would get in the batch.
+// what each op gets in the batch; when it is denied, what each limit that
+// did not deny holds.
 func TestDoMultiAllOrNothing(t *testing.T) {
 	ctx := context.Background()
 	perIP := spigot.MustBucket("ip", 10, spigot.PerSecond(10))
@@ -1135,7 +1136,7 @@ func TestDoMultiAllOrNothing(t *testing.T) {
 		// RefillAfter: whole tokens throughout, so one token: 100 ms of ip,
 		// 1 s of user.
 		{[]spigot.Op{ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 9, ResetAfter: 100 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {N: 1, Remaining: 2, ResetAfter: time.Second, RefillAfter: time.Second}}, [2]int64{9, 2}},
-		{[]spigot.Op{ip(1), user(3)}, []spigot.Decision{{Remaining: 8, ResetAfter: 200 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {Remaining: 2, RetryAfter: time.Second, ResetAfter: time.Second, RefillAfter: time.Second}}, [2]int64{9, 2}},                                                                              // user lacks one: neither is charged
+		{[]spigot.Op{ip(1), user(3)}, []spigot.Decision{{Remaining: 9, ResetAfter: 100 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {Remaining: 2, RetryAfter: time.Second, ResetAfter: time.Second, RefillAfter: time.Second}}, [2]int64{9, 2}},                                                                              // user lacks one: neither is charged, and ip says what it holds
 		{[]spigot.Op{user(1), ip(1), user(1)}, []spigot.Decision{{N: 1, Remaining: 1, ResetAfter: 2 * time.Second, RefillAfter: time.Second}, {N: 1, Remaining: 8, ResetAfter: 200 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {N: 1, Remaining: 0, ResetAfter: 3 * time.Second, RefillAfter: time.Second}}, [2]int64{8, 0}}, // one key twice: together
 		{[]spigot.Op{ip(11), user(0)}, []spigot.Decision{{Remaining: 8, RetryAfter: spigot.Never, ResetAfter: 200 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {Remaining: 0, ResetAfter: 3 * time.Second, RefillAfter: time.Second}}, [2]int64{8, 0}},
 		{[]spigot.Op{ip(2), {Limit: perUser, Key: "u", Action: spigot.Refund, N: 3}}, []spigot.Decision{{N: 2, Remaining: 6, ResetAfter: 400 * time.Millisecond, RefillAfter: 100 * time.Millisecond}, {N: 3, Remaining: 3, RefillAfter: time.Second}}, [2]int64{6, 3}},
