@@ -51,6 +51,9 @@
 //	ratelimit-policy: "api";q=5;w=5
 //	ratelimit: "api";r=0;t=1
 //
+// On a call denied by one limit, nothing is charged, and each other
+// limit's member says what it holds then.
+//
 // A client reads them with grpc.Header. A denial is a status of
 // codes.ResourceExhausted whose details are a google.rpc.RetryInfo, whose
 // retry_delay is the decision's exact RetryAfter, and a

@@ -112,7 +112,7 @@ func ExampleMethods() {
 	echo(conn, "/spigot.test.Other/Echo")
 	// Output:
 	// OK ratelimit: "orders";r=99;t=1, "cancels";r=0;t=3600
-	// ResourceExhausted ratelimit: "orders";r=98;t=1, "cancels";r=0;t=3600 retry: 1h0m0s quota: cancels
+	// ResourceExhausted ratelimit: "orders";r=99;t=1, "cancels";r=0;t=3600 retry: 1h0m0s quota: cancels
 	// OK
 }
 
@@ -138,7 +138,7 @@ func ExampleMetadata() {
 	// Output:
 	// OK ratelimit: "ip";r=99;t=1, "tenant";r=1;t=1800
 	// OK ratelimit: "ip";r=98;t=1, "tenant";r=0;t=1800
-	// ResourceExhausted ratelimit: "ip";r=97;t=1, "tenant";r=0;t=1800 retry: 30m0s quota: tenant
+	// ResourceExhausted ratelimit: "ip";r=98;t=1, "tenant";r=0;t=1800 retry: 30m0s quota: tenant
 	// OK ratelimit: "ip";r=97;t=1, "tenant";r=1;t=1800
 	// InvalidArgument the call has no key for the limit "tenant"
 }

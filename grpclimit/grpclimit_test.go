@@ -153,12 +153,12 @@ func TestAllOrNothing(t *testing.T) {
 	}{
 		{"a", true, nil, `"peer";r=4;t=720, "tenant";r=1;t=1800`},
 		{"a", true, nil, `"peer";r=3;t=720, "tenant";r=0;t=1800`},
-		{"a", false, []string{"tenant"}, `"peer";r=2;t=720, "tenant";r=0;t=1800`}, // peer: as if admitted
+		{"a", false, []string{"tenant"}, `"peer";r=3;t=720, "tenant";r=0;t=1800`}, // peer: what it holds
 		{"b", true, nil, `"peer";r=2;t=720, "tenant";r=1;t=1800`},
 		{"b", true, nil, `"peer";r=1;t=720, "tenant";r=0;t=1800`},
 		{"c", true, nil, `"peer";r=0;t=720, "tenant";r=1;t=1800`},
-		{"d", false, []string{"peer"}, `"peer";r=0;t=720, "tenant";r=1;t=1800`},
-		{"d", false, []string{"peer"}, `"peer";r=0;t=720, "tenant";r=1;t=1800`},
+		{"d", false, []string{"peer"}, `"peer";r=0;t=720, "tenant";r=2;t=1800`}, // d's tenant: what it holds
+		{"d", false, []string{"peer"}, `"peer";r=0;t=720, "tenant";r=2;t=1800`},
 	} {
 		header, err := call(t, conn, echoMethod, "x-tenant", s.tenant)
 		if got := one(t, i, header, "ratelimit-policy"); got != `"peer";q=5;w=3600, "tenant";q=2;w=3600` {

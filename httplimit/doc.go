@@ -72,10 +72,10 @@
 //	X-Ratelimit-Remaining: 0
 //	X-Ratelimit-Reset: 5
 //
-// On a request denied by one limit, the other limits' r counts the
-// request as if it had been admitted (the store decides the whole request
-// before charging none of it): it may be below what they hold, by the
-// request's cost, never above. Counts are capped at 15 digits, as
+// On a request denied by one limit, nothing is charged, and each other
+// limit's member says what it holds then, with its own t: a client that
+// honours any one member is never denied for that member's reason. Counts
+// are capped at 15 digits, as
 // structured fields require. WithHeaders(IETFDraft10|Legacy) sends
 // draft 10's t instead, the seconds until the limit is whole again.
 //

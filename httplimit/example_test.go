@@ -112,7 +112,7 @@ func ExampleNew_severalLimits() {
 	// Output:
 	// 200 Ratelimit: "tenant";r=99;t=1, "tenant-endpoint";r=1;t=60
 	// 200 Ratelimit: "tenant";r=98;t=1, "tenant-endpoint";r=0;t=60
-	// 429 Ratelimit: "tenant";r=97;t=1, "tenant-endpoint";r=0;t=60
+	// 429 Ratelimit: "tenant";r=98;t=1, "tenant-endpoint";r=0;t=60
 }
 
 // A plan's limit, chosen per request from limits made once.

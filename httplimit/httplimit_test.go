@@ -132,7 +132,7 @@ func TestHeadersOneLimit(t *testing.T) {
 
 // TestHeadersSeveralLimits: one member per limit; the legacy headers of
 // the limit that decided; a request that one limit denies is charged to
-// none.
+// none, and each other limit's member says what it holds.
 func TestHeadersSeveralLimits(t *testing.T) {
 	c, s := fixture()
 	addr := spigot.MustBucket("per-address", 3, spigot.PerMinute(3))
@@ -159,11 +159,12 @@ func TestHeadersSeveralLimits(t *testing.T) {
 	play(t, c, h, []step{
 		{header: alice, status: 204, want: want(2, 20, 1, 60, 2, 1, 60)},
 		{header: alice, status: 204, want: want(1, 20, 0, 60, 2, 0, 120)},
-		// Denied by per-user: per-address counts the request as if taken,
-		// but is not charged (the next step shows it).
-		{header: alice, status: 429, want: want(0, 20, 0, 60, 2, 0, 120, 60)},
+		// Denied by per-user: per-address says what it holds, 1, and is
+		// not charged (the next step shows it).
+		{header: alice, status: 429, want: want(1, 20, 0, 60, 2, 0, 120, 60)},
 		{header: bob, status: 204, want: want(0, 20, 1, 60, 3, 0, 60)},
-		{header: bob, status: 429, want: want(0, 20, 0, 60, 3, 0, 60, 20)},
+		// Denied by per-address: bob's per-user holds 1.
+		{header: bob, status: 429, want: want(0, 20, 1, 60, 3, 0, 60, 20)},
 		// bob's per-user bucket holds 1⅓ tokens: after this one, its next
 		// is 40 s away, and it is full in 100 s.
 		{after: 20 * time.Second, header: bob, status: 204, want: want(0, 20, 0, 40, 3, 0, 60)},

@@ -274,7 +274,8 @@ func told(c *core.Config, d spigot.Decision, t int64) (State, bool) {
 // Told tells s what the remote decided, out[i] for ops[i], asked for at
 // now: ops on the key of one limit, in order, that take tokens or Peek,
 // and that the remote applied if applied (an all-or-nothing batch that
-// was denied applied none: out holds what each would have decided, N 0).
+// was denied applied none: out holds, with N 0, each denied op's decision
+// and a Peek for each other, as spigot.Store's DoMulti says).
 // What they took is now held. It reports false, changing nothing, when
 // the decisions tell nothing of the remote's state (a decision by policy).
 // A limit other than the one s was told of before starts s again,
@@ -353,6 +354,12 @@ func (s *Share) replay(before *State, ops []spigot.Op, out []spigot.Decision, no
 		for i, op := range ops {
 			d, err := Apply(op, &st, now)
 			if !applied {
+				// A denied batch: an op that did not deny is a Peek on
+				// the state the batch found.
+				if !Denies(op, d) {
+					found := from
+					d, err = Apply(PeekOf(op), &found, now)
+				}
 				d.N = 0
 			}
 			if err != nil || d != out[i] {
@@ -381,17 +388,11 @@ func (s *Share) replay(before *State, ops []spigot.Op, out []spigot.Decision, no
 		}
 	}
 	if !applied {
-		// A denied batch: what the first op would have left, with what it
-		// would have taken given back.
-		first := out[0]
-		remote, ok := told(c, first, t)
+		// A denied batch: the first op's decision, a Peek or a denial, is
+		// on the state the batch found, which nothing changed.
+		remote, ok := told(c, out[0], t)
 		if !ok {
 			return 0, State{}, State{}, false
-		}
-		if op := ops[0]; op.Action == spigot.Take && first.Allowed() {
-			give(l, c, &remote, op.N*unit(c), t)
-		} else if op.Action != spigot.Peek && op.N > 0 && before != nil {
-			return fromTold, State{}, *before, true // a TakeUpTo's would-be take is not told
 		}
 		return fromTold, State{}, remote, true
 	}

@@ -147,7 +147,13 @@ func (k *shareKey) remoteDo(ops []spigot.Op, now time.Time, batch, other bool) (
 		}
 	}
 	if !admitted {
-		for i := range out {
+		// Denied (by another key's op, when other): each op that did not
+		// deny is a Peek on the state the batch found.
+		for i, op := range ops {
+			if !store.Denies(op, out[i]) {
+				found := k.remote
+				out[i], _ = store.Apply(store.PeekOf(op), &found, now)
+			}
 			out[i].N = 0
 		}
 		return out, false

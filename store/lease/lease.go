@@ -1000,11 +1000,18 @@ func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigo
 		return 0
 	}
 	if !admitted {
+		// Each op denied on what the ops before it left says so; every
+		// other is a Peek on the key as the batch found it.
 		cp := l.share
 		denies := false
 		for _, i := range bk.ops {
-			out[i] = cp.ApplyCentral(ops[i], now)
-			denies = denies || !out[i].Allowed()
+			op := ops[i]
+			if d := cp.ApplyCentral(op, now); store.Denies(op, d) {
+				out[i], denies = d, true
+			} else {
+				out[i] = l.share.Central(store.PeekOf(op), now)
+			}
+			out[i].N = 0
 		}
 		if r := bk.take; r >= 0 && !rout[r].Allowed() && !denies {
 			// The key holds what its ops take, but only with the fraction
