@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,10 +49,12 @@ type breaker struct {
 	clock    clock.Clock
 	observe  func(ctx context.Context, from, to Circuit)
 
-	state     atomic.Int32 // a Circuit; changed only under mu
-	run       atomic.Int32 // consecutive remote failures while closed
-	openUntil atomic.Int64 // UnixNano on clock when an open breaker lets a probe through
-	mu        sync.Mutex   // serializes transitions (and their reports)
+	answers   atomic.Uint64 // remote calls that succeeded, ever
+	state     atomic.Int32  // a Circuit; changed only under mu
+	run       atomic.Int32  // consecutive remote failures while closed
+	runStart  atomic.Int64  // UnixNano, real time: the run's first failure
+	openUntil atomic.Int64  // UnixNano on clock when an open breaker lets a probe through
+	mu        sync.Mutex    // serializes transitions (and their reports)
 }
 
 func (b *breaker) circuit() Circuit { return Circuit(b.state.Load()) }
@@ -77,6 +80,7 @@ func (b *breaker) allow(ctx context.Context) (call, probe bool) {
 // other only clears the run of failures (it may have started before the
 // breaker opened, so it says nothing of the remote now).
 func (b *breaker) succeeded(ctx context.Context, probe bool) {
+	b.answers.Add(1)
 	if probe {
 		b.transition(ctx, CircuitHalfOpen, CircuitClosed, 0)
 	}
@@ -86,12 +90,25 @@ func (b *breaker) succeeded(ctx context.Context, probe bool) {
 // failed records a remote failure: a probe's reopens the breaker for
 // another cooldown; otherwise the run of failures grows, and opens the
 // breaker when it reaches b.failures.
-func (b *breaker) failed(ctx context.Context, probe bool) {
+//
+// A run of timeouts (timeout is the call's, above 0 for a timeout) opens
+// it only once it has also lasted a timeout: the calls a stalled process
+// (a busy node's) had in flight time out together when it runs again,
+// and the next ones, answered, end the run.
+func (b *breaker) failed(ctx context.Context, probe bool, timeout time.Duration) {
 	if probe {
 		b.transition(ctx, CircuitHalfOpen, CircuitOpen, b.cooldown)
 		return
 	}
-	if b.run.Add(1) >= b.failures {
+	now := time.Now().UnixNano()
+	n := b.run.Add(1)
+	if n == 1 {
+		b.runStart.Store(now)
+	}
+	if timeout > 0 && now-b.runStart.Load() < int64(timeout) {
+		return
+	}
+	if n >= b.failures {
 		b.transition(ctx, CircuitClosed, CircuitOpen, b.cooldown)
 	}
 }
@@ -126,4 +143,44 @@ func (b *breaker) untilProbe() time.Duration {
 	}
 	d = (d + time.Millisecond - 1).Truncate(time.Millisecond)
 	return max(d, time.Millisecond)
+}
+
+// latency is the slowest answer of the remote lately: the slowest seen,
+// halved for every latencyHalfLife since. Its zero value has seen none. It
+// is safe for concurrent use: concurrent updates may lose a sample, which
+// an estimate can afford.
+type latency struct {
+	peak   atomic.Int64 // ns; 0: no answer yet
+	peakAt atomic.Int64 // UnixNano, real time
+}
+
+// latencyHalfLife is how fast the slowest answer is forgotten.
+const latencyHalfLife = 10 * time.Second
+
+// at returns the slowest answer as of now (UnixNano).
+func (l *latency) at(now int64) time.Duration {
+	peak := l.peak.Load()
+	if elapsed := now - l.peakAt.Load(); elapsed > 0 {
+		return time.Duration(float64(peak) * math.Exp2(-float64(elapsed)/float64(latencyHalfLife)))
+	}
+	return time.Duration(peak)
+}
+
+// add adds the latency of an answer.
+func (l *latency) add(r time.Duration) {
+	now := time.Now().UnixNano()
+	if r = max(r, 1); r > l.at(now) {
+		l.peak.Store(int64(r))
+		l.peakAt.Store(now)
+	}
+}
+
+// timeout returns the remote call's timeout: twice the slowest answer of
+// late, within DefaultTimeout and DefaultMaxTimeout; DefaultMaxTimeout
+// before the first answer.
+func (l *latency) timeout() time.Duration {
+	if l.peak.Load() == 0 {
+		return DefaultMaxTimeout
+	}
+	return min(max(2*l.at(time.Now().UnixNano()), DefaultTimeout), DefaultMaxTimeout)
 }

@@ -15,7 +15,8 @@
 // breaker) and, with WithGuard, a local guard bucket: a
 // guard denial is final and never reaches the remote. Then, while the
 // breaker is closed, the remote decides, under a deadline of
-// min(the caller's deadline, WithTimeout). When the remote fails (an
+// min(the caller's deadline, the timeout: WithTimeout's, or by default
+// one the Store sets from the remote's latency). When the remote fails (an
 // error, or no answer before the deadline) or the breaker is open, the
 // policy decides:
 //
@@ -106,7 +107,12 @@
 // # The breaker
 //
 // After WithBreaker's run of consecutive remote failures the breaker opens:
-// requests go straight to the policy with no network wait. After the
+// requests go straight to the policy with no network wait. A busy node is
+// not an outage: a call that times out while the remote answers other
+// calls does not count, and a run of timeouts opens the breaker only once
+// it has lasted a timeout too (the calls of a process that the machine
+// stalled time out together when it runs again, and the next are
+// answered). After the
 // cooldown it is half-open: one request probes the remote (the others still
 // get the policy); success closes the breaker, failure opens it for another
 // cooldown. Circuit reports where it is; WithObserver reports every
@@ -132,10 +138,13 @@ var _ spigot.Store = (*Store)(nil)
 
 // Defaults.
 const (
-	DefaultTimeout   = 50 * time.Millisecond
-	DefaultFailures  = 5
-	DefaultCooldown  = 5 * time.Second
-	DefaultLargeCall = 100 // ops: what a Redis-protocol store sends in one script run
+	// DefaultTimeout and DefaultMaxTimeout bound the timeout a Store
+	// sets itself when WithTimeout does not (see WithTimeout).
+	DefaultTimeout    = 50 * time.Millisecond
+	DefaultMaxTimeout = time.Second
+	DefaultFailures   = 5
+	DefaultCooldown   = 5 * time.Second
+	DefaultLargeCall  = 100 // ops: what a Redis-protocol store sends in one script run
 )
 
 // ErrUnavailable is wrapped by the error of a Reset that could not reach
@@ -226,7 +235,8 @@ type Observer struct {
 type Store struct {
 	remote, local spigot.Store
 	clock         clock.Clock
-	timeout       time.Duration
+	timeout       time.Duration // WithTimeout's; 0: latency's
+	latency       latency       // of the remote's answers, when timeout is 0
 	policy        Policy
 	policyOf      func(spigot.Limit) Policy // WithPolicyOf's, or nil
 	localBucket   func(spigot.Limit) spigot.Limit
@@ -243,10 +253,18 @@ type Store struct {
 // An Option configures a Store.
 type Option func(*Store)
 
-// WithTimeout bounds every remote call to d (default DefaultTimeout,
-// 50 ms; 0 means the default), or less when the caller's deadline comes
-// first. A remote that has not answered by then has failed. It panics if
-// d is negative.
+// WithTimeout bounds every remote call to d, or less when the caller's
+// deadline comes first. A remote that has not answered by then has failed.
+// It panics if d is negative.
+//
+// By default (and with 0) the Store sets the timeout itself from the
+// latency of the remote's answers: twice the slowest of late (the slowest
+// seen, halved for every 10 s since), never below DefaultTimeout (50 ms)
+// nor above DefaultMaxTimeout (1 s), which is also the timeout before the
+// first answer (the first calls dial, and may load a script). So a quiet
+// node gives up on a silent remote within 50 ms, and a busy one, whose
+// healthy answers take longer, does not take its own latency for an
+// outage.
 //
 // The deadline reaches the remote through its context, which spigot's
 // Redis-protocol stores honour however the server fails (refused, reset,
@@ -257,12 +275,7 @@ func WithTimeout(d time.Duration) Option {
 	if d < 0 {
 		panic(fmt.Sprintf("spigot: hybrid: WithTimeout: %v: want 0 (the default) or more", d))
 	}
-	return func(s *Store) {
-		s.timeout = d
-		if d == 0 {
-			s.timeout = DefaultTimeout
-		}
-	}
+	return func(s *Store) { s.timeout = d }
 }
 
 // WithDetach runs every remote call on a goroutine of its own, so that the
@@ -401,7 +414,6 @@ func New(remote, local spigot.Store, opts ...Option) *Store {
 		remote:     remote,
 		local:      local,
 		clock:      clock.System(),
-		timeout:    DefaultTimeout,
 		memoryKeys: DefaultMaxKeys,
 		largeCall:  DefaultLargeCall,
 	}
@@ -664,7 +676,12 @@ func (s *Store) guardOp(op spigot.Op) spigot.Op {
 // the half-open breaker's probe.
 func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe bool, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	timeout := s.timeout
+	if timeout == 0 {
+		timeout = s.latency.timeout()
+	}
+	answers := s.breaker.answers.Load()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var v T
 	var err error
@@ -678,6 +695,9 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe
 	}
 	switch {
 	case err == nil:
+		if s.timeout == 0 {
+			s.latency.add(time.Since(start))
+		}
 		s.breaker.succeeded(ctx, probe)
 	case ctx.Err() != nil: // the caller gave up: nothing learnt
 		if probe {
@@ -690,13 +710,18 @@ func remoteCall[T any](s *Store, ctx context.Context, op spigot.Op, n int, probe
 		switch {
 		case answered(err):
 			s.breaker.succeeded(ctx, probe) // the remote answered: it is up
-		case n > s.largeCall && timedOut(err):
-			// Its own size may have made it slow: nothing learnt.
+		case n > s.largeCall && timedOut(err),
+			!probe && rctx.Err() != nil && s.breaker.answers.Load() != answers:
+			// Its own size may have made it slow, or the remote answered
+			// other calls while it waited (the remote is slow, not down):
+			// nothing learnt.
 			if probe {
 				s.breaker.transition(ctx, CircuitHalfOpen, CircuitOpen, 0)
 			}
+		case rctx.Err() != nil: // the timeout's deadline passed
+			s.breaker.failed(ctx, probe, timeout)
 		default:
-			s.breaker.failed(ctx, probe)
+			s.breaker.failed(ctx, probe, 0)
 		}
 	}
 	return v, err
