@@ -17,6 +17,7 @@ import (
 	"github.com/spigot-go/spigot/internal/ratefield"
 	"github.com/spigot-go/spigot/internal/sides"
 	"github.com/spigot-go/spigot/internal/wait"
+	"github.com/spigot-go/spigot/store"
 )
 
 // A Server limits the calls that gRPC servers receive, by its rules, in
@@ -33,6 +34,8 @@ type Server struct {
 	storeErr func(ctx context.Context, fullMethod string, err error) error
 	observe  func(ctx context.Context, res *Result)
 	pool     sync.Pool // of *scratch
+	// the store may decide by other limits (store.Substituter)
+	substitutes bool
 }
 
 // A rule is one limit applied to the calls it matches, by one key, at one
@@ -279,7 +282,7 @@ func New(s spigot.Store, opts ...Option) *Server {
 	if nilcheck.Nil(s) {
 		panic("spigot: grpclimit: New: nil Store")
 	}
-	srv := &Server{store: s, clock: clock.System(), keyErr: keyError, storeErr: failSafe}
+	srv := &Server{store: s, clock: clock.System(), keyErr: keyError, storeErr: failSafe, substitutes: store.Substitutes(s)}
 	c := config{S: srv, Names: names}
 	for _, o := range opts {
 		o(&c)
@@ -390,7 +393,19 @@ func (s *Server) limit(ctx context.Context, fullMethod string, req any, setHeade
 	if s.observe != nil {
 		start = time.Now()
 	}
-	ds, err := sc.Decide(ctx, s.store)
+	dctx := ctx
+	var substituted *store.Limits
+	if s.substitutes {
+		dctx, substituted = store.RecordLimits(ctx)
+	}
+	ds, err := sc.Decide(dctx, s.store)
+	if substituted != nil {
+		// The metadata describe the limit that decided: a fallback's,
+		// while the store's remote is down.
+		for i := range n {
+			sc.Limits[i] = substituted.Of(sc.Limits[i])
+		}
+	}
 	res := &sc.res
 	*res = Result{FullMethod: fullMethod, Limits: sc.Limits[:n], Keys: sc.Keys[:n], Costs: sc.Costs[:n], Decision: ds, Err: err}
 	if s.observe != nil {

@@ -31,12 +31,20 @@ const (
 func (s *Server) header(rules []int, limits []spigot.Limit, out []spigot.Decision) metadata.MD {
 	var buf [512]byte
 	b := buf[:0]
-	if len(rules) > 1 { // one rule's policy is made once, in New
-		for i := range limits {
+	made := true // every limit is its rule's, whose policy is made once, in New
+	for i, l := range limits {
+		made = made && l == s.rules[rules[i]].limit
+	}
+	if len(rules) > 1 || !made {
+		for i, l := range limits {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = append(b, s.rules[rules[i]].policy...)
+			if l == s.rules[rules[i]].limit {
+				b = append(b, s.rules[rules[i]].policy...)
+			} else { // another limit decided: a fallback's
+				b = ratefield.AppendPolicy(b, l)
+			}
 		}
 	}
 	policyEnd := len(b)
@@ -52,7 +60,7 @@ func (s *Server) header(rules []int, limits []spigot.Limit, out []spigot.Decisio
 	all := string(b)
 	values := make([]string, 2)
 	values[0], values[1] = all[:policyEnd], all[policyEnd:]
-	if len(rules) == 1 {
+	if len(rules) == 1 && made {
 		values[0] = s.rules[rules[0]].policy
 	}
 	md := make(metadata.MD, 2)

@@ -120,7 +120,7 @@ func (m *Middleware) setHeaders(h http.Header, rules []int, limits []spigot.Limi
 			if len(b) > from {
 				b = append(b, ", "...)
 			}
-			if p := m.rules[rules[i]].policy; p != "" { // "" for a limit a ByFunc chose
+			if p := m.rules[rules[i]].policy; p != "" && limits[i] == m.rules[rules[i]].limit { // "" for a limit a ByFunc chose; another limit decided
 				b = append(b, p...)
 			} else {
 				b = ratefield.AppendPolicy(b, limits[i])

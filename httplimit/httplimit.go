@@ -15,6 +15,7 @@ import (
 	"github.com/spigot-go/spigot/internal/ratefield"
 	"github.com/spigot-go/spigot/internal/sides"
 	"github.com/spigot-go/spigot/internal/wait"
+	"github.com/spigot-go/spigot/store"
 )
 
 // A Middleware limits the requests of the handlers it wraps by its rules,
@@ -32,6 +33,7 @@ type Middleware struct {
 	keyErr        func(http.ResponseWriter, *http.Request, error)
 	storeErr      func(http.ResponseWriter, *http.Request, error) bool
 	observe       func(*http.Request, *Result)
+	substitutes   bool      // the store may decide by other limits (store.Substituter)
 	pool          sync.Pool // of *scratch
 }
 
@@ -417,7 +419,7 @@ func New(s spigot.Store, opts ...Option) *Middleware {
 	if nilcheck.Nil(s) {
 		panic("spigot: httplimit: New: nil Store")
 	}
-	m := &Middleware{store: s, headers: IETF | Legacy, clock: clock.System(), neverAdmitted: http.StatusTooManyRequests}
+	m := &Middleware{store: s, headers: IETF | Legacy, clock: clock.System(), neverAdmitted: http.StatusTooManyRequests, substitutes: store.Substitutes(s)}
 	c := config{S: m, Names: names}
 	for _, o := range opts {
 		o(&c)
@@ -478,7 +480,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 
 // limit decides r and answers it unless it is to be served.
 func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) {
-	if len(m.rules) == 1 && m.observe == nil {
+	if len(m.rules) == 1 && m.observe == nil && !m.substitutes {
 		// The common case, kept on the stack: one rule, no observer.
 		ru := &m.rules[0]
 		if !ru.applies(r) {
@@ -524,7 +526,19 @@ func (m *Middleware) limit(w http.ResponseWriter, r *http.Request) (serve bool) 
 	if m.observe != nil {
 		start = time.Now()
 	}
-	ds, err := s.Decide(r.Context(), m.store)
+	ctx := r.Context()
+	var substituted *store.Limits
+	if m.substitutes {
+		ctx, substituted = store.RecordLimits(ctx)
+	}
+	ds, err := s.Decide(ctx, m.store)
+	if substituted != nil {
+		// The fields describe the limit that decided: a fallback's, while
+		// the store's remote is down.
+		for i := range s.N {
+			s.Limits[i] = substituted.Of(s.Limits[i])
+		}
+	}
 	var latency time.Duration
 	if m.observe != nil {
 		latency = time.Since(start)

@@ -316,7 +316,9 @@ func WithPolicy(p Policy) Option {
 // replicas admit up to N times the limit while the remote is down (less
 // for the keys they remember: see WithMaxKeys). Give
 // the local bucket the same name as the remote one unless the local store
-// is shared with other limiters. It panics if f is nil.
+// is shared with other limiters. httplimit and grpclimit then describe
+// the local limit in their headers (its q, w, r and t) for the decisions
+// it makes (see store.Substituter). It panics if f is nil.
 func WithLocalLimit(f func(spigot.Limit) spigot.Limit) Option {
 	if f == nil {
 		panic("spigot: hybrid: WithLocalLimit: nil func")
@@ -617,6 +619,9 @@ func (s *Store) DoMulti(ctx context.Context, mode spigot.Mode, ops []spigot.Op, 
 		for j, i := range at {
 			out[i] = lout[j]
 			denied = denied || !lout[j].Allowed() && ops[i].Action != spigot.Peek
+			if s.localBucket != nil {
+				store.Substituted(ctx, lops[j].Limit, local[j].Limit)
+			}
 		}
 	}
 	for i, op := range ops {
@@ -759,6 +764,11 @@ func detached[T any](ctx context.Context, f func(context.Context) (T, error)) (T
 	}
 }
 
+// SubstitutesLimits implements store.Substituter: with WithLocalLimit, a
+// decision by the local store is by the local limit, and the Store
+// records it (store.Substituted) for the front doors' headers.
+func (s *Store) SubstitutesLimits() bool { return s.localBucket != nil }
+
 // localOp is op as the local store applies it: on WithLocalLimit's limit.
 func (s *Store) localOp(op spigot.Op) spigot.Op {
 	if s.localBucket != nil {
@@ -783,13 +793,17 @@ func (s *Store) fallback(ctx context.Context, op spigot.Op) (spigot.Decision, er
 	if s.policyFor(op.Limit) == Local {
 		var d spigot.Decision
 		var err error
+		lop := s.localOp(op)
 		if s.mem != nil {
-			d, err = s.localDo(ctx, op, s.localOp(op))
+			d, err = s.localDo(ctx, op, lop)
 		} else {
-			d, err = s.local.Do(ctx, s.localOp(op))
+			d, err = s.local.Do(ctx, lop)
 		}
 		if err != nil {
 			return spigot.Decision{}, err
+		}
+		if s.localBucket != nil {
+			store.Substituted(ctx, op.Limit, lop.Limit)
 		}
 		s.decided(ctx, op, PathLocal, d)
 		return d, nil
