@@ -471,8 +471,8 @@ func (s *Share) Central(op spigot.Op, now time.Time) spigot.Decision {
 }
 
 // ApplyCentral applies op, at now, to the key's own state alone, holding
-// what it held: for a batch that is denied, what each op would have
-// decided in it, on a copy of s.
+// what it held: for a batch that is denied, which of its ops deny, each
+// on what the ones before it left, on a copy of s.
 func (s *Share) ApplyCentral(op spigot.Op, now time.Time) spigot.Decision {
 	s.recount(now.UnixMicro())
 	d, _ := Apply(op, &s.central, now)
