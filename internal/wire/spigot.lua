@@ -2,8 +2,8 @@
 -- model is: this header (what the script takes and returns, the state of
 -- each kind, what the kinds share), the buckets, the windows and the log,
 -- each a local function to read beside the Go model's file of its kinds,
--- and the main loop, which reads each key's state, hands it to its kind,
--- and writes what that leaves.
+-- and the main loop, which reads each key's state, hands it to its kind
+-- (both in decide), and writes what that leaves.
 --
 -- ARGV[1]  now in µs since the epoch, or "" to read the server's TIME;
 --          a key written on the caller's clock lives 60000 ms
@@ -19,15 +19,21 @@
 --
 -- With one key, it applies one operation. With several, all or nothing:
 -- each on the state the ones before it left (a key named twice is charged
--- twice), and written only if no take or upto was denied; otherwise
--- nothing changes and every n moved is 0. (All the keys of a call are in
--- one hash slot on a cluster: the store sees to it.) A batch applies each
--- key's operation on its own, as that many calls with one key would, one
--- after the other; a key that holds another type or a value the script
--- cannot read fails alone, as {-1, 1, 0, 0, 0} (WRONGTYPE) or {-1, 2, 0, 0,
--- 0} (unreadable), with a sixth 0 for a leaky bucket, and the others are
--- applied. (As few arguments as can say it: each one costs the server a
--- Lua string per call.)
+-- twice), and written only if no take or takeupto was denied. Otherwise
+-- nothing changes and every n moved is 0: each take or takeupto that was
+-- denied replies its decision on the state the ones before it left, and
+-- every other op (a take or takeupto that was not denied, a peek, a
+-- refund, a reset) replies as a peek on its key's state as the call found
+-- it, so that a limit that did not deny says what it holds: a peek of its
+-- N for a take or a peek, of at most 1 for a takeupto, of 0 for a refund
+-- or a reset (a key named twice: each of its ops that did not deny). (All
+-- the keys of a call are in one hash slot on a cluster: the store sees to
+-- it.) A batch applies each key's operation on its own, as that many calls
+-- with one key would, one after the other; a key that holds another type
+-- or a value the script cannot read fails alone, as {-1, 1, 0, 0, 0}
+-- (WRONGTYPE) or {-1, 2, 0, 0, 0} (unreadable), with a sixth 0 for a leaky
+-- bucket, and the others are applied. (As few arguments as can say it:
+-- each one costs the server a Lua string per call.)
 --
 -- Returns, for each key in order, {n moved, remaining, retry_ms (0:
 -- allowed; -1: Never), reset_ms (-1: Never), refill_ms (-1: Never)}, and
@@ -82,7 +88,7 @@
 -- numbers come by arithmetic on their strings rather than a call to
 -- tonumber where they have no leading 0 (miniredis's Lua, gopher-lua, reads
 -- one there as octal): the arguments' and TIME's, and a state's whose
--- pattern rules it out; the main loop reads a token bucket's state itself,
+-- pattern rules it out; decide reads a token bucket's state itself,
 -- its scale (most often the limit's) by its digits; a bucket writes the
 -- digits of now and of the scale as they came, since each number
 -- formatted is a sprintf; a function costs every call a closure, so the
@@ -781,8 +787,10 @@ local function windowed()
 end
 
 -- ---------------------------------------------------------------------
--- The main loop: each key's op, its state read, handed to its kind, and
--- what that leaves written.
+-- The main loop: each key's op, its state read and handed to its kind
+-- (decide), and what that leaves written; then, for a call all or nothing
+-- that was denied, each op that did not deny decided again as a Peek on
+-- the state its key was found in.
 
 local KEYS, ARGV = KEYS, ARGV -- a global is a table lookup at each use
 local nkeys = #KEYS
@@ -803,6 +811,58 @@ if clock == '' then
 else
 	now, nowd, slack = clock + 0, clock, 60000
 end
+local window, log -- made by windowed
+
+-- decide applies the action act of N n at now, on a limit of kind kind
+-- whose parameters are p1, p2 (of the digits scaled) and p3, to v, the
+-- value at its key (false: none), and returns what bucket does; for a
+-- value it cannot read, moved -1 and remaining 2 (the reply of a key of a
+-- batch that fails alone), and nothing to write. The main loop and the
+-- second pass of a denied call both decide through it.
+local function decide(kind, act, p1, p2, p3, n, scaled, v)
+	-- The state: its kind sk, FullAt full (of the digits fd) and fields;
+	-- sk nil for none, or once its FullAt has come (full again: as if
+	-- never seen). A token bucket's as the script writes it is read here,
+	-- the common path: its fields without a leading 0 but the tokens'
+	-- (which may be 0), so that arithmetic reads them, and its scale most
+	-- often the limit's; any other value by read.
+	local sk, full, fd, f1, f2, f3, f4, f5
+	if v then
+		local sd, td, cd
+		if kind == 'tb' then
+			fd, sd, td, cd = string.match(v, '^tb/1 (%-?[1-9][0-9]*) (%-?[1-9][0-9]*) (%-?[0-9]+) (%-?[1-9][0-9]*)$')
+		end
+		if fd then
+			full, f1, f2, f3 = fd + 0, sd + 0, tonumber(td), p2
+			if cd ~= scaled then
+				f3 = cd + 0
+			end
+			if f1 < 9007199254740992 and f1 > -9007199254740992 and f2 < 9007199254740992 and f2 > -9007199254740992
+				and f3 < 9007199254740992 and f3 > -9007199254740992 and #fd <= 18 then
+				sk = 'tb'
+			end
+		end
+		if not sk then
+			sk, full, fd, f1, f2, f3, f4, f5 = read(v, kind)
+		end
+		if not sk then
+			return -1, 2, 0, 0, 0, 0
+		elseif now >= full then
+			sk = nil
+		end
+	end
+	-- Tail calls: the kind's frame replaces this one.
+	if kind == 'tb' or kind == 'lb' then
+		return bucket(kind, act, p1, p2, p3, n, now, sk, full, f1, f2, f3, nowd, scaled)
+	end
+	if not window then
+		window, log = windowed()
+	end
+	if kind == 'sl' then
+		return log(act, p1, p2, n, now, sk, full, fd, f1, v, f2, f3, f4, f5)
+	end
+	return window(kind, act, p1, p2, p3, n, now, sk, full, fd, f1, f2, f3, f4, f5)
+end
 
 -- pending holds, all or nothing, what each key will hold if the call is
 -- kept: {value, ms} or {false} for none; reply holds, with several keys,
@@ -817,7 +877,6 @@ if nkeys > 1 then
 end
 local denied = false
 local r = 1 -- where the next key's reply starts
-local window, log -- made by windowed
 
 for i = 1, nkeys do
 	local key, a = KEYS[i], 5 * i - 3
@@ -839,7 +898,6 @@ for i = 1, nkeys do
 			return redis.error_reply('ERR spigot: unsupported kind or action ' .. tostring(action))
 		end
 	end
-	local p1, p2, p3, n = ARGV[a + 1] + 0, scaled + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0
 
 	local v, fail -- fail: the code of a key of a batch that fails alone
 	if pending and pending[key] then
@@ -856,54 +914,15 @@ for i = 1, nkeys do
 		v = redis.call('GET', key)
 	end
 
-	-- The state: its kind sk, FullAt full (of the digits fd) and fields;
-	-- sk nil for none, or once its FullAt has come (full again: as if
-	-- never seen). A token bucket's as the script writes it is read here,
-	-- the common path: its fields without a leading 0 but the tokens'
-	-- (which may be 0), so that arithmetic reads them, and its scale most
-	-- often the limit's; any other value by read.
-	local sk, full, fd, f1, f2, f3, f4, f5
-	if v and not fail then
-		local sd, td, cd
-		if kind == 'tb' then
-			fd, sd, td, cd = string.match(v, '^tb/1 (%-?[1-9][0-9]*) (%-?[1-9][0-9]*) (%-?[0-9]+) (%-?[1-9][0-9]*)$')
-		end
-		if fd then
-			full, f1, f2, f3 = fd + 0, sd + 0, tonumber(td), p2
-			if cd ~= scaled then
-				f3 = cd + 0
-			end
-			if f1 < 9007199254740992 and f1 > -9007199254740992 and f2 < 9007199254740992 and f2 > -9007199254740992
-				and f3 < 9007199254740992 and f3 > -9007199254740992 and #fd <= 18 then
-				sk = 'tb'
-			end
-		end
-		if not sk then
-			sk, full, fd, f1, f2, f3, f4, f5 = read(v, kind)
-		end
-		if not sk and not batch then
-			return redis.error_reply('ERR spigot: unreadable state at ' .. key)
-		elseif not sk then
-			fail = 2
-		elseif now >= full then
-			sk = nil
-		end
-	end
-
 	-- The decision, and what the key holds from then (sv: nil unchanged,
 	-- as after any Peek; false nothing) and for how many ms.
-	local moved, remaining, retry, reset, refillms, delay, sv, ms = -1, fail, 0, 0, 0, 0
+	local moved, remaining, retry, reset, refillms, delay, sv, ms
 	if fail then
-	elseif kind == 'tb' or kind == 'lb' then
-		moved, remaining, retry, reset, refillms, delay, sv, ms = bucket(kind, act, p1, p2, p3, n, now, sk, full, f1, f2, f3, nowd, scaled)
+		moved, remaining, retry, reset, refillms, delay = -1, fail, 0, 0, 0, 0
 	else
-		if not window then
-			window, log = windowed()
-		end
-		if kind == 'sl' then
-			moved, remaining, retry, reset, refillms, delay, sv, ms = log(act, p1, p2, n, now, sk, full, fd, f1, v, f2, f3, f4, f5)
-		else
-			moved, remaining, retry, reset, refillms, delay, sv, ms = window(kind, act, p1, p2, p3, n, now, sk, full, fd, f1, f2, f3, f4, f5)
+		moved, remaining, retry, reset, refillms, delay, sv, ms = decide(kind, act, ARGV[a + 1] + 0, scaled + 0, ARGV[a + 3] + 0, ARGV[a + 4] + 0, scaled, v)
+		if moved < 0 and not batch then
+			return redis.error_reply('ERR spigot: unreadable state at ' .. key)
 		end
 	end
 	if retry ~= 0 and act ~= 'peek' then
@@ -935,21 +954,48 @@ end
 if batch then
 	return reply
 end
+if not denied then
+	for i = 1, nkeys do
+		local key = KEYS[i]
+		local state = pending[key]
+		if state then
+			if state[1] then
+				redis.call('SET', key, state[1], 'PX', state[2])
+			else
+				redis.call('DEL', key)
+			end
+			pending[key] = nil -- written
+		end
+	end
+	return reply
+end
+
+-- Denied: nothing is written, and every n moved is 0. An op that denied
+-- (a take or takeupto) keeps its decision, on the state the ops before it
+-- left, and its n moved is 0 already; every other op says what its limit
+-- holds, not what it would have held had the call been kept (a client's
+-- RateLimit fields of a limit that still holds a token must not say 0): a
+-- Peek on its key's state as the call found it, which GET still reads, of
+-- its N for a take or a peek, of at most 1 for a takeupto, of 0 for a
+-- refund or a reset. The actions were checked by the main loop.
 r = 1
 for i = 1, nkeys do
-	local key = KEYS[i]
-	local state = pending[key]
-	if denied then
-		reply[r] = 0
-	elseif state then
-		if state[1] then
-			redis.call('SET', key, state[1], 'PX', state[2])
-		else
-			redis.call('DEL', key)
+	local a = 5 * i - 3
+	local kind, act = string.match(ARGV[a], '^(%l%l)%.(%l+)$')
+	if reply[r + 2] == 0 or (act ~= 'take' and act ~= 'takeupto') then
+		local n = 0
+		if act == 'take' or act == 'peek' then
+			n = ARGV[a + 4] + 0
+		elseif act == 'takeupto' then
+			n = math.min(ARGV[a + 4] + 0, 1)
 		end
-		pending[key] = nil -- written
+		local moved, remaining, retry, reset, refillms, delay = decide(kind, 'peek', ARGV[a + 1] + 0, ARGV[a + 2] + 0, ARGV[a + 3] + 0, n, ARGV[a + 2], redis.call('GET', KEYS[i]))
+		reply[r], reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = moved, remaining, retry, reset, refillms
+		if kind == 'lb' then
+			reply[r + 5] = delay
+		end
 	end
-	if string.sub(ARGV[5 * i - 3], 1, 2) == 'lb' then
+	if kind == 'lb' then
 		r = r + 6
 	else
 		r = r + 5
