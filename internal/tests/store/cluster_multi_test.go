@@ -122,8 +122,7 @@ func testClusterSeveral(t *testing.T, cl *testserver.Cluster) {
 // testClusterKinds: limits of every kind on one request, all or nothing,
 // on keys of one slot (WithKeyHashTags and one tag), and in batches over
 // every primary, on a fake clock: every decision is the memory store's on
-// the same clock, field by field (a leaky bucket's Delay too; a denied
-// call's as memDoMulti reports it), and so is
+// the same clock, field by field (a leaky bucket's Delay too), and so is
 // what a Peek of each key finds after each round.
 func testClusterKinds(t *testing.T, cl *testserver.Cluster) {
 	ctx := context.Background()
@@ -144,7 +143,7 @@ func testClusterKinds(t *testing.T, cl *testserver.Cluster) {
 			check := func(round int, what string, mode spigot.Mode, ops []spigot.Op) bool {
 				t.Helper()
 				want, got := make([]spigot.Decision, len(ops)), make([]spigot.Decision, len(ops))
-				if err := memDoMulti(ctx, mem, mode, ops, want); err != nil {
+				if err := mem.DoMulti(ctx, mode, ops, want); err != nil {
 					t.Fatalf("round %d: %s: memory: %v", round, what, err)
 				}
 				if err := remote.DoMulti(ctx, mode, ops, got); err != nil {

@@ -62,38 +62,6 @@ func foundPeek(op spigot.Op) spigot.Op {
 	return p
 }
 
-// memDoMulti is mem.DoMulti, with a denied all-or-nothing call of the
-// memory store reported as the script reports it: each op that did not
-// deny (denies) as its foundPeek on its key's state as the call found it,
-// which mem.Do finds before the call. On a memory store that reports it
-// so already, it is mem.DoMulti.
-func memDoMulti(ctx context.Context, mem spigot.Store, mode spigot.Mode, ops []spigot.Op, out []spigot.Decision) error {
-	var found []spigot.Decision
-	if mode == spigot.AllOrNothing && len(ops) > 1 {
-		found = make([]spigot.Decision, len(ops))
-		for i, op := range ops {
-			d, err := mem.Do(ctx, foundPeek(op))
-			if err != nil {
-				return err
-			}
-			found[i] = d
-		}
-	}
-	if err := mem.DoMulti(ctx, mode, ops, out); err != nil || found == nil {
-		return err
-	}
-	denied := false
-	for i, op := range ops {
-		denied = denied || denies(op, out[i])
-	}
-	for i, op := range ops {
-		if denied && !denies(op, out[i]) {
-			out[i] = found[i]
-		}
-	}
-	return nil
-}
-
 // allOrNothing is the Go model of a call of the script on ops (ops[i] on
 // keys[i]) all or nothing at now, on the states of m: each op on the state
 // the ones before it left; kept (and m changed) unless a Take or TakeUpTo

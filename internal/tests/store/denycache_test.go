@@ -29,7 +29,7 @@ import (
 // TestDenyCacheServers runs, for every store on each server, a
 // differential of a denycache.Store in front of the store against a twin
 // memory store that gets every op, all on one fake clock at whole
-// milliseconds (a denied all-or-nothing set as memDoMulti reports it):
+// milliseconds:
 // what the Store sends on is decided as the twin decides it,
 // and what it answers itself the twin denies, with a RetryAfter and a
 // ResetAfter no longer and a Remaining no larger. Then a flood on a
@@ -126,7 +126,7 @@ func denyDifferential(t *testing.T, seed uint64, limits []spigot.Limit, clk *clo
 			want[0], werr = twin.Do(ctx, ops[0])
 		} else {
 			err = spigot.DoMulti(ctx, c, mode, ops, got)
-			werr = memDoMulti(ctx, twin, mode, ops, want)
+			werr = twin.DoMulti(ctx, mode, ops, want)
 		}
 		if err != nil || werr != nil {
 			t.Fatalf("seed %d step %d: %v: %v, twin %v", seed, step, ops, err, werr)
