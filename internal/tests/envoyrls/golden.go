@@ -33,8 +33,9 @@ func Record(ctx context.Context, c pb.RateLimitServiceClient, reqs []*pb.RateLim
 }
 
 // A golden file is a JSON array of exchanges, each an object of the
-// request and either the response, both in protojson as JSON writes them,
-// or the error's gRPC code and message:
+// request (in protojson, its set fields only) and either the response (in
+// protojson as JSON writes it, every field) or the error's gRPC code and
+// message:
 //
 //	[
 //	  {"request": {…}, "response": {…}},
@@ -61,7 +62,11 @@ type goldenError struct {
 func WriteGolden(path string, xs []Exchange) error {
 	gs := make([]goldenExchange, len(xs))
 	for i, x := range xs {
-		gs[i].Request = JSON(x.Request)
+		req, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(x.Request)
+		if err != nil {
+			return err
+		}
+		gs[i].Request = req
 		if x.Err != nil {
 			s := status.Convert(x.Err)
 			gs[i].Error = &goldenError{Code: s.Code().String(), Message: s.Message()}
