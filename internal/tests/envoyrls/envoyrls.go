@@ -38,6 +38,7 @@ import (
 	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -214,7 +215,13 @@ const startTimeout = 30 * time.Second
 // 200; then one ShouldRateLimit for a domain of no configuration must
 // answer OK, which it does only once the configuration is loaded.
 func (s *Service) wait() error {
-	conn, err := grpc.NewClient(s.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(s.GRPCAddr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Not gRPC's default reconnect backoff of a second and more:
+		// the first attempts find the port closed.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{
+			BaseDelay: 5 * time.Millisecond, Multiplier: 2, MaxDelay: 200 * time.Millisecond,
+		}, MinConnectTimeout: time.Second}))
 	if err != nil {
 		return fmt.Errorf("grpc client: %w", err)
 	}
