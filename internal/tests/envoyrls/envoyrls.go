@@ -20,6 +20,7 @@ package envoyrls
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -149,10 +150,17 @@ func Start(tb testing.TB, configDir string, opts ...Option) *Service {
 			tb.Cleanup(func() { s.stop(tb) })
 			return s
 		}
+		if !errors.Is(err, errExited) {
+			break
+		}
 	}
 	tb.Fatalf("envoyrls: %v", err)
 	return nil
 }
+
+// errExited is the error of a service that exited before it answered, as
+// it does when it cannot bind its ports.
+var errExited = errors.New("envoyproxy/ratelimit exited before it answered")
 
 func start(bin, dir string, redis *testserver.Server, st settings) (*Service, error) {
 	var ports [3]int
@@ -202,7 +210,7 @@ func start(bin, dir string, redis *testserver.Server, st settings) (*Service, er
 	}()
 	if err := s.wait(); err != nil {
 		s.kill()
-		return nil, fmt.Errorf("%v\nits environment: %s\nits log:\n%s", err, strings.Join(cmd.Env, " "), s.Log())
+		return nil, fmt.Errorf("%w\nits environment: %s\nits log:\n%s", err, strings.Join(cmd.Env, " "), s.Log())
 	}
 	return s, nil
 }
@@ -237,7 +245,7 @@ func (s *Service) wait() error {
 		select {
 		case <-s.exited:
 			conn.Close()
-			return fmt.Errorf("envoyproxy/ratelimit exited before it answered: %v (%v)", s.cmd.ProcessState, last)
+			return fmt.Errorf("%w: %v (%v)", errExited, s.cmd.ProcessState, last)
 		case <-time.After(backoff):
 		}
 		if time.Now().After(deadline) {
