@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -330,4 +332,85 @@ func TestDiff(t *testing.T) {
 			t.Errorf("step %d: got %q, want %q", i, got, tc.want)
 		}
 	}
+}
+
+// TestEnvoyRateLimitOptions checks that Start's options reach the
+// service: each changes an answer, or what the service keeps in Redis, as
+// envoyproxy/ratelimit's source has it.
+func TestEnvoyRateLimitOptions(t *testing.T) {
+	t.Parallel()
+	window := inOneWindow(t)
+	ctx := context.Background()
+	call := func(t *testing.T, svc *envoyrls.Service, step int, r *pb.RateLimitRequest) *pb.RateLimitResponse {
+		t.Helper()
+		resp, err := svc.Client.ShouldRateLimit(ctx, r)
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		return resp
+	}
+	remaining := func(resp *pb.RateLimitResponse) []uint32 {
+		var r []uint32
+		for _, s := range resp.GetStatuses() {
+			r = append(r, s.GetLimitRemaining())
+		}
+		return r
+	}
+
+	t.Run("StopIncrementWhenOverLimit", func(t *testing.T) {
+		t.Parallel()
+		svc := envoyrls.Start(t, configDir, envoyrls.StopIncrementWhenOverLimit(true))
+		both := req(2, d("user", "frank"), d("user", "bot-5"))
+		// bot-5 would go over: it alone is counted, frank is not.
+		for i, want := range []struct {
+			overall   pb.RateLimitResponse_Code
+			remaining []uint32
+		}{
+			0: {ok, []uint32{2, 0}},
+			1: {over, []uint32{2, 0}},
+		} {
+			resp := call(t, svc, i, both)
+			if got := remaining(resp); resp.GetOverallCode() != want.overall || !slices.Equal(got, want.remaining) {
+				t.Errorf("step %d: got %v %v, want %v %v", i, resp.GetOverallCode(), got, want.overall, want.remaining)
+			}
+		}
+		// frank has 2 hits, not 4.
+		if got := remaining(call(t, svc, 2, req(0, d("user", "frank")))); !slices.Equal(got, []uint32{1}) {
+			t.Errorf("step 2: got remaining %v, want [1]", got)
+		}
+	})
+
+	t.Run("LocalCacheSize", func(t *testing.T) {
+		t.Parallel()
+		svc := envoyrls.Start(t, configDir, envoyrls.LocalCacheSize(1<<20))
+		for i, want := range []pb.RateLimitResponse_Code{ok, ok, over, over, over} {
+			if got := call(t, svc, i, req(0, d("user", "bot-7"))).GetOverallCode(); got != want {
+				t.Errorf("step %d: got %v, want %v", i, got, want)
+			}
+		}
+		// Once over the limit, the key is in the local cache: the
+		// requests after it leave Redis's count alone.
+		key := "envoyrls_user_bot-7_" + strconv.FormatInt(window*3600, 10)
+		if got, err := svc.Redis.Do("GET", key); err != nil || got != "3" {
+			t.Errorf("GET %s: got %q, %v, want 3", key, got, err)
+		}
+	})
+
+	t.Run("ResponseHeaders", func(t *testing.T) {
+		t.Parallel()
+		svc := envoyrls.Start(t, configDir, envoyrls.ResponseHeaders(true))
+		before := time.Now().Unix()
+		resp := call(t, svc, 0, req(0, d("tenant", "acme"), d("user", "gina")))
+		after := time.Now().Unix()
+		// The descriptor closest to its limit: tenant=acme, 2 of 3 left.
+		h := resp.GetResponseHeadersToAdd()
+		if len(h) != 3 || h[0].GetKey() != "RateLimit-Limit" || h[0].GetValue() != "3" ||
+			h[1].GetKey() != "RateLimit-Remaining" || h[1].GetValue() != "2" || h[2].GetKey() != envoyrls.ResetHeader {
+			t.Fatalf("step 0: got headers %s", envoyrls.JSON(resp))
+		}
+		reset, err := strconv.ParseInt(h[2].GetValue(), 10, 64)
+		if lo, hi := 3600-after%3600, 3600-before%3600; err != nil || reset < lo || reset > hi {
+			t.Errorf("step 0: got %s %q, want seconds in [%d, %d]", envoyrls.ResetHeader, h[2].GetValue(), lo, hi)
+		}
+	})
 }
