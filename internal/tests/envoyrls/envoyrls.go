@@ -81,8 +81,9 @@ func LocalCacheSize(bytes int) Option {
 }
 
 // StopIncrementWhenOverLimit sets STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT:
-// when true, a request that one of its descriptors denies adds no hits to
-// the others. Off by default.
+// when true, in a request some of whose descriptors go over their limits
+// only those are counted, and none when one is already over in the local
+// cache. Off by default: every descriptor is counted.
 func StopIncrementWhenOverLimit(on bool) Option {
 	return Env("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", strconv.FormatBool(on))
 }
