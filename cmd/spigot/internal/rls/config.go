@@ -203,7 +203,7 @@ func (c *Config) Charging(domainName string) Charging {
 // order of their names, as Load does.
 func LoadDir(dir string) (*Config, error) {
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, configError(err)
 	}
 	return Load(os.DirFS(dir))
 }
@@ -215,27 +215,23 @@ func LoadDir(dir string) (*Config, error) {
 func Load(fsys fs.FS) (*Config, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, configError(err)
 	}
-	c := &Config{domains: map[string]*domain{}}
+	var files []file
 	for _, e := range entries {
-		name := e.Name()
-		if !configFile(name) {
+		if !configFile(e.Name()) || e.IsDir() {
 			continue
 		}
-		if e.IsDir() {
-			continue
-		}
-		data, err := fs.ReadFile(fsys, name)
+		data, err := fs.ReadFile(fsys, e.Name())
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+			return nil, configError(err)
 		}
-		if err := c.add(name, data); err != nil {
-			return nil, err
-		}
+		files = append(files, file{e.Name(), data})
 	}
-	return c, nil
+	return load(files)
 }
+
+func configError(err error) error { return fmt.Errorf("%w: %w", ErrConfig, err) }
 
 func configFile(name string) bool {
 	if strings.HasPrefix(name, ".") {
@@ -243,15 +239,6 @@ func configFile(name string) bool {
 	}
 	ext := path.Ext(name)
 	return ext == ".yaml" || ext == ".yml"
-}
-
-// parseFile parses one file's YAML into a Config of its one domain.
-func parseFile(name string, data []byte) (*Config, error) {
-	c := &Config{domains: map[string]*domain{}}
-	if err := c.add(name, data); err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // loader holds what errors name.
