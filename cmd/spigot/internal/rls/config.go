@@ -283,11 +283,16 @@ func (l *loader) check(n *yaml.Node, level int) error {
 	n = deref(n)
 	switch n.Kind {
 	case yaml.MappingNode:
+		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := deref(n.Content[i]), n.Content[i+1]
 			if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
 				return l.errorf(k, "config error, key is not of type string: %v", k.Value)
 			}
+			if line, dup := seen[k.Value]; dup {
+				return l.errorf(k, "config error, key '%s' is given twice (also on line %d)", k.Value, line)
+			}
+			seen[k.Value] = k.Line
 			if !envoyKeys[k.Value] {
 				if at, ok := spigotKeys[k.Value]; !ok || at != level {
 					return l.errorf(k, "config error, unknown key '%s'", k.Value)
