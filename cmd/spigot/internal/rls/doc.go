@@ -19,7 +19,9 @@
 // optional value; rate_limit with unit (second, minute, hour, day, week,
 // month of 30 days, year of 365 days, in any case), requests_per_unit (0
 // refuses every hit), unlimited, name and replaces; shadow_mode,
-// quota_mode, detailed_metric, value_to_metric and share_threshold. What it
+// quota_mode, detailed_metric, value_to_metric and share_threshold (the
+// two metric keys are read and checked, but name statistics that this
+// package does not keep). What it
 // refuses is refused, with the same words and the file, line and
 // descriptor: an unknown key (any of the format's keys is accepted at any
 // level, and ignored where it does not belong), a key that is not a
@@ -54,8 +56,9 @@
 // The algorithm and capacity keys of rate_limit (token buckets, sliding
 // windows and logs, leaky buckets besides the fixed window), and charging
 // all-or-nothing. Store keys that never collide: each is the domain and
-// every entry's key and value, each written with its length (see
-// storeKey), where envoyproxy/ratelimit joins them with '_' so that
+// every entry's key and value, each written as its length, a colon and its
+// bytes ("3:api6:tenant=4:free"), where envoyproxy/ratelimit joins them
+// with '_' so that
 // (k_a, b) and (k, a_b) would share a counter; a key longer than
 // spigot.MaxKeyLen is its SHA-256. Descriptors are matched by key and value
 // as a pair, so a config may have both (k, a_b) and (k_a, b), which

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corepb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	rlpb "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/clock"
@@ -83,6 +82,13 @@ func WithShadowMode() Option {
 	return func(s *Service) { s.shadow = true }
 }
 
+// WithQuotaMode puts every limit in quota mode, as envoyproxy/ratelimit's
+// GLOBAL_QUOTA_MODE does: a descriptor over its limit is OK, with
+// limit_remaining 0 and no duration_until_reset, and refuses nothing.
+func WithQuotaMode() Option {
+	return func(s *Service) { s.quota = true }
+}
+
 // WithErrorHandler makes the service call f with each error of the store,
 // which clients never see.
 func WithErrorHandler(f func(error)) Option {
@@ -104,6 +110,7 @@ type Service struct {
 	headers *HeaderNames
 	fields  bool
 	shadow  bool
+	quota   bool
 	onError func(error)
 }
 
@@ -223,7 +230,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		it.rl = m.limit
 		it.limit = m.limit.limit
 		it.key = storeKey(req.Domain, entries, m.shared)
-		it.enforced = !m.limit.ShadowMode && !m.limit.QuotaMode
+		it.enforced = !m.limit.ShadowMode && !m.limit.QuotaMode && !s.quota
 		c := it.limit.Capacity()
 		it.n = int64(min(it.hits, uint64(c)+1))
 	}
@@ -425,7 +432,7 @@ func (s *Service) respond(items []item) *pb.RateLimitResponse {
 			switch {
 			case it.rl.ShadowMode:
 				// Over, but only watched: OK, with nothing remaining.
-			case it.rl.QuotaMode:
+			case it.rl.QuotaMode || s.quota:
 				st.DurationUntilReset = nil
 			default:
 				st.Code = pb.RateLimitResponse_OVER_LIMIT
@@ -491,14 +498,4 @@ func (s *Service) refill(it *item) int64 {
 		return 0
 	}
 	return ratefield.Seconds(it.d.RefillAfter)
-}
-
-// descriptorEntries is for tests and fuzzing: the entries of a request
-// descriptor.
-func descriptorEntries(d *rlpb.RateLimitDescriptor) []Entry {
-	entries := make([]Entry, len(d.GetEntries()))
-	for j, e := range d.GetEntries() {
-		entries[j] = Entry{e.GetKey(), e.GetValue()}
-	}
-	return entries
 }

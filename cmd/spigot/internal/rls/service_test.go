@@ -381,6 +381,16 @@ func TestShadowModeOption(t *testing.T) {
 	})
 }
 
+func TestQuotaModeOption(t *testing.T) {
+	svc, clk := chargingService(t, WithQuotaMode())
+	run(t, svc, clk, []step{
+		{0, request("a", desc("a", "1"), desc("b", "1")), "OK: | OK 1/minute r=0 t=60 | OK 5/minute r=4 t=60"},
+		{0, request("a", desc("a", "1"), desc("b", "1")), "OK: | OK 1/minute r=0 | OK 5/minute r=3 t=60"},
+		{0, request("e", desc("sh", "1")), "OK: | OK 1/minute r=0 t=60"},
+		{0, request("e", desc("sh", "1")), "OK: | OK 1/minute r=0 t=60"},
+	})
+}
+
 func TestBadRequests(t *testing.T) {
 	svc, clk, _ := setup(t, basic)
 	many := request("d")
