@@ -223,6 +223,9 @@ func Load(fsys fs.FS) (*Config, error) {
 			continue
 		}
 		data, err := fs.ReadFile(fsys, e.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the directory was read
+		}
 		if err != nil {
 			return nil, configError(err)
 		}

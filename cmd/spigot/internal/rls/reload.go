@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io/fs"
 	"os"
 	"sort"
@@ -23,15 +24,16 @@ func WithInterval(d time.Duration) WatchOption {
 	return func(w *watcher) { w.interval = d }
 }
 
-// withTicks makes Watch read the directory at each receive from c, for
-// tests.
-func withTicks(c <-chan time.Time) WatchOption {
-	return func(w *watcher) { w.ticks = c }
+// withTicks makes Watch read the directory at each receive from c, and
+// send to done after each reading, for tests.
+func withTicks(c <-chan time.Time, done chan<- struct{}) WatchOption {
+	return func(w *watcher) { w.ticks, w.done = c, done }
 }
 
 type watcher struct {
 	interval time.Duration
 	ticks    <-chan time.Time
+	done     chan<- struct{}
 }
 
 // Watch loads dir as LoadDir does and calls f with the result, then reads
@@ -47,7 +49,10 @@ type watcher struct {
 // times or from file system events: a ConfigMap's symbolic links swapped
 // at once, a file rewritten within one tick of the file system's clock,
 // a directory on a network file system are all seen, at the cost of
-// reading a directory of small files once an interval.
+// reading a directory of small files once an interval. A file read while
+// it is being written may be refused, and is read again at the next
+// interval: write a new file beside the old and rename it over the old to
+// have none refused.
 func Watch(ctx context.Context, dir string, f func(*Config, error), opts ...WatchOption) {
 	w := &watcher{interval: time.Second}
 	for _, o := range opts {
@@ -80,13 +85,15 @@ func Watch(ctx context.Context, dir string, f func(*Config, error), opts ...Watc
 		}
 		f(cfg, nil)
 	}
-	scan()
 	for {
+		scan()
+		if w.done != nil {
+			w.done <- struct{}{}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.ticks:
-			scan()
 		}
 	}
 }
@@ -110,6 +117,9 @@ func fingerprint(dir string) ([]byte, []file, error) {
 			continue
 		}
 		data, err := fs.ReadFile(fsys, e.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the directory was read
+		}
 		if err != nil {
 			return nil, nil, configError(err)
 		}

@@ -24,19 +24,29 @@ func TestWatch(t *testing.T) {
 	}
 	write("d.yaml", basic)
 	ticks := make(chan time.Time)
+	read := make(chan struct{})
 	got := make(chan loaded, 10)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Watch(ctx, dir, func(c *Config, err error) { got <- loaded{c, err} }, withTicks(ticks))
+		Watch(ctx, dir, func(c *Config, err error) { got <- loaded{c, err} }, withTicks(ticks, read))
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	// tick lets the watcher read the directory, and returns once it has:
-	// the second send waits for the first reading to end.
+	t.Cleanup(func() {
+		cancel()
+		for {
+			select {
+			case <-read:
+			case <-done:
+				return
+			}
+		}
+	})
+	<-read // the first reading
+	// tick lets the watcher read the directory, and returns once it has.
 	tick := func() {
 		ticks <- time.Time{}
-		ticks <- time.Time{}
+		<-read
 	}
 	next := func(step int) (loaded, bool) {
 		select {
@@ -62,8 +72,8 @@ func TestWatch(t *testing.T) {
 		}
 	}
 
-	tick() // the first reading is reported before any tick; these change nothing
-	apply(0, "")
+	apply(0, "") // the first reading is reported before any tick
+	tick()
 	if _, ok := next(1); ok {
 		t.Fatalf("step 1: a call without a change")
 	}
