@@ -8,6 +8,7 @@
 //
 //	bench      measure the stores against your server, beside the server's own ceiling
 //	demo       serve a page that shows each kind of limit live, or all five side by side
+//	serve      answer Envoy's rate limit service protocol from envoyproxy/ratelimit's configuration
 //	simulate   play a traffic pattern against each kind of limit and print what it admits
 //	version    print spigot's version and the Go version that built it
 //
@@ -220,6 +221,7 @@ var commands = []struct {
 }{
 	{"bench", "measure the stores against your server, beside the server's own ceiling", benchCmd},
 	{"demo", "serve a page that shows each kind of limit live, or all five side by side", demo},
+	{"serve", "answer Envoy's rate limit service protocol from envoyproxy/ratelimit's configuration", serveCmd},
 	{"simulate", "play a traffic pattern against each kind of limit and print what it admits", simulate},
 	{"version", "print spigot's version and the Go version that built it", version},
 }

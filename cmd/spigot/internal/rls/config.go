@@ -136,6 +136,7 @@ type RateLimit struct {
 	// path names the descriptor in errors and fields: domain.key_value...
 	path  string
 	limit spigot.Limit // the zero Limit when RequestsPerUnit is 0 or Unlimited
+	over  spigot.Limit // a fixed window's over-marker (see Service.charge)
 }
 
 // Path returns the descriptor's name, as envoyproxy/ratelimit names it in
@@ -610,9 +611,19 @@ func (l *loader) rateLimit(n *yaml.Node, p string) (*RateLimit, error) {
 		if err != nil {
 			return nil, l.errorf(n, "descriptor '%s': %v", p, err)
 		}
-		r.limit = lim
+		r.limit, r.over = lim, overMarker(r.Algorithm, r.Unit)
 	}
 	return r, nil
+}
+
+// overMarker returns the over-marker of a fixed window of unit u: a window
+// of one hit per unit, aligned as the window is, under a name of its own;
+// the zero Limit for the other algorithms.
+func overMarker(a Algorithm, u Unit) spigot.Limit {
+	if a != FixedWindow {
+		return spigot.Limit{}
+	}
+	return spigot.Must(spigot.NewFixedWindow("rls-over-"+u.String(), spigot.Per(1, u.Duration()), 0))
 }
 
 // newLimit returns the spigot.Limit of a rate limit of rpu > 0 requests

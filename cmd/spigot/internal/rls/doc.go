@@ -64,15 +64,17 @@
 // as a pair, so a config may have both (k, a_b) and (k_a, b), which
 // envoyproxy/ratelimit refuses as a duplicate; a key-only wildcard (a key
 // ending in '*') matches the keys that start with what precedes it. A
-// counter is capped at its limit: a hit past it counts what was left, so a
-// later check of 0 hits says OK with 0 remaining where
-// envoyproxy/ratelimit, whose counter goes past the limit, says
-// OVER_LIMIT. Hits above a limit's capacity count as its capacity plus one
-// (they are over it either way). The IETF RateLimit-Policy and RateLimit
-// fields (WithRateLimitFields). Bounds on a request: MaxDescriptors,
-// MaxEntries, MaxJSONBody. Errors: InvalidArgument for a request that
-// cannot be decided, Unavailable for a failing store, with no detail of the
-// store in either; is_negative_hits is refused. Files are read from one
+// fixed window's counter is capped at its limit (a hit past it counts what
+// was left), and a refused hit marks the key's window over, so that a
+// later check of 0 hits says OVER_LIMIT, as envoyproxy/ratelimit's
+// counter, gone past the limit, says. Hits above a limit's capacity count
+// as its capacity plus one (they are over it either way). The IETF
+// RateLimit-Policy and RateLimit fields (WithRateLimitFields). Bounds on a
+// request: MaxDescriptors, MaxEntries, MaxJSONBody. Errors: a request with
+// no domain or no descriptors gets envoyproxy/ratelimit's answer (Unknown,
+// and its words); InvalidArgument for any other request that cannot be
+// decided, Unavailable for a failing store, with no detail of the store in
+// either; is_negative_hits is refused. Files are read from one
 // directory (not its subdirectories, nor dot files), *.yaml and *.yml
 // only, and a domain in two files is refused (MERGE_DOMAIN_CONFIG is not
 // offered). Watch notices a change by reading the files at an interval.

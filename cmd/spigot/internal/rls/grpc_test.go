@@ -58,7 +58,7 @@ func TestGRPC(t *testing.T) {
 		}
 	}
 	_, err := client.ShouldRateLimit(ctx, request("", desc("k", "v")))
-	if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != "rls: rate limit domain must not be empty" {
+	if status.Code(err) != codes.Unknown || status.Convert(err).Message() != "rate limit domain must not be empty" { // envoyproxy/ratelimit's
 		t.Errorf("no domain: got %v", err)
 	}
 }

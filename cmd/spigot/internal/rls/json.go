@@ -48,7 +48,7 @@ func (s *Service) JSONHandler() http.Handler {
 		resp, err := s.ShouldRateLimit(r.Context(), &req)
 		if err != nil {
 			switch status.Code(err) {
-			case codes.InvalidArgument:
+			case codes.InvalidArgument, codes.Unknown: // Unknown: envoyproxy/ratelimit's code for no domain or no descriptors
 				httpError(w, http.StatusBadRequest)
 			default:
 				httpError(w, http.StatusServiceUnavailable)

@@ -168,11 +168,12 @@ func invalid(format string, args ...any) error {
 // MaxDescriptors or MaxEntries, is an InvalidArgument error; a failure of
 // the store is Unavailable, and its detail goes to WithErrorHandler only.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest) (*pb.RateLimitResponse, error) {
+	// envoyproxy/ratelimit's answers to these two, code and message.
 	if req.GetDomain() == "" {
-		return nil, invalid("rate limit domain must not be empty")
+		return nil, status.Error(codes.Unknown, "rate limit domain must not be empty")
 	}
 	if len(req.GetDescriptors()) == 0 {
-		return nil, invalid("rate limit descriptor list must not be empty")
+		return nil, status.Error(codes.Unknown, "rate limit descriptor list must not be empty")
 	}
 	if len(req.Descriptors) > MaxDescriptors {
 		return nil, invalid("%d descriptors: at most %d are allowed", len(req.Descriptors), MaxDescriptors)
@@ -211,7 +212,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 				if err != nil {
 					return nil, invalid("descriptor %d: limit override: %v", i, err)
 				}
-				r.limit = lim
+				r.limit, r.over = lim, overMarker(FixedWindow, u)
 			}
 			m.limit = r
 		} else {
@@ -349,8 +350,14 @@ func (s *Service) decide(ctx context.Context, charging Charging, items []item) e
 // (the hits of a refused request use up what its limit had left, as
 // envoyproxy/ratelimit's counters count them) and a Peek of 0 to the
 // others, for what their limits hold.
+//
+// A fixed window's counter stops at its limit, where envoyproxy/ratelimit's
+// goes on past it: so that a check of 0 hits after a refused hit is over
+// the limit, as there, a refused hit also marks its key's window over (a
+// window of one on the key, under the limit's over-marker), which a check
+// of 0 hits reads.
 func (s *Service) charge(ctx context.Context, items []item, charged func(int) bool) error {
-	var idx []int
+	var idx, checks []int // checks: the ops that read an over-marker, by item
 	var ops []spigot.Op
 	for i := range items {
 		it := &items[i]
@@ -363,18 +370,37 @@ func (s *Service) charge(ctx context.Context, items []item, charged func(int) bo
 		}
 		idx = append(idx, i)
 		ops = append(ops, op)
+		if it.hits == 0 && it.rl.Algorithm == FixedWindow {
+			checks = append(checks, i)
+		}
 	}
 	if len(ops) == 0 {
 		return nil
+	}
+	n := len(ops)
+	for _, i := range checks {
+		ops = append(ops, spigot.Op{Limit: items[i].rl.over, Key: items[i].key, Action: spigot.Peek, N: 1})
 	}
 	out := make([]spigot.Decision, len(ops))
 	if err := spigot.DoMulti(ctx, s.store, spigot.Independent, ops, out); err != nil {
 		return err
 	}
+	var marks []spigot.Op
 	for j, i := range idx {
 		it := &items[i]
 		it.d, it.decided = out[j], true
 		it.over = ops[j].Action == spigot.TakeUpTo && out[j].N < it.n
+		if it.over && it.rl.Algorithm == FixedWindow {
+			marks = append(marks, spigot.Op{Limit: it.rl.over, Key: it.key, Action: spigot.TakeUpTo, N: 1})
+		}
+	}
+	for j, i := range checks {
+		if !out[n+j].Allowed() { // marked: a hit was refused in this window
+			items[i].over = true
+		}
+	}
+	if len(marks) > 0 {
+		return spigot.DoMulti(ctx, s.store, spigot.Independent, marks, make([]spigot.Decision, len(marks)))
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func TestCharging(t *testing.T) {
 		{0, request("s", desc("b", "1")), "OK: | OK 5/minute r=3 t=60"},
 		{0, request("s", hits(2, desc("b", "1"))), "OK: | OK 5/minute r=1 t=60"},
 		{0, request("s", hits(2, desc("b", "1"))), "OVER: | OVER 5/minute r=0 t=60"},
-		{0, request("s", hits(0, desc("b", "1"))), "OK: | OK 5/minute r=0 t=60"},
+		{0, request("s", hits(0, desc("b", "1"))), "OVER: | OVER 5/minute r=0 t=60"}, // the refused hits were counted
 		{0, request("s", desc("z", "1"), desc("b", "2")), "OVER: | OVER 0/minute r=0 t=60 | OK 5/minute r=5 t=60"},
 		// all-or-nothing: nothing is charged on a refusal.
 		{0, request("a", desc("a", "1"), desc("b", "1")), "OK: | OK 1/minute r=0 t=60 | OK 5/minute r=4 t=60"},
@@ -154,7 +154,9 @@ func TestHitsAddend(t *testing.T) {
 		{0, withHits(0, request("e", desc("h", "1"))), "OK: | OK 10/minute r=1 t=60"},
 		{0, request("e", hits(math.MaxUint64, desc("h", "1"))), "OVER: | OVER 10/minute r=0 t=60"},
 		{0, request("e", hits(1, desc("h", "1"))), "OVER: | OVER 10/minute r=0 t=60"},
-		{0, request("e", hits(0, desc("h", "1"))), "OK: | OK 10/minute r=0 t=60"},
+		// A check after refused hits is over, as envoyproxy/ratelimit's
+		// counter, past the limit, says.
+		{0, request("e", hits(0, desc("h", "1"))), "OVER: | OVER 10/minute r=0 t=60"},
 		{time.Minute, withHits(math.MaxUint32, request("e", desc("h", "1"))), "OVER: | OVER 10/minute r=0 t=60"},
 		{2 * time.Minute, request("a", hits(1<<63, desc("h", "1")), hits(1<<62, desc("h", "2"))), "OVER: | OVER 10/minute r=0 t=60 | OVER 10/minute r=0 t=60"},
 		{2 * time.Minute, request("a", desc("h", "1")), "OK: | OK 10/minute r=9 t=60"},
@@ -403,10 +405,21 @@ func TestBadRequests(t *testing.T) {
 	}
 	negative := desc("k", "v")
 	negative.IsNegativeHits = true
+	// envoyproxy/ratelimit's answers, code and message.
+	for i, c := range []struct {
+		req *pb.RateLimitRequest
+		msg string
+	}{
+		{nil, "rate limit domain must not be empty"},
+		{request("", desc("k", "v")), "rate limit domain must not be empty"},
+		{request("d"), "rate limit descriptor list must not be empty"},
+	} {
+		_, err := svc.ShouldRateLimit(context.Background(), c.req)
+		if status.Code(err) != codes.Unknown || status.Convert(err).Message() != c.msg {
+			t.Errorf("request %d: got %v, want Unknown: %s", i, err, c.msg)
+		}
+	}
 	for i, req := range []*pb.RateLimitRequest{
-		nil,
-		request("", desc("k", "v")),
-		request("d"),
 		many,
 		request("d", deep),
 		request("d", override(1, 0, desc("k", "v"))),

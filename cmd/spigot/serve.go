@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/spigot-go/spigot"
+	"github.com/spigot-go/spigot/cmd/spigot/internal/rls"
+	"github.com/spigot-go/spigot/store"
+	"github.com/spigot-go/spigot/store/denycache"
+	"github.com/spigot-go/spigot/store/hybrid"
+	"github.com/spigot-go/spigot/store/lease"
+	"github.com/spigot-go/spigot/store/memory"
+	spigotredis "github.com/spigot-go/spigot/store/redis"
+)
+
+// serveCmd is spigot serve: the rate limit service of Envoy's protocol on
+// spigot's stores, configured as envoyproxy/ratelimit is.
+func serveCmd(args []string, stdout, stderr io.Writer) int {
+	const prog = "spigot serve"
+	fs := newFlagSet(prog)
+	config := fs.String("config", "", "the `directory` of envoyproxy/ratelimit YAML files (every *.yaml and *.yml), reloaded when it changes")
+	check := fs.String("check", "", "load the configuration `directory`, print what it holds or why it is refused, and exit")
+	grpcAddr := fs.String("grpc", "127.0.0.1:8081", "the `address` of the gRPC service (ShouldRateLimit, health)")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "the `address` of HTTP: POST /json, GET /healthcheck")
+	redisAddr := fs.String("redis", "", "a Redis or Valkey `address` to keep the limits in (default: the memory store, this process alone)")
+	cluster := fs.String("cluster", "", "comma-separated seed `addresses` of a Redis or Valkey Cluster to keep the limits in")
+	prefix := fs.String("prefix", "", "the `prefix` of every key in Redis, as store.WithPrefix (the library's default when empty)")
+	withHybrid := fs.Bool("hybrid", false, "with -redis or -cluster: keep limiting in this process while Redis is down (store/hybrid, the Local policy)")
+	withLease := fs.Bool("lease", false, "decide hot keys from leases in memory (store/lease): token buckets and fixed windows")
+	withDenyCache := fs.Bool("denycache", false, "answer a denied key from memory until its RetryAfter (store/denycache)")
+	responseHeaders := fs.Bool("response-headers", false, "add RateLimit-Limit, -Remaining and -Reset to responses, as envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED")
+	fields := fs.Bool("ratelimit-fields", false, "add the IETF RateLimit-Policy and RateLimit fields to responses")
+	shadow := fs.Bool("shadow-mode", false, "answer every request OK, the statuses still saying which descriptors were over, as envoyproxy/ratelimit's SHADOW_MODE")
+	if err := parseFlags(fs, args, stdout, "usage: spigot serve -config dir [flags]\n       spigot serve -check dir\n\n"+
+		"Serve answers Envoy's rate limit service protocol (ShouldRateLimit over\n"+
+		"gRPC, and the same as JSON over HTTP) from envoyproxy/ratelimit's YAML\n"+
+		"configuration, on spigot's stores.\n\n"); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return usageError(stderr, prog, "%v", err)
+	}
+	if *check != "" {
+		cfg, err := rls.LoadDir(*check)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: the configuration loads: domains %s\n", *check, strings.Join(cfg.Domains(), ", "))
+		return 0
+	}
+	if *config == "" {
+		return usageError(stderr, prog, "-config: a configuration directory is required")
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, err := rls.LoadDir(*config)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	s, closeStore, err := serveStore(*redisAddr, *cluster, *prefix, *withHybrid, *withLease, *withDenyCache)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
+		return 1
+	}
+	defer closeStore()
+	opts := []rls.Option{rls.WithErrorHandler(func(err error) { log.Error("the store failed", "err", err) })}
+	if *responseHeaders {
+		opts = append(opts, rls.WithResponseHeaders(rls.HeaderNames{}))
+	}
+	if *fields {
+		opts = append(opts, rls.WithRateLimitFields())
+	}
+	if *shadow {
+		opts = append(opts, rls.WithShadowMode())
+	}
+	svc := rls.NewService(s, cfg, opts...)
+
+	gl, err := net.Listen("tcp", *grpcAddr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: cannot listen on %s: %v\n", prog, *grpcAddr, err)
+		return 1
+	}
+	hl, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		gl.Close()
+		fmt.Fprintf(stderr, "%s: cannot listen on %s: %v\n", prog, *httpAddr, err)
+		return 1
+	}
+	gs := grpc.NewServer()
+	pb.RegisterRateLimitServiceServer(gs, svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING) // the service name envoyproxy/ratelimit reports
+	healthpb.RegisterHealthServer(gs, hs)
+	mux := http.NewServeMux()
+	mux.Handle("POST /json", svc.JSONHandler())
+	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK") })
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go rls.Watch(ctx, *config, func(c *rls.Config, err error) {
+		if err != nil {
+			log.Error("configuration refused; the last good one stays", "dir", *config, "err", err)
+			return
+		}
+		svc.Reload(c)
+		log.Info("configuration reloaded", "dir", *config)
+	})
+	errs := make(chan error, 2)
+	go func() { errs <- gs.Serve(gl) }()
+	go func() { errs <- hsrv.Serve(hl) }()
+	log.Info("serving", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "store", storeName(*redisAddr, *cluster, *withHybrid, *withLease, *withDenyCache))
+	fmt.Fprintf(stdout, "spigot serve: gRPC on %s, HTTP on %s (Ctrl-C to stop)\n", gl.Addr(), hl.Addr())
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		log.Error("a server stopped", "err", err)
+	}
+	// Graceful: no new calls, the ones in flight answered, for 10 s at most.
+	hs.Shutdown()
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hsrv.Shutdown(shutdown)
+	select {
+	case <-done:
+	case <-shutdown.Done():
+		gs.Stop()
+	}
+	return 0
+}
+
+// serveStore returns the store of serve's flags, and what closes it.
+func serveStore(redisAddr, cluster, prefix string, withHybrid, withLease, withDenyCache bool) (spigot.Store, func(), error) {
+	var s spigot.Store = memory.New()
+	closeAll := func() {}
+	if redisAddr != "" || cluster != "" {
+		if redisAddr != "" && cluster != "" {
+			return nil, nil, errors.New("-redis and -cluster: choose one")
+		}
+		goredis.SetLogger(&logging.VoidLogger{})
+		var rdb goredis.UniversalClient
+		if cluster != "" {
+			rdb = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: strings.Split(cluster, ","), ContextTimeoutEnabled: true})
+		} else {
+			rdb = goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := rdb.Ping(ctx).Err(); err != nil && !withHybrid {
+			rdb.Close()
+			return nil, nil, fmt.Errorf("cannot reach Redis at %s%s: %v", redisAddr, cluster, err)
+		}
+		var opts []store.Option
+		if prefix != "" {
+			opts = append(opts, store.WithPrefix(prefix))
+		}
+		s = spigotredis.New(rdb, opts...)
+		if withHybrid {
+			s = hybrid.New(s, memory.New())
+		}
+		closeAll = func() { rdb.Close() }
+	} else if withHybrid {
+		return nil, nil, errors.New("-hybrid needs -redis or -cluster")
+	}
+	if withLease {
+		l := lease.New(s)
+		prev := closeAll
+		closeAll = func() { l.Close(context.Background()); prev() }
+		s = l
+	}
+	if withDenyCache {
+		s = denycache.New(s)
+	}
+	return s, closeAll, nil
+}
+
+// storeName says which store serve runs on.
+func storeName(redisAddr, cluster string, withHybrid, withLease, withDenyCache bool) string {
+	name := "memory"
+	switch {
+	case redisAddr != "":
+		name = "redis " + redisAddr
+	case cluster != "":
+		name = "cluster " + cluster
+	}
+	if withHybrid {
+		name = "hybrid(" + name + ")"
+	}
+	if withLease {
+		name = "lease(" + name + ")"
+	}
+	if withDenyCache {
+		name = "denycache(" + name + ")"
+	}
+	return name
+}
