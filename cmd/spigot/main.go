@@ -96,6 +96,22 @@
 //	go run ./cmd/spigot demo
 //	go run ./cmd/spigot demo -addr 127.0.0.1:9000 -redis 127.0.0.1:6379
 //
+// # Serve
+//
+// Serve is the rate limit service of Envoy's protocol
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over gRPC,
+// with the gRPC health service, on -grpc, 127.0.0.1:8081), and the same
+// decision as envoyproxy/ratelimit's POST /json on -http (127.0.0.1:8080,
+// with GET /healthcheck), on envoyproxy/ratelimit's YAML configuration
+// (-config dir, read again every second; a file that does not load is
+// refused and the last good configuration stays), with spigot's algorithms
+// as options and its stores: the memory store, or -redis addr or -cluster
+// seeds (go-redis), with -hybrid, -lease and -denycache. -check dir loads a
+// configuration and says what it holds or why it is refused. Its guide is
+// docs/serve.md.
+//
+//	go run ./cmd/spigot serve -config ./ratelimit -redis 127.0.0.1:6379
+//
 // # Simulate
 //
 // Simulate helps choose a limit before deploying: its algorithm, capacity
