@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
 	"google.golang.org/grpc"
@@ -84,7 +86,11 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeStore()
-	opts := []rls.Option{rls.WithErrorHandler(func(err error) { log.Error("the store failed", "err", err) })}
+	reg := prometheus.NewRegistry()
+	opts := []rls.Option{
+		rls.WithErrorHandler(func(err error) { log.Error("the store failed", "err", err) }),
+		rls.WithStats(newServeStats(reg).add),
+	}
 	if *responseHeaders {
 		opts = append(opts, rls.WithResponseHeaders(rls.HeaderNames{}))
 	}
@@ -115,6 +121,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	mux := http.NewServeMux()
 	mux.Handle("POST /json", svc.JSONHandler())
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "OK") })
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -216,4 +223,45 @@ func storeName(redisAddr, cluster string, withHybrid, withLease, withDenyCache b
 		name = "denycache(" + name + ")"
 	}
 	return name
+}
+
+// serveStats are spigot serve's Prometheus counters, per domain and
+// descriptor, named as envoyproxy/ratelimit's statistics are, its
+// ratelimit.service.rate_limit.<domain>.<descriptor>.<stat> with the
+// domain and the descriptor as labels: ratelimit_service_rate_limit_<stat>.
+type serveStats struct {
+	total, over, near, within, shadow *prometheus.CounterVec
+}
+
+func newServeStats(reg prometheus.Registerer) *serveStats {
+	counter := func(name, help string) *prometheus.CounterVec {
+		c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ratelimit_service_rate_limit_" + name, Help: help}, []string{"domain", "descriptor"})
+		reg.MustRegister(c)
+		return c
+	}
+	return &serveStats{
+		total:  counter("total_hits", "Hits of a descriptor's limit."),
+		over:   counter("over_limit", "Hits over a descriptor's limit."),
+		near:   counter("near_limit", "Hits within a descriptor's limit, past 80 % of it."),
+		within: counter("within_limit", "Hits within a descriptor's limit."),
+		shadow: counter("shadow_mode", "Hits over a descriptor's limit in shadow mode."),
+	}
+}
+
+func (s *serveStats) add(st rls.Stat) {
+	n := float64(st.Hits)
+	labels := []string{st.Domain, st.Descriptor}
+	s.total.WithLabelValues(labels...).Add(n)
+	switch {
+	case st.Over:
+		s.over.WithLabelValues(labels...).Add(n)
+		if st.Shadow {
+			s.shadow.WithLabelValues(labels...).Add(n)
+		}
+	default:
+		s.within.WithLabelValues(labels...).Add(n)
+		if st.Near {
+			s.near.WithLabelValues(labels...).Add(n)
+		}
+	}
 }

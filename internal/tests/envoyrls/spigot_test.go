@@ -1,6 +1,9 @@
 package envoyrls_test
 
 import (
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	pb "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -14,6 +17,7 @@ import (
 // hits_addend, a limit in the request), each on a redis-server of its
 // own, answer the steps' requests the same, field by field, in one window
 // of their hour: spigot serve's default charging is envoyproxy/ratelimit's.
+// spigot serve's /metrics then counts the hits by domain and descriptor.
 //
 //	SPIGOT_REQUIRE_SERVERS=1 go test -run TestSideBySide -v ./envoyrls
 func TestSideBySide(t *testing.T) {
@@ -26,4 +30,25 @@ func TestSideBySide(t *testing.T) {
 		reqs[i] = s.req
 	}
 	envoyrls.Compare(t, envoy.Client, spigot.Client, reqs)
+
+	// Its statistics, per domain and descriptor, as Prometheus counters.
+	resp, err := http.Get("http://" + spigot.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`ratelimit_service_rate_limit_total_hits{descriptor="envoyrls.`,
+		`ratelimit_service_rate_limit_over_limit{descriptor="envoyrls.`,
+		`ratelimit_service_rate_limit_within_limit{descriptor="envoyrls.`,
+		`ratelimit_service_rate_limit_shadow_mode{descriptor="envoyrls.`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("GET /metrics: no %s in\n%s", want, body)
+		}
+	}
 }

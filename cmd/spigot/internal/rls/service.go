@@ -89,6 +89,27 @@ func WithQuotaMode() Option {
 	return func(s *Service) { s.quota = true }
 }
 
+// A Stat is what one descriptor of a request did, for statistics named as
+// envoyproxy/ratelimit names its own: the domain, the descriptor's path
+// (RateLimit.Path), its hits, and whether they were over the limit (Over),
+// near it (Near: within the limit, past 80 % of it, envoyproxy/ratelimit's
+// NEAR_LIMIT_RATIO) and over it in shadow mode (Shadow).
+type Stat struct {
+	Domain, Descriptor string
+	Hits               uint64
+	Over, Near, Shadow bool
+}
+
+// WithStats makes the service call f with the Stat of each limited
+// descriptor of each request it decided, on the request's goroutine: f
+// must be fast and safe for concurrent use.
+func WithStats(f func(Stat)) Option {
+	if f == nil {
+		panic("rls: WithStats: nil func")
+	}
+	return func(s *Service) { s.stats = f }
+}
+
 // WithErrorHandler makes the service call f with each error of the store,
 // which clients never see.
 func WithErrorHandler(f func(error)) Option {
@@ -112,6 +133,7 @@ type Service struct {
 	shadow  bool
 	quota   bool
 	onError func(error)
+	stats   func(Stat) // WithStats', or nil
 }
 
 var _ pb.RateLimitServiceServer = (*Service)(nil)
@@ -250,7 +272,23 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		s.onError(err)
 		return nil, status.Error(codes.Unavailable, "rls: the rate limit store is unavailable")
 	}
-	return s.respond(items), nil
+	resp := s.respond(items)
+	if s.stats != nil {
+		for i := range items {
+			it := &items[i]
+			if it.rl == nil || it.unlimited {
+				continue
+			}
+			st := Stat{Domain: req.Domain, Descriptor: it.rl.path, Hits: it.hits, Over: it.over}
+			if !it.over && it.rl.RequestsPerUnit > 0 {
+				used := uint64(it.rl.RequestsPerUnit) - uint64(it.remaining())
+				st.Near = used*5 > uint64(it.rl.RequestsPerUnit)*4
+			}
+			st.Shadow = it.over && it.rl.ShadowMode
+			s.stats(st)
+		}
+	}
+	return resp, nil
 }
 
 // overridePath names a limit override's descriptor: the domain, then
