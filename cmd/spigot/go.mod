@@ -8,10 +8,14 @@ require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/spigot-go/spigot v0.0.0-00010101000000-000000000000
 	github.com/spigot-go/spigot/internal/bench v0.0.0-00010101000000-000000000000
 	github.com/spigot-go/spigot/otelspigot v0.0.0-00010101000000-000000000000
 	github.com/spigot-go/spigot/store/redis v0.0.0-00010101000000-000000000000
+	github.com/spigot-go/spigot/store/rueidis v0.0.0-00010101000000-000000000000
+	github.com/spigot-go/spigot/store/valkey v0.0.0-00010101000000-000000000000
+	github.com/valkey-io/valkey-go v1.0.79
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -43,12 +47,8 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/schollz/progressbar/v3 v3.19.1 // indirect
-	github.com/spigot-go/spigot/store/rueidis v0.0.0-00010101000000-000000000000 // indirect
-	github.com/spigot-go/spigot/store/valkey v0.0.0-00010101000000-000000000000 // indirect
-	github.com/valkey-io/valkey-go v1.0.79 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect

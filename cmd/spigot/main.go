@@ -106,7 +106,8 @@
 // (-config dir, read again every second; a file that does not load is
 // refused and the last good configuration stays), with spigot's algorithms
 // as options and its stores: the memory store, or -redis addr or -cluster
-// seeds (go-redis), with -hybrid, -lease and -denycache. -check dir loads a
+// seeds (-client go-redis, valkey-go or rueidis), with -hybrid, -lease and
+// -denycache. -check dir loads a
 // configuration and says what it holds or why it is refused. Its guide is
 // docs/serve.md.
 //

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
+	"github.com/redis/rueidis"
+	"github.com/valkey-io/valkey-go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -33,6 +35,8 @@ import (
 	"github.com/spigot-go/spigot/store/lease"
 	"github.com/spigot-go/spigot/store/memory"
 	spigotredis "github.com/spigot-go/spigot/store/redis"
+	spigotrueidis "github.com/spigot-go/spigot/store/rueidis"
+	spigotvalkey "github.com/spigot-go/spigot/store/valkey"
 )
 
 // serveCmd is spigot serve: the rate limit service of Envoy's protocol on
@@ -47,6 +51,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	redisAddr := fs.String("redis", "", "a Redis or Valkey `address` to keep the limits in (default: the memory store, this process alone)")
 	cluster := fs.String("cluster", "", "comma-separated seed `addresses` of a Redis or Valkey Cluster to keep the limits in")
 	prefix := fs.String("prefix", "", "the `prefix` of every key in Redis, as store.WithPrefix (the library's default when empty)")
+	client := fs.String("client", "go-redis", "with -redis or -cluster, the `client` library: go-redis, valkey-go or rueidis")
 	withHybrid := fs.Bool("hybrid", false, "with -redis or -cluster: keep limiting in this process while Redis is down (store/hybrid, the Local policy)")
 	withLease := fs.Bool("lease", false, "decide hot keys from leases in memory (store/lease): token buckets and fixed windows")
 	withDenyCache := fs.Bool("denycache", false, "answer a denied key from memory until its RetryAfter (store/denycache)")
@@ -80,7 +85,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 1
 	}
-	s, closeStore, err := serveStore(*redisAddr, *cluster, *prefix, *withHybrid, *withLease, *withDenyCache)
+	s, closeStore, err := serveStore(*redisAddr, *cluster, *client, *prefix, *withHybrid, *withLease, *withDenyCache)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 1
@@ -137,7 +142,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	errs := make(chan error, 2)
 	go func() { errs <- gs.Serve(gl) }()
 	go func() { errs <- hsrv.Serve(hl) }()
-	log.Info("serving", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "store", storeName(*redisAddr, *cluster, *withHybrid, *withLease, *withDenyCache))
+	log.Info("serving", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "store", storeName(*redisAddr, *cluster, *client, *withHybrid, *withLease, *withDenyCache))
 	fmt.Fprintf(stdout, "spigot serve: gRPC on %s, HTTP on %s (Ctrl-C to stop)\n", gl.Addr(), hl.Addr())
 	select {
 	case <-ctx.Done():
@@ -160,36 +165,35 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // serveStore returns the store of serve's flags, and what closes it.
-func serveStore(redisAddr, cluster, prefix string, withHybrid, withLease, withDenyCache bool) (spigot.Store, func(), error) {
+func serveStore(redisAddr, cluster, client, prefix string, withHybrid, withLease, withDenyCache bool) (spigot.Store, func(), error) {
 	var s spigot.Store = memory.New()
 	closeAll := func() {}
-	if redisAddr != "" || cluster != "" {
-		if redisAddr != "" && cluster != "" {
-			return nil, nil, errors.New("-redis and -cluster: choose one")
-		}
-		goredis.SetLogger(&logging.VoidLogger{})
-		var rdb goredis.UniversalClient
+	switch {
+	case redisAddr != "" && cluster != "":
+		return nil, nil, errors.New("-redis and -cluster: choose one")
+	case redisAddr != "" || cluster != "":
+		addrs := []string{redisAddr}
 		if cluster != "" {
-			rdb = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: strings.Split(cluster, ","), ContextTimeoutEnabled: true})
-		} else {
-			rdb = goredis.NewClient(&goredis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := rdb.Ping(ctx).Err(); err != nil && !withHybrid {
-			rdb.Close()
-			return nil, nil, fmt.Errorf("cannot reach Redis at %s%s: %v", redisAddr, cluster, err)
+			addrs = strings.Split(cluster, ",")
 		}
 		var opts []store.Option
 		if prefix != "" {
 			opts = append(opts, store.WithPrefix(prefix))
 		}
-		s = spigotredis.New(rdb, opts...)
+		var err error
+		if s, closeAll, err = remoteStore(client, addrs, cluster != "", opts); err != nil {
+			return nil, nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := s.Do(ctx, spigot.Op{Limit: spigot.MustBucket("spigot-serve-probe", 1, spigot.PerSecond(1)), Key: "probe", Action: spigot.Peek}); err != nil && !withHybrid {
+			closeAll()
+			return nil, nil, fmt.Errorf("cannot reach Redis at %s: %v", strings.Join(addrs, ","), err)
+		}
 		if withHybrid {
 			s = hybrid.New(s, memory.New())
 		}
-		closeAll = func() { rdb.Close() }
-	} else if withHybrid {
+	case withHybrid:
 		return nil, nil, errors.New("-hybrid needs -redis or -cluster")
 	}
 	if withLease {
@@ -204,14 +208,43 @@ func serveStore(redisAddr, cluster, prefix string, withHybrid, withLease, withDe
 	return s, closeAll, nil
 }
 
+// remoteStore returns spigot's store of client on the server, or cluster,
+// at addrs, with the settings the store's doc advises.
+func remoteStore(client string, addrs []string, cluster bool, opts []store.Option) (spigot.Store, func(), error) {
+	switch client {
+	case "go-redis":
+		goredis.SetLogger(&logging.VoidLogger{})
+		var rdb goredis.UniversalClient
+		if cluster {
+			rdb = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+		} else {
+			rdb = goredis.NewClient(&goredis.Options{Addr: addrs[0], ContextTimeoutEnabled: true})
+		}
+		return spigotredis.New(rdb, opts...), func() { rdb.Close() }, nil
+	case "valkey-go":
+		vk, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs, DisableCache: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("valkey-go on %s: %v", strings.Join(addrs, ","), err)
+		}
+		return spigotvalkey.New(vk, opts...), vk.Close, nil
+	case "rueidis":
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("rueidis on %s: %v", strings.Join(addrs, ","), err)
+		}
+		return spigotrueidis.New(rc, opts...), rc.Close, nil
+	}
+	return nil, nil, fmt.Errorf("-client %q: want go-redis, valkey-go or rueidis", client)
+}
+
 // storeName says which store serve runs on.
-func storeName(redisAddr, cluster string, withHybrid, withLease, withDenyCache bool) string {
+func storeName(redisAddr, cluster, client string, withHybrid, withLease, withDenyCache bool) string {
 	name := "memory"
 	switch {
 	case redisAddr != "":
-		name = "redis " + redisAddr
+		name = client + " " + redisAddr
 	case cluster != "":
-		name = "cluster " + cluster
+		name = client + " cluster " + cluster
 	}
 	if withHybrid {
 		name = "hybrid(" + name + ")"

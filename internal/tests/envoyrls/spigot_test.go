@@ -15,20 +15,31 @@ import (
 // configuration (nested descriptors, a wildcard value, share_threshold,
 // unlimited, replaces, shadow mode, several descriptors per request,
 // hits_addend, a limit in the request), each on a redis-server of its
-// own, answer the steps' requests the same, field by field, in one window
-// of their hour: spigot serve's default charging is envoyproxy/ratelimit's.
+// own (through each of the three clients), answer the steps' requests the
+// same, field by field, in one window of their hour: spigot serve's
+// default charging is envoyproxy/ratelimit's.
 // spigot serve's /metrics then counts the hits by domain and descriptor.
 //
 //	SPIGOT_REQUIRE_SERVERS=1 go test -run TestSideBySide -v ./envoyrls
 func TestSideBySide(t *testing.T) {
 	t.Parallel()
-	envoy := envoyrls.Start(t, configDir)
-	spigot := envoyrls.StartSpigot(t, configDir)
-	inOneWindow(t)
 	reqs := make([]*pb.RateLimitRequest, len(steps))
 	for i, s := range steps {
 		reqs[i] = s.req
 	}
+	// Through each of the three clients (spigot serve's -client).
+	for _, client := range []string{"valkey-go", "rueidis"} {
+		t.Run(client, func(t *testing.T) {
+			t.Parallel()
+			envoy := envoyrls.Start(t, configDir)
+			spigot := envoyrls.StartSpigot(t, configDir, "-client", client)
+			inOneWindow(t)
+			envoyrls.Compare(t, envoy.Client, spigot.Client, reqs)
+		})
+	}
+	envoy := envoyrls.Start(t, configDir)
+	spigot := envoyrls.StartSpigot(t, configDir) // go-redis
+	inOneWindow(t)
 	envoyrls.Compare(t, envoy.Client, spigot.Client, reqs)
 
 	// Its statistics, per domain and descriptor, as Prometheus counters.
