@@ -21,6 +21,8 @@ import (
 	"github.com/redis/go-redis/v9/logging"
 	"github.com/redis/rueidis"
 	"github.com/valkey-io/valkey-go"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/spigot-go/spigot"
 	"github.com/spigot-go/spigot/cmd/spigot/internal/rls"
+	"github.com/spigot-go/spigot/otelspigot"
 	"github.com/spigot-go/spigot/store"
 	"github.com/spigot-go/spigot/store/denycache"
 	"github.com/spigot-go/spigot/store/hybrid"
@@ -85,13 +88,20 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 1
 	}
-	s, closeStore, err := serveStore(*redisAddr, *cluster, *client, *prefix, *withHybrid, *withLease, *withDenyCache)
+	// spigot's own metrics (otelspigot's), and the statistics below, on
+	// one Prometheus registry.
+	reg := prometheus.NewRegistry()
+	exporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		panic(err) // a fresh registry takes the exporter's collector
+	}
+	meters := otelspigot.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter)))
+	s, closeStore, err := serveStore(*redisAddr, *cluster, *client, *prefix, *withHybrid, *withLease, *withDenyCache, meters)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 		return 1
 	}
 	defer closeStore()
-	reg := prometheus.NewRegistry()
 	opts := []rls.Option{
 		rls.WithErrorHandler(func(err error) { log.Error("the store failed", "err", err) }),
 		rls.WithStats(newServeStats(reg).add),
@@ -165,7 +175,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 }
 
 // serveStore returns the store of serve's flags, and what closes it.
-func serveStore(redisAddr, cluster, client, prefix string, withHybrid, withLease, withDenyCache bool) (spigot.Store, func(), error) {
+func serveStore(redisAddr, cluster, client, prefix string, withHybrid, withLease, withDenyCache bool, meters otelspigot.Option) (spigot.Store, func(), error) {
 	var s spigot.Store = memory.New()
 	closeAll := func() {}
 	switch {
@@ -191,13 +201,19 @@ func serveStore(redisAddr, cluster, client, prefix string, withHybrid, withLease
 			return nil, nil, fmt.Errorf("cannot reach Redis at %s: %v", strings.Join(addrs, ","), err)
 		}
 		if withHybrid {
-			s = hybrid.New(s, memory.New())
+			h := hybrid.New(s, memory.New(), hybrid.WithObserver(otelspigot.HybridObserver(meters)))
+			if _, err := otelspigot.ObserveCircuit(h, meters); err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			s = h
 		}
 	case withHybrid:
 		return nil, nil, errors.New("-hybrid needs -redis or -cluster")
 	}
+	s = otelspigot.Wrap(s, meters) // what the store decides, and its latency
 	if withLease {
-		l := lease.New(s)
+		l := lease.New(s, lease.WithObserver(otelspigot.LeaseObserver(meters)))
 		prev := closeAll
 		closeAll = func() { l.Close(context.Background()); prev() }
 		s = l

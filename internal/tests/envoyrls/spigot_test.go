@@ -18,7 +18,8 @@ import (
 // own (through each of the three clients), answer the steps' requests the
 // same, field by field, in one window of their hour: spigot serve's
 // default charging is envoyproxy/ratelimit's.
-// spigot serve's /metrics then counts the hits by domain and descriptor.
+// spigot serve's /metrics then counts the hits by domain and descriptor,
+// beside otelspigot's metrics of its store.
 //
 //	SPIGOT_REQUIRE_SERVERS=1 go test -run TestSideBySide -v ./envoyrls
 func TestSideBySide(t *testing.T) {
@@ -57,6 +58,8 @@ func TestSideBySide(t *testing.T) {
 		`ratelimit_service_rate_limit_over_limit{descriptor="envoyrls.`,
 		`ratelimit_service_rate_limit_within_limit{descriptor="envoyrls.`,
 		`ratelimit_service_rate_limit_shadow_mode{descriptor="envoyrls.`,
+		`spigot_decisions_total{`, // otelspigot's, of the store
+		`spigot_store_duration_seconds_bucket{`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("GET /metrics: no %s in\n%s", want, body)
