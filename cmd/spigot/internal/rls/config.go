@@ -128,6 +128,11 @@ type RateLimit struct {
 	// RequestsPerUnit for every other algorithm.
 	Algorithm Algorithm
 	Capacity  int64
+	// Shared is spigot's shared_limit: the name of a limit that Go
+	// services keep in the same store (an httplimit or grpclimit rule's),
+	// whose key is then the value of the request's last entry, as theirs
+	// is, so that both charge one limit.
+	Shared string
 
 	ShadowMode     bool
 	QuotaMode      bool
@@ -277,7 +282,7 @@ const (
 	elsewhere
 )
 
-var spigotKeys = map[string]int{"charging": atRoot, "algorithm": atRateLimit, "capacity": atRateLimit}
+var spigotKeys = map[string]int{"charging": atRoot, "algorithm": atRateLimit, "capacity": atRateLimit, "shared_limit": atRateLimit}
 
 // check refuses what envoyproxy/ratelimit refuses before it reads a
 // file: a key that is not a string or not of the format, a list of
@@ -574,6 +579,10 @@ func (l *loader) rateLimit(n *yaml.Node, p string) (*RateLimit, error) {
 			}
 		case "capacity":
 			capacity = v
+		case "shared_limit":
+			if r.Shared, err = l.str(v); err == nil && r.Shared == "" {
+				return nil, l.errorf(v, "descriptor '%s': shared_limit: want a limit's name", p)
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -606,32 +615,38 @@ func (l *loader) rateLimit(n *yaml.Node, p string) (*RateLimit, error) {
 			return nil, l.errorf(capacity, "descriptor '%s': capacity %q: want an integer of at least 0", p, capacity.Value)
 		}
 	}
+	if r.Shared != "" && r.Unlimited {
+		return nil, l.errorf(n, "descriptor '%s': shared_limit: an unlimited descriptor has no limit to share", p)
+	}
 	if !r.Unlimited && r.RequestsPerUnit > 0 {
-		lim, err := newLimit(r.Algorithm, r.RequestsPerUnit, r.Unit, r.Capacity)
+		lim, err := newLimit(r.Algorithm, r.RequestsPerUnit, r.Unit, r.Capacity, r.Shared)
 		if err != nil {
 			return nil, l.errorf(n, "descriptor '%s': %v", p, err)
 		}
-		r.limit, r.over = lim, overMarker(r.Algorithm, r.Unit)
+		r.limit, r.over = lim, overMarker(r.Algorithm, r.Unit, lim.Name())
 	}
 	return r, nil
 }
 
-// overMarker returns the over-marker of a fixed window of unit u: a window
-// of one hit per unit, aligned as the window is, under a name of its own;
-// the zero Limit for the other algorithms.
-func overMarker(a Algorithm, u Unit) spigot.Limit {
+// overMarker returns the over-marker of a fixed window of unit u named
+// name: a window of one hit per unit, aligned as the window is, under a
+// name of its own; the zero Limit for the other algorithms.
+func overMarker(a Algorithm, u Unit, name string) spigot.Limit {
 	if a != FixedWindow {
 		return spigot.Limit{}
 	}
-	return spigot.Must(spigot.NewFixedWindow("rls-over-"+u.String(), spigot.Per(1, u.Duration()), 0))
+	return spigot.Must(spigot.NewFixedWindow("rls-over-"+name, spigot.Per(1, u.Duration()), 0))
 }
 
 // newLimit returns the spigot.Limit of a rate limit of rpu > 0 requests
 // per unit. Limits of one algorithm and unit share a name, and so share a
 // key's state (as envoyproxy/ratelimit's counters do, whose keys name the
 // window but not the limit).
-func newLimit(a Algorithm, rpu uint32, u Unit, capacity int64) (spigot.Limit, error) {
+func newLimit(a Algorithm, rpu uint32, u Unit, capacity int64, shared string) (spigot.Limit, error) {
 	name := "rls-" + algorithmShort[a] + "-" + u.String()
+	if shared != "" {
+		name = shared
+	}
 	rate := spigot.Per(int64(rpu), u.Duration())
 	switch a {
 	case TokenBucket:

@@ -54,8 +54,10 @@
 // # spigot's
 //
 // The algorithm and capacity keys of rate_limit (token buckets, sliding
-// windows and logs, leaky buckets besides the fixed window), and charging
-// all-or-nothing. Store keys that never collide: each is the domain and
+// windows and logs, leaky buckets besides the fixed window), its
+// shared_limit (the name of a limit a Go service keeps in the same store,
+// keyed by the request's last value, so that an httplimit or grpclimit
+// rule and the gateway charge one limit), and charging all-or-nothing. Store keys that never collide: each is the domain and
 // every entry's key and value, each written as its length, a colon and its
 // bytes ("3:api6:tenant=4:free"), where envoyproxy/ratelimit joins them
 // with '_' so that

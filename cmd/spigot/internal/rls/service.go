@@ -230,11 +230,11 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 			}
 			r := &RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: u, Algorithm: FixedWindow, Capacity: int64(o.GetRequestsPerUnit()), path: overridePath(req.Domain, entries)}
 			if r.RequestsPerUnit > 0 {
-				lim, err := newLimit(FixedWindow, r.RequestsPerUnit, u, r.Capacity)
+				lim, err := newLimit(FixedWindow, r.RequestsPerUnit, u, r.Capacity, "")
 				if err != nil {
 					return nil, invalid("descriptor %d: limit override: %v", i, err)
 				}
-				r.limit, r.over = lim, overMarker(FixedWindow, u)
+				r.limit, r.over = lim, overMarker(FixedWindow, u, lim.Name())
 			}
 			m.limit = r
 		} else {
@@ -253,6 +253,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *pb.RateLimitRequest)
 		it.rl = m.limit
 		it.limit = m.limit.limit
 		it.key = storeKey(req.Domain, entries, m.shared)
+		if m.limit.Shared != "" && len(entries) > 0 {
+			it.key = entries[len(entries)-1].Value // the library's key: the shared limit's
+		}
 		it.enforced = !m.limit.ShadowMode && !m.limit.QuotaMode && !s.quota
 		c := it.limit.Capacity()
 		it.n = int64(min(it.hits, uint64(c)+1))
