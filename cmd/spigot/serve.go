@@ -154,10 +154,12 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	go func() { errs <- hsrv.Serve(hl) }()
 	log.Info("serving", "grpc", gl.Addr().String(), "http", hl.Addr().String(), "store", storeName(*redisAddr, *cluster, *client, *withHybrid, *withLease, *withDenyCache))
 	fmt.Fprintf(stdout, "spigot serve: gRPC on %s, HTTP on %s (Ctrl-C to stop)\n", gl.Addr(), hl.Addr())
+	code := 0
 	select {
 	case <-ctx.Done():
 	case err := <-errs:
 		log.Error("a server stopped", "err", err)
+		code = 1
 	}
 	// Graceful: no new calls, the ones in flight answered, for 10 s at most.
 	hs.Shutdown()
@@ -171,7 +173,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	case <-shutdown.Done():
 		gs.Stop()
 	}
-	return 0
+	return code
 }
 
 // serveStore returns the store of serve's flags, and what closes it.
