@@ -219,6 +219,16 @@ func LoadDir(dir string) (*Config, error) {
 // one domain a file, as envoyproxy/ratelimit reads them. A domain in two
 // files is refused. The error names the file, the line and the descriptor.
 func Load(fsys fs.FS) (*Config, error) {
+	files, err := readFiles(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return load(files)
+}
+
+// readFiles reads the config files of fsys's top directory, in the order
+// of their names (fs.ReadDir's).
+func readFiles(fsys fs.FS) ([]file, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
 		return nil, configError(err)
@@ -237,7 +247,7 @@ func Load(fsys fs.FS) (*Config, error) {
 		}
 		files = append(files, file{e.Name(), data})
 	}
-	return load(files)
+	return files, nil
 }
 
 func configError(err error) error { return fmt.Errorf("%w: %w", ErrConfig, err) }

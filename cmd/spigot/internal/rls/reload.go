@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
-	"io/fs"
 	"os"
-	"sort"
 	"strconv"
 	"time"
 )
@@ -106,26 +103,10 @@ type file struct {
 // fingerprint reads dir's config files, and returns a hash of their names
 // and contents.
 func fingerprint(dir string) ([]byte, []file, error) {
-	fsys := os.DirFS(dir)
-	entries, err := fs.ReadDir(fsys, ".")
+	files, err := readFiles(os.DirFS(dir)) // in the order of their names
 	if err != nil {
-		return nil, nil, configError(err)
+		return nil, nil, err
 	}
-	var files []file
-	for _, e := range entries {
-		if !configFile(e.Name()) || e.IsDir() {
-			continue
-		}
-		data, err := fs.ReadFile(fsys, e.Name())
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed since the directory was read
-		}
-		if err != nil {
-			return nil, nil, configError(err)
-		}
-		files = append(files, file{e.Name(), data})
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
 	h := sha256.New()
 	for _, fl := range files {
 		h.Write([]byte(strconv.Itoa(len(fl.name)) + ":" + fl.name + strconv.Itoa(len(fl.data)) + ":"))
