@@ -164,12 +164,9 @@ func Start(tb testing.TB, configDir string, opts ...Option) *Service {
 var errExited = errors.New("envoyproxy/ratelimit exited before it answered")
 
 func start(bin, dir string, redis *testserver.Server, st settings) (*Service, error) {
-	var ports [3]int
-	for i := range ports {
-		var err error
-		if ports[i], err = freePort(); err != nil {
-			return nil, err
-		}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	s := &Service{
 		GRPCAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
@@ -187,11 +184,6 @@ func start(bin, dir string, redis *testserver.Server, st settings) (*Service, er
 	for k, v := range st.env {
 		env[k] = v
 	}
-	logFile, err := os.Create(s.log)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
 	cmd := exec.Command(bin)
 	cmd.Dir = dir
 	// Only the settings: nothing of the test's environment (PORT, HOST,
@@ -200,9 +192,24 @@ func start(bin, dir string, redis *testserver.Server, st settings) (*Service, er
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		cmd.Env = append(cmd.Env, k+"="+env[k])
 	}
+	if err := s.launch(cmd, "its environment: "+strings.Join(cmd.Env, " ")); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch runs cmd as s's process, its output in s.log, and returns once s
+// answers (see wait), or kills it and returns why not, with what (how cmd
+// was run) and the process's log.
+func (s *Service) launch(cmd *exec.Cmd, what string) error {
+	logFile, err := os.Create(s.log)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	s.cmd = cmd
 	go func() { // reap, so that stop and kill can wait for the exit
@@ -211,9 +218,9 @@ func start(bin, dir string, redis *testserver.Server, st settings) (*Service, er
 	}()
 	if err := s.wait(); err != nil {
 		s.kill()
-		return nil, fmt.Errorf("%w\nits environment: %s\nits log:\n%s", err, strings.Join(cmd.Env, " "), s.Log())
+		return fmt.Errorf("%w\n%s\nits log:\n%s", err, what, s.Log())
 	}
-	return s, nil
+	return nil
 }
 
 // startTimeout bounds how long Start waits for the service to answer.
@@ -333,13 +340,18 @@ func (s *Service) kill() {
 	<-s.exited
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n loopback ports that were free a moment ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // copyFiles copies the regular files of dir src into dir dst, which it

@@ -1,7 +1,7 @@
 package envoyrls
 
 import (
-	"fmt"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -64,7 +64,7 @@ func StartSpigot(tb testing.TB, configDir string, args ...string) *Service {
 			tb.Cleanup(func() { s.stop(tb) })
 			return s
 		}
-		if !strings.Contains(err.Error(), errExited.Error()) {
+		if !errors.Is(err, errExited) {
 			break
 		}
 	}
@@ -73,12 +73,9 @@ func StartSpigot(tb testing.TB, configDir string, args ...string) *Service {
 }
 
 func startSpigot(bin, dir, conf string, redis *testserver.Server, args []string) (*Service, error) {
-	var ports [2]int
-	for i := range ports {
-		var err error
-		if ports[i], err = freePort(); err != nil {
-			return nil, err
-		}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
 	}
 	s := &Service{
 		GRPCAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
@@ -87,25 +84,10 @@ func startSpigot(bin, dir, conf string, redis *testserver.Server, args []string)
 		log:      filepath.Join(dir, "spigot.log"),
 		exited:   make(chan struct{}),
 	}
-	logFile, err := os.Create(s.log)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
 	cmd := exec.Command(bin, append([]string{"serve", "-config", conf, "-grpc", s.GRPCAddr, "-http", s.HTTPAddr, "-redis", redis.Addr}, args...)...)
 	cmd.Dir = dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
-	}
-	s.cmd = cmd
-	go func() {
-		cmd.Wait()
-		close(s.exited)
-	}()
-	if err := s.wait(); err != nil {
-		s.kill()
-		return nil, fmt.Errorf("%w\nits arguments: %s\nits log:\n%s", err, strings.Join(cmd.Args, " "), s.Log())
+	if err := s.launch(cmd, "its arguments: "+strings.Join(cmd.Args, " ")); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
