@@ -1020,10 +1020,7 @@ func (s *Store) settleKey(bk *batchKey, ops, rops []spigot.Op, out, rout []spigo
 			// op that takes is denied until the remote holds the rest.
 			for _, i := range bk.ops {
 				if op := ops[i]; op.Action != spigot.Peek && op.N > 0 {
-					op.Action = spigot.Peek
-					d := l.share.Central(op, now)
-					d.N, d.RetryAfter = 0, max(rout[r].RetryAfter, time.Millisecond)
-					out[i] = d
+					out[i].RetryAfter = max(rout[r].RetryAfter, time.Millisecond) // on its Peek, above
 					break
 				}
 			}
